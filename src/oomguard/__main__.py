@@ -1,0 +1,3 @@
+from oomguard.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""Errors a user can cause, each rendered as one line with exit code 2.
+
+Core code raises these; only `cli.py` turns them into a message and an exit code.
+"""
+
+from __future__ import annotations
+
+
+class OomguardError(Exception):
+    """A problem with the user's input: printed as one line, exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnknownModelError(OomguardError):
+    """A model id or path that none of the resolvers could turn into a config."""
+
+
+class ConfigError(OomguardError):
+    """A config.json, YAML or flag value that cannot be read or makes no sense."""
+
+
+class UnknownGpuError(OomguardError):
+    """A GPU name that matches nothing, or several things, in the catalog."""
+
+
+class ParallelismError(OomguardError):
+    """A TP/PP/DP/EP layout that vLLM itself would refuse."""
+
+
+class InputFormatError(OomguardError):
+    """A file (log, trace, metrics, pickle) that cannot be parsed as what it claims to be."""
