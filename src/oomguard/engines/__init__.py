@@ -1,0 +1,1 @@
+"""How each inference engine accounts memory. Everything engine-specific lives under its own package."""

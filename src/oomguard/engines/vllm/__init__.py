@@ -1,0 +1,1 @@
+"""vLLM: flags, version behaviours, startup accounting and KV cache arithmetic."""
