@@ -161,6 +161,8 @@ class TensorSpec:
     quantizable: bool = True
     dtype: str | None = None           # stored dtype when known exactly (safetensors headers); None: model dtype
     stored_bytes: int | None = None    # exact bytes from safetensors headers, all experts included
+    kv_heads: int = 0                  # KV_COLUMN: the KV heads along dim 0 (replicated when TP > kv_heads)
+    shard_dim: int | None = None       # EXPERT: the dim TP divides without EP (0: gate/up, 1: down)
 
     @property
     def numel(self) -> int:
@@ -191,6 +193,9 @@ class Quantization:
     act_order: bool = False
     skip_modules: tuple[str, ...] = ()
     from_config: bool = True           # False for runtime `--quantization fp8` of a bf16 checkpoint
+    scheme: str = ""                   # sub-format: "float"/"int"/"nvfp4" (compressed-tensors), "nf4", "int8" (bnb)
+    double_quant: bool = False         # bitsandbytes nested quantization of the absmax
+    static_activations: bool = False   # an input_scale per layer is stored (FP8 static)
 
 
 @dataclass(frozen=True)
@@ -223,10 +228,13 @@ class ModelSpec:
     layers: tuple[DecoderLayer, ...]
     tensors: tuple[TensorSpec, ...]
     rotary_dim: int = 0
+    rope_caches: tuple[tuple[int, int], ...] = ()   # (positions, rotary_dim) per distinct RoPE config
+    checkpoint_dtype: str | None = None      # dtype the checkpoint stores unquantized tensors in
     quantization: Quantization | None = None
     vision: VisionTower | None = None
     mtp_layers: int = 0
     weights_source: str = "config.json"      # or "safetensors headers", "safetensors index total_size"
+    checkpoint_bytes: int | None = None      # exact stored total when a source gives it (headers, index, catalog)
     notes: tuple[str, ...] = field(default=())
 
     @property
