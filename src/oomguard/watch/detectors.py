@@ -1,0 +1,467 @@
+"""Detectors: pure functions over sample series that say an OOM (or its precursor) is coming, and why.
+
+Each detector reads the series it needs from a `History`, judges against `Thresholds`, and returns
+`Alert`s carrying the numbers (evidence) and what to change (fix). No I/O, no clock: `now` is passed in,
+so a replayed day of samples is judged exactly as a live one.
+
+The fixes follow the triage guide (shared/seeds/004): KV saturation and queue growth mean arrival or length
+exceeds capacity (limit concurrency, lower max-num-seqs, shorter max-model-len, more KV per GPU); a leak is
+fixed by a version change or a restart, not by tuning; host memory is not GPU memory.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from oomguard.units import GiB, MiB
+from oomguard.watch.durations import format_duration
+from oomguard.watch.samples import History, RankKey, Series, SeriesKey
+from oomguard.watch.trend import (Trend, counter_increase, recent_level, sustained_rise, theil_sen,
+                                  time_to_reach)
+
+WARNING = "warning"
+CRITICAL = "critical"
+
+# Counters whose decrease means the process restarted (prometheus_client counters start at 0).
+RESTART_COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "requests_finished")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Every knob the detectors use; the CLI and `oomguard rules` expose the same ones."""
+
+    leak_window_s: float = 3600.0  # look this far back for a memory trend
+    leak_min_span_s: float = 600.0  # and need at least this much data before judging
+    leak_min_rising: float = 0.7  # share of pairwise slopes that must be positive
+    leak_reset_drop: float = 0.05  # a drop by this share of capacity starts a new segment (restart, free)
+    steady_load_tolerance: float = 0.25  # token rate may differ this much between halves and count as steady
+    horizon_s: float = 6 * 3600.0  # warn when memory runs out sooner than this
+    critical_eta_s: float = 3600.0  # and call it critical sooner than this
+    kv_window_s: float = 600.0
+    kv_high: float = 0.95  # KV usage at which new requests wait or preempt
+    kv_horizon_s: float = 900.0  # warn when KV saturates sooner than this
+    queue_window_s: float = 300.0
+    queue_min_waiting: float = 5.0
+    queue_limit: float = 100.0  # time-to-saturation of the queue is measured to this many waiting
+    preemption_window_s: float = 300.0
+    preemptions_per_min: float = 1.0
+    imbalance_window_s: float = 300.0
+    imbalance: float = 0.15  # seed 001: DP ranks more than 15% apart
+    imbalance_min_kv: float = 0.05  # below this mean KV usage, ranks are idle and differences are noise
+    imbalance_min_requests: float = 2.0
+    host_memory_ratio: float = 0.9
+    restart_window_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Alert:
+    detector: str  # memory_leak | kv_saturation | queue_growth | preemptions | dp_imbalance | host_memory | restarts
+    severity: str
+    subject: str  # what it is about: a rank, a GPU, a host process
+    summary: str
+    evidence: tuple[str, ...]
+    fix: tuple[str, ...]
+    at: float
+    eta_seconds: float | None = None  # time until the bad thing, when it is a trend
+    value: float | None = None  # the number judged (slope, usage, rate, imbalance)
+    threshold: float | None = None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.detector, self.subject
+
+    def as_dict(self) -> dict[str, object]:
+        return {"at": self.at, "detector": self.detector, "severity": self.severity, "subject": self.subject,
+                "summary": self.summary, "eta_seconds": self.eta_seconds, "value": self.value,
+                "threshold": self.threshold, "evidence": list(self.evidence), "fix": list(self.fix),
+                **({"extra": dict(self.extra)} if self.extra else {})}
+
+
+# ----- helpers over a History ----------------------------------------------------------------------------
+
+def _series(history: History, target: str, engine: str, metric: str, since: float) -> Series | None:
+    series = history.get(SeriesKey(target, engine, metric))
+    if series is None:
+        return None
+    window = series.since(since)
+    return window if len(window) else None
+
+
+def _ranks(history: History, metric: str) -> list[RankKey]:
+    return sorted({key.rank for key in history if key.metric == metric})
+
+
+def _mean(series: Series | None) -> float | None:
+    return statistics.fmean(series.values) if series is not None and len(series) else None
+
+
+def _gib(num_bytes: float) -> str:
+    return f"{num_bytes / GiB:.2f} GiB"
+
+
+def _per_hour(bytes_per_s: float) -> str:
+    return f"{bytes_per_s * 3600 / MiB:.0f} MiB/h"
+
+
+def after_last_drop(series: Series, drop: float) -> Series:
+    """The part after the last fall by more than `drop` between neighbours (a restart or a big free)."""
+    start = 0
+    for i in range(1, len(series)):
+        if series.values[i - 1] - series.values[i] > drop:
+            start = i
+    return Series(series.ts[start:], series.values[start:])
+
+
+def token_rate_change(history: History, start: float, end: float) -> float | None:
+    """Relative change of the summed token rate between the window's halves; None without token counters."""
+    mid = (start + end) / 2
+    halves = [0.0, 0.0]
+    found = False
+    for key, series in history.items():
+        if key.metric not in ("prompt_tokens", "generation_tokens"):
+            continue
+        for half, (lo, hi) in enumerate(((start, mid), (mid, end))):
+            part = series.since(lo).until(hi)
+            if len(part) >= 2:
+                found = True
+                halves[half] += counter_increase(part)[0] / max(part.ts[-1] - part.ts[0], 1e-9)
+    if not found:
+        return None
+    base = max(halves[0], halves[1])
+    return 0.0 if base == 0 else abs(halves[1] - halves[0]) / base
+
+
+# ----- memory leak ---------------------------------------------------------------------------------------
+
+LEAK_FIX = (
+    "restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
+    "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem",
+    "compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
+    "non-default flags one at a time (bisect)",
+    "keep watching at fixed load for hours: only a flat curve with zero restarts counts as fixed",
+)
+
+
+def _leak(history: History, key: SeriesKey, capacity: float, now: float, t: Thresholds, what: str,
+          capacity_name: str) -> Alert | None:
+    series = _series(history, key.target, key.engine, key.metric, now - t.leak_window_s)
+    if series is None:
+        return None
+    series = after_last_drop(series, t.leak_reset_drop * capacity)
+    if len(series) < 3 or series.ts[-1] - series.ts[0] < t.leak_min_span_s:
+        return None
+    trend = sustained_rise(series, t.leak_min_rising)
+    if trend is None:
+        return None
+    eta = time_to_reach(trend, capacity)
+    if eta is None or eta > t.horizon_s:
+        return None
+    change = token_rate_change(history, series.ts[0], series.ts[-1])
+    if change is not None and change > t.steady_load_tolerance:
+        return None  # memory following a changing load is not a leak
+    load = ("load steady: token rate changed {:.0%} between the halves of the window".format(change)
+            if change is not None else "no token counters beside this series: load steadiness not checked")
+    subject = str(key.rank)
+    return Alert(
+        "memory_leak", CRITICAL if eta < t.critical_eta_s else WARNING, subject,
+        f"{what} rises {_per_hour(trend.slope)} at steady load: {capacity_name} exhausted in {format_duration(eta)}",
+        (f"{what} now {_gib(trend.level)} of {_gib(capacity)} ({capacity_name})",
+         f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
+         f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves",
+         load),
+        LEAK_FIX, now, eta, trend.slope, capacity, {"level": trend.level, "capacity": capacity},
+    )
+
+
+def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
+    """GPU memory (NVML) against the device total; host memory of the server against its cgroup limit."""
+    alerts: list[Alert] = []
+    for key in sorted(history):
+        if key.metric == "gpu_memory_used_bytes":
+            total = history.get(SeriesKey(key.target, key.engine, "gpu_memory_total_bytes"))
+            if total is not None and len(total):
+                alert = _leak(history, key, total.last, now, t, "GPU memory used", "device memory")
+                if alert:
+                    alerts.append(alert)
+        elif key.metric in ("host_rss_bytes", "cgroup_memory_bytes"):
+            limit = history.get(SeriesKey(key.target, key.engine, "cgroup_limit_bytes"))
+            if limit is not None and len(limit):
+                what = "host RSS of the server" if key.metric == "host_rss_bytes" else "cgroup memory"
+                alert = _leak(history, key, limit.last, now, t, what, "memory limit")
+                if alert and not any(a.subject == alert.subject for a in alerts):
+                    alerts.append(alert)
+    return alerts
+
+
+# ----- KV cache saturation and the waiting queue ---------------------------------------------------------
+
+KV_FIX = (
+    "limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
+    "not oversubscribed; cap max_tokens and input length at the gateway",
+    "give KV more room per GPU: --kv-cache-dtype fp8, a shorter --max-model-len, a slightly higher "
+    "--gpu-memory-utilization if the startup ledger leaves headroom, or more tensor parallelism",
+    "add replicas when the arrival rate, not single requests, exceeds capacity",
+)
+
+
+def _kv_context(history: History, rank: RankKey, since: float) -> list[str]:
+    lines = []
+    blocks = _series(history, rank.target, rank.engine, "kv_num_gpu_blocks", 0.0)
+    kv = _series(history, rank.target, rank.engine, "kv_cache_usage", since)
+    if blocks is not None and kv is not None:
+        num_blocks = blocks.last
+        block_size = _series(history, rank.target, rank.engine, "kv_block_size", 0.0)
+        free = max(0.0, (1 - kv.last) * (num_blocks - 1))  # vLLM: usage = 1 - free/(num_blocks - 1)
+        size = f" x {block_size.last:.0f} tokens" if block_size is not None else ""
+        lines.append(f"KV pool {num_blocks:.0f} blocks{size} (cache_config_info), about {free:.0f} free")
+    waiting = _series(history, rank.target, rank.engine, "requests_waiting", since)
+    running = _series(history, rank.target, rank.engine, "requests_running", since)
+    if running is not None and waiting is not None:
+        lines.append(f"running {running.last:.0f}, waiting {waiting.last:.0f}")
+    return lines
+
+
+def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
+    alerts = []
+    for rank in _ranks(history, "kv_cache_usage"):
+        kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.kv_window_s)
+        if kv is None or len(kv) < 3:
+            continue
+        level = recent_level(kv, max(t.kv_window_s / 20, 1.0))
+        context = _kv_context(history, rank, now - t.kv_window_s)
+        if level >= t.kv_high:
+            alerts.append(Alert(
+                "kv_saturation", WARNING, str(rank), f"KV cache {level:.0%} full: requests wait or are preempted",
+                (f"KV usage {level:.1%} >= {t.kv_high:.0%}", *context), KV_FIX, now, 0.0, level, t.kv_high))
+            continue
+        trend = sustained_rise(kv, 0.6)
+        if trend is None:
+            continue
+        eta = time_to_reach(trend, t.kv_high)
+        if eta is None or eta > t.kv_horizon_s:
+            continue
+        alerts.append(Alert(
+            "kv_saturation", WARNING, str(rank),
+            f"KV cache {level:.0%} and rising {trend.slope * 60:.1%}/min: full in {format_duration(eta)}",
+            (f"Theil-Sen slope {trend.slope * 3600:.0%} per hour over {format_duration(trend.span)}",
+             *context), KV_FIX, now, eta, trend.slope, t.kv_high))
+    return alerts
+
+
+def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
+    alerts = []
+    for rank in _ranks(history, "requests_waiting"):
+        waiting = _series(history, rank.target, rank.engine, "requests_waiting", now - t.queue_window_s)
+        if waiting is None or len(waiting) < 3:
+            continue
+        level = recent_level(waiting, max(t.queue_window_s / 20, 1.0))
+        trend = sustained_rise(waiting, 0.6)
+        if trend is None or level < t.queue_min_waiting:
+            continue
+        eta = time_to_reach(trend, t.queue_limit)
+        kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.queue_window_s)
+        kv_level = recent_level(kv, t.queue_window_s / 10) if kv is not None else None
+        if kv_level is not None and kv_level >= t.kv_high * 0.95:
+            cause = f"KV-bound: KV cache {kv_level:.0%} full, admission waits for free blocks"
+            fix = KV_FIX
+        else:
+            cause = ("not KV-bound" + (f" (KV {kv_level:.0%})" if kv_level is not None else "") +
+                     ": the scheduler's max-num-seqs / max-num-batched-tokens or compute is the limit")
+            fix = ("arrival rate exceeds what the engine serves: add replicas or throttle at the gateway",
+                   "if KV has room, a higher --max-num-seqs admits more at once (re-plan: it raises peak memory)")
+        alerts.append(Alert(
+            "queue_growth", WARNING, str(rank),
+            f"waiting queue {level:.0f} and growing {trend.slope * 60:.1f}/min"
+            + (f": {t.queue_limit:.0f} waiting in {format_duration(eta)}" if eta else ""),
+            (f"Theil-Sen slope {trend.slope * 60:.2f} requests/min over {format_duration(trend.span)}", cause,
+             *_kv_context(history, rank, now - t.queue_window_s)),
+            fix, now, eta, trend.slope, t.queue_min_waiting))
+    return alerts
+
+
+# ----- preemptions -----------------------------------------------------------------------------------------
+
+def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
+    alerts = []
+    for rank in _ranks(history, "preemptions"):
+        counter = _series(history, rank.target, rank.engine, "preemptions", now - t.preemption_window_s)
+        if counter is None or len(counter) < 2:
+            continue
+        increase, _ = counter_increase(counter)
+        minutes = max((counter.ts[-1] - counter.ts[0]) / 60, 1e-9)
+        rate = increase / minutes
+        if rate < t.preemptions_per_min:
+            continue
+        kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.preemption_window_s)
+        alerts.append(Alert(
+            "preemptions", WARNING, str(rank),
+            f"{increase:.0f} preemptions in {format_duration(counter.ts[-1] - counter.ts[0])} "
+            f"({rate:.1f}/min): the KV cache is oversubscribed",
+            (f"vllm:num_preemptions rose by {increase:.0f}",
+             *( [f"KV usage peaked at {max(kv.values):.0%}"] if kv is not None else []),
+             *_kv_context(history, rank, now - t.preemption_window_s)),
+            ("preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
+             "or --max-num-batched-tokens, or limit concurrency at the gateway", *KV_FIX[1:]),
+            now, None, rate, t.preemptions_per_min))
+    return alerts
+
+
+# ----- data-parallel imbalance -----------------------------------------------------------------------------
+
+def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[RankKey, str]) -> list[Alert]:
+    """Ranks serving the same model whose KV usage or load differ by more than `imbalance` of their mean."""
+    since = now - t.imbalance_window_s
+    groups: dict[str, list[RankKey]] = {}
+    for rank in _ranks(history, "kv_cache_usage") or _ranks(history, "requests_running"):
+        groups.setdefault(models.get(rank, ""), []).append(rank)
+    alerts = []
+    for model, ranks in sorted(groups.items()):
+        if len(ranks) < 2:
+            continue
+        checks = []
+        kv = {r: _mean(_series(history, r.target, r.engine, "kv_cache_usage", since)) for r in ranks}
+        if all(v is not None for v in kv.values()):
+            checks.append(("KV usage", {r: float(v) for r, v in kv.items() if v is not None}, t.imbalance_min_kv,
+                           "{:.0%}"))
+        load: dict[RankKey, float] = {}
+        for r in ranks:
+            running = _mean(_series(history, r.target, r.engine, "requests_running", since))
+            waiting = _mean(_series(history, r.target, r.engine, "requests_waiting", since))
+            if running is not None:
+                load[r] = running + (waiting or 0.0)
+        if len(load) == len(ranks):
+            checks.append(("requests (running + waiting)", load, t.imbalance_min_requests, "{:.1f}"))
+        worst = None
+        for name, values, floor, fmt in checks:
+            mean = statistics.fmean(values.values())
+            if mean < floor:
+                continue
+            spread = (max(values.values()) - min(values.values())) / mean
+            if spread > t.imbalance and (worst is None or spread > worst[0]):
+                worst = (spread, name, values, fmt)
+        if worst is None:
+            continue
+        spread, name, values, fmt = worst
+        hot = max(values, key=values.__getitem__)
+        alerts.append(Alert(
+            "dp_imbalance", WARNING, model or "all watched ranks",
+            f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs hottest",
+            tuple(f"{r}: {fmt.format(v)}" for r, v in sorted(values.items())) +
+            (f"(max - min) / mean over the last {format_duration(t.imbalance_window_s)}",),
+            ("check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
+             "requests on one rank; prefer least-outstanding-requests balancing",
+             "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the average",
+             "cap max_tokens and input length so one long request cannot pin a rank"),
+            now, None, spread, t.imbalance, {"ranks": float(len(ranks))}))
+    return alerts
+
+
+# ----- host memory -----------------------------------------------------------------------------------------
+
+HOST_FIX = (
+    "this is host (container) memory, not GPU memory: exit code 137 / OOMKilled follows when it reaches the limit",
+    "raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
+    "less --swap-space / CPU offload, fewer API-server processes",
+)
+
+
+def host_memory(history: History, now: float, t: Thresholds) -> list[Alert]:
+    alerts = []
+    for key in sorted(k for k in history if k.metric == "cgroup_limit_bytes"):
+        limit = history[key].last
+        used = _series(history, key.target, key.engine, "cgroup_memory_bytes", now - t.leak_window_s) or \
+            _series(history, key.target, key.engine, "host_rss_bytes", now - t.leak_window_s)
+        subject = str(key.rank)
+        kills = _series(history, key.target, key.engine, "oom_kills", now - t.restart_window_s)
+        if kills is not None and len(kills) >= 2:
+            killed, _ = counter_increase(kills)
+            if killed > 0:
+                alerts.append(Alert(
+                    "host_memory", CRITICAL, subject, f"the OOM killer fired {killed:.0f} time(s) in this cgroup",
+                    (f"memory.events oom_kill rose by {killed:.0f} in the last "
+                     f"{format_duration(kills.ts[-1] - kills.ts[0])}",), HOST_FIX, now, 0.0, killed, 0.0))
+        if used is None or limit <= 0:
+            continue
+        level = recent_level(used, 30.0)
+        ratio = level / limit
+        if ratio >= t.host_memory_ratio:
+            alerts.append(Alert(
+                "host_memory", CRITICAL if ratio >= (1 + t.host_memory_ratio) / 2 else WARNING, subject,
+                f"host memory {ratio:.0%} of the limit ({_gib(level)} of {_gib(limit)})",
+                (f"memory now {_gib(level)}, limit {_gib(limit)}",), HOST_FIX, now, None, ratio,
+                t.host_memory_ratio))
+    return alerts
+
+
+# ----- restarts ----------------------------------------------------------------------------------------------
+
+def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
+    """Counter resets and a changed process start time; failed scrapes (`up` 0) around them as context."""
+    since = now - t.restart_window_s
+    by_target: dict[str, set[float]] = {}
+    evidence: dict[str, list[str]] = {}
+    for key, series in history.items():
+        window = series.since(since)
+        if len(window) < 2:
+            continue
+        if key.metric in RESTART_COUNTERS:
+            _, resets = counter_increase(window)
+            for ts in resets:
+                by_target.setdefault(key.target, set()).add(ts)
+                evidence.setdefault(key.target, []).append(f"{key.metric} counter reset at {ts:.0f}")
+        elif key.metric == "process_start_time":
+            for i in range(1, len(window)):
+                if abs(window.values[i] - window.values[i - 1]) > 1.0:
+                    by_target.setdefault(key.target, set()).add(window.ts[i])
+                    evidence.setdefault(key.target, []).append(
+                        f"process start time changed to {window.values[i]:.0f} (seen at {window.ts[i]:.0f})")
+    alerts = []
+    for target, times in sorted(by_target.items()):
+        # Resets seen within one scrape interval of each other are one restart.
+        merged: list[float] = []
+        for ts in sorted(times):
+            if not merged or ts - merged[-1] > 1.0:
+                merged.append(ts)
+        up = _series(history, target, "", "up", since)
+        down = sum(1 for v in up.values if v == 0) if up is not None else 0
+        alerts.append(Alert(
+            "restarts", CRITICAL if len(merged) > 1 else WARNING, target,
+            f"the server restarted {len(merged)} time(s) in the last {format_duration(t.restart_window_s)}",
+            tuple(dict.fromkeys(evidence[target])) + ((f"{down} failed scrape(s) in the window",) if down else ()),
+            ("find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
+             "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)",
+             "a restart that hides a leak resets the curve: watch the memory trend after each one"),
+            now, None, float(len(merged)), 0.0, {"last_restart": merged[-1]}))
+    return alerts
+
+
+def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
+             models: Mapping[RankKey, str] | None = None) -> list[Alert]:
+    """Every detector over one history, most urgent first."""
+    t = thresholds or Thresholds()
+    alerts: list[Alert] = []
+    alerts += memory_leaks(history, now, t)
+    alerts += host_memory(history, now, t)
+    alerts += kv_saturation(history, now, t)
+    alerts += queue_growth(history, now, t)
+    alerts += preemptions(history, now, t)
+    alerts += dp_imbalance(history, now, t, models or {})
+    alerts += restarts(history, now, t)
+    return sorted(alerts, key=_urgency)
+
+
+def _urgency(alert: Alert) -> tuple[int, float]:
+    eta = alert.eta_seconds if alert.eta_seconds is not None else float("inf")
+    return (0 if alert.severity == CRITICAL else 1, eta)
+
+
+def latest_trends(history: History, metric: str, window_s: float, now: float) -> Iterable[tuple[SeriesKey, Trend]]:
+    """Theil-Sen trend of every series of `metric` over the window (for views)."""
+    for key in sorted(k for k in history if k.metric == metric):
+        series = history[key].since(now - window_s)
+        trend = theil_sen(series)
+        if trend is not None:
+            yield key, trend

@@ -1,0 +1,252 @@
+"""A parser of the Prometheus text exposition format (0.0.4), tolerant of OpenMetrics 1.0 text.
+
+What `/metrics` of vLLM (prometheus_client) serves, line by line:
+    # HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+    # TYPE vllm:num_requests_waiting gauge
+    vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
+    vllm:time_to_first_token_seconds_bucket{le="+Inf",...} 12.0 1718000000000
+
+Format facts (prometheus.io "Exposition formats"): a sample is `name[{label="value",...}] value [timestamp_ms]`;
+label values escape `\\`, `\"` and `\n`; HELP text escapes `\\` and `\n`; values may be `NaN`, `+Inf`, `-Inf`;
+the last line must end with a newline, so a body without one was cut short and its last line is not trusted.
+OpenMetrics adds `# EOF`, `# UNIT` and exemplars (` # {...} value`), which are accepted and ignored.
+
+A line that cannot be read is skipped and reported (`SkippedLine`), never guessed at: one bad line in a
+scrape should cost that line, not the other thousand. `parse_strict` turns any skipped line into an error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from oomguard.errors import InputFormatError
+
+METRIC_TYPES = ("counter", "gauge", "histogram", "summary", "untyped", "info", "stateset", "gaugehistogram",
+                "unknown")
+
+# Suffixes under which a typed family's samples appear (Prometheus and OpenMetrics conventions).
+_FAMILY_SUFFIXES = ("_bucket", "_sum", "_count", "_created", "_total", "_info", "_gcount", "_gsum")
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_SAMPLE = re.compile(rf"^({_NAME})\s*(?:\{{(.*)\}})?\s*([^\s{{}}]+)(?:\s+(-?[0-9]+))?\s*$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_EXEMPLAR = re.compile(r"\s#\s*\{")
+_UNESCAPE = re.compile(r"\\(.)")
+_LABEL_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+# Go's strconv.ParseFloat (what Prometheus uses) accepts these spellings besides ordinary numbers.
+_SPECIAL_VALUES = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
+
+
+@dataclass(frozen=True, slots=True)
+class PromSample:
+    """One exposed sample: `name{labels} value [timestamp]`; labels sorted by name."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    timestamp_ms: int | None = None
+
+    def label(self, key: str, default: str = "") -> str:
+        for name, value in self.labels:
+            if name == key:
+                return value
+        return default
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """A family: its TYPE and HELP (when declared) and its samples (e.g. a histogram's _bucket/_sum/_count)."""
+
+    name: str
+    type: str
+    help: str
+    samples: tuple[PromSample, ...]
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A line that was not read, with why; `lineno` counts from 1."""
+
+    lineno: int
+    reason: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """A parsed scrape body: families in order of appearance, what was skipped, whether the body was cut."""
+
+    families: tuple[MetricFamily, ...]
+    skipped: tuple[SkippedLine, ...]
+    truncated: bool
+
+    @property
+    def num_samples(self) -> int:
+        return sum(len(family.samples) for family in self.families)
+
+    def samples(self) -> tuple[PromSample, ...]:
+        return tuple(sample for family in self.families for sample in family.samples)
+
+    def family(self, name: str) -> MetricFamily | None:
+        for family in self.families:
+            if family.name == name:
+                return family
+        return None
+
+
+class _Builder:
+    """Collects samples into families while walking the lines once."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.types: dict[str, str] = {}
+        self.helps: dict[str, str] = {}
+        self.samples: dict[str, list[PromSample]] = {}
+        self.current: str | None = None
+
+    def declare(self, name: str) -> None:
+        if name not in self.samples:
+            self.samples[name] = []
+            self.order.append(name)
+        self.current = name
+
+    def family_of(self, sample_name: str) -> str:
+        current = self.current
+        if current is not None and (sample_name == current or (
+                sample_name.startswith(current) and sample_name[len(current):] in _FAMILY_SUFFIXES)):
+            return current
+        # prometheus_client declares counters as `x_total` and exposes `x_created` beside them.
+        if current is not None and current.endswith("_total") and sample_name == current[:-6] + "_created":
+            return current
+        if sample_name not in self.samples:
+            self.declare(sample_name)
+            self.current = current  # an undeclared sample does not open a family for what follows
+        return sample_name
+
+    def build(self) -> tuple[MetricFamily, ...]:
+        return tuple(
+            MetricFamily(name, self.types.get(name, "untyped"), self.helps.get(name, ""), tuple(self.samples[name]))
+            for name in self.order
+        )
+
+
+def _unescape_help(text: str) -> str:
+    return _UNESCAPE.sub(lambda m: {"\\": "\\", "n": "\n"}.get(m.group(1), m.group(0)), text)
+
+
+def _unescape_label(text: str) -> str:
+    return _UNESCAPE.sub(lambda m: _LABEL_ESCAPES.get(m.group(1), m.group(0)), text)
+
+
+def parse_value(text: str) -> float:
+    """A sample value as Prometheus reads it; ValueError when it is not a number."""
+    special = _SPECIAL_VALUES.get(text.lower())
+    if special is not None:
+        return special
+    if not text or text[-1] not in "0123456789.":
+        raise ValueError(text)  # float() would accept 'infinity' and '1_0'; Prometheus would not
+    if "_" in text:
+        raise ValueError(text)
+    return float(text)
+
+
+def _parse_labels(body: str) -> tuple[tuple[str, str], ...]:
+    labels: dict[str, str] = {}
+    pos = 0
+    body = body.rstrip()
+    while pos < len(body):
+        match = _LABEL.match(body, pos)
+        if match is None:
+            raise ValueError(f"bad label syntax at {body[pos:pos + 30]!r}")
+        name = match.group(1)
+        if name in labels:
+            raise ValueError(f"label {name!r} given twice")
+        labels[name] = _unescape_label(match.group(2))
+        pos = match.end()
+    return tuple(sorted(labels.items()))
+
+
+def _parse_comment(line: str, builder: _Builder) -> str | None:
+    """Handle a `#` line; returns a reason when it is a malformed HELP/TYPE line."""
+    parts = line[1:].lstrip().split(None, 2)
+    if not parts or parts[0] not in ("HELP", "TYPE", "UNIT"):
+        return None  # a free comment, or OpenMetrics' `# EOF`
+    if len(parts) < 2 or not re.fullmatch(_NAME, parts[1]):
+        return f"{parts[0]} line without a metric name"
+    keyword, name = parts[0], parts[1]
+    rest = parts[2] if len(parts) > 2 else ""
+    builder.declare(name)
+    if keyword == "HELP":
+        builder.helps[name] = _unescape_help(rest)
+    elif keyword == "TYPE":
+        kind = rest.strip().lower()
+        if kind not in METRIC_TYPES:
+            return f"unknown metric type {rest.strip()!r}"
+        builder.types[name] = kind
+    return None
+
+
+def parse(body: bytes | str) -> Exposition:
+    """Parse a whole exposition; bad lines are skipped and listed, a body cut mid-line loses that line."""
+    raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogateescape")
+    truncated = bool(raw) and not raw.endswith(b"\n")
+    lines = raw.split(b"\n")
+    if truncated:
+        cut = lines.pop()
+        skipped = [SkippedLine(len(lines) + 1, "body ends without a newline: last line was cut short",
+                               cut[:80].decode("utf-8", "replace"))]
+    else:
+        lines.pop()  # the empty string after the final newline
+        skipped = []
+    builder = _Builder()
+    for lineno, raw_line in enumerate(lines, start=1):
+        try:
+            line = raw_line.decode("utf-8")
+        except UnicodeDecodeError:
+            skipped.append(SkippedLine(lineno, "not valid UTF-8", raw_line[:80].decode("utf-8", "replace")))
+            continue
+        line = line.strip()
+        if not line:
+            continue
+        if line[0] == "#":
+            reason = _parse_comment(line, builder)
+            if reason:
+                skipped.append(SkippedLine(lineno, reason, line[:80]))
+            continue
+        reason = _parse_sample_line(line, builder)
+        if reason:
+            skipped.append(SkippedLine(lineno, reason, line[:80]))
+    return Exposition(builder.build(), tuple(skipped), truncated)
+
+
+def _parse_sample_line(line: str, builder: _Builder) -> str | None:
+    exemplar = _EXEMPLAR.search(line)
+    if exemplar is not None:
+        line = line[:exemplar.start()]  # OpenMetrics exemplar: not a sample of ours
+    match = _SAMPLE.match(line)
+    if match is None:
+        return "not a sample line (name{labels} value [timestamp])"
+    name, label_body, value_text, ts_text = match.groups()
+    try:
+        labels = _parse_labels(label_body) if label_body else ()
+    except ValueError as err:
+        return str(err)
+    try:
+        value = parse_value(value_text)
+    except ValueError:
+        return f"value {value_text!r} is not a number"
+    sample = PromSample(name, labels, value, int(ts_text) if ts_text is not None else None)
+    builder.samples[builder.family_of(name)].append(sample)
+    return None
+
+
+def parse_strict(body: bytes | str) -> Exposition:
+    """Parse, raising InputFormatError at the first line that cannot be read (for files a user hands us)."""
+    exposition = parse(body)
+    if exposition.skipped:
+        first = exposition.skipped[0]
+        raise InputFormatError(f"metrics text line {first.lineno}: {first.reason}: {first.text!r}")
+    return exposition
