@@ -1,0 +1,467 @@
+"""KV cache blocks as vLLM 0.33's V1 KV cache manager hands them out, one request at a time.
+
+The mechanism followed (vLLM `v1/core/block_pool.py`, `single_type_kv_cache_manager.py`,
+`kv_cache_coordinator.py`, `kv_cache_manager.py`):
+
+- One pool of `num_gpu_blocks` blocks shared by every KV cache group; block 0 is the null block, never
+  handed out, so `num_gpu_blocks - 1` are usable. A model with sliding-window and full-attention layers has
+  one group per kind (more when the layer counts differ, see the planner); each group keeps its own block
+  table per request, all drawn from the same pool.
+- A request needs `cdiv(tokens, block_size)` blocks per group. Sliding-window groups replace the blocks that
+  fell out of the window (`tokens - window + 1` tokens back) with the null block before each allocation and
+  free them; chunked-local groups do the same for whole chunks behind the current one.
+- Admission of a waiting request checks that the *whole* sequence would fit (`scheduler_reserve_full_isl`,
+  on by default), with sliding-window / chunked-local groups capped at their recycling-aware per-request
+  bound `cdiv(min(window - 1 + in_flight_tokens, max_model_len), block) + 1`.
+- Prefix caching: every full block gets a hash chained over its tokens (here: an interned content key,
+  the same for equal token prefixes). Freed blocks with a hash stay findable until the pool reuses them;
+  the free queue hands out hash-less blocks first (most recently freed first) and evicts cached blocks in
+  least-recently-freed order, a finished request's tail blocks first. A lookup returns the longest run of
+  cached blocks from the start, at most `prompt - 1` tokens, so the last token is always recomputed.
+
+Everything here is bookkeeping over integers; there is no I/O and no printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+NULL_BLOCK = 0  # vLLM: BlockPool pops block 0 as the null block placeholder at start-up
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KvGroupSpec:
+    """One KV cache group, as far as the scheduler sees it: its kind, block size and window."""
+
+    kind: str  # "full" | "sliding_window" | "chunked_local" | "mla" (MLA allocates like full attention)
+    block_size: int
+    sliding_window: int | None = None
+    chunk_size: int | None = None
+
+    def admission_cap_blocks(self, in_flight_tokens: int, max_model_len: int) -> int | None:
+        """vLLM `SlidingWindowSpec.max_admission_blocks_per_request` / chunked-local counterpart; None for
+        groups that keep every block until the request finishes."""
+        if self.kind == "sliding_window" and self.sliding_window:
+            return cdiv(min(self.sliding_window - 1 + in_flight_tokens, max_model_len), self.block_size) + 1
+        if self.kind == "chunked_local" and self.chunk_size:
+            return cdiv(min(self.chunk_size + in_flight_tokens, max_model_len), self.block_size)
+        return None
+
+    def skipped_tokens(self, num_computed: int) -> int:
+        """Tokens no longer attended by the next token (vLLM `get_num_skipped_tokens`)."""
+        if self.kind == "sliding_window" and self.sliding_window:
+            return max(0, num_computed - self.sliding_window + 1)
+        if self.kind == "chunked_local" and self.chunk_size:
+            return (num_computed // self.chunk_size) * self.chunk_size
+        return 0
+
+    @property
+    def recycles(self) -> bool:
+        return self.skipped_tokens(1 << 40) > 0
+
+
+class HashedRequest(Protocol):
+    """What the pool needs to know about a request to hash its blocks."""
+
+    rid: str
+
+    def block_key(self, index: int, block_size: int) -> int: ...
+
+    @property
+    def num_tokens(self) -> int: ...
+
+
+class BlockPool:
+    """The free-block queue and the prefix-cache map of one KV pool (vLLM `BlockPool`)."""
+
+    def __init__(self, num_blocks: int, num_groups: int, enable_caching: bool) -> None:
+        self.num_blocks = num_blocks
+        self.enable_caching = enable_caching
+        self.ref_cnt = [0] * num_blocks
+        self.block_hash: list[int | None] = [None] * num_blocks
+        self.block_group = [0] * num_blocks
+        # The free queue is "hash-less blocks, then cached blocks in LRU order": freed hash-less blocks are
+        # prepended (reused first), freed cached blocks appended, so every hash-less block sits ahead of every
+        # cached one. A stack (top = front of the queue) and an insertion-ordered dict keep that order.
+        self.uncached_free: list[int] = list(range(num_blocks - 1, NULL_BLOCK, -1))
+        self.cached_free: dict[int, None] = {}
+        self.cache: list[dict[int, list[int]]] = [{} for _ in range(num_groups)]
+
+    @property
+    def num_free(self) -> int:
+        return len(self.uncached_free) + len(self.cached_free)
+
+    @property
+    def num_used(self) -> int:
+        """Blocks held by requests: what `vllm:kv_cache_usage_perc` multiplies by `num_blocks - 1`."""
+        return self.num_blocks - 1 - self.num_free
+
+    def get_cached(self, key: int, groups: Sequence[int]) -> list[int] | None:
+        """The first cached block with this hash in every group, or None when any group misses."""
+        found = []
+        for gid in groups:
+            blocks = self.cache[gid].get(key)
+            if not blocks:
+                return None
+            found.append(blocks[0])
+        return found
+
+    def get_new_blocks(self, n: int) -> list[int]:
+        out: list[int] = []
+        stack = self.uncached_free
+        while n and stack:
+            block = stack.pop()
+            self.ref_cnt[block] = 1
+            out.append(block)
+            n -= 1
+        if n:
+            cached = self.cached_free
+            for _ in range(n):
+                block = next(iter(cached))
+                del cached[block]
+                self._evict(block)
+                self.ref_cnt[block] = 1
+                out.append(block)
+        return out
+
+    def _evict(self, block: int) -> None:
+        key = self.block_hash[block]
+        if key is None:
+            return
+        table = self.cache[self.block_group[block]]
+        holders = table[key]
+        holders.remove(block)
+        if not holders:
+            del table[key]
+        self.block_hash[block] = None
+
+    def touch(self, blocks: Sequence[int]) -> None:
+        """A prefix hit takes a reference; a free cached block leaves the free queue."""
+        for block in blocks:
+            if block == NULL_BLOCK:
+                continue
+            if self.ref_cnt[block] == 0:
+                del self.cached_free[block]
+            self.ref_cnt[block] += 1
+
+    def free_blocks(self, ordered: Sequence[int]) -> None:
+        """Release blocks, first-to-evict first (vLLM frees a request's blocks tail first)."""
+        first: list[int] = []
+        for block in ordered:
+            if block == NULL_BLOCK:
+                continue
+            self.ref_cnt[block] -= 1
+            if self.ref_cnt[block] == 0:
+                if self.block_hash[block] is None:
+                    first.append(block)
+                else:
+                    self.cached_free[block] = None
+        if first:
+            self.uncached_free.extend(reversed(first))
+
+    def cache_block(self, block: int, key: int, group: int) -> None:
+        if self.block_hash[block] is not None:
+            return
+        self.block_hash[block] = key
+        self.block_group[block] = group
+        self.cache[group].setdefault(key, []).append(block)
+
+
+class GroupManager:
+    """Block tables of one KV cache group (vLLM `SingleTypeKVCacheManager` and its subclasses)."""
+
+    def __init__(self, spec: KvGroupSpec, gid: int, pool: BlockPool, cap_blocks: int | None) -> None:
+        self.spec = spec
+        self.gid = gid
+        self.pool = pool
+        self.block_size = spec.block_size
+        self.cap_blocks = cap_blocks
+        self.recycles = spec.recycles
+        self.req_blocks: dict[str, list[int]] = {}
+        self.num_cached: dict[str, int] = {}
+
+    def blocks_to_allocate(
+        self,
+        rid: str,
+        num_tokens: int,
+        new_computed: Sequence[int],
+        total_computed: int,
+        apply_cap: bool,
+    ) -> int:
+        required = cdiv(num_tokens, self.block_size)
+        if apply_cap and self.cap_blocks is not None:
+            required = min(required, self.cap_blocks)
+        held = self.req_blocks.get(rid)
+        num_held = len(held) if held else 0
+        if rid in self.num_cached:  # a running request: no new prefix hits
+            return max(required - num_held, 0)
+        skipped_blocks = self.spec.skipped_tokens(total_computed) // self.block_size
+        new_blocks = max(required - max(skipped_blocks, len(new_computed) + num_held), 0)
+        skip_new = max(0, skipped_blocks - num_held)
+        ref_cnt = self.pool.ref_cnt
+        evictable = sum(1 for b in new_computed[skip_new:] if b != NULL_BLOCK and ref_cnt[b] == 0)
+        return new_blocks + evictable
+
+    def add_computed_blocks(self, rid: str, new_computed: Sequence[int], total_computed: int) -> None:
+        """Adopt prefix-hit blocks (vLLM `add_local_computed_blocks`); out-of-window ones become null."""
+        if rid in self.num_cached:
+            return
+        skipped = self.spec.skipped_tokens(total_computed) // self.block_size
+        kept = list(new_computed[skipped:]) if skipped else list(new_computed)
+        if self.pool.enable_caching:
+            self.pool.touch(kept)
+        blocks = [NULL_BLOCK] * skipped + kept
+        self.req_blocks[rid] = blocks
+        self.num_cached[rid] = len(blocks)
+
+    def allocate_new_blocks(self, rid: str, num_tokens: int) -> None:
+        blocks = self.req_blocks.get(rid)
+        if blocks is None:
+            blocks = self.req_blocks[rid] = []
+        need = cdiv(num_tokens, self.block_size) - len(blocks)
+        if need > 0:
+            blocks.extend(self.pool.get_new_blocks(need))
+
+    def remove_skipped_blocks(self, rid: str, num_computed: int) -> None:
+        """Free the blocks that fell out of the window and put the null block in their place."""
+        skipped = self.spec.skipped_tokens(num_computed) // self.block_size
+        if skipped <= 0:
+            return
+        blocks = self.req_blocks.get(rid)
+        if not blocks:
+            return
+        freed: list[int] = []
+        for i in range(min(skipped, len(blocks)) - 1, -1, -1):
+            if blocks[i] == NULL_BLOCK:
+                break
+            freed.append(blocks[i])
+            blocks[i] = NULL_BLOCK
+        if freed:
+            self.pool.free_blocks(freed)
+
+    def cache_blocks(self, request: HashedRequest, num_tokens: int) -> None:
+        """Give every newly full block its hash (vLLM caches at allocation, up to the known tokens)."""
+        rid = request.rid
+        start = self.num_cached.get(rid, 0)
+        end = num_tokens // self.block_size
+        if start >= end:
+            return
+        blocks = self.req_blocks[rid]
+        pool = self.pool
+        for i in range(start, min(end, len(blocks))):
+            block = blocks[i]
+            if block != NULL_BLOCK:
+                pool.cache_block(block, request.block_key(i, self.block_size), self.gid)
+        self.num_cached[rid] = end
+
+    def free(self, rid: str) -> None:
+        blocks = self.req_blocks.pop(rid, None)
+        self.num_cached.pop(rid, None)
+        if blocks:
+            self.pool.free_blocks(blocks[::-1])
+
+    def held_blocks(self) -> int:
+        return len({b for blocks in self.req_blocks.values() for b in blocks if b != NULL_BLOCK})
+
+
+def longest_hit(
+    spec: KvGroupSpec,
+    request: HashedRequest,
+    max_length: int,
+    groups: Sequence[int],
+    pool: BlockPool,
+) -> tuple[list[list[int]], int]:
+    """Longest cached prefix of `request` in these same-spec groups (vLLM `find_longest_cache_hit`)."""
+    bs = spec.block_size
+    max_blocks = max_length // bs
+    if spec.kind == "sliding_window" and spec.sliding_window:
+        # Right to left: a hit needs the cdiv(window - 1, block) blocks before the hit point, earlier blocks
+        # may be missing (they are out of the window and become null blocks).
+        need = cdiv(spec.sliding_window - 1, bs)
+        computed = [[NULL_BLOCK] * max_blocks for _ in groups]
+        run = 0
+        for i in range(max_blocks - 1, -1, -1):
+            cached = pool.get_cached(request.block_key(i, bs), groups)
+            if cached:
+                for col, block in zip(computed, cached):
+                    col[i] = block
+                run += 1
+                if run >= need:
+                    for col in computed:
+                        del col[i + run:]
+                    return computed, len(computed[0]) * bs
+            else:
+                run = 0
+        for col in computed:
+            del col[run:]
+        return computed, len(computed[0]) * bs
+    start = 0
+    computed = [[] for _ in groups]
+    if spec.kind == "chunked_local" and spec.chunk_size and max_length > 0:
+        # Chunks behind the current one are out of reach anyway: counted as computed, null blocks.
+        start = (max_length // spec.chunk_size * spec.chunk_size) // bs
+        computed = [[NULL_BLOCK] * start for _ in groups]
+    for i in range(start, max_blocks):
+        cached = pool.get_cached(request.block_key(i, bs), groups)
+        if not cached:
+            break
+        for col, block in zip(computed, cached):
+            col.append(block)
+    return computed, len(computed[0]) * bs if groups else 0
+
+
+class KvCacheManager:
+    """All groups of one pool, allocating for a request the way vLLM's `KVCacheManager.allocate_slots` does."""
+
+    def __init__(
+        self,
+        groups: Sequence[KvGroupSpec],
+        num_blocks: int,
+        max_model_len: int,
+        in_flight_tokens: int,
+        enable_caching: bool,
+    ) -> None:
+        if not groups:
+            raise ValueError("a KV pool needs at least one group")
+        self.groups = tuple(groups)
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.pool = BlockPool(num_blocks, len(groups), enable_caching)
+        self.managers = tuple(
+            GroupManager(g, i, self.pool, g.admission_cap_blocks(in_flight_tokens, max_model_len))
+            for i, g in enumerate(self.groups)
+        )
+        self.any_recycling = any(m.recycles for m in self.managers)
+        # Prefix-cache lookups go through one representative per distinct spec, full attention first
+        # (vLLM `HybridKVCacheCoordinator.verify_and_split_kv_cache_groups`).
+        by_spec: dict[KvGroupSpec, list[int]] = {}
+        for i, g in enumerate(self.groups):
+            by_spec.setdefault(g, []).append(i)
+        self.spec_groups = sorted(by_spec.items(), key=lambda item: item[0].kind not in ("full", "mla"))
+        self.simple_hybrid = len(self.spec_groups) == 2 and self.spec_groups[0][0].kind in ("full", "mla")
+        self.empty_hit: tuple[list[int], ...] = tuple([] for _ in self.groups)
+        # Fast path for the common single full-attention group without prefix caching.
+        self.single_full = len(self.groups) == 1 and not self.any_recycling
+        self.block_size = self.groups[0].block_size
+
+    @property
+    def num_free(self) -> int:
+        return self.pool.num_free
+
+    @property
+    def num_used(self) -> int:
+        return self.pool.num_used
+
+    def computed_blocks(self, request: HashedRequest) -> tuple[tuple[list[int], ...], int]:
+        """Prefix-cache hit for a request about to be admitted: blocks per group and hit tokens."""
+        if not self.enable_caching:
+            return self.empty_hit, 0
+        max_len = request.num_tokens - 1  # the last token is always recomputed, for its logits
+        pool = self.pool
+        if len(self.spec_groups) == 1:
+            spec, gids = self.spec_groups[0]
+            cols, hit = longest_hit(spec, request, max_len, gids, pool)
+            out: list[list[int]] = [[] for _ in self.groups]
+            for gid, col in zip(gids, cols):
+                out[gid] = col
+            return tuple(out), hit
+        # Hybrid: each kind may only shorten the candidate; repeat until no kind shortens it.
+        hit_len = max_len
+        per_group: dict[int, list[int]] = {}
+        while True:
+            current = hit_len
+            for spec, gids in self.spec_groups:
+                cols, new_len = longest_hit(spec, request, current, gids, pool)
+                current = new_len
+                for gid, col in zip(gids, cols):
+                    per_group[gid] = col
+            if current >= hit_len or self.simple_hybrid:
+                hit_len = current
+                break
+            hit_len = current
+        out = [[] for _ in self.groups]
+        for gid, col in per_group.items():
+            spec = self.groups[gid]
+            if spec.kind in ("full", "mla"):
+                col = col[: cdiv(hit_len, spec.block_size)]
+            out[gid] = col
+        return tuple(out), hit_len
+
+    def allocate_slots(
+        self,
+        request: HashedRequest,
+        num_computed: int,
+        num_new_tokens: int,
+        hit_tokens: int = 0,
+        hit_blocks: tuple[list[int], ...] | None = None,
+        full_sequence_must_fit: bool = False,
+    ) -> bool:
+        """Give `request` slots for `num_new_tokens` more tokens; False (nothing changed) when the pool lacks
+        the blocks. `num_computed` excludes a prefix hit being adopted now (`hit_tokens`)."""
+        rid = request.rid
+        if self.single_full and hit_blocks is None and not self.enable_caching:
+            manager = self.managers[0]
+            blocks = manager.req_blocks.get(rid)
+            total = num_computed + num_new_tokens
+            if full_sequence_must_fit:
+                full = min(request.num_tokens, self.max_model_len)
+                need_full = cdiv(full, self.block_size) - (len(blocks) if blocks else 0)
+                if need_full > self.pool.num_free:
+                    return False
+            need = cdiv(min(total, self.max_model_len), self.block_size) - (len(blocks) if blocks else 0)
+            if need > 0:
+                if need > self.pool.num_free:
+                    return False
+                if blocks is None:
+                    blocks = manager.req_blocks[rid] = []
+                    manager.num_cached[rid] = 0
+                blocks.extend(self.pool.get_new_blocks(need))
+            elif blocks is None:
+                manager.req_blocks[rid] = []
+                manager.num_cached[rid] = 0
+            return True
+
+        hit = hit_blocks if hit_blocks is not None else self.empty_hit
+        local_computed = num_computed + hit_tokens
+        total_computed = min(local_computed, self.max_model_len)
+        managers = self.managers
+        if full_sequence_must_fit:
+            full = min(request.num_tokens, self.max_model_len)
+            need = 0
+            for m in managers:
+                need += m.blocks_to_allocate(rid, full, hit[m.gid], total_computed, True)
+            if need > self.pool.num_free:
+                return False
+        main_tokens = total_computed + num_new_tokens
+        slot_tokens = min(main_tokens, self.max_model_len)
+        if self.any_recycling:
+            for m in managers:
+                if m.recycles:
+                    m.remove_skipped_blocks(rid, total_computed)
+        need = 0
+        for m in managers:
+            need += m.blocks_to_allocate(rid, slot_tokens, hit[m.gid], local_computed, False)
+        if need > self.pool.num_free:
+            return False
+        if rid not in managers[0].num_cached:
+            for m in managers:
+                m.add_computed_blocks(rid, hit[m.gid], local_computed)
+        for m in managers:
+            m.allocate_new_blocks(rid, slot_tokens)
+        if self.enable_caching:
+            cache_upto = min(total_computed + num_new_tokens, request.num_tokens)
+            for m in managers:
+                m.cache_blocks(request, cache_upto)
+        return True
+
+    def free(self, rid: str) -> None:
+        for m in self.managers:
+            m.free(rid)
+
+    def group_blocks(self) -> list[int]:
+        return [m.held_blocks() for m in self.managers]
