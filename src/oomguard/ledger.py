@@ -1,0 +1,129 @@
+"""The memory ledger of one GPU: every line that takes memory, and whether they fit.
+
+    weights + KV cache (x every engine replica on the GPU) + peak activations + communication buffers
+    + CUDA graphs + non-torch memory + CUDA context  <=  device total (what the CUDA runtime reports)
+
+A planner that forgets a line (KV x replicas, the EP buffer, the padded activation) lets the engine fill
+memory and crash mid-forward. The ledger keeps every line with its provenance (exact / derived / estimated
+with a band) and is engine-independent: engines fill it, renderers print it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+GiB = 1 << 30
+
+# Line keys, in the order the ledger prints them; the JSON contract names them `<key>_gib`.
+WEIGHTS = "weights"
+KV_CACHE = "kv_cache"
+ACTIVATION = "activation"
+COMM_BUFFERS = "comm_buffers"
+CUDA_GRAPHS = "cuda_graph"
+NON_TORCH = "non_torch"
+CONTEXT = "cuda_context"
+LINE_ORDER = (WEIGHTS, KV_CACHE, ACTIVATION, COMM_BUFFERS, CUDA_GRAPHS, NON_TORCH, CONTEXT)
+LINE_LABELS = {
+    WEIGHTS: "weights",
+    KV_CACHE: "KV cache",
+    ACTIVATION: "activation peak",
+    COMM_BUFFERS: "EP all2all buffers",
+    CUDA_GRAPHS: "CUDA graphs",
+    NON_TORCH: "non-torch (NCCL, cuBLAS)",
+    CONTEXT: "CUDA context",
+}
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    """One use of GPU memory by one engine process. `in_budget`: inside vLLM's utilization budget (the rest
+    comes out of total - budget). `kind`: exact | derived | estimated; `band`: +- bytes when estimated."""
+
+    key: str
+    bytes: int
+    kind: str
+    source: str
+    band: int = 0
+    in_budget: bool = True
+
+    @property
+    def label(self) -> str:
+        return LINE_LABELS.get(self.key, self.key)
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GiB
+
+
+@dataclass(frozen=True)
+class GpuLedger:
+    """All the lines on one GPU: one engine process's lines, times the replicas that share the GPU."""
+
+    total_bytes: int
+    lines: tuple[LedgerLine, ...]
+    replicas: int = 1
+    label: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def line(self, key: str) -> LedgerLine | None:
+        for item in self.lines:
+            if item.key == key:
+                return item
+        return None
+
+    def bytes_of(self, key: str) -> int:
+        item = self.line(key)
+        return item.bytes if item else 0
+
+    @property
+    def per_replica_bytes(self) -> int:
+        return sum(item.bytes for item in self.lines)
+
+    @property
+    def used_bytes(self) -> int:
+        """Peak use of the GPU: each replica's lines, every replica at its own peak."""
+        return self.per_replica_bytes * self.replicas
+
+    @property
+    def free_bytes(self) -> int:
+        return self.total_bytes - self.used_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.used_bytes <= self.total_bytes
+
+    @property
+    def uncertainty_bytes(self) -> int:
+        return sum(item.band for item in self.lines) * self.replicas
+
+    @staticmethod
+    def from_items(total_bytes: int, *, replicas: int = 1, label: str = "", **items: int) -> "GpuLedger":
+        """A ledger from known numbers (keys: weights, kv_cache, activation, comm_buffers, cuda_graph,
+        non_torch, cuda_context): for what-if questions and for checking another planner's figures."""
+        unknown = set(items) - set(LINE_ORDER)
+        if unknown:
+            raise ValueError(f"unknown ledger lines: {', '.join(sorted(unknown))}")
+        lines = tuple(LedgerLine(key, int(items[key]), "given", "given") for key in LINE_ORDER if key in items)
+        return GpuLedger(int(total_bytes), lines, replicas, label)
+
+    def with_replicas(self, replicas: int) -> "GpuLedger":
+        return GpuLedger(self.total_bytes, self.lines, replicas, self.label, self.notes)
+
+    def with_line(self, key: str, num_bytes: int) -> "GpuLedger":
+        lines = tuple(
+            LedgerLine(item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget)
+            if item.key == key else item for item in self.lines
+        )
+        return GpuLedger(self.total_bytes, lines, self.replicas, self.label, self.notes)
+
+
+def largest_line_that_fits(ledger: GpuLedger, key: str) -> int:
+    """The most bytes line `key` can take, per replica, with every other line as it is (<= 0: none)."""
+    others = ledger.per_replica_bytes - ledger.bytes_of(key)
+    return ledger.total_bytes // ledger.replicas - others
+
+
+def ordered(lines: Iterable[LedgerLine]) -> list[LedgerLine]:
+    rank = {key: i for i, key in enumerate(LINE_ORDER)}
+    return sorted(lines, key=lambda item: rank.get(item.key, len(rank)))

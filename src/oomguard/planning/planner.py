@@ -1,0 +1,332 @@
+"""plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
+
+The order follows vLLM's own startup (ACCOUNTING.md §1): the free-memory check against the budget, weights,
+the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
+warm-up, which before v0.21 took memory outside the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+from oomguard.engines.vllm import accounting as acc
+from oomguard.engines.vllm import kv
+from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
+from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
+from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
+from oomguard.engines.vllm.versions import NEWEST_KNOWN
+from oomguard.errors import ConfigError
+from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
+from oomguard.ledger import (
+    ACTIVATION, COMM_BUFFERS, CONTEXT, CUDA_GRAPHS, KV_CACHE, NON_TORCH, WEIGHTS, GpuLedger, LedgerLine,
+)
+from oomguard.models.resolve import resolve_model
+from oomguard.models.spec import ModelSpec
+from oomguard.units import GiB
+
+DEFAULT_GPU = "H100"
+# Memory in use before vLLM's startup check, per process: the CUDA context (~0.5 GiB, v0.19 logs:
+# init non-torch 0.51 GiB at TP=1) and, at TP/PP >= 2, NCCL and custom all-reduce init buffers (1.5-2.0 GiB).
+CONTEXT_BYTES_SINGLE = int(0.5 * GiB)
+CONTEXT_BYTES_DISTRIBUTED = int(1.5 * GiB)
+# The V1 runner's sampler warm-up after capture keeps ~2.2 fp32 [rows x vocab] copies in memory outside the
+# budget (fitted between the v0.19 runs that failed there at u=0.95 and those that did not).
+POST_CAPTURE_SAMPLER_COPIES = 2.2
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What to plan. `flags` use vLLM's field names (tensor_parallel_size=2) or its flags as a command."""
+
+    model: str | None = None
+    gpu: str | None = None
+    gpu_memory: int | str | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    args: ServeArgs | None = None
+    vllm_version: str = NEWEST_KNOWN
+    replicas_per_gpu: int = 1
+    usage: str = "serve"
+    measured: Mapping[str, int] = field(default_factory=dict)   # calibrated terms (bytes) from an earlier log
+
+    @staticmethod
+    def from_argv(command: Sequence[str] | str, **kwargs: Any) -> "PlanRequest":
+        return PlanRequest(args=parse_serve_command(command), **kwargs)
+
+    def serve_args(self) -> ServeArgs:
+        base = self.args or ServeArgs(None, {})
+        extra = args_from_mapping(dict(self.flags), where="flags") if self.flags else ServeArgs(None, {})
+        values = dict(base.values)
+        values.update(extra.values)
+        model = self.model or base.model or extra.model
+        return ServeArgs(model, values, base.env, base.unknown_flags + extra.unknown_flags)
+
+    def with_flags(self, **changes: Any) -> "PlanRequest":
+        merged = dict(self.flags)
+        merged.update(changes)
+        return replace(self, flags=merged)
+
+
+@dataclass(frozen=True)
+class RankLedger:
+    """One distinct worker's ledger, as vLLM computes it."""
+
+    placement: RankPlacement
+    budget_bytes: int
+    weights: acc.Estimate
+    activation: acc.Estimate
+    non_torch: acc.Estimate
+    comm_buffers: acc.Estimate
+    cuda_graphs: acc.Estimate
+    context_bytes: int
+    available_kv_bytes: int             # "Available KV cache memory"
+    layout: kv.KvLayout
+    num_gpu_blocks: int                 # after the minimum over workers
+    gpu: GpuLedger
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.num_gpu_blocks * self.layout.bytes_per_block
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    num_gpu_blocks: int
+    block_size: int
+    bytes_per_block: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    groups: tuple[kv.KvGroup, ...]
+    layout: kv.KvLayout
+    blocks_per_request: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    request: PlanRequest
+    model: ModelSpec
+    gpu: Gpu
+    engine: EngineConfig
+    ranks: tuple[RankLedger, ...]
+    kv: KvPlan
+    fits: bool
+    errors: tuple[str, ...]
+    failure: str | None                 # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def rank0(self) -> RankLedger:
+        return self.ranks[0]
+
+
+def _resolve_gpu(request: PlanRequest, notes: list[str]) -> Gpu:
+    if request.gpu_memory is not None:
+        return gpu_with_memory(request.gpu_memory, request.gpu)
+    if request.gpu:
+        return find_gpu(request.gpu)
+    gpu = find_gpu(DEFAULT_GPU)
+    notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
+    return gpu
+
+
+def _context_bytes(cfg: EngineConfig) -> int:
+    return CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else CONTEXT_BYTES_SINGLE
+
+
+def _plan_rank(spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlacement,
+               measured: Mapping[str, int]) -> tuple[RankLedger, int]:
+    budget = acc.budget_bytes(gpu.total_bytes, cfg)
+    weights = acc.weights_estimate(spec, cfg, placement)
+    activation = acc.activation_estimate(spec, cfg, placement)
+    non_torch = acc.non_torch_estimate(cfg)
+    comm = acc.comm_buffers_estimate(spec, cfg)
+    graphs = acc.cuda_graph_estimate(spec, cfg, placement)
+    for key, name in (("weights", "weights"), ("activation", "activation"), ("non_torch", "non_torch"),
+                      ("cuda_graph", "cuda_graphs")):
+        if key in measured:
+            value = acc.Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
+            if name == "weights":
+                weights = value
+            elif name == "activation":
+                activation = value
+            elif name == "non_torch":
+                non_torch = value
+            else:
+                graphs = value
+    graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
+    if cfg.kv_cache_memory_bytes is not None:
+        available = int(cfg.kv_cache_memory_bytes)
+    else:
+        available = (budget - weights.bytes - activation.bytes - non_torch.bytes - comm.bytes
+                     - (graphs.bytes if graphs_in_budget else 0))
+    layout = kv.group_layers(kv.layer_specs(spec, cfg, placement.layer_indices))
+    blocks = kv.num_blocks(available, layout)
+    context = _context_bytes(cfg)
+    rank = RankLedger(placement, budget, weights, activation, non_torch, comm, graphs, context, available,
+                      layout, blocks, GpuLedger(gpu.total_bytes, ()))
+    return rank, blocks
+
+
+def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) -> GpuLedger:
+    kv_bytes = rank.kv_cache_bytes
+    graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
+    lines = (
+        LedgerLine(WEIGHTS, rank.weights.bytes, rank.weights.kind, rank.weights.source, rank.weights.band),
+        LedgerLine(KV_CACHE, kv_bytes, "derived", f"{rank.num_gpu_blocks:,} blocks x {rank.layout.bytes_per_block:,} B"),
+        LedgerLine(ACTIVATION, rank.activation.bytes, rank.activation.kind, rank.activation.source, rank.activation.band),
+        LedgerLine(COMM_BUFFERS, rank.comm_buffers.bytes, rank.comm_buffers.kind, rank.comm_buffers.source,
+                   rank.comm_buffers.band),
+        LedgerLine(CUDA_GRAPHS, rank.cuda_graphs.bytes, rank.cuda_graphs.kind, rank.cuda_graphs.source,
+                   rank.cuda_graphs.band, in_budget=graphs_in_budget),
+        LedgerLine(NON_TORCH, rank.non_torch.bytes, rank.non_torch.kind, rank.non_torch.source, rank.non_torch.band),
+        LedgerLine(CONTEXT, rank.context_bytes, "estimated", "CUDA context and init buffers, before vLLM's budget",
+                   int(0.2 * GiB), in_budget=False),
+    )
+    return GpuLedger(gpu.total_bytes, lines, cfg.replicas_per_gpu, rank.placement.label)
+
+
+def _engine_for(request: PlanRequest, args: ServeArgs, spec: ModelSpec, gpu: Gpu) -> EngineConfig:
+    return resolve_engine_config(
+        args, spec,
+        gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, compute_capability=gpu.compute_capability,
+        vllm_version=request.vllm_version, usage=request.usage, replicas_per_gpu=request.replicas_per_gpu,
+    )
+
+
+def plan(request: PlanRequest) -> Plan:
+    """Plan one deployment. Raises OomguardError subclasses for bad input; never prints."""
+    notes: list[str] = []
+    warnings: list[str] = []
+    args = request.serve_args()
+    if not args.model:
+        raise ConfigError("no model given: name a Hugging Face id or a local directory with config.json")
+    spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
+    gpu = _resolve_gpu(request, notes)
+    cfg = _engine_for(request, args, spec, gpu)
+    if str(cfg.behaviour.version) != request.vllm_version.split("+")[0] and cfg.behaviour.version > cfg.behaviour.version:
+        notes.append(f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules")
+    placements = distinct_ranks(spec, cfg)
+    measured = dict(request.measured)
+
+    ranks_and_blocks = [_plan_rank(spec, cfg, gpu, p, measured) for p in placements]
+    model_limit = spec.max_position_embeddings
+    if cfg.max_model_len_auto:
+        fitted = min(kv.auto_fit_max_model_len(r.available_kv_bytes, r.layout, cfg, model_limit)
+                     for r, _ in ranks_and_blocks)
+        if fitted <= 0:
+            raise_text = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                          "token. Try increasing `gpu_memory_utilization`.")
+            return _failed(request, spec, gpu, cfg, ranks_and_blocks, "no-kv-memory", raise_text, notes, warnings)
+        if fitted < model_limit:
+            notes.append(f"--max-model-len auto: reduced from {model_limit:,} to {fitted:,} to fit the KV cache")
+        cfg = cfg.with_changes(max_model_len=fitted)
+        ranks_and_blocks = [_plan_rank(spec, cfg, gpu, p, measured) for p in placements]
+
+    blocks = min(b for _, b in ranks_and_blocks)
+    if cfg.num_gpu_blocks_override is not None:
+        blocks = int(cfg.num_gpu_blocks_override)
+        notes.append(f"--num-gpu-blocks-override {blocks}: the pool size is fixed, not measured")
+    ranks = tuple(replace(r, num_gpu_blocks=blocks) for r, _ in ranks_and_blocks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+
+    errors: list[str] = []
+    failure: str | None = None
+    # 1. startup free-memory check (each replica sees what the previous ones left)
+    for r in ranks:
+        free_at_start = gpu.total_bytes - r.context_bytes - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+        if free_at_start < r.budget_bytes and cfg.kv_cache_memory_bytes is None:
+            failure = "startup-free-memory"
+            errors.append(
+                f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
+                f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
+                f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+                "other processes."
+            )
+            break
+    # 2. KV pool and the max_model_len fit check, per worker
+    if failure is None:
+        for r in ranks:
+            check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
+            if not check.ok:
+                failure = "no-kv-memory" if r.available_kv_bytes <= 0 else "max-model-len"
+                errors.append(check.error or "")
+                break
+    # 3. memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
+    #    warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the ~2.2 copies the
+    #    warm-up usually holds are a risk (the caching allocator can often reuse reserved blocks).
+    if failure is None:
+        for r in ranks:
+            outside = r.context_bytes + (0 if cfg.behaviour.cuda_graphs_in_budget else r.cuda_graphs.bytes)
+            logits_copy = 0
+            if r.placement.holds_lm_head and not cfg.behaviour.v2_model_runner_default:
+                logits_copy = cfg.sampler_rows * spec.vocab_size * acc.FP32_BYTES
+            headroom = gpu.total_bytes - r.budget_bytes
+            if cfg.kv_cache_memory_bytes is not None:
+                headroom = gpu.total_bytes - (r.weights.bytes + r.activation.bytes + r.non_torch.bytes
+                                              + r.comm_buffers.bytes + cfg.kv_cache_memory_bytes)
+            if outside + logits_copy > headroom:
+                failure = "sampler-warmup" if logits_copy else "cuda-graph-capture"
+                errors.append(
+                    f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
+                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+                    if logits_copy else
+                    "CUDA out of memory during CUDA graph capture: the graph pool does not fit in the memory the "
+                    "utilization budget leaves free."
+                )
+                break
+            likely = outside + int(logits_copy * POST_CAPTURE_SAMPLER_COPIES)
+            if likely > headroom:
+                warnings.append(
+                    f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the CUDA "
+                    f"context, CUDA graphs and the sampler warm-up after capture, which may need "
+                    f"{likely / GiB:.2f} GiB: risk of 'CUDA out of memory occurred when warming up sampler'"
+                )
+    # 4. co-located replicas: every replica's peak at once
+    for r in ranks:
+        if failure is None and cfg.replicas_per_gpu > 1 and not r.gpu.fits:
+            failure = "replicas-exceed-gpu"
+            errors.append(
+                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
+                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
+            )
+
+    rank0 = ranks[0]
+    layout = rank0.layout
+    kv_plan = KvPlan(
+        num_gpu_blocks=blocks,
+        block_size=layout.min_block_size if layout.groups else cfg.block_size,
+        bytes_per_block=layout.bytes_per_block,
+        kv_cache_tokens=kv.reported_kv_tokens(blocks, layout, cfg),
+        max_concurrency=kv.max_concurrency(blocks, layout, cfg),
+        groups=layout.groups,
+        layout=layout,
+        blocks_per_request=layout.blocks_per_request(cfg.max_model_len, cfg),
+    )
+    if layout.padding_layers:
+        warnings.append(f"Add {layout.padding_layers} padding layers, may waste at most "
+                        f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache memory")
+    if cfg.unknown_flags:
+        notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
+    return Plan(request, spec, gpu, cfg, ranks, kv_plan, failure is None, tuple(errors), failure,
+                tuple(warnings), tuple(notes))
+
+
+def _failed(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
+            ranks_and_blocks: list[tuple[RankLedger, int]], failure: str, error: str,
+            notes: list[str], warnings: list[str]) -> Plan:
+    ranks = tuple(replace(r, num_gpu_blocks=0) for r, _ in ranks_and_blocks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+    layout = ranks[0].layout
+    kv_plan = KvPlan(0, layout.min_block_size if layout.groups else cfg.block_size, layout.bytes_per_block, 0, 0.0,
+                     layout.groups, layout, layout.blocks_per_request(cfg.max_model_len, cfg))
+    return Plan(request, spec, gpu, cfg, ranks, kv_plan, False, (error,), failure, tuple(warnings), tuple(notes))
+
+
+def gib(num_bytes: float) -> float:
+    return num_bytes / GiB
+
+
+def ceil_gib(num_bytes: float) -> float:
+    return math.ceil(num_bytes / GiB * 100) / 100
