@@ -1,0 +1,163 @@
+"""DeepSeek-V2/V2-Lite/V3/R1 and Kimi-K2 (MLA + MoE), and GLM-4.5 (GQA + the same MoE layout).
+
+Shared layout: the first `first_k_dense_replace` layers have a dense MLP, the rest a router (with a score
+correction bias on V3/GLM), routed experts and `n_shared_experts` always-on experts fused into one MLP of
+n_shared x moe_intermediate_size. `num_nextn_predict_layers` MTP blocks follow the main layers in the
+checkpoint (layer index num_hidden_layers ...): listed as Role.MTP, loaded only for MTP speculative decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
+from oomguard.models.families.common import (
+    embed_and_head,
+    gated_mlp,
+    gqa_attention,
+    rope_cache_positions,
+    rotary_dim,
+    routed_experts,
+    router,
+)
+from oomguard.models.spec import (
+    AttentionKind,
+    DecoderLayer,
+    DenseMlp,
+    FullAttention,
+    MlaAttention,
+    MlpKind,
+    MoeMlp,
+    Role,
+    Split,
+    TensorSpec,
+)
+
+
+def _mla_attention(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int, heads: int) -> None:
+    """MLA projections. NOTE: V2-Lite has q_lora_rank null: a plain q_proj instead of q_a/q_b."""
+    q_lora = cfg.opt_int("q_lora_rank")
+    kv_lora = cfg.int("kv_lora_rank")
+    nope, rope, v_dim = cfg.int("qk_nope_head_dim"), cfg.int("qk_rope_head_dim"), cfg.int("v_head_dim")
+    if q_lora:
+        inv.linear(f"{prefix}.q_a_proj", q_lora, hidden, Role.ATTENTION, Split.REPLICATED, layer)
+        inv.norm(f"{prefix}.q_a_layernorm", q_lora, layer, Role.ATTENTION)
+        inv.linear(f"{prefix}.q_b_proj", heads * (nope + rope), q_lora, Role.ATTENTION, Split.COLUMN, layer)
+    else:
+        inv.linear(f"{prefix}.q_proj", heads * (nope + rope), hidden, Role.ATTENTION, Split.COLUMN, layer)
+    inv.linear(f"{prefix}.kv_a_proj_with_mqa", kv_lora + rope, hidden, Role.ATTENTION, Split.REPLICATED, layer)
+    inv.norm(f"{prefix}.kv_a_layernorm", kv_lora, layer, Role.ATTENTION)
+    inv.linear(f"{prefix}.kv_b_proj", heads * (nope + v_dim), kv_lora, Role.ATTENTION, Split.COLUMN, layer)
+    inv.linear(f"{prefix}.o_proj", hidden, heads * v_dim, Role.ATTENTION, Split.ROW, layer)
+
+
+class _Layout:
+    def __init__(self, cfg: Cfg, glm: bool) -> None:
+        self.glm = glm
+        self.hidden = cfg.int("hidden_size")
+        self.heads = cfg.int("num_attention_heads")
+        self.kv_heads = cfg.kv_heads()
+        self.intermediate = cfg.int("intermediate_size")
+        self.num_experts = cfg.int("n_routed_experts", 0)
+        self.top_k = cfg.int("num_experts_per_tok", 1)
+        self.expert_width = cfg.int("moe_intermediate_size", self.intermediate)
+        self.shared = cfg.int("n_shared_experts", 0)
+        self.first_dense = cfg.int("first_k_dense_replace", 0)
+        self.freq = cfg.int("moe_layer_freq", 1)
+        # NOTE: V3/R1/Kimi/GLM route with sigmoid scores plus a learned correction bias (topk_method noaux_tc).
+        self.score_bias = glm or cfg.str("topk_method") == "noaux_tc"
+
+    def is_moe(self, layer: int) -> bool:
+        return bool(self.num_experts) and layer >= self.first_dense and layer % max(1, self.freq) == 0
+
+    def layer(self, inv: Inventory, cfg: Cfg, i: int, role: Role | None = None) -> MlpKind:
+        h = self.hidden
+        p = f"model.layers.{i}"
+        start = len(inv.tensors)
+        inv.norm(f"{p}.input_layernorm", h, i)
+        if self.glm:
+            gqa_attention(inv, i, f"{p}.self_attn", h, self.heads, self.kv_heads, cfg.head_dim(),
+                          qkv_bias=cfg.bool("attention_bias", True), qk_norm=cfg.bool("use_qk_norm", False))
+        else:
+            _mla_attention(inv, cfg, i, f"{p}.self_attn", h, self.heads)
+        inv.norm(f"{p}.post_attention_layernorm", h, i)
+        mlp: MlpKind
+        if self.is_moe(i):
+            router(inv, i, f"{p}.mlp.gate", h, self.num_experts)
+            if self.score_bias:
+                inv.add(f"{p}.mlp.gate.e_score_correction_bias", (self.num_experts,), Role.ROUTER,
+                        Split.REPLICATED, i, quantizable=False)
+            routed_experts(inv, i, f"{p}.mlp.experts", h, self.expert_width, self.num_experts)
+            if self.shared:
+                gated_mlp(inv, i, f"{p}.mlp.shared_experts", h, self.expert_width * self.shared,
+                          role=Role.SHARED_EXPERTS)
+            mlp = MoeMlp(self.num_experts, self.top_k, self.expert_width, self.shared,
+                         self.expert_width * self.shared)
+        else:
+            gated_mlp(inv, i, f"{p}.mlp", h, self.intermediate)
+            mlp = DenseMlp(self.intermediate)
+        if role is not None:
+            inv.tensors[start:] = [_as_role(t, role) for t in inv.tensors[start:]]
+        return mlp
+
+
+def _as_role(tensor: TensorSpec, role: Role) -> TensorSpec:
+    return replace(tensor, role=role)
+
+
+def _mtp_block(inv: Inventory, layout: _Layout, cfg: Cfg, index: int, vocab: int) -> None:
+    """One MTP block: embedding/hidden norms, the 2H -> H projection, a full decoder layer and its own
+    head (DeepSeek-V3 stores separate embed_tokens and shared_head copies inside the block)."""
+    h = layout.hidden
+    p = f"model.layers.{index}"
+    start = len(inv.tensors)
+    inv.embedding(f"{p}.embed_tokens.weight", vocab, h, Role.MTP)
+    inv.norm(f"{p}.enorm", h, index, Role.MTP)
+    inv.norm(f"{p}.hnorm", h, index, Role.MTP)
+    inv.linear(f"{p}.eh_proj", h, 2 * h, Role.MTP, Split.COLUMN, index)
+    layout.layer(inv, cfg, index, role=Role.MTP)
+    inv.norm(f"{p}.shared_head.norm", h, index, Role.MTP)
+    inv.embedding(f"{p}.shared_head.head.weight", vocab, h, Role.MTP)
+    inv.tensors[start:] = [_as_role(t, Role.MTP) for t in inv.tensors[start:]]
+
+
+def _read(cfg: Cfg, glm: bool) -> FamilyFacts:
+    layout = _Layout(cfg, glm)
+    hidden = layout.hidden
+    num_layers = cfg.int("num_hidden_layers")
+    vocab = cfg.int("vocab_size")
+    tied = cfg.bool("tie_word_embeddings", False)
+    inv = Inventory()
+    embed_and_head(inv, vocab, hidden, tied)
+    attention: AttentionKind
+    if glm:
+        head_dim = cfg.head_dim()
+        attention = FullAttention(layout.kv_heads, head_dim, head_dim)
+        rot = rotary_dim(cfg, head_dim)
+    else:
+        head_dim = cfg.int("qk_nope_head_dim") + cfg.int("qk_rope_head_dim")
+        attention = MlaAttention(cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim"))
+        rot = cfg.int("qk_rope_head_dim")
+    layers = [DecoderLayer(attention, layout.layer(inv, cfg, i)) for i in range(num_layers)]
+    inv.norm("model.norm", hidden, None)
+    mtp = cfg.int("num_nextn_predict_layers", 0)
+    for k in range(mtp):
+        _mtp_block(inv, layout, cfg, num_layers + k, vocab)
+    max_pos = cfg.max_positions()
+    return FamilyFacts(
+        hidden_size=hidden, num_attention_heads=layout.heads,
+        num_key_value_heads=layout.kv_heads if glm else layout.heads, head_dim=head_dim,
+        intermediate_size=layout.intermediate, vocab_size=vocab, max_position_embeddings=max_pos,
+        tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=rot,
+        rope_caches=((rope_cache_positions(cfg, max_pos), rot),), mtp_layers=mtp,
+    )
+
+
+@family("deepseek_v2", "deepseek_v3", "kimi_k2")
+def read_deepseek(cfg: Cfg) -> FamilyFacts:
+    return _read(cfg, glm=False)
+
+
+@family("glm4_moe")
+def read_glm4_moe(cfg: Cfg) -> FamilyFacts:
+    return _read(cfg, glm=True)
