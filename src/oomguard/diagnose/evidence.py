@@ -1,0 +1,306 @@
+"""Typed facts read from the evidence, each with the `source:line` it came from, and the bounded store.
+
+Facts are small frozen dataclasses, one per thing a parser can see. The store keeps the first and the last
+few of each kind (a 1 GB log has a million stats lines; the diagnosis needs the ones near the crash and the
+trend), so memory does not grow with the input.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, TypeVar
+
+# How many facts of one kind are kept from the start and from the end of the evidence.
+KEEP_FIRST = 64
+KEEP_LAST = 256
+# A fact's text is kept for display only; nobody needs a 10 MB line back.
+MAX_FACT_TEXT = 400
+
+
+@dataclass(frozen=True, order=True)
+class Where:
+    """Where a fact was read: a document name (path, `archive.tgz!member`, `<stdin>`) and a 1-based line."""
+
+    source: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+def clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_FACT_TEXT else text[: MAX_FACT_TEXT - 3] + "..."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact:
+    where: Where
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OomMessage(Fact):
+    """An allocator out-of-memory report: PyTorch's, the expandable-segments mapper's, ROCm's HSA, XPU's.
+
+    PyTorch: "Tried to allocate X. GPU N has a total capacity of T of which F is free. [Process P has U memory
+    in use.]* [Including non-PyTorch memory, this process has U memory in use.] Of the allocated memory A is
+    allocated by PyTorch, [with P allocated in private pools (e.g., CUDA Graphs),] and R is reserved by
+    PyTorch but unallocated."
+    """
+
+    flavor: str  # 'torch' | 'expandable-segments' | 'hsa' | 'cuda-runtime' | 'xpu'
+    requested: int | None = None
+    device: int | None = None
+    total: int | None = None
+    free: int | None = None
+    this_process: int | None = None  # "this process has U memory in use"
+    processes: tuple[tuple[int, int], ...] = ()  # ("Process P has U memory in use") as (pid, bytes)
+    allocated: int | None = None
+    private_pools: int | None = None
+    reserved_unallocated: int | None = None
+    process_tag: str = ""  # "(Worker_TP1_EP1 pid=..)" etc. when the line carried one
+
+
+@dataclass(frozen=True, kw_only=True)
+class Frame(Fact):
+    """One `File "...", line N, in func` of a Python traceback, with the code line under it when present."""
+
+    path: str
+    lineno: int
+    function: str
+    code: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signal(Fact):
+    """A recognised error or event that names a mechanism, with the numbers its text carries.
+
+    `name` is one of the SIGNALS below; `numbers` are named values in plain units (bytes, tokens, fractions).
+    """
+
+    name: str
+    numbers: tuple[tuple[str, float], ...] = ()
+
+    def number(self, key: str) -> float | None:
+        for k, v in self.numbers:
+            if k == key:
+                return v
+        return None
+
+
+# The closed set of signal names parsers may emit (rules key on these, never on raw wording).
+SIGNALS = frozenset({
+    # vLLM startup
+    "free-memory-below-utilization",  # request_memory: free < gmu x total at start
+    "no-kv-cache-memory",             # "No available memory for the cache blocks"
+    "negative-kv-memory",             # "Available KV cache memory: -2.69 GiB"
+    "max-model-len-exceeds-kv",       # "max seq len ... larger than ..." (both texts)
+    "cannot-auto-fit",                # --max-model-len auto found nothing
+    "load-model-failed",              # "Failed to load model - not enough GPU memory"
+    "sampler-warmup-oom",             # "CUDA out of memory occurred when warming up sampler"
+    "pooler-warmup-oom",
+    "profiling-memory-released",      # "Error in memory profiling ... other processes ... release"
+    "cudagraph-estimate-hint",        # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    "engine-dead",
+    # kernels / indexing
+    "int32-index-math",               # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
+    "illegal-memory-access",
+    "hsa-out-of-resources",
+    # EP / communication
+    "deepep-error",
+    "nvshmem-alloc",
+    "nccl-error",
+    # SGLang
+    "sglang-negative-token-budget",   # "profiled value -N" / negative max_total_num_tokens
+    "sglang-not-enough-memory",       # "Not enough memory. Please try to increase --mem-fraction-static."
+    "sglang-unbalanced-memory",       # "The memory capacity is unbalanced"
+    "sglang-retract",                 # KV pool full, requests retracted
+    # host
+    "host-killed",                    # a bare "Killed" line from the shell / kernel SIGKILL
+    "exit-137",
+    "oom-killed",                     # Kubernetes OOMKilled
+    "kernel-oom-kill",                # dmesg "Out of memory: Killed process" / "oom-kill:"
+    "host-enomem",                    # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
+    "unified-memory-exhausted",       # NVRM NV_ERR_NO_MEMORY on UMA parts
+    "cgroup-oom-kill",                # memory.events oom_kill > 0
+    "cgroup-at-limit",                # memory.current within a few % of memory.max
+    "host-memory-low",                # free -m: available tiny
+    # milestones (phase markers)
+    "milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-kv-sized",
+    "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving", "milestone-mm-profile",
+    # prose (narrative text around the logs: issue bodies, notes)
+    "prose-leak", "prose-growth", "prose-fragmentation", "prose-host-memory", "prose-activation",
+    "prose-spec-decode", "prose-lora", "prose-ep-buffer", "prose-dp-blocks-differ", "prose-cudagraph",
+    "prose-library-regression", "prose-logprobs", "prose-kv-full", "prose-other-process",
+    "prose-not-cudagraph", "prose-multimodal",
+})
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartupNumber(Fact):
+    """A number vLLM/SGLang logged while sizing memory at startup (plain units: bytes, blocks, tokens, x)."""
+
+    quantity: str  # see STARTUP_QUANTITIES
+    value: float
+    process_tag: str = ""
+
+
+STARTUP_QUANTITIES = frozenset({
+    "weights_bytes", "kv_available_bytes", "activation_bytes", "non_torch_bytes", "cuda_graph_estimate_bytes",
+    "cuda_graph_actual_bytes", "gpu_total_bytes", "gpu_memory_utilization", "budget_bytes", "num_gpu_blocks",
+    "kv_cache_tokens", "max_concurrency", "concurrency_tokens", "free_at_start_bytes", "estimated_max_model_len",
+    "kv_needed_bytes", "sglang_avail_after_load_bytes", "sglang_weights_bytes", "sglang_max_total_tokens",
+})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flags(Fact):
+    """Engine flags as the evidence spelled them (vLLM field names, values as text)."""
+
+    origin: str  # 'non-default-args' | 'engine-config' | 'llm-kwargs' | 'command-line' | 'sglang-args'
+    flags: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Version(Fact):
+    engine: str  # 'vllm' | 'sglang' | 'torch' | 'nccl'
+    version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSample(Fact):
+    """One periodic load report: vLLM's stats line, SGLang's batch line, a /metrics scrape, a scheduler dump."""
+
+    running: int | None = None
+    waiting: int | None = None
+    kv_usage: float | None = None  # fraction 0..1
+    preemptions: float | None = None
+    engine: str = ""  # "Engine 000", a DP tag or a metrics label
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduledStep(Fact):
+    """A scheduler output: the tokens scheduled per request in one step (padding shape for activations)."""
+
+    tokens_per_request: tuple[int, ...]
+    kv_usage: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuProcess(Fact):
+    """A process holding GPU memory (nvidia-smi process table or --query-compute-apps)."""
+
+    gpu: int | None
+    pid: int | None
+    name: str
+    used: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuMemory(Fact):
+    """A GPU's memory as nvidia-smi reported it."""
+
+    gpu: int | None
+    name: str
+    total: int
+    used: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostMemory(Fact):
+    """A host / container memory figure (cgroup, free -m, kubectl limits, kernel OOM report)."""
+
+    quantity: str  # 'limit' | 'current' | 'peak' | 'total' | 'available' | 'used' | 'killed_rss' | 'oom_kill_count'
+    value: float
+    scope: str = ""  # cgroup path, pod/container, process name
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot(Fact):
+    """A PyTorch memory snapshot's summary (torch.cuda.memory._snapshot())."""
+
+    reserved: int
+    allocated: int
+    largest_free_block: int
+    segments: int
+    top_sites: tuple[tuple[str, int], ...]  # (frame "file:line func", bytes)
+    failed_request: int | None = None
+
+
+F = TypeVar("F", bound=Fact)
+
+
+class _Kept:
+    """The first KEEP_FIRST and the last KEEP_LAST facts of one kind, and how many were seen."""
+
+    __slots__ = ("first", "last", "seen")
+
+    def __init__(self) -> None:
+        self.first: list[Fact] = []
+        self.last: deque[Fact] = deque(maxlen=KEEP_LAST)
+        self.seen = 0
+
+    def add(self, fact: Fact) -> None:
+        self.seen += 1
+        if len(self.first) < KEEP_FIRST:
+            self.first.append(fact)
+        else:
+            self.last.append(fact)
+
+    def all(self) -> list[Fact]:
+        return self.first + list(self.last)
+
+
+@dataclass
+class Document:
+    """What was read from one input, for the report's 'read' list."""
+
+    name: str
+    kind: str
+    lines: int = 0
+    bytes: int = 0
+    facts: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+class Evidence:
+    """All facts from all inputs, bounded per kind, plus what was read and what was skipped."""
+
+    def __init__(self) -> None:
+        self._kept: dict[type, _Kept] = {}
+        self.documents: list[Document] = []
+        self.skipped: list[str] = []
+
+    def add(self, fact: Fact) -> None:
+        kept = self._kept.get(type(fact))
+        if kept is None:
+            kept = self._kept[type(fact)] = _Kept()
+        kept.add(fact)
+
+    def extend(self, facts: Iterable[Fact]) -> None:
+        for fact in facts:
+            self.add(fact)
+
+    def of(self, kind: type[F]) -> list[F]:
+        kept = self._kept.get(kind)
+        return [f for f in kept.all()] if kept else []  # type: ignore[misc]
+
+    def count(self, kind: type[Fact]) -> int:
+        kept = self._kept.get(kind)
+        return kept.seen if kept else 0
+
+    def signals(self, *names: str) -> list[Signal]:
+        wanted = set(names)
+        return [s for s in self.of(Signal) if not wanted or s.name in wanted]
+
+    def has(self, *names: str) -> bool:
+        return bool(self.signals(*names))
+
+    def __iter__(self) -> Iterator[Fact]:
+        for kept in self._kept.values():
+            yield from kept.all()
+
+    def __len__(self) -> int:
+        return sum(k.seen for k in self._kept.values())

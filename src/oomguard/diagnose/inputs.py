@@ -1,0 +1,152 @@
+"""Evidence inputs: files, directories (walked), archives (tar, tar.gz, zip; members read in memory or
+streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd logs and stdin.
+
+Yields `(name, stream)` pairs; each stream must be consumed before the next pair is taken (tar from stdin is
+read as a stream). Anything that cannot be read is recorded in `skipped` with the reason, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+from oomguard.errors import InputFormatError
+
+# Archives inside archives are opened up to this depth (a tarball of a support bundle of tarballs).
+MAX_ARCHIVE_DEPTH = 3
+# Files we never read while walking a directory: they cannot hold evidence and some are huge.
+SKIP_SUFFIXES = (".safetensors", ".bin.index", ".pt", ".pth", ".gguf", ".so", ".pyc", ".png", ".jpg", ".jpeg")
+# A zip on stdin must be buffered (zip needs seeking); this bounds that buffer.
+MAX_STDIN_ZIP = 512 << 20
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _is_tar(head: bytes) -> bool:
+    return len(head) > 262 and head[257:262] == b"ustar"
+
+
+def iter_inputs(paths: list[str], skipped: list[str], stdin: BinaryIO | None = None) -> Iterator[tuple[str, BinaryIO]]:
+    """Every readable evidence stream under `paths` ('-' is stdin), in a stable order."""
+    if not paths:
+        raise InputFormatError("no evidence given: pass log files, directories, archives, or '-' for stdin")
+    for raw in paths:
+        if raw == "-":
+            yield from _from_stream("<stdin>", stdin if stdin is not None else sys.stdin.buffer, skipped, 0)
+            continue
+        path = Path(raw)
+        if path.is_dir():
+            yield from _walk(path, skipped)
+        elif path.is_file():
+            yield from _from_file(path, str(path), skipped)
+        elif not path.exists():
+            raise InputFormatError(f"{raw}: no such file or directory")
+        else:
+            skipped.append(f"{raw}: not a regular file")
+
+
+def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if name.endswith(SKIP_SUFFIXES):
+                skipped.append(f"{path}: model or binary artefact, not evidence")
+                continue
+            if path.is_symlink() or not path.is_file():
+                skipped.append(f"{path}: not a regular file")
+                continue
+            yield from _from_file(path, str(path), skipped)
+
+
+def _from_file(path: Path, name: str, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+    try:
+        handle = open(path, "rb")
+    except OSError as err:
+        skipped.append(f"{name}: cannot open ({err.strerror or err})")
+        return
+    with handle:
+        yield from _from_stream(name, handle, skipped, 0)
+
+
+def _from_stream(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:
+    buffered = stream if hasattr(stream, "peek") else io.BufferedReader(stream)  # type: ignore[arg-type]
+    head = buffered.peek(512)[:512]  # type: ignore[attr-defined]
+    if depth < MAX_ARCHIVE_DEPTH and (head.startswith(GZIP_MAGIC) or _is_tar(head)):
+        yield from _from_tar_or_gzip(name, buffered, head, skipped, depth)
+    elif depth < MAX_ARCHIVE_DEPTH and head.startswith(ZIP_MAGIC):
+        yield from _from_zip(name, buffered, skipped, depth)
+    else:
+        yield name, buffered
+
+
+def _from_tar_or_gzip(name: str, stream: BinaryIO, head: bytes, skipped: list[str], depth: int
+                      ) -> Iterator[tuple[str, BinaryIO]]:
+    if head.startswith(GZIP_MAGIC):
+        inner = gzip.GzipFile(fileobj=stream, mode="rb")
+        try:
+            inner_head = inner.peek(512)[:512]
+        except (OSError, EOFError) as err:
+            skipped.append(f"{name}: corrupt gzip ({err})")
+            return
+        if not _is_tar(inner_head):
+            yield from _guard(name, _from_stream(name.removesuffix(".gz") + "", inner, skipped, depth + 1), skipped)
+            return
+        stream = inner  # a .tar.gz: read the tar stream from the decompressed bytes
+    try:
+        archive = tarfile.open(fileobj=stream, mode="r|")
+    except tarfile.TarError as err:
+        skipped.append(f"{name}: not a readable tar archive ({err})")
+        return
+    try:
+        for member in archive:
+            label = f"{name}!{member.name}"
+            if not member.isfile():
+                continue  # directories, links, devices: nothing to read, nothing extracted
+            fileobj = archive.extractfile(member)
+            if fileobj is None:
+                continue
+            yield from _guard(label, _from_stream(label, fileobj, skipped, depth + 1), skipped)  # type: ignore[arg-type]
+    except (tarfile.TarError, OSError, EOFError) as err:
+        skipped.append(f"{name}: archive truncated or corrupt after the members read so far ({err})")
+
+
+def _from_zip(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:
+    seekable: BinaryIO = stream
+    if not stream.seekable():
+        data = stream.read(MAX_STDIN_ZIP + 1)
+        if len(data) > MAX_STDIN_ZIP:
+            skipped.append(f"{name}: zip on a pipe larger than {MAX_STDIN_ZIP >> 20} MiB; pass it as a file")
+            return
+        seekable = io.BytesIO(data)
+    try:
+        archive = zipfile.ZipFile(seekable)
+    except (zipfile.BadZipFile, OSError) as err:
+        skipped.append(f"{name}: not a readable zip archive ({err})")
+        return
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            label = f"{name}!{info.filename}"
+            try:
+                with archive.open(info) as member:
+                    yield from _guard(label, _from_stream(label, member, skipped, depth + 1), skipped)  # type: ignore[arg-type]
+            except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as err:
+                skipped.append(f"{label}: cannot read member ({err})")
+
+
+def _guard(name: str, inner: Iterator[tuple[str, BinaryIO]], skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+    """Nested readers may fail mid-way (truncated gzip): record it and go on with the next input."""
+    try:
+        yield from inner
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as err:
+        skipped.append(f"{name}: truncated or corrupt ({err})")

@@ -1,0 +1,111 @@
+"""Evidence in, facts out: every input is detected and handed to its reader; what cannot be read is said.
+
+Small text documents go line by line through every line parser (and the prose reader); large ones through
+the anchored fast path (scan.py). Pickles go to the restricted snapshot reader, Prometheus scrapes to the
+metrics parser, cgroup files to the cgroup reader.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import BinaryIO
+
+from oomguard.diagnose import detect, scan
+from oomguard.diagnose.evidence import Document, Evidence
+from oomguard.diagnose.inputs import iter_inputs
+from oomguard.diagnose.sources import (cgroup, free, kernel_oom, kubectl, metrics, nvidia_smi, prose, sglang_log,
+                                       torch_snapshot, traceback, vllm_log)
+from oomguard.diagnose.sources.base import Context, split_prefix
+from oomguard.errors import InputFormatError
+
+LINE_SOURCES: tuple[ModuleType, ...] = (vllm_log, sglang_log, traceback, nvidia_smi, kernel_oom, cgroup, kubectl, free)
+ANCHORS: tuple[bytes, ...] = tuple(sorted({a for m in LINE_SOURCES for a in m.ANCHORS}))
+# Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
+MAX_WHOLE_DOCUMENT = 1 << 30
+
+
+def read_evidence(paths: list[str], stdin: BinaryIO | None = None) -> Evidence:
+    evidence = Evidence()
+    skipped: list[str] = []
+    for name, stream in iter_inputs(paths, skipped, stdin):
+        evidence.documents.append(read_one(name, stream, evidence))
+    evidence.skipped.extend(skipped)
+    for doc in evidence.documents:
+        evidence.skipped.extend(f"{doc.name}: {note}" for note in doc.skipped)
+    return evidence
+
+
+def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
+    first, complete, error = scan.read_all(stream, scan.SMALL_DOCUMENT)
+    kind = detect.detect(name, first[:65536])
+    doc = Document(name=name, kind=kind, bytes=len(first))
+    if error:
+        doc.skipped.append(f"read stopped early ({error}); used what came before")
+    if kind == detect.KIND_EMPTY:
+        doc.skipped.append("empty")
+        return doc
+    if kind == detect.KIND_BINARY:
+        doc.skipped.append("binary data, not a log, a scrape or a snapshot: skipped")
+        return doc
+    if kind in (detect.KIND_PICKLE, detect.KIND_METRICS, detect.KIND_CGROUP):
+        data = first
+        if not complete:
+            rest, _, err = scan.read_all(stream, MAX_WHOLE_DOCUMENT - len(first))
+            data += rest
+            if err:
+                doc.skipped.append(f"read stopped early ({err})")
+        doc.bytes = len(data)
+        before = len(evidence)
+        if kind == detect.KIND_PICKLE:
+            try:
+                torch_snapshot.read_document(name, data, evidence)
+            except torch_snapshot.RefusedPickle as err:
+                doc.skipped.append(f"pickle not read: {err}")
+        elif kind == detect.KIND_METRICS:
+            _, bad = metrics.read_document(name, data, evidence)
+            if bad:
+                doc.skipped.append(f"{len(bad)} unparsable metrics line(s) skipped (first: {bad[0]})")
+        else:
+            cgroup.read_document(name, detect.base_name(name), data, evidence)
+        doc.facts = len(evidence) - before
+        doc.lines = data.count(b"\n")
+        return doc
+    _read_text(name, first, complete, stream, evidence, doc)
+    return doc
+
+
+def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document) -> None:
+    ctx = Context(name, evidence)
+    parsers = [m.Parser(ctx) for m in LINE_SOURCES]
+    stats = scan.ReadStats()
+    if complete:
+        parsers.append(prose.Parser(ctx))
+        lines = scan.lines_of_small(first, stats)
+    else:
+        lines = scan.lines_of_large(first, stream, ANCHORS, stats)
+    for line in lines:
+        msg = split_prefix(line.text)
+        for parser in parsers:
+            parser.feed(line, msg)
+    for parser in parsers:
+        parser.finish()
+    doc.lines, doc.bytes, doc.facts = stats.lines, stats.bytes, ctx.facts
+    if stats.truncated:
+        doc.skipped.append(f"read stopped early ({stats.truncated}); used the lines before it")
+    if stats.bad_utf8_lines:
+        doc.skipped.append(f"{stats.bad_utf8_lines} line(s) with invalid UTF-8 (bad bytes replaced, lines kept)")
+    if stats.cut_lines:
+        doc.skipped.append(f"{stats.cut_lines} line(s) longer than {scan.MAX_LINE >> 10} KiB cut to their start")
+    if ctx.facts == 0:
+        doc.skipped.append("nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
+                           "cgroup or free output)")
+
+
+def require_evidence(evidence: Evidence) -> None:
+    """No fact at all from any input is a user error: say what was read."""
+    if len(evidence) == 0:
+        if not evidence.documents:
+            raise InputFormatError("no readable input (" + "; ".join(evidence.skipped[:3]) + ")")
+        names = ", ".join(f"{d.name} ({d.kind})" for d in evidence.documents[:3])
+        raise InputFormatError(f"no OOM evidence recognised in {names}: expected vLLM/SGLang logs, tracebacks, "
+                               "nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot")

@@ -1,0 +1,123 @@
+"""What every line parser gets: the document context (where facts go) and the line split from its prefix."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from oomguard.diagnose.evidence import Evidence, Fact, Where, clip
+from oomguard.diagnose.scan import Line
+
+
+class Context:
+    """One document being parsed: its name, the evidence store facts go to, and how many were added."""
+
+    def __init__(self, source: str, evidence: Evidence) -> None:
+        self.source = source
+        self.evidence = evidence
+        self.facts = 0
+
+    def where(self, line: Line) -> Where:
+        return Where(self.source, line.no)
+
+    def emit(self, fact: Fact) -> None:
+        self.evidence.add(fact)
+        self.facts += 1
+
+    def clip(self, text: str) -> str:
+        return clip(text)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A log line without its decorations: `tag` is the process prefix ('EngineCore_DP0 pid=12',
+    'Worker_TP1_EP1', 'DP0 TP0', 'rank0'), `level` the log level, `body` the message itself."""
+
+    tag: str
+    level: str
+    body: str
+    prefixed: bool
+
+
+# Decorations found in front of vLLM / SGLang / Python log messages, in the order they appear.
+_GREP_N = re.compile(r"^\d{1,9}[:-](?=\S)")
+_COMPOSE = re.compile(r"^[\w.-]{1,64}\s+\|\s?")
+_ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+")
+_PROC_TAG = re.compile(r"^\((?P<tag>[A-Za-z][\w]*(?:[ _][^()]{0,80})?)\)\s*")
+_RANK = re.compile(r"^\[(?P<tag>rank\d+)\]:\s*")
+_SGLANG = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<tag>(?: [A-Z]+\d+)*)\]\s*")
+_LEVEL = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?\s*(?:\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*)?"
+    r"(?:\[[\w./<> -]+:\d+\]\s*|[\w./-]+\.py:\d+\]\s*)?"
+)
+_FILEINFO = re.compile(r"^\[[\w./-]+\.py:\d+\]\s*")
+
+
+def split_prefix(text: str) -> Message:
+    body = text.strip("\r\n")
+    tag = level = ""
+    start = body
+    body = body.lstrip()
+    for _ in range(2):  # "[rank0]: (Worker pid=1) ERROR ..." and the like nest at most twice
+        for pattern in (_GREP_N, _COMPOSE, _ISO_TIME, _SGLANG, _PROC_TAG, _RANK):
+            m = pattern.match(body)
+            if m:
+                if "tag" in m.groupdict() and m.group("tag"):
+                    tag = m.group("tag").strip()
+                body = body[m.end():]
+        m = _LEVEL.match(body)
+        if m:
+            level = m.group("level")
+            body = body[m.end():]
+        m = _FILEINFO.match(body)
+        if m:
+            body = body[m.end():]
+    return Message(tag, level, body, body != start.lstrip())
+
+
+def continuation(following: list[str], limit: int = 3) -> list[str]:
+    """The wrapped continuation of a message: following lines that carry no log prefix of their own."""
+    out: list[str] = []
+    for raw in following[:limit]:
+        if not raw.strip():
+            break
+        msg = split_prefix(raw)
+        if msg.prefixed and (msg.level or msg.tag):
+            break
+        out.append(raw.strip())
+    return out
+
+
+# Sizes as logs print them. vLLM and SGLang print GiB values with a "GB" label (their "GB" is 2**30), and
+# PyTorch prints binary units, so every G/M/K unit here is binary. "bytes"/"B" are bytes.
+_UNIT = {"": 1, "b": 1, "bytes": 1, "byte": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+         "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+         "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+SIZE = r"(?:-?[\d,]*\.?\d+)\s*(?:[KMGT]i?B|bytes?|B)\b"
+_SIZE_PARTS = re.compile(r"(-?[\d,]*\.?\d+)\s*([KMGT]i?B|bytes?|B)?", re.I)
+
+
+def log_size(text: str) -> int | None:
+    """'1.15 GiB' -> bytes; '0 bytes' -> 0; '2.3463 GB' -> GiB (see above)."""
+    m = _SIZE_PARTS.search(text)
+    if not m:
+        return None
+    try:
+        value = float(m.group(1).replace(",", ""))
+    except ValueError:
+        return None
+    return int(round(value * _UNIT.get((m.group(2) or "").lower(), 1)))
+
+
+def to_int(text: str) -> int | None:
+    try:
+        return int(text.replace(",", "").replace(" ", "").replace("_", ""))
+    except ValueError:
+        return None
+
+
+def to_float(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None

@@ -1,0 +1,55 @@
+"""`free` output (-b/-k/-m/-g/-h): the Mem: row under its header, total / used / available."""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.evidence import HostMemory
+from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.base import Context, Message
+
+ANCHORS = (b"Mem:", b"available")
+
+_HUMAN = {"B": 1, "K": 1 << 10, "Ki": 1 << 10, "M": 1 << 20, "Mi": 1 << 20, "G": 1 << 30, "Gi": 1 << 30,
+          "T": 1 << 40, "Ti": 1 << 40}
+_CELL = re.compile(r"^(?P<v>[\d.]+)(?P<u>[KMGT]i?|B)?$")
+# Plain `free` prints KiB, `free -m` MiB. A host with >= 10 GiB shows >= 10M in KiB and < 10M in MiB unless it
+# has more than 10 TiB, so a bare total above this is KiB.
+KIB_THRESHOLD = 10_000_000
+
+
+class Parser:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.header: list[str] = []
+        self.unit: int | None = None
+
+    def finish(self) -> None:
+        pass
+
+    def feed(self, line: Line, msg: Message) -> None:
+        text = line.text.strip()
+        if text.startswith("total") and "used" in text and "free" in text:
+            self.header = text.split()
+            return
+        if "free -" in text:
+            flag = text.split("free -", 1)[1][:1]
+            self.unit = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(flag)
+            return
+        if not text.startswith("Mem:"):
+            return
+        cells = text.split()[1:]
+        header = self.header or ["total", "used", "free", "shared", "buff/cache", "available"]
+        values: dict[str, float] = {}
+        for name, cell in zip(header, cells):
+            m = _CELL.match(cell)
+            if not m:
+                return
+            values[name] = float(m.group("v")) * (_HUMAN[m.group("u")] if m.group("u") else 1)
+        if not any(c[-1:].isalpha() for c in cells):
+            unit = self.unit or ((1 << 10) if values.get("total", 0) > KIB_THRESHOLD else (1 << 20))
+            values = {k: v * unit for k, v in values.items()}
+        for name in ("total", "used", "available"):
+            if name in values:
+                self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(text), quantity=name,
+                                         value=values[name], scope="host"))

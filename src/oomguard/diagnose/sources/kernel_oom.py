@@ -1,0 +1,43 @@
+"""Kernel OOM-killer reports (dmesg, journalctl, /var/log/kern.log), a shell's bare "Killed", NVIDIA driver
+memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY")."""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.evidence import HostMemory, Signal
+from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.base import Context, Message
+
+ANCHORS = (b"Killed", b"oom", b"NV_ERR_NO_MEMORY", b"Out of memory")
+
+_KILLED = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
+                     r"(?:.*?anon-rss:(?P<rss>\d+)kB)?")
+_OOM_KILL = re.compile(r"oom-kill:.*?(?:oom_memcg=(?P<memcg>[^,]+))?.*?task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
+_KIB = 1 << 10
+
+
+class Parser:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def finish(self) -> None:
+        pass
+
+    def _signal(self, line: Line, text: str, name: str) -> None:
+        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "Killed process" in body:
+            m = _KILLED.search(body)
+            self._signal(line, body, "kernel-oom-kill")
+            if m and m.group("rss"):
+                self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="killed_rss",
+                                         value=int(m.group("rss")) * _KIB, scope=m.group("name")))
+        elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
+            self._signal(line, body, "kernel-oom-kill")
+        elif body.strip() in ("Killed", "Killed.") or re.search(r"\bline \d+:\s*\d+ Killed\b", body):
+            self._signal(line, body, "host-killed")
+        if "NV_ERR_NO_MEMORY" in body:
+            self._signal(line, body, "unified-memory-exhausted")

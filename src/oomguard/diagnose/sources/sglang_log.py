@@ -1,0 +1,110 @@
+"""SGLang server logs: the weight-load and memory-pool lines, the CUDA-graph lines, the batch lines (running,
+queue, token usage), the server-args line and its memory errors (ACCOUNTING.md §9; its "GB" is GiB)."""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.evidence import Flags, LoadSample, Signal, StartupNumber, Version
+from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.base import Context, Message, to_float
+from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
+
+ANCHORS = (b"avail mem", b"token usage", b"profiled value", b"max_total_num_tokens", b"mem-fraction-static",
+           b"unbalanced", b"Retract", b"retract", b"sglang", b"KV Cache is allocated", b"cuda graph")
+
+_GIB = 1 << 30
+_LOAD_END = re.compile(r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB")
+_PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
+_TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
+_BATCH = re.compile(r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>[\d.]+)(?:.*?#queue-req:\s*(?P<q>\d+))?")
+_ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
+_ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
+_VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.I)
+_LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
+
+
+class Parser:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def finish(self) -> None:
+        pass
+
+    def _signal(self, line: Line, text: str, name: str, **numbers: float | None) -> None:
+        nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
+        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name, numbers=nums))
+
+    def _num(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
+        if value is not None:
+            self.ctx.emit(StartupNumber(where=self.ctx.where(line), text=self.ctx.clip(msg.body), quantity=quantity,
+                                        value=value, process_tag=msg.tag))
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "token usage" in body and "#running-req" in body:
+            m = _BATCH.search(body)
+            if m:
+                self.ctx.emit(LoadSample(
+                    where=self.ctx.where(line), text=self.ctx.clip(body), running=int(m.group("run")),
+                    waiting=int(m.group("q")) if m.group("q") else None, kv_usage=float(m.group("u")), engine=msg.tag,
+                ))
+            return
+        if "Load weight end" in body:
+            m = _LOAD_END.search(body)
+            if m:
+                self._num(line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB)
+                self._num(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
+            self._signal(line, body, "milestone-weights-loaded")
+        if "Load weight begin" in body:
+            self._signal(line, body, "milestone-weights-loading")
+        if "profiled value" in body:
+            m = _PROFILED.search(body)
+            if m and int(m.group("v")) <= 0:
+                self._signal(line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v")))
+        if "max_total_num_tokens" in body:
+            m = _TOTAL_TOKENS.search(body)
+            if m:
+                value = int(m.group("v"))
+                self._num(line, msg, "sglang_max_total_tokens", value)
+                if value <= 0:
+                    self._signal(line, body, "sglang-negative-token-budget", profiled_tokens=value)
+            elif "negative" in body.lower():
+                self._signal(line, body, "sglang-negative-token-budget")
+        if "KV Cache is allocated" in body or "Memory pool end" in body:
+            self._signal(line, body, "milestone-kv-sized")
+        if "Capture cuda graph begin" in body:
+            self._signal(line, body, "milestone-cudagraph-start")
+        if "Capture cuda graph end" in body:
+            self._signal(line, body, "milestone-cudagraph-done")
+        if "Not enough memory" in body and "mem-fraction-static" in body:
+            self._signal(line, body, "sglang-not-enough-memory")
+        if "memory capacity is unbalanced" in body:
+            self._signal(line, body, "sglang-unbalanced-memory")
+        if ("Retract" in body or "retract" in body) and ("KV cache pool is full" in body or "#retracted" in body
+                                                         or "Retract requests" in body):
+            self._signal(line, body, "sglang-retract")
+        if "ServerArgs(" in body:
+            m = _ARGS.search(body)
+            if m:
+                items = tuple((a.group("k"), clean_value(a.group("v"))) for a in _ARG.finditer(m.group("a")))
+                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="sglang-args",
+                                    flags=items + (("engine", "sglang"),)))
+        if "sglang" in body:
+            m = _LAUNCH.search(body)
+            if m:
+                flags = parse_argv(m.group("rest"), positional_model=False)
+                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
+                                    flags=tuple(flags.items()) + (("engine", "sglang"),)))
+            v = _VERSION.search(body)
+            if v:
+                self.ctx.emit(Version(where=self.ctx.where(line), text=self.ctx.clip(body), engine="sglang",
+                                      version=v.group("v")))
+        if "[" in line.text[:3] and " TP" in line.text[:40] and msg.tag.startswith(("TP", "DP")) and \
+                "Decode batch" not in body:
+            pass  # SGLang's own prefix ("[2025-07-02 07:41:58 DP0 TP0]"): recognised by split_prefix
+
+
+def to_bytes_gib(text: str) -> float | None:
+    value = to_float(text)
+    return None if value is None else value * _GIB

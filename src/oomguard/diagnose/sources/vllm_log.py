@@ -1,0 +1,404 @@
+"""vLLM server logs, every version: V0 and V1 formats, process prefixes, the engine config line and
+non-default args, memory profiling lines, KV cache lines, CUDA-graph lines, periodic stats, scheduler
+output, the startup error strings, and the command line that started it all.
+
+Formats are those in ACCOUNTING.md §1 (log formats), §7-§8 and Part 2 §7-§9. GiB values printed as "GB" by
+old versions are GiB (vLLM always divided by 2**30).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Signal, StartupNumber, Version
+from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.base import Context, Message, continuation, to_float, to_int
+
+ANCHORS = (
+    b" took ", b"KV cache", b"blocks:", b"emory", b"max seq len", b"args:", b"kwargs", b"with config",
+    b"version", b"graph", b"Capturing", b"rofile", b"concurrency", b"serve", b"warming up", b"scheduled_tokens",
+    b"kv_cache_usage", b"EngineDead", b"Engine core", b"Loading", b"--",
+)
+
+_GIB = 1 << 30
+_NUM = r"-?[\d,]*\.?\d+"
+
+_WEIGHTS = re.compile(rf"(?:Loading model weights took|Model loading took)\s+(?P<v>{_NUM})\s*(?:GiB|GB)")
+_KV_AVAIL = re.compile(rf"Available KV cache memory:\s*(?P<v>{_NUM})\s*GiB")
+_KV_TOKENS = re.compile(r"\b(?:GPU|XPU|CPU|NPU|HPU|TPU)(?: \+ host)? KV cache size:\s*(?P<v>[\d, ]+?)\s*tokens")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for\s*(?P<len>[\d, ]+?)\s*tokens per request:\s*(?P<x>{_NUM})x")
+_BLOCKS = re.compile(r"#\s*(?:GPU|CUDA|XPU|NPU)?\s*blocks:\s*(?P<v>\d+)")
+_V0_BUDGET = re.compile(
+    rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB")
+_V0_TERMS = re.compile(
+    rf"model weights take (?P<w>{_NUM})\s*GiB; non_torch_memory takes (?P<n>{_NUM})\s*GiB; PyTorch activation peak "
+    rf"memory takes (?P<a>{_NUM})\s*GiB; the rest of the memory reserved for KV Cache is (?P<kv>{_NUM})\s*GiB")
+_KEYVAL_GIB = re.compile(rf"(?P<k>\w+)=(?P<v>{_NUM})\s*GiB")
+_V1_DEBUG = re.compile(
+    rf"torch peak memory increase:\s*(?P<a>{_NUM})\s*GiB;.*?(?:non-torch forward increase memory:\s*(?P<n>{_NUM})\s*GiB;)?"
+    rf".*?weights memory:\s*(?P<w>{_NUM})\s*GiB")
+_SUGGEST = re.compile(
+    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup\. Desired GPU memory utilization "
+    rf"is \((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)\. Actual usage is (?P<c>{_NUM}) GiB for (?:weight|consumed)[^,]*, "
+    rf"(?P<a>{_NUM}) GiB for peak activation(?:, (?P<n>{_NUM}) GiB for non-torch memory)?,? and (?P<g>{_NUM}) GiB for CUDAGraph")
+_FREE_LOW = re.compile(
+    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup is less than (?:desired GPU memory "
+    rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)")
+_CG_EST = re.compile(rf"Estimated CUDA graph memory:\s*(?P<v>{_NUM})\s*GiB total")
+_CG_POOL = re.compile(rf"CUDA graph pool memory:\s*(?P<a>{_NUM})\s*GiB \(actual\)(?:,\s*(?P<e>{_NUM})\s*GiB \(estimated\))?")
+_CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
+_CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
+_MAXLEN_V0 = re.compile(
+    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"
+    r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)")
+_MAXLEN_V1 = re.compile(
+    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"
+    rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)")
+_EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
+_SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
+_MM_PROFILE = re.compile(r"Encoder cache will be initialized with a budget of (?P<b>\d+) tokens, and profiled with "
+                         r"(?P<n>\d+) (?P<kind>\w+) items")
+_STATS = re.compile(
+    r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)")
+_PREEMPT = re.compile(r"Preemptions: (?P<p>\d+)")
+_KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>[\d.]+)%")
+_ENGINE = re.compile(r"(Engine \d+):")
+_KEYVAL_STATS = re.compile(r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)")
+_SCHED = re.compile(r"num_scheduled_tokens=\{(?P<d>[^}]*)\}")
+_SCHED_VALUES = re.compile(r":\s*(\d+)")
+_VERSION = (
+    re.compile(r"vLLM API server version (?P<v>[\w.+-]+)"),
+    re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[\w.+-]+)\)"),
+    re.compile(r"\bvllm(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.I),
+)
+_DICT_ITEM = re.compile(r"""'(?P<k>\w+)':\s*(?P<v>'(?:[^'\\]|\\.)*'|"[^"]*"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)""")
+_CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)")
+_COMMAND = re.compile(r"(?:\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|\bLLM\()(?P<rest>.*)")
+_YAML_FLAG = re.compile(r"""^\s*-\s*['"]?--(?P<k>[a-z][\w-]*)(?:=(?P<v>[^'"]*))?['"]?\s*$""")
+_YAML_VALUE = re.compile(r"""^\s*-\s*['"]?(?P<v>[^-'"][^'"]*|\{.*\})['"]?\s*$""")
+_ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9_]+)=(?P<v>[^\s'\"]+)")
+# Field names of the engine-config line that differ from the flag's name.
+CONFIG_ALIASES = {"max_seq_len": "max_model_len", "model_tag": "model"}
+# Lines showing the server is up and serving traffic.
+SERVING_MARKERS = ("Avg prompt throughput", "Application startup complete", "Starting vLLM API server",
+                   "Uvicorn running", "Avg generation throughput")
+
+
+def _gib(text: str | None) -> float | None:
+    value = to_float(text) if text else None
+    return None if value is None else value * _GIB
+
+
+def clean_value(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value.removeprefix("torch.")
+
+
+class Parser:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.serving_seen = False
+        self.versions: set[str] = set()
+
+    def finish(self) -> None:
+        pass
+
+    # -- helpers --
+    def _num(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
+        if value is not None:
+            self.ctx.emit(StartupNumber(where=self.ctx.where(line), text=self.ctx.clip(msg.body), quantity=quantity,
+                                        value=value, process_tag=msg.tag))
+
+    def _signal(self, line: Line, text: str, name: str, **numbers: float | None) -> None:
+        nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
+        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name, numbers=nums))
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "KV cache usage" in body and "Running:" in body:
+            self._stats(line, msg)
+            return
+        if "Model loading took" in body or "Loading model weights took" in body:
+            m = _WEIGHTS.search(body)
+            self._num(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
+            self._signal(line, body, "milestone-weights-loaded")
+        elif "Starting to load model" in body or "Loading model from scratch" in body or \
+                "Loading safetensors checkpoint shards" in body or "Loading weights took" in body:
+            self._signal(line, body, "milestone-weights-loading")
+        if "Available KV cache memory" in body:
+            m = _KV_AVAIL.search(body)
+            value = _gib(m.group("v")) if m else None
+            self._num(line, msg, "kv_available_bytes", value)
+            if value is not None and value < 0:
+                self._signal(line, body, "negative-kv-memory", kv_available_bytes=value)
+            self._signal(line, body, "milestone-kv-sized")
+        if "KV cache size" in body:
+            m = _KV_TOKENS.search(body)
+            self._num(line, msg, "kv_cache_tokens", to_int(m.group("v")) if m else None)
+        if "Maximum concurrency" in body:
+            m = _CONCURRENCY.search(body)
+            if m:
+                self._num(line, msg, "concurrency_tokens", to_int(m.group("len")))
+                self._num(line, msg, "max_concurrency", to_float(m.group("x")))
+                self._signal(line, body, "milestone-kv-sized")
+        if "blocks:" in body:
+            m = _BLOCKS.search(body)
+            if m:
+                self._num(line, msg, "num_gpu_blocks", to_int(m.group("v")))
+                self._signal(line, body, "milestone-kv-sized")
+        if "total_gpu_memory" in body:
+            self._profile_v0(line, msg)
+        if "model weights take" in body:
+            m = _V0_TERMS.search(body)
+            if m:
+                self._num(line, msg, "weights_bytes", _gib(m.group("w")))
+                self._num(line, msg, "non_torch_bytes", _gib(m.group("n")))
+                self._num(line, msg, "activation_bytes", _gib(m.group("a")))
+                kv = _gib(m.group("kv"))
+                self._num(line, msg, "kv_available_bytes", kv)
+                if kv is not None and kv < 0:
+                    self._signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
+        if "torch peak memory increase" in body:
+            m = _V1_DEBUG.search(body)
+            if m:
+                self._num(line, msg, "activation_bytes", _gib(m.group("a")))
+                self._num(line, msg, "non_torch_bytes", _gib(m.group("n")))
+                self._num(line, msg, "weights_bytes", _gib(m.group("w")))
+        if "Free memory on device" in body:
+            self._free_memory(line, msg)
+        if "graph" in body or "Graph" in body or "Capturing" in body:
+            self._graphs(line, msg)
+        if "max seq len" in body:
+            self._max_len(line, msg)
+        if "No available memory for the cache blocks" in body:
+            self._signal(line, body, "no-kv-cache-memory")
+        if "Cannot auto-fit max_model_len" in body:
+            self._signal(line, body, "cannot-auto-fit")
+        if "Failed to load model - not enough GPU memory" in body:
+            self._signal(line, body, "load-model-failed")
+        if "warming up sampler" in body:
+            m = _SAMPLER.search(body)
+            self._signal(line, body, "sampler-warmup-oom", num_requests=to_float(m.group("n")) if m else None)
+        if "warming up pooler" in body:
+            self._signal(line, body, "pooler-warmup-oom")
+        if "Error in memory profiling" in body:
+            self._signal(line, body, "profiling-memory-released")
+        if "EngineDeadError" in body or "EngineCore encountered a fatal error" in body or \
+                "EngineCore encountered an issue" in body:
+            self._signal(line, body, "engine-dead")
+        if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
+            name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
+            self._signal(line, body, name)
+        if "Encoder cache will be initialized" in body:
+            m = _MM_PROFILE.search(body)
+            self._signal(line, body, "milestone-mm-profile", items=to_float(m.group("n")) if m else None,
+                         budget_tokens=to_float(m.group("b")) if m else None)
+        if "num_scheduled_tokens" in body:
+            self._scheduled(line, msg)
+        if "kv_cache_usage=" in body or "num_running_reqs=" in body:
+            self._keyval_stats(line, msg)
+        if not self.serving_seen and any(k in body for k in SERVING_MARKERS):
+            self.serving_seen = True
+            self._signal(line, body, "milestone-serving")
+        if "version" in body or "LLM engine" in body:
+            self._version(line, msg)
+        if "non-default args" in body or "llm_kwargs" in body or "engine_args" in body:
+            self._dict_flags(line, msg)
+        if "with config:" in body:
+            self._config_flags(line, msg)
+        if "--" in body or "serve" in body or "LLM(" in body:
+            self._command(line, msg)
+        if "VLLM_" in body or "PYTORCH_CUDA_ALLOC_CONF" in body:
+            env = [(m.group("k"), m.group("v")) for m in _ENV.finditer(body)]
+            if env and "is enabled" not in body and "try setting" not in body and "To disable" not in body:
+                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="environment",
+                                    flags=tuple(env)))
+
+    def _stats(self, line: Line, msg: Message) -> None:
+        m = _STATS.search(msg.body)
+        if not m:
+            return
+        rest = m.group("rest")
+        usage = _KV_USAGE.search(rest)
+        pre = _PREEMPT.search(msg.body)
+        engine = _ENGINE.search(msg.body)
+        self.ctx.emit(LoadSample(
+            where=self.ctx.where(line), text=self.ctx.clip(msg.body), running=int(m.group("run")),
+            waiting=int(m.group("wait")), kv_usage=float(usage.group("u")) / 100 if usage else None,
+            preemptions=float(pre.group("p")) if pre else None,
+            engine=" ".join(x for x in (msg.tag, engine.group(1) if engine else "") if x),
+        ))
+        if not self.serving_seen:
+            self.serving_seen = True
+            self._signal(line, msg.body, "milestone-serving")
+
+    def _keyval_stats(self, line: Line, msg: Message) -> None:
+        values = {m.group("k"): float(m.group("v")) for m in _KEYVAL_STATS.finditer(msg.body)}
+        if not values:
+            return
+        self.ctx.emit(LoadSample(
+            where=self.ctx.where(line), text=self.ctx.clip(msg.body),
+            running=int(values["num_running_reqs"]) if "num_running_reqs" in values else None,
+            waiting=int(values["num_waiting_reqs"]) if "num_waiting_reqs" in values else None,
+            kv_usage=values.get("kv_cache_usage"), engine=msg.tag,
+        ))
+
+    def _scheduled(self, line: Line, msg: Message) -> None:
+        m = _SCHED.search(msg.body)
+        if not m:
+            return
+        tokens = tuple(int(v) for v in _SCHED_VALUES.findall(m.group("d")))
+        if tokens:
+            usage = re.search(r"kv_cache_usage[=:]\s*([\d.]+)", msg.body)
+            self.ctx.emit(ScheduledStep(where=self.ctx.where(line), text=self.ctx.clip(msg.body),
+                                        tokens_per_request=tokens, kv_usage=float(usage.group(1)) if usage else None))
+
+    def _profile_v0(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        m = _V0_BUDGET.search(body)
+        if m:
+            self._num(line, msg, "gpu_total_bytes", _gib(m.group("t")))
+            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+            self._num(line, msg, "budget_bytes", _gib(m.group("r")))
+        elif "Memory profiling results" in body:  # V0 <= 0.6.4: key=value pairs
+            values = {k.group("k"): _gib(k.group("v")) for k in _KEYVAL_GIB.finditer(body)}
+            self._num(line, msg, "gpu_total_bytes", values.get("total_gpu_memory"))
+            self._num(line, msg, "non_torch_bytes", values.get("non_torch_memory"))
+            kv = values.get("kv_cache_size")
+            self._num(line, msg, "kv_available_bytes", kv)
+            if kv is not None and kv < 0:
+                self._signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
+            u = re.search(r"gpu_memory_utilization=([\d.]+)", body)
+            self._num(line, msg, "gpu_memory_utilization", to_float(u.group(1)) if u else None)
+
+    def _free_memory(self, line: Line, msg: Message) -> None:
+        text = msg.body + "".join(continuation(line.following(), 2))
+        low = _FREE_LOW.search(text)
+        if low:
+            self._signal(line, text, "free-memory-below-utilization", free_bytes=_gib(low.group("free")),
+                         total_bytes=_gib(low.group("t")), utilization=to_float(low.group("u")),
+                         requested_bytes=_gib(low.group("r")))
+            self._num(line, msg, "free_at_start_bytes", _gib(low.group("free")))
+            self._num(line, msg, "gpu_total_bytes", _gib(low.group("t")))
+            self._num(line, msg, "gpu_memory_utilization", to_float(low.group("u")))
+            return
+        m = _SUGGEST.search(text)
+        if m:
+            self._num(line, msg, "free_at_start_bytes", _gib(m.group("free")))
+            self._num(line, msg, "gpu_total_bytes", _gib(m.group("t")))
+            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+            self._num(line, msg, "budget_bytes", _gib(m.group("r")))
+            self._num(line, msg, "activation_bytes", _gib(m.group("a")))
+            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("g")))
+
+    def _graphs(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        m = _CG_EST.search(body)
+        if m:
+            self._num(line, msg, "cuda_graph_estimate_bytes", _gib(m.group("v")))
+        m = _CG_POOL.search(body)
+        if m:
+            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("a")))
+        m = _CG_TOOK.search(body)
+        if m:
+            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("v")))
+            self._signal(line, body, "milestone-cudagraph-done")
+        m = _CG_EQUIV.search(body)
+        if m:
+            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+        if ("Capturing CUDA graph" in body or "Capturing cudagraph" in body or "Capturing the model for CUDA graphs"
+                in body or "CUDA graphs can take additional" in body or "Capturing CUDA graphs" in body):
+            self._signal(line, body, "milestone-cudagraph-start")
+
+    def _max_len(self, line: Line, msg: Message) -> None:
+        text = msg.body + "".join(continuation(line.following(), 3))
+        v0 = _MAXLEN_V0.search(text)
+        if v0:
+            self._signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v0.group("L")),
+                         kv_cache_tokens=to_float(v0.group("kv")))
+            return
+        v1 = _MAXLEN_V1.search(text)
+        if v1:
+            est = _EST_LEN.search(text)
+            self._signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v1.group("L")),
+                         kv_needed_bytes=_gib(v1.group("need")), kv_available_bytes=_gib(v1.group("avail")),
+                         estimated_max_model_len=to_float(est.group("v")) if est else None)
+        elif "To serve at least one request" in text:
+            self._signal(line, text, "max-model-len-exceeds-kv")
+
+    def _version(self, line: Line, msg: Message) -> None:
+        for pattern in _VERSION:
+            m = pattern.search(msg.body)
+            if m and m.group("v") not in self.versions:
+                self.versions.add(m.group("v"))
+                self.ctx.emit(Version(where=self.ctx.where(line), text=self.ctx.clip(msg.body), engine="vllm",
+                                      version=m.group("v")))
+                return
+
+    def _dict_flags(self, line: Line, msg: Message) -> None:
+        brace = msg.body.find("{")
+        if brace < 0:
+            return
+        items = tuple((m.group("k"), clean_value(m.group("v"))) for m in _DICT_ITEM.finditer(msg.body[brace:]))
+        origin = "llm-kwargs" if "llm_kwargs" in msg.body else "non-default-args"
+        if items:
+            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(msg.body), origin=origin, flags=items))
+
+    def _config_flags(self, line: Line, msg: Message) -> None:
+        config = msg.body.split("with config:", 1)[1]
+        items = tuple((CONFIG_ALIASES.get(m.group("k"), m.group("k")), clean_value(m.group("v")))
+                      for m in _CONFIG_ITEM.finditer(config))
+        if items:
+            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(msg.body), origin="engine-config",
+                                flags=items))
+
+    def _command(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        m = _COMMAND.search(body)
+        if m:
+            flags = parse_argv(m.group("rest"), positional_model="serve" in body[: m.start("rest")])
+            if flags:
+                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
+                                    flags=tuple(flags.items())))
+            return
+        y = _YAML_FLAG.match(line.text)
+        if y:
+            value = y.group("v")
+            if value is None:
+                after = line.following()
+                nxt = _YAML_VALUE.match(after[0]) if after else None
+                value = nxt.group("v") if nxt else "true"
+            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
+                                flags=((y.group("k").replace("-", "_"), clean_value(value)),)))
+
+
+def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
+    """`MODEL --tensor-parallel-size 2 --enforce-eager ...` -> {'model': MODEL, 'tensor_parallel_size': '2', ...}."""
+    try:
+        tokens = shlex.split(rest, comments=False)
+    except ValueError:
+        tokens = rest.split()
+    flags: dict[str, str] = {}
+    i = 0
+    if positional_model and tokens and not tokens[0].startswith("-"):
+        flags["model"] = tokens[0]
+        i = 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--") and len(tok) > 2:
+            key, eq, value = tok[2:].partition("=")
+            key = key.replace("-", "_")
+            if not eq:
+                if i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                    value = tokens[i + 1]
+                    i += 1
+                else:
+                    value = "true"
+            if key.startswith("no_") and value == "true":
+                key, value = key[3:], "false"
+            flags[key] = value
+        i += 1
+    return flags
