@@ -69,6 +69,8 @@ class HashedRequest(Protocol):
     """What the pool needs to know about a request to hash its blocks."""
 
     rid: str
+    prompt_tokens: int
+    shared_prefix_boundary: int
 
     def block_key(self, index: int, block_size: int) -> int: ...
 
@@ -253,11 +255,28 @@ class GroupManager:
             return
         blocks = self.req_blocks[rid]
         pool = self.pool
+        wanted = self._sparse_retention(request, start, end) if self.recycles else None
         for i in range(start, min(end, len(blocks))):
             block = blocks[i]
-            if block != NULL_BLOCK:
+            if block != NULL_BLOCK and (wanted is None or i in wanted):
                 pool.cache_block(block, request.block_key(i, self.block_size), self.gid)
         self.num_cached[rid] = end
+
+    def _sparse_retention(self, request: HashedRequest, start: int, end: int) -> set[int] | None:
+        """Sliding-window blocks worth a hash (vLLM `reachable_block_mask`, `prefix_cache_retention_interval`
+        0, the default): only the window's worth of blocks ending at a boundary a later request can resume
+        at: the prompt's last token (a resend) and a shared-prefix junction found at admission."""
+        if self.spec.kind != "sliding_window" or not self.spec.sliding_window:
+            return None  # chunked-local groups cache densely
+        bs = self.block_size
+        need = cdiv(self.spec.sliding_window - 1, bs)
+        wanted: set[int] = set()
+        for boundary in (request.prompt_tokens - 1, request.shared_prefix_boundary):
+            if boundary <= 0:
+                continue
+            stop = (boundary // bs * bs) // bs
+            wanted.update(range(max(start, stop - need), min(end, stop)))
+        return wanted
 
     def free(self, rid: str) -> None:
         blocks = self.req_blocks.pop(rid, None)
@@ -357,10 +376,11 @@ class KvCacheManager:
     def num_used(self) -> int:
         return self.pool.num_used
 
-    def computed_blocks(self, request: HashedRequest) -> tuple[tuple[list[int], ...], int]:
-        """Prefix-cache hit for a request about to be admitted: blocks per group and hit tokens."""
+    def computed_blocks(self, request: HashedRequest) -> tuple[tuple[list[int], ...], int, int]:
+        """Prefix-cache hit for a request about to be admitted: blocks per group, hit tokens, and the
+        shared-prefix junction to pin (where full attention hit further than a sliding-window group, else 0)."""
         if not self.enable_caching:
-            return self.empty_hit, 0
+            return self.empty_hit, 0, 0
         max_len = request.num_tokens - 1  # the last token is always recomputed, for its logits
         pool = self.pool
         if len(self.spec_groups) == 1:
@@ -369,15 +389,17 @@ class KvCacheManager:
             out: list[list[int]] = [[] for _ in self.groups]
             for gid, col in zip(gids, cols):
                 out[gid] = col
-            return tuple(out), hit
+            return tuple(out), hit, 0
         # Hybrid: each kind may only shorten the candidate; repeat until no kind shortens it.
         hit_len = max_len
+        longest = 0
         per_group: dict[int, list[int]] = {}
         while True:
             current = hit_len
             for spec, gids in self.spec_groups:
                 cols, new_len = longest_hit(spec, request, current, gids, pool)
                 current = new_len
+                longest = max(longest, current)
                 for gid, col in zip(gids, cols):
                     per_group[gid] = col
             if current >= hit_len or self.simple_hybrid:
@@ -390,7 +412,8 @@ class KvCacheManager:
             if spec.kind in ("full", "mla"):
                 col = col[: cdiv(hit_len, spec.block_size)]
             out[gid] = col
-        return tuple(out), hit_len
+        uncached = longest - hit_len
+        return tuple(out), hit_len, (hit_len + uncached) if uncached else 0
 
     def allocate_slots(
         self,

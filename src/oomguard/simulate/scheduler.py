@@ -97,7 +97,7 @@ class SimRequest:
     __slots__ = (
         "rid", "index", "prompt_tokens", "max_tokens", "arrival", "prefix_ids", "num_computed",
         "num_output", "status", "num_preemptions", "first_scheduled", "first_token", "finished_at",
-        "_keys", "_interner", "prefix_hit_tokens", "cached_tokens",
+        "_keys", "_interner", "prefix_hit_tokens", "shared_prefix_boundary",
     )
 
     def __init__(
@@ -126,7 +126,7 @@ class SimRequest:
         self._keys: list[int] = []
         self._interner = interner
         self.prefix_hit_tokens = 0
-        self.cached_tokens = 0
+        self.shared_prefix_boundary = 0
 
     @property
     def num_tokens(self) -> int:
@@ -243,7 +243,7 @@ class Scheduler:
             waiting = self.waiting
             while budget > 0 and waiting and len(running) < cfg.max_num_seqs:
                 request = waiting[0]
-                hit_blocks, hit_tokens = kv.computed_blocks(request)
+                hit_blocks, hit_tokens, request.shared_prefix_boundary = kv.computed_blocks(request)
                 n = request.num_tokens - hit_tokens
                 if 0 < threshold < n:
                     n = threshold

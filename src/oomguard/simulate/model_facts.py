@@ -1,0 +1,206 @@
+"""What the simulator needs from the model and the planner, in one place (the adapter).
+
+The simulator needs three things: the KV pool (blocks, block size, KV cache groups), the model's widths (step
+memory and step time), and the memory a step may use on top of what the planner budgeted (the headroom).
+
+- `from_planner` asks `oomguard.planning.plan` (pool, groups, budget) for a real deployment; it returns None
+  while the planner is not importable, and the CLI then requires `--num-gpu-blocks-override`.
+- `from_config_dir` reads a config.json minimally (layer kinds, windows, widths), enough for the scheduler
+  oracle's model directories; the KV groups follow vLLM's grouping rule (one group per attention kind when the
+  layer counts match; otherwise groups of the smallest kind's size, or the largest when it is under 1.5x the
+  smallest).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oomguard.errors import ConfigError
+from oomguard.simulate.kv_pool import KvGroupSpec, cdiv
+from oomguard.simulate.step_memory import ModelWidths
+
+GROUP_PADDING_RATIO = 1.5  # vLLM get_kv_cache_groups: pad to the largest count when max < 1.5 x min
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    name: str
+    widths: ModelWidths
+    num_layers: int
+    kv_layer_kinds: tuple[tuple[str, int | None, int], ...]  # (kind, window or chunk, number of layers)
+    kv_bytes_per_token: int  # all layers, per rank, at the model dtype
+    num_params: int  # total weights (for the step-time model's weight-read term)
+    active_params: int  # weights one token touches (MoE: shared + k experts)
+    max_position_embeddings: int
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """The KV pool the planner (or the user's override) gives the scheduler."""
+
+    num_gpu_blocks: int
+    groups: tuple[KvGroupSpec, ...]
+    headroom_bytes: int | None  # memory a step's activations may use; None: unknown (no OOM verdicts)
+    source: str
+
+
+def read_config_dir(model: str) -> dict[str, Any] | None:
+    """config.json of a local model directory (or a config.json path); None when `model` is not local."""
+    path = Path(model)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: cannot read config.json ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: config.json is not a JSON object")
+    return data
+
+
+def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | None]]:
+    if cfg.get("kv_lora_rank"):
+        return [("mla", None)] * n_layers
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) >= n_layers:
+        return [("sliding_window", window) if t == "sliding_attention" and window else ("full", None)
+                for t in types[:n_layers]]
+    pattern = cfg.get("sliding_window_pattern")
+    model_type = str(cfg.get("model_type", ""))
+    if window and isinstance(pattern, int) and pattern > 1:
+        # Gemma-3: every `pattern`-th layer is global, the others local.
+        return [("full", None) if (i + 1) % pattern == 0 else ("sliding_window", window) for i in range(n_layers)]
+    if window and model_type.startswith("gemma2"):
+        return [("sliding_window", window) if i % 2 == 0 else ("full", None) for i in range(n_layers)]
+    if window and cfg.get("use_sliding_window", model_type in ("mistral",)):
+        return [("sliding_window", window)] * n_layers
+    chunk = cfg.get("attention_chunk_size")
+    if chunk:
+        # Llama-4: every 4th layer is global (no RoPE), the others chunked-local.
+        return [("full", None) if (i + 1) % 4 == 0 else ("chunked_local", chunk) for i in range(n_layers)]
+    return [("full", None)] * n_layers
+
+
+def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    try:
+        hidden = int(text["hidden_size"])
+        layers = int(text["num_hidden_layers"])
+        heads = int(text.get("num_attention_heads", 1))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{name}: config.json lacks {err} (hidden_size, num_hidden_layers)") from None
+    kv_heads = int(text.get("num_key_value_heads", heads) or heads)
+    head_dim = int(text.get("head_dim") or hidden // max(heads, 1))
+    inter = int(text.get("intermediate_size", 4 * hidden) or 4 * hidden)
+    vocab = int(text.get("vocab_size", cfg.get("vocab_size", 0)) or 0)
+    dtype = str(text.get("torch_dtype", cfg.get("torch_dtype", "bfloat16")) or "bfloat16")
+    dtype_bytes = DTYPE_BYTES.get(dtype, 2)
+    experts = int(text.get("num_experts") or text.get("n_routed_experts") or text.get("num_local_experts") or 0)
+    topk = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or 0)
+    moe_inter = int(text.get("moe_intermediate_size") or inter)
+    kinds = _layer_kinds(text, layers)
+    counts: dict[tuple[str, int | None], int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    if text.get("kv_lora_rank"):
+        per_layer_token = (int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim", 64))) * dtype_bytes
+    else:
+        per_layer_token = 2 * kv_heads * head_dim * dtype_bytes
+    attn = hidden * (heads * head_dim) * 2 + hidden * kv_heads * head_dim * 2
+    if experts and topk:
+        mlp_total = experts * 3 * hidden * moe_inter
+        mlp_active = topk * 3 * hidden * moe_inter
+    else:
+        mlp_total = mlp_active = 3 * hidden * inter
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    widths = ModelWidths(
+        hidden_size=hidden, dtype_bytes=dtype_bytes, intermediate_size=moe_inter * topk if experts and topk else inter,
+        vocab_size=vocab, num_experts=experts, experts_per_token=topk, source=f"{name} config.json",
+    )
+    return ModelFacts(
+        name=name,
+        widths=widths,
+        num_layers=layers,
+        kv_layer_kinds=tuple((k, w, n) for (k, w), n in counts.items()),
+        kv_bytes_per_token=per_layer_token * layers,
+        num_params=layers * (attn + mlp_total) + embed,
+        active_params=layers * (attn + mlp_active) + embed,
+        max_position_embeddings=int(text.get("max_position_embeddings", 0) or 0),
+    )
+
+
+def kv_groups(facts: ModelFacts, block_size: int) -> tuple[KvGroupSpec, ...]:
+    """vLLM's KV cache groups for these layer kinds (see the module docstring for the rule)."""
+    buckets = facts.kv_layer_kinds
+    if len(buckets) == 1:
+        kind, window, _ = buckets[0]
+        return (_group(kind, window, block_size),)
+    sizes = [n for _, _, n in buckets]
+    smallest, largest = min(sizes), max(sizes)
+    group_size = largest if largest < GROUP_PADDING_RATIO * smallest else smallest
+    groups: list[KvGroupSpec] = []
+    # vLLM orders groups as the layers first appear; full attention after sliding window in gpt-oss/Gemma.
+    for kind, window, n in buckets:
+        groups.extend([_group(kind, window, block_size)] * cdiv(n, group_size))
+    return tuple(groups)
+
+
+def _group(kind: str, window: int | None, block_size: int) -> KvGroupSpec:
+    if kind == "sliding_window":
+        return KvGroupSpec("sliding_window", block_size, sliding_window=window)
+    if kind == "chunked_local":
+        return KvGroupSpec("chunked_local", block_size, chunk_size=window)
+    return KvGroupSpec("mla" if kind == "mla" else "full", block_size)
+
+
+def from_planner(model: str, gpu: str | None, flags: dict[str, Any]) -> tuple[PoolFacts, ModelFacts | None] | None:
+    """The pool, groups and step headroom from `oomguard.planning.plan`; None while the planner is absent."""
+    try:
+        from oomguard.planning import PlanRequest, plan  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    result = plan(PlanRequest(model=model, gpu=gpu, flags=flags))
+    kv = result.kv
+    groups = tuple(
+        _group(str(g[0]), g[3], int(g[2])) if isinstance(g, tuple) else
+        _group(str(g.kind), getattr(g, "sliding_window", None), int(g.block_size))
+        for g in kv.groups
+    )
+    rank = result.ranks[0]
+    headroom = None
+    total = getattr(rank, "total_bytes", None) or getattr(result, "device_total_bytes", None)
+    if total is not None:
+        used = sum(int(getattr(rank, f, 0) or 0) for f in (
+            "weights_bytes", "non_torch_bytes", "cuda_graph_bytes", "comm_buffers_bytes", "kv_cache_bytes"))
+        headroom = int(total) - used
+    elif getattr(rank, "activation_bytes", None) is not None:
+        headroom = int(rank.activation_bytes)
+    spec = result.model
+    facts = None
+    if spec is not None:
+        widths = ModelWidths(
+            hidden_size=int(spec.hidden_size), dtype_bytes=float(spec.dtype_bytes),
+            intermediate_size=int(spec.intermediate_size), vocab_size=int(spec.vocab_size),
+            tensor_parallel_size=int(result.engine.tensor_parallel_size),
+            num_experts=int(spec.moe.num_experts) if spec.moe else 0,
+            experts_per_token=int(spec.moe.experts_per_token) if spec.moe else 0,
+            expert_parallel_size=(int(result.engine.tensor_parallel_size) * int(result.engine.data_parallel_size)
+                                  if getattr(result.engine, "enable_expert_parallel", False) else 1),
+            data_parallel_size=int(result.engine.data_parallel_size),
+            source=f"planner ({model})",
+        )
+        facts = ModelFacts(
+            name=model, widths=widths, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
+            kv_bytes_per_token=int(getattr(kv, "bytes_per_block", 0)) // max(int(kv.block_size), 1),
+            num_params=int(getattr(spec, "num_params", 0)), active_params=int(getattr(spec, "num_params", 0)),
+            max_position_embeddings=int(getattr(spec, "max_position_embeddings", 0)),
+        )
+    pool = PoolFacts(int(kv.num_gpu_blocks), groups, headroom, "oomguard plan")
+    return pool, facts
