@@ -1,0 +1,202 @@
+"""`oomguard watch`: scrape vLLM /metrics (and NVML, host memory), store samples, alert before an OOM.
+
+    oomguard watch http://localhost:8000 http://localhost:8001        # live view, one line per DP engine
+    oomguard watch localhost:8000 --json                               # JSON-lines alerts on stdout
+    oomguard watch localhost:8000 --once                               # one check; exit 1 when anything fires
+    oomguard watch --prometheus http://prom:9090 --selector '{job="vllm"}' --once
+
+Exit codes: 0 nothing found (or stopped), 1 findings with --once, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from dataclasses import fields, replace
+from typing import Sequence
+
+from oomguard.errors import ConfigError
+from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.durations import parse_duration
+from oomguard.watch.host import HostProbe, is_loopback_url, url_port
+from oomguard.watch.nvml import NvmlProbe
+from oomguard.watch.scrape import DEFAULT_TIMEOUT_S, Scraper, normalize_url
+from oomguard.watch.store import Store
+from oomguard.watch.view import CLEAR, alert_json, alert_line, screen
+from oomguard.watch.watcher import Probe, Watcher
+
+DEFAULT_DB = "oomguard-watch.sqlite"
+EXIT_FINDINGS = 1
+
+# CLI option -> Thresholds field; durations are parsed, the rest are floats.
+THRESHOLD_OPTIONS: dict[str, str] = {
+    "--leak-window": "leak_window_s",
+    "--horizon": "horizon_s",
+    "--kv-window": "kv_window_s",
+    "--kv-high": "kv_high",
+    "--kv-horizon": "kv_horizon_s",
+    "--queue-window": "queue_window_s",
+    "--queue-min": "queue_min_waiting",
+    "--queue-limit": "queue_limit",
+    "--preemption-window": "preemption_window_s",
+    "--preemptions-per-min": "preemptions_per_min",
+    "--imbalance": "imbalance",
+    "--imbalance-window": "imbalance_window_s",
+    "--host-memory-ratio": "host_memory_ratio",
+    "--restart-window": "restart_window_s",
+}
+
+
+def add_threshold_options(parser: argparse.ArgumentParser) -> None:
+    defaults = Thresholds()
+    group = parser.add_argument_group("thresholds (durations like 90s, 15m, 2h)")
+    for option, name in THRESHOLD_OPTIONS.items():
+        group.add_argument(option, dest=name, default=None, metavar="D" if name.endswith("_s") else "X",
+                           help=f"default {getattr(defaults, name):g}{' s' if name.endswith('_s') else ''}")
+
+
+def thresholds_from(args: argparse.Namespace) -> Thresholds:
+    changes: dict[str, float] = {}
+    for option, name in THRESHOLD_OPTIONS.items():
+        raw = getattr(args, name)
+        if raw is None:
+            continue
+        if name.endswith("_s"):
+            changes[name] = parse_duration(raw)
+        else:
+            try:
+                changes[name] = float(raw)
+            except ValueError:
+                raise ConfigError(f"{option} wants a number, got {raw!r}") from None
+        if changes[name] < 0:
+            raise ConfigError(f"{option} must not be negative")
+    for name in ("kv_high", "imbalance", "host_memory_ratio"):
+        if name in changes and not 0 < changes[name] <= 1.0 + (name == "imbalance") * 9:
+            raise ConfigError(f"--{name.replace('_', '-')} is a fraction (e.g. 0.9), got {changes[name]}")
+    known = {f.name for f in fields(Thresholds)}
+    return replace(Thresholds(), **{k: v for k, v in changes.items() if k in known})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oomguard watch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("urls", nargs="*", metavar="URL", help="vLLM /metrics endpoints (one per DP rank or replica)")
+    parser.add_argument("--prometheus", metavar="URL", help="run the detectors on range queries against Prometheus")
+    parser.add_argument("--selector", default="", help="PromQL label matchers for --prometheus, e.g. '{job=\"vllm\"}'")
+    parser.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file for samples (default ./{DEFAULT_DB})")
+    parser.add_argument("--interval", default="5s", help="time between scrapes (default 5s)")
+    parser.add_argument("--timeout", default=f"{DEFAULT_TIMEOUT_S:g}s", help="per-scrape timeout (default 5s)")
+    parser.add_argument("--once", action="store_true", help="one scrape and one check; exit 1 when anything fires")
+    parser.add_argument("--json", action="store_true", help="JSON-lines alerts on stdout instead of the live view")
+    parser.add_argument("--count", type=int, default=None, help="stop after this many scrapes")
+    parser.add_argument("--duration", default=None, help="stop after this long (e.g. 8h)")
+    parser.add_argument("--pid", type=int, action="append", default=[],
+                        help="also watch host memory of this local process (found by port for local URLs)")
+    parser.add_argument("--no-host", action="store_true", help="do not read /proc and cgroups for local URLs")
+    parser.add_argument("--no-nvml", action="store_true", help="do not read GPU memory through NVML")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every failed scrape and retry")
+    add_threshold_options(parser)
+    return parser
+
+
+def _probes(args: argparse.Namespace, urls: list[str]) -> tuple[list[Probe], list[str]]:
+    probes: list[Probe] = []
+    notes: list[str] = []
+    if not args.no_nvml:
+        nvml = NvmlProbe()
+        if nvml.available:
+            probes.append(nvml)
+        else:
+            notes.append(nvml.reason)
+    if not args.no_host:
+        probes += [HostProbe(pid=pid) for pid in args.pid]
+        if not args.pid:
+            probes += [HostProbe(port=url_port(u)) for u in urls if is_loopback_url(u)]
+    return probes, notes
+
+
+def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> None:
+    for alert in alerts:
+        print(alert_json(alert) if as_json else alert_line(alert), flush=True)
+    for alert in cleared:
+        print(alert_json(alert, state="resolved") if as_json else f"RESOLVED {alert.detector} {alert.subject}",
+              flush=True)
+
+
+def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
+    from oomguard.watch.prometheus_query import PrometheusSource
+
+    source = PrometheusSource(args.prometheus, selector=args.selector, timeout=parse_duration(args.timeout))
+    lookback = max(thresholds.leak_window_s, thresholds.kv_window_s, thresholds.restart_window_s,
+                   thresholds.imbalance_window_s, thresholds.preemption_window_s, thresholds.queue_window_s)
+    interval = parse_duration(args.interval)
+    deadline = _deadline(args)
+    rounds = 0
+    active: dict[tuple[str, str], Alert] = {}
+    found = False
+    while True:
+        now = time.time()
+        history, models = source.history(now - lookback, now)
+        alerts = evaluate(history, now, thresholds, models)
+        found = found or bool(alerts)
+        current = {a.key: a for a in alerts}
+        _emit([a for k, a in current.items() if k not in active or active[k].severity != a.severity],
+              [a for k, a in active.items() if k not in current], args.json or args.once)
+        active = current
+        rounds += 1
+        if args.once or (args.count is not None and rounds >= args.count) or time.time() + interval > deadline:
+            return EXIT_FINDINGS if args.once and found else 0
+        time.sleep(interval)
+
+
+def _deadline(args: argparse.Namespace) -> float:
+    return time.time() + parse_duration(args.duration) if args.duration else float("inf")
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="oomguard watch: %(message)s")
+    thresholds = thresholds_from(args)
+    if args.prometheus:
+        if args.urls:
+            raise ConfigError("give either /metrics URLs or --prometheus, not both")
+        return _run_prometheus(args, thresholds)
+    if not args.urls:
+        raise ConfigError("no /metrics URL given (e.g. oomguard watch http://localhost:8000) and no --prometheus")
+    urls = [normalize_url(u) for u in args.urls]
+    interval = parse_duration(args.interval)
+    if interval <= 0:
+        raise ConfigError("--interval must be positive")
+    store = Store(args.db)
+    probes, notes = _probes(args, urls)
+    for note in notes:
+        logging.getLogger(__name__).info(note)
+    watcher = Watcher(store, Scraper(urls, timeout=parse_duration(args.timeout)), probes, thresholds)
+    live = not args.json and not args.once and sys.stdout.isatty()
+    deadline = _deadline(args)
+    ticks = 0
+    found = False
+    try:
+        while True:
+            result = watcher.tick(time.time())
+            ticks += 1
+            found = found or bool(result.alerts)
+            if live:
+                print(CLEAR + screen(result, db=args.db), flush=True)
+            elif args.once:
+                _emit(result.alerts, (), args.json)
+            else:
+                _emit(result.new, result.cleared, args.json)
+            if args.once or (args.count is not None and ticks >= args.count) or time.time() + interval > deadline:
+                break
+            time.sleep(max(0.0, interval - (time.time() - result.at)))
+    finally:
+        closing = store.close(time.time())
+        if closing.pending:
+            print(f"oomguard watch: {closing.pending} records could not be written to {args.db}: {closing.error}",
+                  file=sys.stderr)
+    return EXIT_FINDINGS if args.once and found else 0

@@ -1,0 +1,139 @@
+"""`watch --prometheus URL`: the detectors' series from an existing Prometheus, through /api/v1/query_range.
+
+One range query per canonical metric (old and new vLLM names joined with `or`, which matches label sets
+without the metric name, so a v0.10 server serving both is counted once). Series are keyed by the
+`instance` label (the scraped endpoint) and vLLM's `engine` label, exactly as `watch URL...` keys them, so the
+same detectors judge both. GPU memory comes from NVIDIA's dcgm-exporter (`DCGM_FI_DEV_FB_USED` /
+`DCGM_FI_DEV_FB_FREE`, in MiB) where Prometheus has it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from oomguard.errors import OomguardError
+from oomguard.units import MiB
+from oomguard.watch.metrics import CACHE_CONFIG_INFO, CACHE_CONFIG_LABELS
+from oomguard.watch.samples import RankKey, Sample, Series, SeriesKey, to_history
+from oomguard.watch.scrape import _reason
+
+MAX_POINTS_PER_SERIES = 1000  # Prometheus refuses more than 11,000; detectors reduce to a few hundred anyway
+MIN_STEP_S = 1.0
+
+
+class PrometheusError(OomguardError):
+    """Prometheus could not be reached or refused a query."""
+
+
+def with_selector(metric: str, selector: str) -> str:
+    """'vllm:x' + '{job="vllm"}' -> 'vllm:x{job="vllm"}'."""
+    selector = selector.strip()
+    if not selector:
+        return metric
+    if not (selector.startswith("{") and selector.endswith("}")):
+        selector = "{" + selector + "}"
+    return metric + selector
+
+
+def queries(selector: str = "", gpu_selector: str = "") -> dict[str, str]:
+    """canonical metric -> PromQL returning one series per (instance, engine)."""
+    s = lambda name: with_selector(name, selector)  # noqa: E731 - a local shorthand
+    vllm_targets = f"group by (instance, job) ({s('vllm:num_requests_running')})"
+    return {
+        "kv_cache_usage": f"{s('vllm:kv_cache_usage_perc')} or {s('vllm:gpu_cache_usage_perc')}",
+        "requests_running": s("vllm:num_requests_running"),
+        "requests_waiting": s("vllm:num_requests_waiting"),
+        "preemptions": s("vllm:num_preemptions_total"),
+        "prompt_tokens": s("vllm:prompt_tokens_total"),
+        "generation_tokens": s("vllm:generation_tokens_total"),
+        "requests_finished": f"sum without (finished_reason) ({s('vllm:request_success_total')})",
+        "process_rss_bytes": f"process_resident_memory_bytes and on (instance, job) {vllm_targets}",
+        "process_start_time": f"process_start_time_seconds and on (instance, job) {vllm_targets}",
+        "gpu_memory_used_bytes": f"{with_selector('DCGM_FI_DEV_FB_USED', gpu_selector)} * {MiB}",
+        "gpu_memory_total_bytes": f"({with_selector('DCGM_FI_DEV_FB_USED', gpu_selector)} + "
+                                  f"{with_selector('DCGM_FI_DEV_FB_FREE', gpu_selector)}) * {MiB}",
+    }
+
+
+def _key(metric_labels: dict[str, str], metric: str) -> SeriesKey:
+    target = metric_labels.get("instance") or metric_labels.get("job") or "prometheus"
+    if metric.startswith("gpu_"):
+        engine = "gpu" + metric_labels.get("gpu", metric_labels.get("device", "?"))
+        target = metric_labels.get("Hostname") or target
+    else:
+        engine = metric_labels.get("engine", "")
+    return SeriesKey(target, engine, metric)
+
+
+class PrometheusSource:
+    def __init__(self, url: str, *, selector: str = "", gpu_selector: str = "", timeout: float = 10.0) -> None:
+        parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise PrometheusError(f"{url!r} is not a Prometheus URL (e.g. http://localhost:9090)")
+        self.base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+        self.selector = selector
+        self.gpu_selector = gpu_selector
+        self.timeout = timeout
+
+    def _get(self, path: str, params: dict[str, str]) -> Any:
+        url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+                body = response.read()
+        except urllib.error.HTTPError as err:
+            body = err.read()  # Prometheus answers bad queries with 400/422 and a JSON error
+            if not body.lstrip().startswith(b"{"):
+                raise PrometheusError(f"Prometheus at {self.base}: {_reason(err)}") from None
+        except Exception as err:  # noqa: BLE001 - refused, timeout, DNS: one line for the user
+            raise PrometheusError(f"cannot reach Prometheus at {self.base}: {_reason(err)}") from None
+        try:
+            payload = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise PrometheusError(f"{self.base} did not answer with Prometheus API JSON "
+                                  f"(got {body[:60]!r})") from None
+        if not isinstance(payload, dict) or payload.get("status") != "success":
+            error = payload.get("error", "unknown error") if isinstance(payload, dict) else "not an object"
+            raise PrometheusError(f"Prometheus refused {params.get('query', path)!r}: {error}")
+        return payload.get("data")
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        data = self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                                 "step": f"{step:g}"})
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise PrometheusError(f"unexpected answer to {query!r}: not a matrix")
+        result = data.get("result", [])
+        return result if isinstance(result, list) else []
+
+    def history(self, start: float, end: float) -> tuple[dict[SeriesKey, Series], dict[RankKey, str]]:
+        """Every detector series over [start, end], and the model each (instance, engine) serves."""
+        step = max(MIN_STEP_S, math.ceil((end - start) / MAX_POINTS_PER_SERIES))
+        samples: list[Sample] = []
+        for metric, query in queries(self.selector, self.gpu_selector).items():
+            for series in self.query_range(query, start, end, step):
+                key = _key(series.get("metric", {}), metric)
+                for ts, value in series.get("values", []):
+                    number = float(value)
+                    if math.isfinite(number):
+                        samples.append(Sample(key.target, key.engine, key.metric, float(ts), number))
+        models: dict[RankKey, str] = {}
+        for series in self.query_range(with_selector(CACHE_CONFIG_INFO, self.selector), start, end, step):
+            labels = series.get("metric", {})
+            key = _key(labels, "kv_num_gpu_blocks")
+            values = series.get("values", [])
+            for label, metric in CACHE_CONFIG_LABELS.items():
+                try:
+                    number = float(labels.get(label, "nan"))
+                except ValueError:
+                    continue
+                if math.isfinite(number):
+                    samples += [Sample(key.target, key.engine, metric, float(ts), number) for ts, _ in values]
+        for series in self.query_range(with_selector("vllm:num_requests_running", self.selector), start, end, step):
+            labels = series.get("metric", {})
+            if labels.get("model_name"):
+                models[_key(labels, "requests_running").rank] = labels["model_name"]
+        return to_history(samples), models

@@ -1,0 +1,174 @@
+"""The watch loop's one step, without printing or sleeping: scrape what is due, store, detect, diff alerts.
+
+`Watcher.tick(now)` is all the CLI calls in its loop; tests call it with replayed time. Alerts are
+reported when they appear or change severity, and once more when they clear.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.samples import History, RankKey, Sample, SeriesKey
+from oomguard.watch.scrape import ScrapeOutcome, Scraper, up_sample
+from oomguard.watch.store import FlushResult, Gap, ScrapeRecord, Store
+from oomguard.watch.trend import counter_increase
+
+log = logging.getLogger(__name__)
+
+
+class Probe(Protocol):
+    target: str
+
+    def sample(self, now: float) -> list[Sample]: ...
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    """One engine's line in the live view: computed here, only formatted by the view."""
+
+    rank: RankKey
+    model: str
+    kv_usage: float | None
+    running: float | None
+    waiting: float | None
+    preemptions_window: float | None
+    num_gpu_blocks: float | None
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    target: str
+    up: bool | None  # None: not scraped yet
+    last_error: str
+    failures: int
+    gaps: tuple[Gap, ...]
+
+
+@dataclass(frozen=True)
+class MemoryStatus:
+    """A GPU (NVML) or a host process: used and capacity."""
+
+    subject: str
+    used: float
+    capacity: float | None
+
+
+@dataclass(frozen=True)
+class TickResult:
+    at: float
+    outcomes: tuple[ScrapeOutcome, ...]
+    flush: FlushResult
+    alerts: tuple[Alert, ...]  # everything active now
+    new: tuple[Alert, ...]  # appeared or changed severity this tick
+    cleared: tuple[Alert, ...]
+    ranks: tuple[RankStatus, ...] = ()
+    targets: tuple[TargetStatus, ...] = ()
+    memory: tuple[MemoryStatus, ...] = ()
+    pending: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _last(history: History, rank: RankKey, metric: str) -> float | None:
+    series = history.get(SeriesKey(rank.target, rank.engine, metric))
+    return series.last if series is not None and len(series) else None
+
+
+class Watcher:
+    def __init__(self, store: Store, scraper: Scraper, probes: list[Probe] | None = None,
+                 thresholds: Thresholds | None = None) -> None:
+        self.store = store
+        self.scraper = scraper
+        self.probes = probes or []
+        self.thresholds = thresholds or Thresholds()
+        self.active: dict[tuple[str, str], Alert] = {}
+        self.last_outcome: dict[str, ScrapeOutcome] = {}
+
+    @property
+    def lookback_s(self) -> float:
+        t = self.thresholds
+        return max(t.leak_window_s, t.kv_window_s, t.queue_window_s, t.preemption_window_s,
+                   t.imbalance_window_s, t.restart_window_s)
+
+    def collect(self, now: float) -> tuple[list[ScrapeOutcome], list[str]]:
+        notes: list[str] = []
+        outcomes = self.scraper.scrape_due(now)
+        for outcome in outcomes:
+            self.last_outcome[outcome.target] = outcome
+            self.store.add(outcome.samples)
+            self.store.add([up_sample(outcome)])
+            self.store.add_scrape(ScrapeRecord(outcome.target, outcome.ts, outcome.ok, outcome.duration,
+                                               outcome.error or outcome.note))
+            for engine, model in outcome.models.items():
+                self.store.add_rank(RankKey(outcome.target, engine), model)
+            if not outcome.ok:
+                retry = self.scraper.failures(outcome.target)
+                log.warning("scrape %s failed (%s); attempt %d, backing off", outcome.target, outcome.error, retry)
+            elif outcome.note:
+                notes.append(f"{outcome.target}: {outcome.note}")
+                log.warning("scrape %s: %s", outcome.target, outcome.note)
+        for probe in self.probes:
+            try:
+                self.store.add(probe.sample(now))
+            except OSError as err:  # /proc races with a dying process: skip this sample, keep watching
+                log.warning("%s: %s", probe.target, err)
+        return outcomes, notes
+
+    def detect(self, now: float) -> tuple[list[Alert], History]:
+        history = self.store.history(now - self.lookback_s)
+        return evaluate(history, now, self.thresholds, self.store.ranks()), history
+
+    def tick(self, now: float) -> TickResult:
+        outcomes, notes = self.collect(now)
+        flush = self.store.flush(now)
+        alerts, history = self.detect(now)
+        new, cleared = self._diff(alerts)
+        for alert in new:
+            self.store.add_alert(alert.at, alert.detector, alert.subject, alert.severity, alert.summary)
+        return TickResult(now, tuple(outcomes), flush, tuple(alerts), tuple(new), tuple(cleared),
+                          self._ranks(history, now), self._targets(), self._memory(history),
+                          self.store.pending, tuple(notes))
+
+    def _diff(self, alerts: list[Alert]) -> tuple[list[Alert], list[Alert]]:
+        current = {a.key: a for a in alerts}
+        new = [a for k, a in current.items() if k not in self.active or self.active[k].severity != a.severity]
+        cleared = [a for k, a in self.active.items() if k not in current]
+        self.active = current
+        return new, cleared
+
+    def _ranks(self, history: History, now: float) -> tuple[RankStatus, ...]:
+        models = self.store.ranks()
+        ranks = sorted({k.rank for k in history if k.metric in ("kv_cache_usage", "requests_running")})
+        rows = []
+        for rank in ranks:
+            preempt = history.get(SeriesKey(rank.target, rank.engine, "preemptions"))
+            window = preempt.since(now - self.thresholds.preemption_window_s) if preempt is not None else None
+            rows.append(RankStatus(
+                rank, models.get(rank, ""), _last(history, rank, "kv_cache_usage"),
+                _last(history, rank, "requests_running"), _last(history, rank, "requests_waiting"),
+                counter_increase(window)[0] if window is not None and len(window) > 1 else None,
+                _last(history, rank, "kv_num_gpu_blocks")))
+        return tuple(rows)
+
+    def _targets(self) -> tuple[TargetStatus, ...]:
+        rows = []
+        for url in self.scraper.urls:
+            outcome = self.last_outcome.get(url)
+            rows.append(TargetStatus(url, None if outcome is None else outcome.ok,
+                                     "" if outcome is None else outcome.error, self.scraper.failures(url),
+                                     tuple(self.store.gaps(url))))
+        return tuple(rows)
+
+    def _memory(self, history: History) -> tuple[MemoryStatus, ...]:
+        rows = []
+        for key in sorted(history):
+            if key.metric == "gpu_memory_used_bytes":
+                total = _last(history, key.rank, "gpu_memory_total_bytes")
+                rows.append(MemoryStatus(f"GPU {key.engine}", history[key].last, total))
+            elif key.metric == "cgroup_memory_bytes":
+                rows.append(MemoryStatus(key.target, history[key].last,
+                                         _last(history, key.rank, "cgroup_limit_bytes")))
+        return tuple(rows)
+
