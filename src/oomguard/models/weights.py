@@ -107,6 +107,32 @@ def _computed_bytes(tensor: TensorSpec, spec: ModelSpec, shape: tuple[int, ...],
     return int(count * numel * spec.dtype_bytes)
 
 
+# vLLM Mxfp4MoEMethod.create_weights on Hopper (Marlin / triton kernels): the per-rank intermediate size is
+# rounded up to a multiple of 128 and the hidden size to 256 for swizzling; the padding is allocated.
+MXFP4_INTERMEDIATE_ALIGN = 128
+MXFP4_HIDDEN_ALIGN = 256
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return _ceil_div(n, multiple) * multiple
+
+
+def _mxfp4_padded(tensor: TensorSpec, spec: ModelSpec, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """NOTE: gpt-oss experts are allocated padded (2880 -> 3072 hidden, 2880 -> 2944 intermediate at TP 1)."""
+    if spec.quantization is None or spec.quantization.method != "mxfp4" or tensor.split != Split.EXPERT:
+        return shape
+    fused = "gate_up" in tensor.name
+    padded = []
+    for dim, size in enumerate(shape):
+        if size == spec.hidden_size and not (fused and dim == 0):
+            padded.append(_round_up(size, MXFP4_HIDDEN_ALIGN))
+        elif fused and dim == 0:
+            padded.append(2 * _round_up(size // 2, MXFP4_INTERMEDIATE_ALIGN))
+        else:
+            padded.append(_round_up(size, MXFP4_INTERMEDIATE_ALIGN))
+    return tuple(padded)
+
+
 def _is_plain_float(tensor: TensorSpec) -> bool:
     """Stored as an ordinary float tensor (no packing, no scales): its runtime size follows `--dtype`."""
     return (tensor.stored_bytes is not None and tensor.dtype in PLAIN_FLOAT_DTYPES
@@ -164,6 +190,7 @@ def rank_tensor_bytes(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement)
     if not _on_rank(tensor, spec, place):
         return 0
     shape, experts = _sharded(tensor, spec, place)
+    shape = _mxfp4_padded(tensor, spec, shape)
     if tensor.stored_bytes is not None and not _is_plain_float(tensor):
         # Quantized as stored: scales shard with their weights, so take the same fraction of the stored bytes.
         full = tensor.numel
