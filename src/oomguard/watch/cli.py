@@ -113,7 +113,7 @@ def _probes(args: argparse.Namespace, urls: list[str]) -> tuple[list[Probe], lis
     if not args.no_host:
         probes += [HostProbe(pid=pid) for pid in args.pid]
         if not args.pid:
-            probes += [HostProbe(port=url_port(u)) for u in urls if is_loopback_url(u)]
+            probes += [HostProbe(port=url_port(u), target=u) for u in urls if is_loopback_url(u)]
     return probes, notes
 
 

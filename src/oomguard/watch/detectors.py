@@ -176,6 +176,13 @@ def _leak(history: History, key: SeriesKey, capacity: float, now: float, t: Thre
     )
 
 
+HOST_MEMORY_METRICS = {
+    "cgroup_memory_bytes": "cgroup memory (working set)",
+    "host_rss_bytes": "RSS of the server's process tree",
+    "process_rss_bytes": "RSS of the API-server process (/metrics)",
+}
+
+
 def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
     """GPU memory (NVML) against the device total; host memory of the server against its cgroup limit."""
     alerts: list[Alert] = []
@@ -186,10 +193,10 @@ def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
                 alert = _leak(history, key, total.last, now, t, "GPU memory used", "device memory")
                 if alert:
                     alerts.append(alert)
-        elif key.metric in ("host_rss_bytes", "cgroup_memory_bytes"):
+        elif key.metric in HOST_MEMORY_METRICS:
             limit = history.get(SeriesKey(key.target, key.engine, "cgroup_limit_bytes"))
             if limit is not None and len(limit):
-                what = "host RSS of the server" if key.metric == "host_rss_bytes" else "cgroup memory"
+                what = HOST_MEMORY_METRICS[key.metric]
                 alert = _leak(history, key, limit.last, now, t, what, "memory limit")
                 if alert and not any(a.subject == alert.subject for a in alerts):
                     alerts.append(alert)

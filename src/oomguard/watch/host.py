@@ -189,15 +189,16 @@ class HostProbe:
     restarted server (new PID, same port) stays watched and its new start time shows the restart.
     """
 
-    def __init__(self, *, pid: int | None = None, port: int | None = None, proc: Path = Path("/proc"),
-                 cgroup_root: Path = Path("/sys/fs/cgroup")) -> None:
+    def __init__(self, *, pid: int | None = None, port: int | None = None, target: str | None = None,
+                 proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> None:
         if (pid is None) == (port is None):
             raise ValueError("give exactly one of pid and port")
         self.pid = pid
         self.port = port
         self.proc = proc
         self.cgroup_root = cgroup_root
-        self.target = f"host:pid {pid}" if pid is not None else f"host:port {port}"
+        # A probe found by a URL's port reports under that URL, beside the server's own /metrics series.
+        self.target = target or (f"host:pid {pid}" if pid is not None else f"host:port {port}")
         self._resolved: int | None = pid
 
     def current_pid(self) -> int | None:

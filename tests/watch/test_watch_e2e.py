@@ -1,0 +1,141 @@
+"""`watch` end to end against a real local endpoint: restarts, gaps, replayed leaks, the CLI's output."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oomguard.units import GiB
+from oomguard.watch.host import HostProbe, cgroup_memory, mem_total
+from oomguard.watch.detectors import Thresholds
+from oomguard.watch.scrape import Scraper
+from oomguard.watch.store import Store
+from oomguard.watch.watcher import Watcher
+
+from .exporter import EngineState, Exporter, ServerState, steady
+
+T0 = 1_750_000_000.0
+
+
+def test_an_endpoint_stopped_and_restarted_mid_run_leaves_a_gap_a_restart_and_every_sample(tmp_path: Path) -> None:
+    epoch = {"start": T0 - 1000.0, "offset": 0}
+
+    def scenario(n: int) -> ServerState:
+        return steady(n - epoch["offset"], engines=2, start=epoch["start"])
+
+    exporter = Exporter(scenario).start()
+    store = Store(tmp_path / "w.sqlite")
+    watcher = Watcher(store, Scraper([exporter.url], timeout=0.5, backoff_base=5.0, backoff_max=20.0))
+    expected = 0
+    try:
+        for i in range(60):
+            now = T0 + 5.0 * i
+            if i == 20:
+                exporter.stop()
+            if i == 35:  # the server comes back: a new process, counters from zero
+                epoch.update(start=now, offset=exporter.scrapes)
+                exporter.start()
+            result = watcher.tick(now)
+            expected += sum(len(o.samples) + 1 for o in result.outcomes)  # + the `up` sample
+    finally:
+        exporter.stop()
+    assert store.flush(T0 + 1e6, force=True).pending == 0
+    rows = sqlite3.connect(tmp_path / "w.sqlite").execute("SELECT count(*) FROM samples").fetchone()[0]
+    assert rows == expected
+    [gap] = store.gaps(exporter.url)
+    assert gap.start == T0 + 100.0 and gap.first_error == "connection refused"
+    assert gap.end is not None and T0 + 175.0 <= gap.end <= T0 + 200.0  # back within one backoff of the restart
+    assert [a.detector for a in result.alerts if a.subject == exporter.url] == ["restarts"]
+
+
+def test_watch_resumes_from_the_same_database_after_its_own_restart(tmp_path: Path) -> None:
+    with Exporter(lambda n: steady(n)) as exporter:
+        for run in range(2):
+            store = Store(tmp_path / "w.sqlite")
+            watcher = Watcher(store, Scraper([exporter.url], timeout=1.0))
+            for i in range(5):
+                watcher.tick(T0 + 50.0 * run + 5.0 * i)
+            store.close(T0)
+    store = Store(tmp_path / "w.sqlite")
+    history = store.history(0.0)
+    assert len(next(s for k, s in history.items() if k.metric == "kv_cache_usage")) == 10
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_a_replayed_leak_is_detected_within_20_percent_of_the_truth(tmp_path: Path, seed: int) -> None:
+    """API-server RSS leaks at steady load; the limit is this machine's real cgroup limit (or RAM)."""
+    rng = random.Random(seed)
+    import os
+
+    cgroup = cgroup_memory(os.getpid())
+    limit = float(cgroup.limit if cgroup is not None and cgroup.limit else mem_total())  # type: ignore[arg-type]
+    step, hours = 15.0, 1.0
+    slope = limit / 10 / 3600  # 10% of the limit per hour, from half of it: 4 h left after the hour
+
+    def scenario(n: int) -> ServerState:
+        state = steady(n)
+        state.rss_bytes = limit / 2 + slope * step * n + rng.gauss(0, limit / 400)
+        return state
+
+    with Exporter(scenario) as exporter:
+        store = Store(tmp_path / "w.sqlite")
+        probe = HostProbe(port=exporter.port, target=exporter.url)
+        watcher = Watcher(store, Scraper([exporter.url], timeout=1.0), [probe], Thresholds())
+        ticks = int(hours * 3600 / step)
+        for i in range(ticks):
+            watcher.collect(T0 + step * i)
+            store.flush(T0 + step * i)
+        result = watcher.tick(T0 + step * ticks)
+    leaks = [a for a in result.alerts if a.detector == "memory_leak"]
+    assert [a.subject for a in leaks] == [exporter.url]
+    truth = (limit - (limit / 2 + slope * step * ticks)) / slope
+    assert leaks[0].eta_seconds == pytest.approx(truth, rel=0.2)
+    assert "RSS of the API-server process" in leaks[0].summary
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "oomguard", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) -> None:
+    full = ServerState(engines={"0": EngineState(kv_usage=0.98, running=64, waiting=12)})
+    with Exporter(lambda n: full) as exporter:
+        # three quick runs build a short history in the database; --once judges it
+        for _ in range(3):
+            result = _cli("watch", exporter.url, "--once", "--json", "--db", str(tmp_path / "w.sqlite"), "--no-host")
+    assert result.returncode == 1, result.stderr
+    alerts = [json.loads(line) for line in result.stdout.splitlines()]
+    kv = next(a for a in alerts if a["detector"] == "kv_saturation")
+    assert kv["state"] == "firing" and kv["subject"] == f"{exporter.url} engine 0" and kv["fix"]
+
+
+def test_once_on_a_quiet_server_exits_0(tmp_path: Path) -> None:
+    with Exporter(lambda n: steady(n)) as exporter:
+        result = _cli("watch", exporter.url, "--once", "--db", str(tmp_path / "w.sqlite"))
+    assert result.returncode == 0 and result.stdout == ""
+
+
+def test_a_bounded_run_against_a_dead_endpoint_logs_and_does_not_crash(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = _cli("watch", f"127.0.0.1:{port}", "--count", "3", "--interval", "0.2s", "--db",
+                  str(tmp_path / "w.sqlite"), "--json")
+    assert result.returncode == 0
+    assert "connection refused" in result.stderr and "Traceback" not in result.stderr
+    assert sqlite3.connect(tmp_path / "w.sqlite").execute("SELECT count(*) FROM scrapes WHERE ok=0").fetchone()[0] >= 1
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    for args in (["watch"], ["watch", "ftp://x"], ["watch", "localhost:1", "--interval", "soon"],
+                 ["watch", "localhost:1", "--db", str(tmp_path)]):
+        result = _cli(*args)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
