@@ -49,6 +49,7 @@ class PlanRequest:
     replicas_per_gpu: int = 1
     usage: str = "serve"
     measured: Mapping[str, int] = field(default_factory=dict)   # calibrated terms (bytes) from an earlier log
+    used_by_other_processes: int = 0                              # bytes in use on the GPU before vLLM starts
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> "PlanRequest":
@@ -235,7 +236,8 @@ def plan(request: PlanRequest) -> Plan:
     failure: str | None = None
     # 1. startup free-memory check (each replica sees what the previous ones left)
     for r in ranks:
-        free_at_start = gpu.total_bytes - r.context_bytes - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+        free_at_start = (gpu.total_bytes - r.context_bytes - request.used_by_other_processes
+                         - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes)
         if free_at_start < r.budget_bytes and cfg.kv_cache_memory_bytes is None:
             failure = "startup-free-memory"
             errors.append(

@@ -1,0 +1,188 @@
+"""The CI guard: will each deployment start, with the headroom you require? Usable from pytest:
+
+    from oomguard.planning.check import check_command
+    def test_serving_config_fits():
+        result = check_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768", gpu="H100",
+                               min_headroom="2GiB")
+        assert result.ok, result.message
+
+Inputs: a `vllm serve` command, vLLM's `--config` YAML, or Kubernetes manifests (Deployment, StatefulSet, Pod,
+Job, LeaderWorkerSet, KServe InferenceService, ...: any object whose containers run vLLM).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
+from oomguard.engines.vllm.versions import NEWEST_KNOWN
+from oomguard.errors import ConfigError, InputFormatError, OomguardError
+from oomguard.hardware import find_gpu
+from oomguard.planning.advise import suggest_fixes
+from oomguard.planning.planner import Plan, PlanRequest, plan
+from oomguard.units import parse_bytes
+
+GiB = 1 << 30
+GPU_RESOURCE_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
+GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One vLLM server found in the input."""
+
+    name: str
+    args: ServeArgs
+    gpu: str | None
+    gpus_requested: int | None
+    where: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    deployment: Deployment
+    ok: bool
+    message: str
+    plan: Plan | None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def check_deployment(deployment: Deployment, *, gpu: str | None = None, gpu_memory: str | None = None,
+                     vllm_version: str = NEWEST_KNOWN, min_headroom: str | int = 0,
+                     min_concurrency: float = 0.0) -> CheckResult:
+    headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
+    request = PlanRequest(args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory,
+                          vllm_version=vllm_version)
+    try:
+        result = plan(request)
+    except OomguardError as err:
+        return CheckResult(deployment, False, f"cannot plan: {err}", None)
+    name = deployment.name
+    if not result.fits:
+        fixes = suggest_fixes(result, limit=2)
+        hint = f"; fix: {fixes[0].summary}" if fixes else ""
+        return CheckResult(deployment, False, f"{name}: will not start ({result.failure}): "
+                           f"{result.errors[0] if result.errors else ''}{hint}", result)
+    gpus = result.engine.total_gpus
+    if deployment.gpus_requested is not None and deployment.gpus_requested < result.engine.world_size:
+        return CheckResult(deployment, False, f"{name}: requests {deployment.gpus_requested} GPU(s) but TP x PP = "
+                           f"{result.engine.world_size}", result)
+    free = min(r.gpu.free_bytes for r in result.ranks)
+    if free < headroom_needed:
+        return CheckResult(deployment, False, f"{name}: fits, but leaves {free / GiB:.2f} GiB free at peak, less than "
+                           f"the required {headroom_needed / GiB:.2f} GiB", result)
+    if result.kv.max_concurrency < min_concurrency:
+        return CheckResult(deployment, False, f"{name}: fits, but holds {result.kv.max_concurrency:.2f}x concurrency "
+                           f"at {result.engine.max_model_len:,} tokens, less than the required {min_concurrency}x", result)
+    return CheckResult(deployment, True, f"{name}: fits on {gpus} x {result.gpu.name}: KV "
+                       f"{result.rank0.available_kv_bytes / GiB:.2f} GiB = {result.kv.kv_cache_tokens:,} tokens, "
+                       f"{result.kv.max_concurrency:.2f}x at {result.engine.max_model_len:,}; "
+                       f"{free / GiB:.2f} GiB free at peak", result)
+
+
+def check_command(command: str, **kwargs: Any) -> CheckResult:
+    """Check one `vllm serve ...` command (see check_deployment for the keyword options)."""
+    args = parse_serve_command(command)
+    return check_deployment(Deployment(args.model or "command", args, None, None, "command"), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Finding the deployments in a file
+# ---------------------------------------------------------------------------------------------------------
+
+
+def deployments_in_file(path: str) -> list[Deployment]:
+    """Kubernetes manifests (one or many documents), a vLLM --config YAML, or a text file holding a command."""
+    import yaml  # deferred: only files need it
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputFormatError(f"cannot read {path}: {err}") from None
+    first_line = text.strip().splitlines()[0] if text.strip() else ""
+    if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
+        args = parse_serve_command(text)
+        return [Deployment(args.model or path, args, None, None, path)]
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise InputFormatError(f"{path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "")) from None
+    found: list[Deployment] = []
+    for index, document in enumerate(documents):
+        if not isinstance(document, Mapping):
+            continue
+        if "kind" in document and "apiVersion" in document:
+            found += list(_from_manifest(document, f"{path}#{index + 1}"))
+        elif "model" in document or "model_tag" in document:
+            args = args_from_mapping(document, where=path)
+            found.append(Deployment(args.model or path, args, None, None, path))
+    if not found:
+        raise InputFormatError(f"{path}: no vLLM server found (expected a `vllm serve` command, a vLLM config YAML "
+                               "with `model:`, or Kubernetes objects whose containers run vLLM)")
+    return found
+
+
+def _walk_pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
+    """Every PodSpec-like mapping (one holding `containers`) anywhere in a manifest."""
+    if isinstance(node, Mapping):
+        if isinstance(node.get("containers"), list):
+            yield node
+        for value in node.values():
+            yield from _walk_pod_specs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk_pod_specs(item)
+
+
+def _container_command(container: Mapping[str, Any]) -> list[str] | None:
+    words = [str(w) for w in (container.get("command") or [])] + [str(w) for w in (container.get("args") or [])]
+    image = str(container.get("image") or "")
+    joined = " ".join(words)
+    if len(words) >= 2 and words[0].endswith("sh") and words[1] in ("-c", "-lc", "-ec"):
+        script = " ".join(words[2:])
+        for part in script.replace("&&", ";").split(";"):
+            if "vllm" in part and ("serve" in part or "api_server" in part):
+                try:
+                    return shlex.split(part.replace("\\\n", " "))
+                except ValueError:
+                    raise ConfigError(f"cannot split the shell command {part.strip()[:80]!r}") from None
+        return None
+    if "vllm" in joined and ("serve" in joined or "api_server" in joined):
+        return words
+    if "vllm" in image:
+        # The vllm/vllm-openai image's entrypoint is the API server: args are its flags.
+        return ["vllm", "serve", *words]
+    return None
+
+
+def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployment]:
+    name = str((manifest.get("metadata") or {}).get("name") or manifest.get("kind"))
+    for pod in _walk_pod_specs(manifest):
+        selector = pod.get("nodeSelector") or {}
+        gpu = None
+        for label in GPU_PRODUCT_LABELS:
+            if label in selector:
+                product = str(selector[label]).replace("-", " ")
+                try:
+                    gpu = find_gpu(product).key
+                except OomguardError:
+                    gpu = None
+                break
+        for container in pod.get("containers") or []:
+            if not isinstance(container, Mapping):
+                continue
+            command = _container_command(container)
+            if command is None:
+                continue
+            env = {str(e.get("name")): str(e.get("value")) for e in container.get("env") or []
+                   if isinstance(e, Mapping) and "value" in e}
+            args = parse_serve_command([f"{k}={v}" for k, v in env.items()] + command)
+            limits = ((container.get("resources") or {}).get("limits") or {})
+            gpus = next((int(limits[k]) for k in GPU_RESOURCE_KEYS if k in limits), None)
+            yield Deployment(f"{name}/{container.get('name', 'vllm')}", args, gpu, gpus, where)

@@ -1,0 +1,211 @@
+"""`oomguard plan`: will this vLLM command start, how much KV cache will it get, and if not, what to change.
+
+    oomguard plan meta-llama/Llama-3.1-8B-Instruct --gpu H100 --max-model-len 32768
+    oomguard plan --gpu H100 -- vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 131072
+    oomguard plan --gpu-memory 79.19GiB --json -- vllm serve ./my-model --config serve.yaml
+
+oomguard's own options are listed below; every other flag is read as a `vllm serve` flag, spelled as vLLM
+spells it (`--tp/--pp/--dp/--ep` are accepted as shorthands).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
+from oomguard.engines.vllm.versions import NEWEST_KNOWN
+from oomguard.errors import ConfigError, InputFormatError
+from oomguard.hardware import find_gpu, parse_nvidia_smi
+from oomguard.planning.advise import fewest_gpus
+from oomguard.planning.calibrate import measured_terms_from_log
+from oomguard.planning.planner import PlanRequest, plan
+from oomguard.planning.report import build_report
+from oomguard.render.plan_json import plan_to_dict
+from oomguard.render.plan_markdown import render_plan_markdown
+from oomguard.render.plan_text import render_plan
+
+# oomguard's options and whether they take a value.
+OPTIONS: dict[str, bool] = {
+    "--gpu": True, "--gpu-memory": True, "--nvidia-smi": True, "--vllm-version": True, "--replicas-per-gpu": True,
+    "--llm": False, "--json": False, "--markdown": False, "--verbose": False, "-v": False, "--no-fixes": False,
+    "--at-length": True, "--fewest-gpus": False, "--calibrate": True, "--command": True, "--help": False, "-h": False,
+}
+SHORTHANDS = {"--tp": "-tp", "--pp": "-pp", "--dp": "-dp", "--ep": "--enable-expert-parallel"}
+
+HELP = f"""usage: oomguard plan [MODEL] [options] [vLLM flags ...] [-- vllm serve MODEL [vLLM flags ...]]
+
+{__doc__.strip().splitlines()[0]}
+
+options:
+  --gpu NAME              GPU as people or nvidia-smi name it: H100, h100-80gb, "NVIDIA A100-SXM4-40GB", L4 ...
+                          (default: H100 80GB)
+  --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
+  --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
+  --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
+  --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
+  --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
+  --at-length N           also report the concurrency at N tokens per request (repeatable)
+  --fewest-gpus           find the smallest TP x PP that serves the model at this max_model_len
+  --calibrate LOG         use the measured weights/activation/non-torch/graph terms from an earlier run's log
+  --command "..."         the `vllm serve ...` command as one string (instead of after --)
+  --json                  one JSON object (keys documented in the README)
+  --markdown              a Markdown report to paste into an issue
+  --verbose, -v           every rank's ledger and why each setting has its value
+  --no-fixes              skip the search for fixes
+
+exit codes: 0 fits, 1 does not fit, 2 bad input
+"""
+
+
+@dataclass
+class PlanOptions:
+    gpu: str | None = None
+    gpu_memory: str | None = None
+    nvidia_smi: str | None = None
+    vllm_version: str = NEWEST_KNOWN
+    replicas_per_gpu: int = 1
+    usage: str = "serve"
+    json: bool = False
+    markdown: bool = False
+    verbose: bool = False
+    fixes: bool = True
+    at_lengths: list[int] = field(default_factory=list)
+    fewest_gpus: bool = False
+    calibrate: str | None = None
+    command: str | None = None
+    help: bool = False
+
+
+def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str]]:
+    """oomguard's options out of argv; everything else (the model and vLLM flags) is returned in order."""
+    options = PlanOptions()
+    rest: list[str] = []
+    head, tail = list(argv), []
+    if "--" in head:
+        cut = head.index("--")
+        head, tail = head[:cut], head[cut + 1:]
+    i = 0
+    while i < len(head):
+        token = head[i]
+        i += 1
+        name, has_value, value = token.partition("=")
+        if name not in OPTIONS:
+            rest.append(SHORTHANDS.get(name, name) + (f"={value}" if has_value else "") if name in SHORTHANDS else token)
+            continue
+        if OPTIONS[name] and not has_value:
+            if i >= len(head):
+                raise ConfigError(f"{name} needs a value")
+            value, i = head[i], i + 1
+        _set_option(options, name, value)
+    if tail:
+        rest += ["--"] + tail
+    return options, rest
+
+
+def _set_option(options: PlanOptions, name: str, value: str) -> None:
+    if name == "--gpu":
+        options.gpu = value
+    elif name == "--gpu-memory":
+        options.gpu_memory = value
+    elif name == "--nvidia-smi":
+        options.nvidia_smi = value
+    elif name == "--vllm-version":
+        options.vllm_version = value
+    elif name == "--replicas-per-gpu":
+        try:
+            options.replicas_per_gpu = int(value)
+        except ValueError:
+            raise ConfigError(f"--replicas-per-gpu expects an integer, got {value!r}") from None
+    elif name == "--llm":
+        options.usage = "llm"
+    elif name == "--json":
+        options.json = True
+    elif name == "--markdown":
+        options.markdown = True
+    elif name in ("--verbose", "-v"):
+        options.verbose = True
+    elif name == "--no-fixes":
+        options.fixes = False
+    elif name == "--at-length":
+        try:
+            options.at_lengths.append(int(value.replace(",", "").replace("_", "")))
+        except ValueError:
+            raise ConfigError(f"--at-length expects a number of tokens, got {value!r}") from None
+    elif name == "--fewest-gpus":
+        options.fewest_gpus = True
+    elif name == "--calibrate":
+        options.calibrate = value
+    elif name == "--command":
+        options.command = value
+    elif name in ("--help", "-h"):
+        options.help = True
+
+
+def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
+    """Merge `oomguard plan MODEL --flags` with `-- vllm serve ...` / --command (the command wins)."""
+    direct, command = rest, []
+    if "--" in rest:
+        cut = rest.index("--")
+        direct, command = rest[:cut], rest[cut + 1:]
+    base = parse_serve_command(["vllm", "serve", *direct]) if direct else ServeArgs(None, {})
+    if options.command:
+        command = [options.command]
+    if not command:
+        return base
+    given = parse_serve_command(command[0] if len(command) == 1 and " " in command[0] else command)
+    values = dict(base.values)
+    values.update(given.values)
+    return ServeArgs(given.model or base.model, values, {**base.env, **given.env},
+                     base.unknown_flags + given.unknown_flags)
+
+
+def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
+    gpu, gpu_memory, used_by_others = options.gpu, options.gpu_memory, 0
+    if options.nvidia_smi:
+        try:
+            text = Path(options.nvidia_smi).read_text(encoding="utf-8", errors="replace")
+        except OSError as err:
+            raise InputFormatError(f"cannot read {options.nvidia_smi}: {err.strerror}") from None
+        readings = parse_nvidia_smi(text)
+        if not readings:
+            raise InputFormatError(f"{options.nvidia_smi}: no GPU found in this nvidia-smi output")
+        first = readings[0]
+        if gpu is None and gpu_memory is None:
+            try:
+                gpu = find_gpu(first.name).key
+            except ConfigError:
+                gpu_memory = str(first.memory_total_bytes) + "B" if first.memory_total_bytes else None
+                gpu = first.name
+        used_by_others = first.memory_used_bytes or 0
+    measured = measured_terms_from_log(options.calibrate) if options.calibrate else {}
+    return PlanRequest(args=args, gpu=gpu, gpu_memory=gpu_memory, vllm_version=options.vllm_version,
+                       replicas_per_gpu=options.replicas_per_gpu, usage=options.usage, measured=measured,
+                       used_by_other_processes=used_by_others)
+
+
+def main(argv: Sequence[str]) -> int:
+    options, rest = split_arguments(argv)
+    if options.help:
+        print(HELP)
+        return 0
+    args = serve_args_from(options, rest)
+    request = request_from(options, args)
+    if options.fewest_gpus:
+        found = fewest_gpus(request)
+        if found is None:
+            raise ConfigError("no TP x PP up to 64 GPUs serves this model at this max_model_len on this GPU")
+        result = found
+    else:
+        result = plan(request)
+    report = build_report(result, fixes=options.fixes, at_lengths=tuple(options.at_lengths))
+    if options.json:
+        print(json.dumps(plan_to_dict(report), indent=2))
+    elif options.markdown:
+        sys.stdout.write(render_plan_markdown(report))
+    else:
+        sys.stdout.write(render_plan(report, sys.stdout, verbose=options.verbose))
+    return 0 if result.fits else 1

@@ -1,0 +1,1 @@
+"""Renderers: results -> text, JSON, Markdown. They format; they never compute."""

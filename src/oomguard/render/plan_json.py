@@ -1,0 +1,113 @@
+"""`oomguard plan --json`: one JSON object; keys are stable (README, "JSON output").
+
+Contract (DESIGN.md): fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
+activation_gib, non_torch_gib, cuda_graph_gib, comm_buffers_gib, kv_cache_gib, num_gpu_blocks; ranks[0] is the
+rank vLLM's engine-level log lines describe), fixes, errors. Everything else is additive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomguard.planning.planner import RankLedger
+from oomguard.planning.report import PlanReport
+
+GiB = 1 << 30
+
+
+def _gib(num_bytes: float) -> float:
+    return round(num_bytes / GiB, 4)
+
+
+def _term(estimate: Any) -> dict[str, Any]:
+    return {"gib": _gib(estimate.bytes), "kind": estimate.kind, "band_gib": _gib(estimate.band),
+            "source": estimate.source}
+
+
+def _rank(rank: RankLedger) -> dict[str, Any]:
+    p = rank.placement
+    return {
+        "label": p.label,
+        "pp_rank": p.pp_rank,
+        "layers": [p.layer_start, p.layer_end],
+        "ep_rank": p.ep_rank,
+        "budget_gib": _gib(rank.budget_bytes),
+        "weights_gib": _gib(rank.weights.bytes),
+        "activation_gib": _gib(rank.activation.bytes),
+        "non_torch_gib": _gib(rank.non_torch.bytes),
+        "cuda_graph_gib": _gib(rank.cuda_graphs.bytes),
+        "comm_buffers_gib": _gib(rank.comm_buffers.bytes),
+        "kv_cache_gib": _gib(rank.available_kv_bytes),
+        "kv_cache_allocated_gib": _gib(rank.kv_cache_bytes),
+        "cuda_context_gib": _gib(rank.context_bytes),
+        "num_gpu_blocks": rank.num_gpu_blocks,
+        "bytes_per_block": rank.layout.bytes_per_block,
+        "gpu_used_gib": _gib(rank.gpu.used_bytes),
+        "gpu_free_gib": _gib(rank.gpu.free_bytes),
+        "terms": {
+            "weights": _term(rank.weights),
+            "activation": _term(rank.activation),
+            "non_torch": _term(rank.non_torch),
+            "comm_buffers": _term(rank.comm_buffers),
+            "cuda_graph": _term(rank.cuda_graphs),
+        },
+    }
+
+
+def plan_to_dict(report: PlanReport) -> dict[str, Any]:
+    plan = report.plan
+    cfg = plan.engine
+    return {
+        "fits": plan.fits,
+        "failure": plan.failure,
+        "errors": list(plan.errors),
+        "warnings": list(plan.warnings),
+        "notes": list(plan.notes),
+        "kv_cache_tokens": plan.kv.kv_cache_tokens if plan.fits else 0,
+        "num_gpu_blocks": plan.kv.num_gpu_blocks,
+        "max_concurrency": round(plan.kv.max_concurrency, 4),
+        "block_size": plan.kv.block_size,
+        "bytes_per_block": plan.kv.bytes_per_block,
+        "blocks_per_request": plan.kv.blocks_per_request,
+        "kv_groups": [
+            {"kind": g.kind, "num_layers": g.num_layers, "block_size": g.block_size,
+             "sliding_window": g.sliding_window, "page_bytes": g.page_bytes, "padding_layers": g.padding_layers}
+            for g in plan.kv.groups
+        ],
+        "longest_max_model_len": report.longest_max_model_len,
+        "concurrency_at_length": {str(n): round(c, 4) for n, c in report.concurrency_at_length},
+        "ranks": [_rank(r) for r in plan.ranks],
+        "fixes": [
+            {"flags": fix.flags, "summary": fix.summary, "cost": fix.cost, "command": fix.command(),
+             "kv_cache_tokens": fix.kv_cache_tokens, "max_concurrency": round(fix.max_concurrency, 4),
+             "max_model_len": fix.max_model_len, "gpus": fix.gpus}
+            for fix in report.fixes
+        ],
+        "vllm_log_lines": list(report.log_lines),
+        "model": {
+            "name": plan.model.name, "architecture": plan.model.architecture, "params": plan.model.num_params,
+            "dtype": cfg.dtype, "quantization": plan.model.quantization.method if plan.model.quantization else None,
+            "max_position_embeddings": plan.model.max_position_embeddings,
+            "weights_source": plan.model.weights_source,
+        },
+        "gpu": {"name": plan.gpu.name, "total_gib": _gib(plan.gpu.total_bytes), "total_bytes": plan.gpu.total_bytes,
+                "total_source": plan.gpu.total_source},
+        "engine": {
+            "vllm_version": cfg.vllm_version,
+            "tensor_parallel_size": cfg.tensor_parallel_size,
+            "pipeline_parallel_size": cfg.pipeline_parallel_size,
+            "data_parallel_size": cfg.data_parallel_size,
+            "enable_expert_parallel": cfg.enable_expert_parallel,
+            "replicas_per_gpu": cfg.replicas_per_gpu,
+            "gpu_memory_utilization": cfg.gpu_memory_utilization,
+            "max_model_len": cfg.max_model_len,
+            "max_num_seqs": cfg.max_num_seqs,
+            "max_num_batched_tokens": cfg.max_num_batched_tokens,
+            "block_size": cfg.block_size,
+            "kv_cache_dtype": cfg.kv_cache_dtype,
+            "enforce_eager": cfg.enforce_eager,
+            "cudagraph_capture_sizes": len(cfg.cudagraph_capture_sizes),
+            "defaults": dict(cfg.defaults),
+            "unknown_flags": list(cfg.unknown_flags),
+        },
+    }
