@@ -19,7 +19,12 @@ from pathlib import Path
 from oomguard.errors import OomguardError
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec, Role
-from oomguard.models.weights import RankPlacement, checkpoint_weight_bytes, rank_weight_bytes, rope_cache_bytes
+from oomguard.models.weights import (
+    RankPlacement,
+    checkpoint_weight_bytes,
+    rank_weight_bytes,
+    rope_cache_bytes,
+)
 from oomguard.units import GiB
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

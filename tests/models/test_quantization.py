@@ -12,7 +12,12 @@ from oomguard.models.hf_config import spec_from_config
 from oomguard.models.quantization import is_skipped, quantization_from_config, quantized_matrix_bytes
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import Quantization
-from oomguard.models.weights import RankPlacement, checkpoint_weight_bytes, rank_weight_bytes, rope_cache_bytes
+from oomguard.models.weights import (
+    RankPlacement,
+    checkpoint_weight_bytes,
+    rank_weight_bytes,
+    rope_cache_bytes,
+)
 
 
 def config(shared_data: Path, model: str) -> dict[str, object]:

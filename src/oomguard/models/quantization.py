@@ -66,9 +66,9 @@ def _int(qc: Mapping[str, Any], key: str, default: int) -> int:
 
 def _fp8(qc: Mapping[str, Any]) -> Quantization:
     block = qc.get("weight_block_size")
-    if block is not None:
-        if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
-            raise ConfigError(f"quantization_config: 'weight_block_size' must be two positive ints, got {block!r}")
+    if block is not None and not (
+            isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
+        raise ConfigError(f"quantization_config: 'weight_block_size' must be two positive ints, got {block!r}")
     return Quantization(
         method="fp8", weight_bits=8, block=(block[0], block[1]) if block else None, scale_bytes=FP32_BYTES,
         skip_modules=_strings(qc.get("modules_to_not_convert")) + _strings(qc.get("ignored_layers")),

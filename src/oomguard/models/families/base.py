@@ -9,6 +9,7 @@ a stacked routed-expert tensor writes `*` where the expert index goes.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,18 +30,18 @@ DEFAULT_MAX_POSITIONS = 2048
 class Cfg:
     """Typed, read-only access to one config.json dict; a missing or mistyped key is a one-line ConfigError."""
 
-    def __init__(self, data: Mapping[str, Any], where: str = "config.json") -> None:
+    def __init__(self, data: Mapping[builtins.str, Any], where: builtins.str = "config.json") -> None:
         self.data = data
         self.where = where
 
-    def has(self, key: str) -> bool:
+    def has(self, key: builtins.str) -> bool:
         return self.data.get(key) is not None
 
-    def raw(self, key: str, default: Any = None) -> Any:
+    def raw(self, key: builtins.str, default: Any = None) -> Any:
         value = self.data.get(key)
         return default if value is None else value
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def int(self, key: builtins.str, default: builtins.int | None = None) -> builtins.int:
         value = self.data.get(key)
         if value is None:
             if default is None:
@@ -50,10 +51,10 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be a non-negative integer, got {value!r}")
         return int(value)
 
-    def opt_int(self, key: str) -> int | None:
+    def opt_int(self, key: builtins.str) -> builtins.int | None:
         return None if self.data.get(key) is None else self.int(key)
 
-    def float(self, key: str, default: float) -> float:
+    def float(self, key: builtins.str, default: float) -> float:
         value = self.data.get(key)
         if value is None:
             return default
@@ -61,7 +62,7 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be a number, got {value!r}")
         return float(value)
 
-    def bool(self, key: str, default: bool) -> bool:
+    def bool(self, key: builtins.str, default: bool) -> bool:
         value = self.data.get(key)
         if value is None:
             return default
@@ -69,7 +70,7 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be true or false, got {value!r}")
         return value
 
-    def str(self, key: str, default: str = "") -> str:
+    def str(self, key: builtins.str, default: builtins.str = "") -> builtins.str:
         value = self.data.get(key)
         if value is None:
             return default
@@ -77,7 +78,7 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be a string, got {value!r}")
         return value
 
-    def list(self, key: str) -> list[Any] | None:
+    def list(self, key: builtins.str) -> builtins.list[Any] | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -85,7 +86,7 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be a list, got {type(value).__name__}")
         return value
 
-    def sub(self, key: str) -> Cfg | None:
+    def sub(self, key: builtins.str) -> Cfg | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -93,7 +94,7 @@ class Cfg:
             raise ConfigError(f"{self.where}: {key!r} must be an object, got {type(value).__name__}")
         return Cfg(value, f"{self.where}:{key}")
 
-    def head_dim(self) -> int:
+    def head_dim(self) -> builtins.int:
         """Explicit `head_dim` when given (Qwen3, Gemma, Mistral-Small: it can differ from hidden/heads)."""
         explicit = self.opt_int("head_dim")
         if explicit:
@@ -103,10 +104,10 @@ class Cfg:
             raise ConfigError(f"{self.where}: 'num_attention_heads' must be positive")
         return self.int("hidden_size") // heads
 
-    def kv_heads(self) -> int:
+    def kv_heads(self) -> builtins.int:
         return self.int("num_key_value_heads", self.int("num_attention_heads"))
 
-    def max_positions(self) -> int:
+    def max_positions(self) -> builtins.int:
         return self.int("max_position_embeddings", DEFAULT_MAX_POSITIONS)
 
 
