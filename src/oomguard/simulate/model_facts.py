@@ -160,47 +160,41 @@ def _group(kind: str, window: int | None, block_size: int) -> KvGroupSpec:
     return KvGroupSpec("mla" if kind == "mla" else "full", block_size)
 
 
-def from_planner(model: str, gpu: str | None, flags: dict[str, Any]) -> tuple[PoolFacts, ModelFacts | None] | None:
-    """The pool, groups and step headroom from `oomguard.planning.plan`; None while the planner is absent."""
-    try:
-        from oomguard.planning import PlanRequest, plan  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    result = plan(PlanRequest(model=model, gpu=gpu, flags=flags))
+def from_planner(request: Any) -> tuple[PoolFacts, ModelFacts, Any]:
+    """Pool, groups, step headroom and widths from `oomguard.planning.plan` for a `PlanRequest`.
+
+    The step headroom is what a step's activations may take: the activation the profile run reserved inside
+    the budget plus the memory vLLM leaves outside it (device total - gpu_memory_utilization x total)."""
+    from oomguard.planning import plan
+
+    result = plan(request)
     kv = result.kv
-    groups = tuple(
-        _group(str(g[0]), g[3], int(g[2])) if isinstance(g, tuple) else
-        _group(str(g.kind), getattr(g, "sliding_window", None), int(g.block_size))
-        for g in kv.groups
-    )
-    rank = result.ranks[0]
-    headroom = None
-    total = getattr(rank, "total_bytes", None) or getattr(result, "device_total_bytes", None)
-    if total is not None:
-        used = sum(int(getattr(rank, f, 0) or 0) for f in (
-            "weights_bytes", "non_torch_bytes", "cuda_graph_bytes", "comm_buffers_bytes", "kv_cache_bytes"))
-        headroom = int(total) - used
-    elif getattr(rank, "activation_bytes", None) is not None:
-        headroom = int(rank.activation_bytes)
+    groups = tuple(_group(str(g.kind), g.sliding_window, int(g.block_size)) for g in kv.groups)
+    rank = result.rank0
+    headroom = int(rank.activation.bytes) + int(result.gpu.total_bytes) - int(rank.budget_bytes)
     spec = result.model
-    facts = None
-    if spec is not None:
-        widths = ModelWidths(
-            hidden_size=int(spec.hidden_size), dtype_bytes=float(spec.dtype_bytes),
-            intermediate_size=int(spec.intermediate_size), vocab_size=int(spec.vocab_size),
-            tensor_parallel_size=int(result.engine.tensor_parallel_size),
-            num_experts=int(spec.moe.num_experts) if spec.moe else 0,
-            experts_per_token=int(spec.moe.experts_per_token) if spec.moe else 0,
-            expert_parallel_size=(int(result.engine.tensor_parallel_size) * int(result.engine.data_parallel_size)
-                                  if getattr(result.engine, "enable_expert_parallel", False) else 1),
-            data_parallel_size=int(result.engine.data_parallel_size),
-            source=f"planner ({model})",
-        )
-        facts = ModelFacts(
-            name=model, widths=widths, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
-            kv_bytes_per_token=int(getattr(kv, "bytes_per_block", 0)) // max(int(kv.block_size), 1),
-            num_params=int(getattr(spec, "num_params", 0)), active_params=int(getattr(spec, "num_params", 0)),
-            max_position_embeddings=int(getattr(spec, "max_position_embeddings", 0)),
-        )
-    pool = PoolFacts(int(kv.num_gpu_blocks), groups, headroom, "oomguard plan")
-    return pool, facts
+    engine = result.engine
+    moe = spec.moe
+    widths = ModelWidths(
+        hidden_size=int(spec.hidden_size), dtype_bytes=float(spec.dtype_bytes),
+        intermediate_size=int(moe.expert_intermediate_size * moe.experts_per_token) if moe else int(spec.intermediate_size),
+        vocab_size=int(spec.vocab_size), tensor_parallel_size=int(engine.tensor_parallel_size),
+        num_experts=int(moe.num_experts) if moe else 0, experts_per_token=int(moe.experts_per_token) if moe else 0,
+        expert_parallel_size=int(engine.expert_parallel_size), data_parallel_size=int(engine.data_parallel_size),
+        source=f"planner: {spec.name}",
+    )
+    params = int(spec.num_params)
+    active = params
+    if moe:
+        expert = 3 * spec.hidden_size * moe.expert_intermediate_size
+        moe_layers = sum(1 for layer in spec.layers if getattr(layer.mlp, "kind", "") == "moe")
+        active = params - moe_layers * (moe.num_experts - moe.experts_per_token) * expert
+    facts = ModelFacts(
+        name=str(spec.name), widths=widths, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
+        kv_bytes_per_token=int(kv.bytes_per_block) // max(int(kv.block_size), 1),
+        num_params=params, active_params=max(active, 1),
+        max_position_embeddings=int(spec.max_position_embeddings),
+    )
+    pool = PoolFacts(int(kv.num_gpu_blocks), groups, headroom,
+                     f"oomguard plan: {result.gpu.name}, {kv.num_gpu_blocks:,} blocks of {kv.block_size}")
+    return pool, facts, result

@@ -1,0 +1,365 @@
+"""`oomguard simulate TRACE --model M --gpu G [vLLM flags | -- vllm serve ...]`: replay traffic, find the OOM step.
+
+The KV pool (blocks, block size, groups), the step headroom and the model widths come from the planner for
+the same model, GPU and flags. `--num-gpu-blocks-override N` fixes the pool instead (as vLLM's flag does);
+then a local model directory's config.json gives the KV groups directly, which is how the scheduler oracle's
+scenarios are replayed. Scheduler flags given explicitly win over the planner's resolved defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from oomguard.errors import ConfigError, InputFormatError, OomguardError
+from oomguard.simulate import workload as wl
+from oomguard.simulate.model_facts import ModelFacts, facts_from_config, from_planner, kv_groups, read_config_dir
+from oomguard.simulate.report import (
+    render_html, summary_dict, summary_text, sweep_table, write_png, write_timeline,
+)
+from oomguard.simulate.run import SimulationConfig, SimulationResult, Summary, simulate, summarize
+from oomguard.simulate.scheduler import SchedulerConfig
+from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, ModelWidths, StepMemoryOptions
+from oomguard.simulate.step_time import StepTimeModel
+from oomguard.units import parse_bytes
+
+# vLLM's fallbacks when nothing else sets them (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / _SEQS)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+DEFAULT_MAX_NUM_SEQS = 128
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="oomguard simulate",
+        description="Replay a traffic trace through vLLM 0.33's V1 scheduler; find the step that would OOM. "
+        "vLLM flags (--max-num-batched-tokens, --max-num-seqs, --max-model-len, --block-size, "
+        "--enable-prefix-caching, --long-prefill-token-threshold, --num-gpu-blocks-override, "
+        "--tensor-parallel-size, ...) are accepted as vLLM spells them, or after `-- vllm serve MODEL`.",
+    )
+    p.add_argument("trace", nargs="?", help="Azure CSV, Mooncake JSONL, the oracle's JSONL, or a generic CSV/JSONL")
+    p.add_argument("--synthetic", help="instead of a trace: poisson:rate=R,duration=S[,prompt=DIST,output=DIST,seed=N], "
+                   "bursty:... (plus burst=F,burst_s=S,period_s=S) or agentic[:sessions=N,turns=N]")
+    p.add_argument("--model", help="model id or local directory with config.json")
+    p.add_argument("--gpu", help="GPU name (H100, H200, A100-80GB, ...); default H100")
+    p.add_argument("--gpu-memory", help="device memory instead of a GPU name (e.g. 79.19GiB)")
+    p.add_argument("--hidden-size", type=int, help="activation width for step memory (overrides the model's)")
+    p.add_argument("--intermediate-size", type=int)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--dtype", help="activation dtype (bfloat16, float16, float32)")
+    p.add_argument("--layout", choices=("packed", "padded"), default="packed",
+                   help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)")
+    p.add_argument("--tensors-alive", type=int, default=DEFAULT_TENSORS_ALIVE,
+                   help=f"intermediates of the step's widest layer alive at once (default {DEFAULT_TENSORS_ALIVE})")
+    p.add_argument("--headroom", help="memory a step's activations may use (default: from the planner)")
+    p.add_argument("--step-time", help="A,B,C: ms per step, ms per token, ms per 1k decode-context tokens")
+    p.add_argument("--rate-scale", type=float, default=1.0, help="arrivals this many times as fast")
+    p.add_argument("--window", help="START:END seconds (or steps) of the trace to replay")
+    p.add_argument("--skip-bad-rows", action="store_true", help="skip malformed rows (and count them) instead of failing")
+    p.add_argument("--sweep", help="FLAG=V1,V2,...: simulate each value side by side (vLLM field or flag name)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--timeline", help="write the per-step timeline (.csv, or .parquet with pyarrow)")
+    p.add_argument("--plot", help="write a PNG of KV usage and step memory (needs matplotlib)")
+    p.add_argument("--html", help="write a self-contained HTML page")
+    p.add_argument("--progress", action="store_true", help="progress on stderr (default: only on a terminal)")
+    p.add_argument("--max-steps", type=int, help="stop after this many steps")
+    return p
+
+
+@dataclass(frozen=True)
+class Setup:
+    config: SimulationConfig
+    describe: str
+    facts: dict[str, Any]
+
+
+def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _serve_args(model: str | None, vllm_argv: list[str]) -> Any:
+    from oomguard.engines.vllm.flags import parse_serve_command
+
+    words = list(vllm_argv)
+    if not words or words[0] not in ("vllm", "serve", "python", "python3") and "=" not in words[0]:
+        words = ["vllm", "serve"] + ([model] if model else []) + words
+    return parse_serve_command(words)
+
+
+def _get(values: Any, name: str, default: Any = None) -> Any:
+    return values.get(name, default)
+
+
+def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[str, Any] | None = None) -> Setup:
+    serve = _serve_args(args.model, vllm_argv)
+    if overrides:
+        serve = serve.with_values(**overrides)
+    model = args.model or serve.model
+    values = serve.values
+    override_blocks = _get(values, "num_gpu_blocks_override")
+    local = read_config_dir(model) if model else None
+    facts: ModelFacts | None = facts_from_config(local, model) if local is not None and model else None
+    engine = None
+    pool = None
+    notes: list[str] = []
+    if model and (override_blocks is None or local is None):
+        from oomguard.planning import PlanRequest
+
+        try:
+            pool, planned_facts, plan_result = from_planner(PlanRequest(
+                args=replace(serve, model=model), gpu=args.gpu or (None if args.gpu_memory else "H100"),
+                gpu_memory=args.gpu_memory))
+        except OomguardError:
+            if override_blocks is None:
+                raise
+        else:
+            facts = planned_facts if facts is None or override_blocks is None else facts
+            engine = plan_result.engine
+            if not plan_result.fits and override_blocks is None:
+                raise ConfigError("the planner says this deployment does not start: "
+                                  + "; ".join(plan_result.errors[:2]) + " (see `oomguard plan`)")
+    block_size = int(_get(values, "block_size") or (engine.block_size if engine is not None else DEFAULT_BLOCK_SIZE))
+
+    def pick(name: str, default: Any) -> Any:
+        if name in values:
+            return values[name]
+        if engine is not None and getattr(engine, name, None) is not None:
+            return getattr(engine, name)
+        return default
+
+    if override_blocks is not None:
+        if facts is None and pool is None:
+            raise ConfigError("--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
+                              "for the KV cache groups")
+        groups = kv_groups(facts, block_size) if local is not None and facts is not None else pool.groups  # type: ignore[union-attr]
+        num_blocks = int(override_blocks)
+        source = f"--num-gpu-blocks-override {num_blocks:,}"
+    elif pool is not None:
+        groups, num_blocks, source = pool.groups, pool.num_gpu_blocks, pool.source
+    else:
+        raise ConfigError("no KV pool: give --model (and --gpu) for the planner, or --num-gpu-blocks-override N")
+
+    max_model_len = pick("max_model_len", None)
+    if not isinstance(max_model_len, int):
+        max_model_len = facts.max_position_embeddings if facts is not None and facts.max_position_embeddings else None
+    if not max_model_len:
+        raise ConfigError("give --max-model-len (the model's config does not say)")
+    sched = SchedulerConfig(
+        max_num_batched_tokens=int(pick("max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)),
+        max_num_seqs=int(pick("max_num_seqs", DEFAULT_MAX_NUM_SEQS)),
+        max_model_len=int(max_model_len),
+        num_gpu_blocks=num_blocks,
+        kv_groups=tuple(groups),
+        enable_prefix_caching=bool(pick("enable_prefix_caching", True)),
+        long_prefill_token_threshold=int(pick("long_prefill_token_threshold", 0) or 0),
+        async_scheduling=bool(pick("async_scheduling", True)),
+        pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
+    )
+    widths = _widths(args, facts)
+    headroom = parse_bytes(args.headroom) if args.headroom else (pool.headroom_bytes if pool is not None else None)
+    step_time = None
+    if args.step_time:
+        step_time = StepTimeModel.from_coefficients(args.step_time)
+    elif facts is not None:
+        tp = int(pick("tensor_parallel_size", 1))
+        step_time = StepTimeModel.from_hardware(
+            args.gpu, facts.num_params * facts.widths.dtype_bytes, facts.active_params,
+            facts.kv_bytes_per_token, facts.num_layers, facts.widths.hidden_size, tp)
+    config = SimulationConfig(
+        scheduler=sched, widths=widths,
+        memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
+        headroom_bytes=headroom, step_time=step_time, max_steps=args.max_steps,
+    )
+    describe = (f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
+                f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
+                f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
+                f"max_model_len {sched.max_model_len:,}, prefix caching {'on' if sched.enable_prefix_caching else 'off'}")
+    info = {
+        "describe": describe, "model": model, "num_gpu_blocks": num_blocks, "block_size": block_size,
+        "kv_groups": [g.kind for g in groups], "max_num_batched_tokens": sched.max_num_batched_tokens,
+        "max_num_seqs": sched.max_num_seqs, "max_model_len": sched.max_model_len,
+        "enable_prefix_caching": sched.enable_prefix_caching,
+        "long_prefill_token_threshold": sched.long_prefill_token_threshold,
+        "async_scheduling": sched.async_scheduling, "layout": args.layout, "headroom_bytes": headroom,
+        "step_time_model": step_time.source if step_time is not None else None, "notes": notes,
+    }
+    return Setup(config, describe, info)
+
+
+def _widths(args: argparse.Namespace, facts: ModelFacts | None) -> ModelWidths | None:
+    base = facts.widths if facts is not None else None
+    if base is None and args.hidden_size is None:
+        return None
+    from oomguard.simulate.step_cli import dtype_bytes
+
+    return ModelWidths(
+        hidden_size=args.hidden_size or (base.hidden_size if base else 0),
+        dtype_bytes=dtype_bytes(args.dtype) if args.dtype else (base.dtype_bytes if base else 2.0),
+        intermediate_size=args.intermediate_size or (base.intermediate_size if base else 0),
+        vocab_size=args.vocab_size or (base.vocab_size if base else 0),
+        tensor_parallel_size=base.tensor_parallel_size if base else 1,
+        num_experts=base.num_experts if base else 0,
+        experts_per_token=base.experts_per_token if base else 0,
+        expert_parallel_size=base.expert_parallel_size if base else 1,
+        data_parallel_size=base.data_parallel_size if base else 1,
+        source=base.source if base else "flags",
+    )
+
+
+def _parse_kv(text: str) -> dict[str, str]:
+    out = {}
+    for part in text.split(","):
+        if "=" not in part:
+            raise ConfigError(f"expected key=value, got {part!r} in {text!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def load_workload(args: argparse.Namespace) -> wl.Workload:
+    if args.synthetic and args.trace:
+        raise ConfigError("give a trace file or --synthetic, not both")
+    if args.synthetic:
+        kind, _, rest = args.synthetic.partition(":")
+        try:
+            opts = _parse_kv(rest) if rest else {}
+            prompt = wl.LengthDist.parse(opts.pop("prompt", "lognormal:1000:0.8"))
+            output = wl.LengthDist.parse(opts.pop("output", "lognormal:200:0.8"))
+            seed = int(opts.pop("seed", "0"))
+            if kind == "poisson":
+                workload = wl.poisson(float(opts.pop("rate")), float(opts.pop("duration", "600")), prompt, output, seed)
+            elif kind == "bursty":
+                workload = wl.bursty(float(opts.pop("rate")), float(opts.pop("duration", "600")), prompt, output,
+                                     float(opts.pop("burst", "10")), float(opts.pop("burst_s", "5")),
+                                     float(opts.pop("period_s", "60")), seed)
+            elif kind == "agentic":
+                workload = wl.agentic(int(opts.pop("sessions", "7")), int(opts.pop("turns", "20")),
+                                      long_prompt=int(opts.pop("long_prompt", "153853")), seed=seed)
+            else:
+                raise ConfigError(f"unknown --synthetic kind {kind!r} (poisson, bursty, agentic)")
+        except KeyError as err:
+            raise ConfigError(f"--synthetic {kind} needs {err.args[0]}=...") from None
+        except ValueError as err:
+            raise ConfigError(f"--synthetic: {err}") from None
+        if opts:
+            raise ConfigError(f"--synthetic {kind}: unknown option(s) {', '.join(opts)}")
+    elif args.trace:
+        workload = wl.read_workload(args.trace, skip_bad_rows=args.skip_bad_rows)
+    else:
+        raise ConfigError("give a trace file (or --synthetic ...)")
+    try:
+        if args.window:
+            lo, _, hi = args.window.partition(":")
+            workload = wl.window(workload, float(lo) if lo else None, float(hi) if hi else None)
+        if args.rate_scale != 1.0:
+            workload = wl.scale_rate(workload, args.rate_scale)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return workload
+
+
+def _progress_fn(enabled: bool):  # type: ignore[no-untyped-def]
+    if not enabled:
+        return None
+
+    def report(clock: float, steps: int, done: int, total: int) -> None:
+        print(f"\r  simulated {clock:,.1f}, {steps:,} steps, {done:,}/{total:,} requests done",
+              end="", file=sys.stderr, flush=True)
+
+    return report
+
+
+def run_one(workload: wl.Workload, setup: Setup, progress: bool) -> tuple[SimulationResult, Summary]:
+    if workload.clock == wl.SECONDS and setup.config.step_time is None:
+        raise ConfigError("a trace timed in seconds needs a step-time model: give --model, or --step-time A,B,C")
+    result = simulate(workload, setup.config, _progress_fn(progress))
+    if progress:
+        print(file=sys.stderr)
+    return result, summarize(result)
+
+
+def main(argv: list[str]) -> int:
+    own, vllm_argv = _split_argv(argv)
+    args, unknown = _parser().parse_known_args(own)
+    stray = [u for u in unknown if not u.startswith("-") and unknown.index(u) == 0]
+    if stray:
+        raise ConfigError(f"unexpected argument {stray[0]!r}")
+    vllm_argv = unknown + vllm_argv
+    progress = args.progress or (sys.stderr.isatty() and not args.json)
+    workload = load_workload(args)
+    if workload.skipped_rows and not args.json:
+        print(f"skipped {workload.skipped_rows} bad row(s) of {workload.source}", file=sys.stderr)
+    if args.sweep:
+        return _sweep(args, vllm_argv, workload, progress)
+    setup = build_setup(args, vllm_argv)
+    result, summary = run_one(workload, setup, progress)
+    info = dict(setup.facts, skipped_rows=workload.skipped_rows)
+    written = _write_outputs(args, result, summary, info)
+    if args.json:
+        print(json.dumps(summary_dict(result, summary, info), indent=1))
+    else:
+        print(summary_text(result, summary, info))
+        for line in written:
+            print(line)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, result: SimulationResult, summary: Summary, info: dict[str, Any]) -> list[str]:
+    written = []
+    try:
+        if args.timeline:
+            written.append(write_timeline(result.timeline, Path(args.timeline), result.usable_blocks))
+        if args.plot:
+            written.append(write_png(result, Path(args.plot)))
+        if args.html:
+            Path(args.html).write_text(render_html(result, summary, info), encoding="utf-8")
+            written.append(f"html: {args.html}")
+    except OSError as err:
+        raise InputFormatError(f"cannot write output: {err}") from None
+    if args.json:
+        for line in written:
+            print(line, file=sys.stderr)
+    return written
+
+
+def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload, progress: bool) -> int:
+    flag, _, raw = args.sweep.partition("=")
+    name = flag.strip().lstrip("-").replace("-", "_")
+    values = [v.strip() for v in raw.split(",") if v.strip()]
+    if not name or not values:
+        raise ConfigError("--sweep wants FLAG=V1,V2,... e.g. max_num_batched_tokens=8192,16384,32768")
+    rows: list[tuple[str, Summary, bool]] = []
+    results = []
+    for value in values:
+        parsed: Any = value
+        for cast in (int, float):
+            try:
+                parsed = cast(value)
+                break
+            except ValueError:
+                continue
+        if value.lower() in ("true", "false"):
+            parsed = value.lower() == "true"
+        setup = build_setup(args, vllm_argv, {name: parsed})
+        result, summary = run_one(workload, setup, progress)
+        safe = summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
+        rows.append((value, summary, safe))
+        results.append(summary_dict(result, summary, setup.facts))
+    safe_values = [v for v, _, ok in rows if ok]
+    try:
+        safest = max(safe_values, key=float) if safe_values else None
+    except ValueError:
+        safest = safe_values[-1] if safe_values else None
+    if args.json:
+        print(json.dumps({"flag": name, "largest_safe": safest,
+                          "runs": [dict(r, value=v) for (v, _, _), r in zip(rows, results)]}, indent=1))
+    else:
+        print(sweep_table(name, rows, safest))
+    return 0

@@ -1,0 +1,187 @@
+"""`oomguard step`: the memory of one batch shape, packed versus padded.
+
+    oomguard step --hidden-size 10240 --dtype bfloat16 --scheduled 31344,1352,4,8,9,10,20,18,1d,1d
+
+A number is a prefill chunk of that many tokens, `Nd` a decode row (N rows of one token; `1d` is one decode).
+`--scheduled` also takes a pasted vLLM scheduler line or a `num_scheduled_tokens={'req-1': 31344, ...}` dict:
+a row of 1 token is then taken as a decode. `--model` gives the model's widths (hidden, intermediate, vocab,
+experts); `--free` the memory the step may use, for an OOM verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import asdict
+
+from oomguard.errors import ConfigError
+from oomguard.simulate.step_memory import (
+    DEFAULT_SAMPLER_COPIES, DEFAULT_TENSORS_ALIVE, INT32_INDEX_LIMIT, ModelWidths, Row, StepMemoryOptions, StepShape,
+    step_memory,
+)
+from oomguard.units import format_gib, parse_bytes
+
+DTYPE_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
+               "float32": 4.0, "fp32": 4.0, "float": 4.0, "fp8": 1.0, "float8": 1.0}
+_DICT = re.compile(r"num_scheduled_tokens\s*[=:]\s*(\{[^}]*\})")
+_PAIR = re.compile(r"""['"]?([\w.:\-]+)['"]?\s*:\s*(\d+)""")
+
+
+def dtype_bytes(name: str) -> float:
+    try:
+        return DTYPE_BYTES[name.lower()]
+    except KeyError:
+        raise ConfigError(f"unknown dtype {name!r} (bfloat16, float16, float32, fp8)") from None
+
+
+def parse_scheduled(text: str) -> StepShape:
+    """'31344,1352,4,1d,1d' or '3d', a `num_scheduled_tokens={...}` dict, or a whole pasted log line."""
+    text = text.strip()
+    match = _DICT.search(text)
+    if match or text.startswith("{"):
+        body = match.group(1) if match else text
+        pairs = _PAIR.findall(body)
+        if not pairs:
+            raise ConfigError(f"no request: token pairs in {body[:80]!r}")
+        return StepShape(tuple(Row(int(n), decode=int(n) == 1) for _, n in pairs if int(n) > 0))
+    rows: list[Row] = []
+    for item in re.split(r"[,\s]+", text):
+        if not item:
+            continue
+        m = re.fullmatch(r"(\d+)(d?)", item.lower())
+        if not m:
+            raise ConfigError(f"bad --scheduled entry {item!r}: use a prefill chunk (4096) or decodes (1d, 3d)")
+        n = int(m.group(1))
+        if n < 1:
+            raise ConfigError(f"bad --scheduled entry {item!r}: must be >= 1")
+        if m.group(2):
+            rows.extend(Row(1, decode=True) for _ in range(n))
+        else:
+            rows.append(Row(n))
+    if not rows:
+        raise ConfigError("--scheduled is empty")
+    return StepShape(tuple(rows))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="oomguard step", description=__doc__.split("\n")[0])
+    p.add_argument("--scheduled", required=True, help="31344,1352,4,1d,1d | a pasted num_scheduled_tokens={...} line")
+    p.add_argument("--model", help="model id or directory for its widths")
+    p.add_argument("--hidden-size", type=int, help="width of the padded layer's tensors (seed 002: 10240)")
+    p.add_argument("--intermediate-size", type=int)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--dtype", default=None, help="activation dtype (default: the model's, else bfloat16)")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--expert-parallel-size", type=int, default=1, help="EP ranks (MoE dispatch/combine buffers)")
+    p.add_argument("--data-parallel-size", type=int, default=1)
+    p.add_argument("--tensors-alive", type=int, default=DEFAULT_TENSORS_ALIVE,
+                   help=f"intermediates alive at once in the padded/packed layer (default {DEFAULT_TENSORS_ALIVE}, "
+                   "the seed's packed -> transposed copy -> conv/silu output)")
+    p.add_argument("--sampler-copies", type=int, default=DEFAULT_SAMPLER_COPIES)
+    p.add_argument("--free", help="memory the step may use (e.g. 11.8GiB): gives the OOM verdict per layout")
+    p.add_argument("--json", action="store_true")
+    return p
+
+
+def _widths(args: argparse.Namespace) -> ModelWidths:
+    base: ModelWidths | None = None
+    if args.model:
+        from oomguard.simulate.model_facts import facts_from_config, read_config_dir
+
+        cfg = read_config_dir(args.model)
+        if cfg is not None:
+            base = facts_from_config(cfg, args.model).widths
+        else:
+            from oomguard.models.resolve import resolve_model
+
+            spec = resolve_model(args.model)
+            moe = spec.moe
+            base = ModelWidths(
+                hidden_size=spec.hidden_size, dtype_bytes=float(spec.dtype_bytes),
+                intermediate_size=(moe.expert_intermediate_size * moe.experts_per_token) if moe else spec.intermediate_size,
+                vocab_size=spec.vocab_size, num_experts=moe.num_experts if moe else 0,
+                experts_per_token=moe.experts_per_token if moe else 0, source=f"{args.model}")
+    hidden = args.hidden_size or (base.hidden_size if base else None)
+    if not hidden:
+        raise ConfigError("give --hidden-size (or --model for the model's widths)")
+    return ModelWidths(
+        hidden_size=hidden,
+        dtype_bytes=dtype_bytes(args.dtype) if args.dtype else (base.dtype_bytes if base else 2.0),
+        intermediate_size=args.intermediate_size or (base.intermediate_size if base else 0),
+        vocab_size=args.vocab_size or (base.vocab_size if base else 0),
+        tensor_parallel_size=args.tensor_parallel_size,
+        num_experts=base.num_experts if base else 0,
+        experts_per_token=base.experts_per_token if base else 0,
+        expert_parallel_size=args.expert_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        source=base.source if base else "flags",
+    )
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    shape = parse_scheduled(args.scheduled)
+    widths = _widths(args)
+    free = parse_bytes(args.free) if args.free else None
+    try:
+        packed = step_memory(shape, widths, StepMemoryOptions("packed", args.tensors_alive, args.sampler_copies))
+        padded = step_memory(shape, widths, StepMemoryOptions("padded", args.tensors_alive, args.sampler_copies))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    out = {
+        "shape": shape.describe(),
+        "num_tokens": packed.num_tokens,
+        "num_prefills": packed.num_prefills,
+        "num_decodes": packed.num_decodes,
+        "max_prefill_len": packed.max_prefill_len,
+        "hidden_size": widths.hidden_size,
+        "dtype_bytes": widths.dtype_bytes,
+        "packed_tensor_bytes": packed.packed_tensor_bytes,
+        "padded_tensor_bytes": padded.padded_tensor_bytes,
+        "padding_ratio": round(padded.padding_ratio, 4),
+        "row_padding": [round(x, 2) for x in padded.row_padding],
+        "tensors_alive": args.tensors_alive,
+        "max_tensor_elements": padded.max_tensor_elements,
+        "packed_max_tensor_elements": packed.max_tensor_elements,
+        "int32_index_limit": INT32_INDEX_LIMIT,
+        "exceeds_int32_index": padded.exceeds_int32_index,
+        "ep_dispatch_bytes": packed.ep_dispatch_bytes,
+        "ep_combine_bytes": packed.ep_combine_bytes,
+        "sampler_rows": packed.sampler_rows,
+        "sampler_logits_bytes": packed.sampler_logits_bytes,
+        "packed": asdict(packed),
+        "padded": asdict(padded),
+        "free_bytes": free,
+        "oom_packed": (packed.peak_bytes > free) if free is not None else None,
+        "oom_padded": (padded.peak_bytes > free) if free is not None else None,
+    }
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print(f"step: {shape.describe()}, width {widths.hidden_size:,} x {widths.dtype_bytes:g} B ({widths.source})")
+    print(f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {widths.hidden_size:,})"
+          f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x {padded.max_prefill_len:,}"
+          f" x {widths.hidden_size:,})")
+    worst = max(padded.row_padding, default=1.0)
+    print(f"  padding        {padded.padding_ratio:.2f}x overall; the shortest row padded {worst:,.0f}x")
+    print(f"  x {args.tensors_alive} alive      packed {format_gib(packed.layer_bytes)}, padded {format_gib(padded.layer_bytes)}")
+    print(f"  int32 index    largest tensor {padded.max_tensor_elements:,} elements "
+          + ("> 2^31: int32 indexing fails (canUse32BitIndexMath)" if padded.exceeds_int32_index else "< 2^31: ok"))
+    if packed.ep_dispatch_bytes:
+        print(f"  EP buffers     dispatch {format_gib(packed.ep_dispatch_bytes)}, combine {format_gib(packed.ep_combine_bytes)}")
+    if widths.vocab_size:
+        print(f"  sampler        {packed.sampler_rows} rows x {widths.vocab_size:,} x 4 B x {args.sampler_copies} = "
+              f"{format_gib(packed.sampler_logits_bytes)}")
+    print(f"  step peak      packed {format_gib(packed.peak_bytes)} ({packed.peak_part}), "
+          f"padded {format_gib(padded.peak_bytes)} ({padded.peak_part})")
+    if free is not None:
+        for name, m in (("packed", packed), ("padded", padded)):
+            verdict = "OOM" if m.peak_bytes > free else "fits"
+            print(f"  {name:<6} vs free {format_gib(free)}: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))
