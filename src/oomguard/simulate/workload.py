@@ -103,7 +103,10 @@ def _int_field(value: Any, name: str) -> int:
         try:
             return int(text)
         except ValueError:
-            number = float(text)
+            try:
+                number = float(text)
+            except ValueError:
+                number = math.nan
             if number.is_integer():
                 return int(number)
     raise ValueError(f"{name} is not a whole number: {value!r}")

@@ -1,0 +1,145 @@
+"""`oomguard simulate` end to end: OOM events from step shapes, the planner's pool, outputs, sweeps."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from oomguard.cli import main as oomguard
+from oomguard.simulate.kv_pool import KvCacheManager, KvGroupSpec
+from oomguard.simulate.scheduler import KeyInterner, SimRequest
+
+LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
+
+
+def _seed002_trace(tmp_path: Path) -> Path:
+    """Seed 002's traffic: a 153,853-token prompt arriving among short multi-turn requests."""
+    rows = [{"arrival_s": 0.05 * i, "prompt_tokens": 600 + 37 * i, "output_tokens": 200} for i in range(30)]
+    rows.append({"arrival_s": 0.5, "prompt_tokens": 153_853, "output_tokens": 50})
+    rows.sort(key=lambda r: r["arrival_s"])
+    path = tmp_path / "agentic.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert oomguard(["simulate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _seed002_args(shared_data: Path, trace: Path, layout: str) -> list[str]:
+    return [str(trace), "--model", str(shared_data.parent / LLAMA), "--num-gpu-blocks-override", "30000",
+            "--max-num-batched-tokens", "32768", "--max-num-seqs", "64", "--max-model-len", "163840",
+            "--hidden-size", "10240", "--layout", layout, "--headroom", "11.8GiB", "--step-time", "20,0.05,0.01"]
+
+
+def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"))
+    assert out["oom_events"] >= 1
+    first = out["oom_event_list"][0]
+    assert first["peak_bytes"] > first["headroom_bytes"]
+    assert "prefills" in first["shape"] and first["kv_usage"] < 0.5  # KV is not what runs out
+
+
+def test_the_same_trace_packed_has_no_oom(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"))
+    assert out["oom_events"] == 0
+    assert out["peak_bytes"] < 11.8 * 2**30
+
+
+def test_pool_and_blocks_per_request_come_from_the_planner(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oomguard.planning import PlanRequest, plan
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": 8000, "output_tokens": 2}) + "\n")
+    flags = ["--max-model-len", "8192", "--gpu", "H100"]
+    out = _simulate(capsys, str(trace), "--model", "meta-llama/Llama-3.1-8B-Instruct", *flags)
+    planned = plan(PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", flags={"max_model_len": 8192}))
+    assert out["setup"]["num_gpu_blocks"] == planned.kv.num_gpu_blocks
+    assert out["usable_blocks"] == planned.kv.num_gpu_blocks - 1
+    # One request of 8,000 prompt tokens holds cdiv(8001, 16) blocks at its peak (prompt + first output).
+    assert out["max_kv_blocks_used"] == -(-8001 // planned.kv.block_size)
+
+
+def test_sliding_window_groups_free_blocks_behind_the_window() -> None:
+    kv = KvCacheManager((KvGroupSpec("sliding_window", 16, 128), KvGroupSpec("full", 16)), 3000, 8192, 2048, False)
+    r = SimRequest("a", 0, 4808, 10, 0)
+    assert kv.allocate_slots(r, 0, 2048, full_sequence_must_fit=True)
+    assert kv.group_blocks() == [128, 128]
+    assert kv.allocate_slots(r, 2048, 2048)
+    # 120 blocks fell out of the 128-token window and went back to the pool (vLLM 0.33 oracle: [136, 256]).
+    assert kv.group_blocks() == [136, 256]
+
+
+def test_prefix_cache_hits_whole_blocks_of_a_shared_prefix() -> None:
+    interner = KeyInterner()
+    kv = KvCacheManager((KvGroupSpec("full", 16),), 1000, 8192, 2048, True)
+    first = SimRequest("a", 0, 1500, 5, 0, (7, 8, 9), interner)
+    assert kv.allocate_slots(first, 0, 1500, full_sequence_must_fit=True)
+    kv.free("a")
+    second = SimRequest("b", 1, 1200, 5, 0, (7, 8, 11), interner)
+    _, hit, _ = kv.computed_blocks(second)
+    assert hit == 1024  # the two shared 512-token ids; the third id differs
+
+
+def test_html_page_is_self_contained_and_well_formed(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "sim.html"
+    _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"), "--html", str(page))
+
+    class Checker(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stack: list[str] = []
+            self.ids: set[str] = set()
+            self.external: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            a = dict(attrs)
+            if a.get("id"):
+                self.ids.add(str(a["id"]))
+            for key in ("src", "href"):
+                if a.get(key):
+                    self.external.append(str(a[key]))
+            if tag not in ("meta", "line", "polyline", "br", "img", "input"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("line", "polyline"):
+                return
+            assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1:]}>"
+            self.stack.pop()
+
+    checker = Checker()
+    checker.feed(page.read_text())
+    assert checker.stack == []
+    assert {"summary", "kv-chart", "peak-chart", "oom-events"} <= checker.ids
+    assert checker.external == []  # nothing fetched from the network
+
+
+def test_timeline_csv_and_png_are_written(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    csv_path, png = tmp_path / "t.csv", tmp_path / "t.png"
+    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"),
+                    "--timeline", str(csv_path), "--plot", str(png))
+    lines = csv_path.read_text().splitlines()
+    assert lines[0].startswith("step,time,duration,tokens") and len(lines) == out["steps"] + 1
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_names_the_largest_safe_value(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    out = _simulate(capsys, *argv, "--sweep", "max_num_batched_tokens=2048,8192,32768")
+    by_value = {run["value"]: run for run in out["runs"]}
+    assert by_value["32768"]["oom_events"] > 0
+    assert by_value["2048"]["oom_events"] == 0
+    safe = [v for v, run in by_value.items() if run["oom_events"] == 0]
+    assert out["largest_safe"] == max(safe, key=int)
