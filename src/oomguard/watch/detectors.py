@@ -116,18 +116,20 @@ def after_last_drop(series: Series, drop: float) -> Series:
 
 
 def token_rate_change(history: History, start: float, end: float) -> float | None:
-    """Relative change of the summed token rate between the window's halves; None without token counters."""
+    """Relative change of the summed token rate between the window's halves; None when no token counter
+    covers both halves (load unknown, not "changed")."""
     mid = (start + end) / 2
     halves = [0.0, 0.0]
     found = False
     for key, series in history.items():
         if key.metric not in ("prompt_tokens", "generation_tokens"):
             continue
-        for half, (lo, hi) in enumerate(((start, mid), (mid, end))):
-            part = series.since(lo).until(hi)
-            if len(part) >= 2:
-                found = True
-                halves[half] += counter_increase(part)[0] / max(part.ts[-1] - part.ts[0], 1e-9)
+        parts = [series.since(start).until(mid), series.since(mid).until(end)]
+        if min(len(p) for p in parts) < 2:
+            continue
+        found = True
+        for half, part in enumerate(parts):
+            halves[half] += counter_increase(part)[0] / max(part.ts[-1] - part.ts[0], 1e-9)
     if not found:
         return None
     base = max(halves[0], halves[1])

@@ -1,8 +1,8 @@
 """The watch detectors as Prometheus recording and alerting rules, for fleets that run Prometheus.
 
 Same `Thresholds` as `watch`, translated to PromQL:
-- leak / time to exhaustion: (capacity - used) / deriv(used[window]), with deriv over the older half of
-  the window (`offset`) also positive, so a one-off step does not read as a leak;
+- leak / time to exhaustion: headroom / deriv(used[window]) (for a GPU, DCGM's free / deriv(used)), with
+  deriv over the older half of the window (`offset`) also positive, so a one-off step does not read as a leak;
 - KV saturation: predict_linear(usage[kv_window], kv_horizon) >= kv_high; full: usage >= kv_high;
 - queue growth: deriv(waiting[queue_window]) > 0 and waiting >= queue_min;
 - preemptions: rate(vllm:num_preemptions_total[window]) * 60 >= per-minute threshold;
@@ -68,10 +68,15 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
     ]
 
 
-def _eta_expr(used: str, capacity: str, window_s: float, horizon_s: float) -> str:
-    """Seconds to exhaustion at the window's slope, when it is below the horizon and the rise is sustained."""
+def _eta_expr(headroom: str, used: str, window_s: float, horizon_s: float) -> str:
+    """Seconds until `headroom` is used up at the slope of `used` over the window; only below the horizon and
+    when the older half of the window rises too (a leak climbs all along; a one-off step does not).
+
+    `used` is a raw selector, not a recorded series: a recording rule has no history when the rules are
+    first loaded, and a leak needs an hour of it.
+    """
     w, half = prom_duration(window_s), prom_duration(window_s / 2)
-    return (f"(({capacity} - {used}) / deriv({used}[{w}]) < {horizon_s:g})"
+    return (f"({headroom}) / deriv({used}[{w}]) < {horizon_s:g}"
             f" and deriv({used}[{w}]) > 0 and deriv({used}[{half}] offset {half}) > 0")
 
 
@@ -88,12 +93,14 @@ def _alert(name: str, expr: str, severity: str, summary: str, description: str, 
 def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
     s = lambda m: _sel(m, o.selector)  # noqa: E731
     kv, waiting = f"{P}vllm_kv_cache_usage:ratio", f"{P}vllm_requests_waiting"
-    gpu_used, gpu_total = f"{P}gpu_memory_used:bytes", f"{P}gpu_memory_total:bytes"
     mem, limit = f"{P}container_memory_working_set:bytes", f"{P}container_memory_limit:bytes"
+    fb_used, fb_free = _sel("DCGM_FI_DEV_FB_USED", o.gpu_selector), _sel("DCGM_FI_DEV_FB_FREE", o.gpu_selector)
+    ws = _sel("container_memory_working_set_bytes", o.container_selector)
+    ws_limit = _sel("container_spec_memory_limit_bytes", o.container_selector)
     restart_window = prom_duration(t.restart_window_s)
     vllm_targets = f"group by (instance, job) ({s('vllm:num_requests_running')})"
     return [
-        _alert("OomguardGpuMemoryLeak", _eta_expr(gpu_used, gpu_total, t.leak_window_s, t.horizon_s), "critical",
+        _alert("OomguardGpuMemoryLeak", _eta_expr(fb_free, fb_used, t.leak_window_s, t.horizon_s), "critical",
                "GPU {{ $labels.gpu }} on {{ $labels.instance }}: memory runs out in {{ $value | humanizeDuration }}",
                f"GPU memory used rises steadily over {prom_duration(t.leak_window_s)} (both halves); at this slope "
                "it reaches the device total in {{ $value | humanizeDuration }}. vLLM preallocates its KV cache, so "
@@ -138,7 +145,7 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
                "Container working set near its memory limit: the kernel OOM killer (exit 137, OOMKilled) is next.",
                "raise the memory limit, fewer replicas per node, serialize model loading, less CPU offload",
                o.for_s),
-        _alert("OomguardHostMemoryLeak", _eta_expr(mem, limit, t.leak_window_s, t.horizon_s), "warning",
+        _alert("OomguardHostMemoryLeak", _eta_expr(f"({ws_limit} > 0) - {ws}", ws, t.leak_window_s, t.horizon_s), "warning",
                "{{ $labels.namespace }}/{{ $labels.pod }} {{ $labels.container }}: memory limit reached in "
                "{{ $value | humanizeDuration }}",
                "Working set rises steadily towards the container limit.",
