@@ -171,8 +171,8 @@ def _join_head(body: str, line: Line) -> str:
     parts = [body.rstrip()]
     for raw in line.following()[:3]:
         nxt = split_body(raw)
-        if not nxt or nxt.startswith(("File ", "Traceback")):
-            break
+        if not nxt or nxt.startswith(("File ", "Traceback")) or "Tried to allocate" in nxt or "OutOfMemory" in nxt:
+            break  # a new message (another rank's OOM), not a continuation
         if any(k in nxt for k in ("is free", "memory in use", "by PyTorch", "private pools", "capacity", "which",
                                   "bytes", "total:", "unallocated")) or not split_prefix_flag(raw):
             parts.append(nxt)

@@ -1,0 +1,155 @@
+"""Evidence -> Diagnosis: ranked causes with confidence, supporting and contradicting lines, explanation,
+fixes, what does not help, how to verify; the recovered setup; the guide's four questions answered from
+the evidence (or named as the evidence to collect next)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, StartupNumber
+from oomguard.diagnose.planner import Ledger, plan_setup
+from oomguard.diagnose.remedies import Fix, advise
+from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
+from oomguard.diagnose.setup import EngineSetup, recover_setup
+
+# How many causes the report lists.
+TOP = 5
+# Evidence lines shown per cause.
+MAX_LINES = 6
+
+
+@dataclass(frozen=True)
+class EvidenceLine:
+    where: str
+    text: str
+    why: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"where": self.where, "text": self.text, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Cause:
+    cls: str
+    confidence: float
+    explanation: str
+    support: tuple[EvidenceLine, ...]
+    contradict: tuple[EvidenceLine, ...]
+    fixes: tuple[Fix, ...]
+    not_helpful: tuple[str, ...]
+    verify: str
+    next_evidence: str
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    causes: tuple[Cause, ...]
+    setup: EngineSetup
+    phase: str
+    phase_why: str
+    questions: tuple[tuple[str, str], ...]
+    separate_by: tuple[str, ...]
+    memory: tuple[tuple[str, str], ...]  # where the memory went: (item, value with its source)
+    ledger: Ledger | None
+    read: tuple[str, ...]
+    skipped: tuple[str, ...]
+
+
+def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
+    out: list[EvidenceLine] = []
+    for c in sorted(tally.of(cls), key=lambda c: -abs(c.weight)):
+        if (c.weight > 0) != positive:
+            continue
+        if not c.facts:
+            if positive and c.weight < 1.0:
+                continue
+            out.append(EvidenceLine("-", "", c.why))
+        for fact in c.facts[:2]:
+            out.append(EvidenceLine(str(fact.where), fact.text, c.why))
+    return tuple(out[:MAX_LINES])
+
+
+def _confidences(tally: Tally) -> dict[str, float]:
+    """Scores -> a distribution; the +1 keeps confidence modest when little evidence was found."""
+    scores = {c: max(0.0, tally.score(c)) for c in CLASSES}
+    total = sum(scores.values()) + 1.0
+    return {c: s / total for c, s in scores.items()}
+
+
+def diagnose(evidence: Evidence) -> Diagnosis:
+    setup = recover_setup(evidence)
+    tally, sit = score(evidence, setup)
+    conf = _confidences(tally)
+    ranked = sorted(CLASSES, key=lambda c: (-tally.score(c), CLASSES.index(c)))[:TOP]
+    causes = []
+    for cls in ranked:
+        if tally.score(cls) <= 0 and causes:
+            continue
+        advice = advise(cls, evidence, setup)
+        causes.append(Cause(cls, round(conf[cls], 3), advice.explanation, _lines(tally, cls, True),
+                            _lines(tally, cls, False), advice.fixes, advice.not_helpful, advice.verify,
+                            advice.next_evidence, advice.notes))
+    ledger = plan_setup(setup)
+    return Diagnosis(
+        causes=tuple(causes), setup=setup, phase=sit.phase, phase_why=sit.phase_why,
+        questions=_questions(evidence, sit), separate_by=tuple(c.next_evidence for c in causes[:3]),
+        memory=_memory(evidence, ledger), ledger=ledger,
+        read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
+        skipped=tuple(evidence.skipped),
+    )
+
+
+def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
+    """The triage guide's four questions, answered from the evidence where it can."""
+    phase = {"runtime": "runtime (the server was serving)", "unknown": "unknown: collect the first traceback and "
+             "the last 50 log lines"}.get(sit.phase, sit.phase.replace("-", " ") + f" ({sit.phase_why})")
+    crash = sit.kv_at_crash
+    kv = (f"{crash.kv_usage:.0%} at {crash.where}" if crash and crash.kv_usage is not None else
+          "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure")
+    host = bool(ev.signals("host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "cgroup-oom-kill",
+                           "host-enomem", "unified-memory-exhausted"))
+    gpu = bool(ev.of(OomMessage))
+    node = ("node/container memory (exit 137, OOMKilled, kernel OOM or ENOMEM)" if host and not gpu else
+            "both a GPU OOM and a host kill are in the evidence" if host and gpu else
+            "GPU memory (a CUDA/HIP OOM, the process was not SIGKILLed)" if gpu else
+            "unknown: kubectl describe pod (Last State) and dmesg -T | grep -i oom")
+    return (("1. When did it fail: startup, load test or peak?", phase),
+            ("2. KV cache usage at the failure?", kv),
+            ("3. All requests or only long ones?", "not in the evidence: compare prompt+output lengths of the failing "
+             "requests with max_model_len"),
+            ("4. GPU OOM or node memory?", node))
+
+
+def _memory(ev: Evidence, ledger: Ledger | None) -> tuple[tuple[str, str], ...]:
+    """Where the memory went, from the engine's own startup lines, then the planner's ledger, then the OOM."""
+    out: list[tuple[str, str]] = []
+    labels = {"gpu_total_bytes": "GPU total", "budget_bytes": "budget (total x utilization)",
+              "weights_bytes": "weights", "activation_bytes": "activation peak", "non_torch_bytes": "non-torch",
+              "cuda_graph_estimate_bytes": "CUDA graphs (estimate)", "cuda_graph_actual_bytes": "CUDA graphs",
+              "kv_available_bytes": "KV cache", "sglang_weights_bytes": "memory used after weight load (SGLang)"}
+    seen: dict[str, StartupNumber] = {}
+    for n in ev.of(StartupNumber):
+        if n.quantity in labels:
+            seen[n.quantity] = n
+    for q, label in labels.items():
+        if q in seen:
+            out.append((label, f"{seen[q].value / (1 << 30):.2f} GiB (logged, {seen[q].where})"))
+    if ledger is not None:
+        for label, gib in ledger.lines():
+            if not any(o[0] == label for o in out):
+                out.append((label, f"{gib:.2f} GiB (planner)"))
+    ooms = [o for o in ev.of(OomMessage) if o.total]
+    if ooms:
+        o = ooms[0]
+        if o.allocated is not None:
+            out.append(("allocated by PyTorch at the OOM", f"{o.allocated / (1 << 30):.2f} GiB ({o.where})"))
+        if o.reserved_unallocated is not None:
+            out.append(("reserved but unallocated", f"{o.reserved_unallocated / (1 << 30):.2f} GiB ({o.where})"))
+        others = sum(u for _, u in o.processes) if o.this_process is not None else 0
+        if others:
+            out.append(("other processes", f"{others / (1 << 30):.2f} GiB ({o.where})"))
+    limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
+    if limits:
+        out.append(("container memory limit", f"{limits[0].value / (1 << 30):.2f} GiB ({limits[0].where})"))
+    return tuple(out)

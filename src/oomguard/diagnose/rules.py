@@ -1,0 +1,568 @@
+"""The causes, as mechanisms: each rule looks at typed facts (never at a report's wording) and adds weight,
+for or against, to the cause classes the facts bear on.
+
+What separates the classes (the generic "Tried to allocate" appears in most of them):
+- the phase: which startup step had been reached (milestones), which frames were on the stack;
+- the allocator's own numbers: requested vs free, reserved-but-unallocated (fragmentation), other processes;
+- the KV usage at the crash (exhaustion vs a transient activation), the step shape (padding);
+- host signals: exit 137, OOMKilled, oom_kill counters, ENOMEM, NVRM on unified memory;
+- the engine's own errors and their numbers (free memory at start, KV needed vs available, CUDA-graph estimate);
+- configuration risks, weakly (gmu 0.99, huge batched tokens, 1024 sampler rows, VLM limits, spec decode).
+Weights: STRONG for a mechanism the evidence states, MEDIUM for one it implies, WEAK for config risks and priors.
+Each (class, reason) counts once, however many lines repeat it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from oomguard.diagnose.evidence import (Evidence, Fact, Frame, GpuProcess, HostMemory, LoadSample, OomMessage,
+                                        ScheduledStep, Signal, Snapshot, StartupNumber)
+from oomguard.diagnose.setup import EngineSetup
+
+CLASSES = (
+    "weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv", "activation-peak",
+    "sampler-or-logits", "cuda-graph-capture", "ep-all2all-buffer", "dp-replica-kv-accounting",
+    "kv-exhaustion-at-runtime", "fragmentation", "memory-leak", "other-process-or-shared-gpu", "host-ram-oom",
+    "multimodal-encoder", "spec-decode-or-lora-extra", "int32-index-overflow", "other",
+)
+
+STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
+GIB = 1 << 30
+MIB = 1 << 20
+# KV usage at or above this at the crash means the pool was full (vLLM preempts from ~100%).
+KV_FULL = 0.90
+# At or below this the pool had room: an OOM then is not KV.
+KV_ROOMY = 0.60
+# Reserved-but-unallocated at least this and at least the request: the allocator had the bytes, not one piece.
+FRAGMENTED_MIN = 512 * MIB
+# Below this (or 10% of the request) reserved-but-unallocated rules fragmentation out.
+FRAGMENTED_NEGLIGIBLE = 256 * MIB
+# Another process holding this much of the GPU is worth naming.
+OTHER_PROCESS_MIN = 1 * GIB
+# A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
+CUDAGRAPH_HUGE = 20 * GIB
+CUDAGRAPH_HUGE_SHARE = 0.30
+# One long chunk padding many short rows: padded rows x max length over real tokens.
+PADDING_RATIO = 4.0
+# Configuration risks.
+HIGH_UTILIZATION = 0.97
+HUGE_BATCHED_TOKENS = 32768
+SAMPLER_ROWS_RISK = 1024
+# Model ids that carry a vision/audio encoder (multimodal profiling runs the encoder at its maximum input).
+MULTIMODAL_MODEL = re.compile(r"(?i)(-vl\b|vl-|\bvl\b|vision|llava|mllama|pixtral|internvl|minicpm-?v|qwen\d?(\.\d)?-?vl|"
+                              r"gemma-?3|gemma-?4|idefics|paligemma|phi-?\d?-?(mm|vision)|molmo|kimi-vl|glm-?4v|aria)")
+
+# Frame categories: (category, substrings of function name or path), most specific first.
+FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("all2all", ("all2all", "all_to_all", "deep_ep", "deepep", "pplx", "nvshmem", "moe_a2a", "prepare_finalize",
+                 "mori", "low_latency_dispatch")),
+    ("sampler", ("sampler.py", "_dummy_sampler_run", "compute_logits", "logits_processor", "apply_top_k_top_p",
+                 "topk_topp", "prompt_logprobs", "gather_logprobs", "compute_logprobs")),
+    ("encoder", ("visual", "vision", "_execute_mm_encoder", "get_multimodal_embeddings", "embed_multimodal",
+                 "pixel", "siglip", "mm_encoder", "patch_embed", "image_encoder", "encoder_runner",
+                 "profile_encoder")),
+    ("spec-decode", ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose")),
+    ("lora", ("lora", "punica")),
+    ("cudagraph", ("capture_model", "cudagraph", "cuda_graph", "graph_capture", "capture_graph", "_capture",
+                   "profile_cudagraph_memory", "_init_minimal_kv_cache_for_profiling")),
+    ("kv-alloc", ("initialize_kv_cache", "allocate_kv_cache", "_allocate_kv_cache", "init_kv_cache",
+                  "_check_enough_kv_cache_memory", "get_kv_cache_config", "_reshape_kv_cache", "bind_kv_cache")),
+    ("profile", ("profile_run", "determine_num_available_blocks", "determine_available_memory", "memory_profiling",
+                 "_dummy_run", "profile_")),
+    ("weights", ("load_model", "load_weights", "create_weights", "weight_loader", "model_loader",
+                 "process_weights_after_loading", "initialize_model", "_initialize_model", "weight_utils",
+                 "safetensors")),
+    ("serving", ("serving_chat", "serving_completion", "api_server", "async_llm", "execute_model", "step",
+                 "run_engine_core", "run_busy_loop")),
+)
+
+
+def frame_category(frame: Frame) -> str | None:
+    """The step a frame belongs to; the code line under it (the call it was making) decides first."""
+    path, func = frame.path.lower(), frame.function
+    for text in (frame.code.lower(), f"{path} {func.lower()}"):
+        for category, keys in FRAME_CATEGORIES:
+            if any(k in text for k in keys):
+                return category
+    if func == "__init__" and ("/models/" in path or "/layers/" in path):
+        return "weights"  # building a module allocates its parameters
+    if func == "forward" or "/models/" in path or "/layers/" in path or "torch/nn/" in path:
+        return "forward"
+    return None
+
+
+@dataclass
+class Contribution:
+    cls: str
+    weight: float
+    why: str
+    facts: list[Fact] = field(default_factory=list)
+
+
+@dataclass
+class Tally:
+    """Weights per (class, reason); the same reason counts once (its strongest weight)."""
+
+    parts: dict[tuple[str, str], Contribution] = field(default_factory=dict)
+
+    def add(self, cls: str, weight: float, why: str, *facts: Fact | None) -> None:
+        key = (cls, why)
+        have = self.parts.get(key)
+        real = [f for f in facts if f is not None]
+        if have is None:
+            self.parts[key] = Contribution(cls, weight, why, real)
+        else:
+            if abs(weight) > abs(have.weight):
+                have.weight = weight
+            have.facts.extend(f for f in real if f not in have.facts)
+
+    def score(self, cls: str) -> float:
+        return sum(c.weight for c in self.parts.values() if c.cls == cls)
+
+    def of(self, cls: str) -> list[Contribution]:
+        return [c for c in self.parts.values() if c.cls == cls]
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the facts say about when and where it failed, computed once for all rules."""
+
+    failures: list[Fact]
+    first_failure: Fact | None
+    phase: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'
+    #             | 'runtime' | 'host' | 'unknown'
+    phase_why: str
+    phase_fact: Fact | None
+    categories: dict[str, list[Frame]]
+    kv_at_crash: LoadSample | None
+    gpu_failure: bool  # a GPU-side failure: an OOM message, an engine memory error, or a traceback (not a host kill)
+
+
+FAILURE_SIGNALS = {
+    "free-memory-below-utilization", "no-kv-cache-memory", "negative-kv-memory", "max-model-len-exceeds-kv",
+    "cannot-auto-fit", "load-model-failed", "sampler-warmup-oom", "pooler-warmup-oom", "profiling-memory-released",
+    "int32-index-math", "illegal-memory-access", "hsa-out-of-resources", "deepep-error", "nvshmem-alloc",
+    "sglang-negative-token-budget", "sglang-not-enough-memory", "host-killed", "exit-137", "oom-killed",
+    "kernel-oom-kill", "host-enomem", "unified-memory-exhausted", "cgroup-oom-kill", "engine-dead",
+}
+MILESTONE_PHASE = {
+    "milestone-weights-loading": "startup-weights", "milestone-weights-loaded": "startup-profile",
+    "milestone-profile": "startup-profile", "milestone-mm-profile": "startup-profile",
+    "milestone-kv-sized": "startup-cudagraph", "milestone-cudagraph-start": "startup-cudagraph",
+    "milestone-cudagraph-done": "startup-warmup", "milestone-serving": "runtime",
+}
+# Engine errors raised at one known step.
+SIGNAL_PHASE = {
+    "free-memory-below-utilization": "startup-weights", "load-model-failed": "startup-weights",
+    "no-kv-cache-memory": "startup-kv-alloc", "negative-kv-memory": "startup-kv-alloc",
+    "max-model-len-exceeds-kv": "startup-kv-alloc", "cannot-auto-fit": "startup-kv-alloc",
+    "sampler-warmup-oom": "startup-warmup", "sglang-negative-token-budget": "startup-kv-alloc",
+    "sglang-not-enough-memory": "startup-kv-alloc", "host-killed": "host", "exit-137": "host", "oom-killed": "host",
+    "kernel-oom-kill": "host", "cgroup-oom-kill": "host", "host-enomem": "host", "unified-memory-exhausted": "host",
+}
+MILESTONE_ORDER = ("milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-mm-profile",
+                   "milestone-kv-sized", "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving")
+
+
+def situation(ev: Evidence) -> Situation:
+    failures: list[Fact] = [*ev.of(OomMessage), *[s for s in ev.of(Signal) if s.name in FAILURE_SIGNALS]]
+    failures.sort(key=lambda f: (f.where.source, f.where.line))
+    first = failures[0] if failures else None
+    categories: dict[str, list[Frame]] = {}
+    for frame in ev.of(Frame):
+        cat = frame_category(frame)
+        if cat:
+            categories.setdefault(cat, []).append(frame)
+    samples = ev.of(LoadSample)
+    kv_at_crash = None
+    with_kv = [s for s in samples if s.kv_usage is not None]
+    if with_kv:
+        kv_at_crash = with_kv[-1]
+        if first is not None:
+            before = [s for s in with_kv if s.where.source == first.where.source and s.where.line <= first.where.line]
+            kv_at_crash = before[-1] if before else kv_at_crash
+    phase, why, fact = _phase(ev, first, categories, samples)
+    host = {"host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "host-enomem", "unified-memory-exhausted",
+            "cgroup-oom-kill"}
+    host_failure = any(isinstance(f, Signal) and f.name in host for f in failures)
+    gpu_failure = any(not (isinstance(f, Signal) and f.name in host) for f in failures) or (
+        bool(ev.of(Frame)) and not host_failure)
+    return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
+
+
+def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], samples: list[LoadSample]
+           ) -> tuple[str, str, Fact | None]:
+    for cat, phase in (("cudagraph", "startup-cudagraph"), ("kv-alloc", "startup-kv-alloc"),
+                       ("profile", "startup-profile"), ("weights", "startup-weights")):
+        if cat in cats:
+            return phase, f"a {cat} frame is on the stack", cats[cat][0]
+    milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
+    if first is not None:
+        milestones = [m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line]
+    if milestones:
+        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        return MILESTONE_PHASE[last.name], f"the last startup step logged before the failure: {last.name[10:]}", last
+    if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
+        return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    if samples or "serving" in cats or "forward" in cats:
+        fact: Fact | None = samples[0] if samples else (cats.get("serving") or cats.get("forward") or [None])[0]
+        return "runtime", "the server was serving (stats lines / request frames)", fact
+    return "unknown", "no startup step or serving line in the evidence", None
+
+
+def score(ev: Evidence, setup: EngineSetup) -> tuple[Tally, Situation]:
+    tally = Tally()
+    sit = situation(ev)
+    _engine_errors(ev, setup, tally, sit)
+    _oom_messages(ev, setup, tally, sit)
+    _frames(ev, tally, sit)
+    _phase_rules(ev, setup, tally, sit)
+    _runtime(ev, setup, tally, sit)
+    _host(ev, tally)
+    _processes(ev, tally)
+    _snapshot(ev, tally)
+    _dp_ranks(ev, tally)
+    _config(setup, tally, sit)
+    _prose(ev, tally)
+    _priors(tally, sit)
+    return tally, sit
+
+
+def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    for s in ev.signals("free-memory-below-utilization"):
+        t.add("other-process-or-shared-gpu", STRONG, "less memory was free at start than the utilization asks for: "
+              "something else holds part of the GPU", s)
+    estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
+    total = setup.gpu_total_bytes
+    for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit"):
+        t.add("kv-cache-insufficient-at-startup", STRONG, "the engine found no memory left for KV blocks", s)
+        huge = [e for e in estimates if e.value >= CUDAGRAPH_HUGE or (total and e.value >= CUDAGRAPH_HUGE_SHARE * total)]
+        if huge:
+            t.add("cuda-graph-capture", STRONG + 1.0, "the CUDA-graph memory estimate alone is a large share of the "
+                  "budget and left nothing for KV", huge[0], s)
+        weights = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes"]
+        budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
+        if weights and budgets and weights[-1].value >= 0.9 * budgets[-1].value:
+            t.add("weights-dont-fit", MEDIUM, "the weights alone take >= 90% of the budget", weights[-1], budgets[-1])
+    for s in ev.signals("max-model-len-exceeds-kv"):
+        t.add("max-model-len-exceeds-kv", STRONG + 0.5, "one request at max_model_len needs more KV than the pool has", s)
+        t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
+    for s in ev.signals("load-model-failed"):
+        t.add("weights-dont-fit", STRONG, "vLLM failed loading the weights for lack of GPU memory", s)
+    for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
+        t.add("sampler-or-logits", STRONG + 0.5, "the OOM happened in the sampler warm-up over max_num_seqs dummy "
+              "requests x the vocabulary", s)
+        if setup.v1 is not False and (setup.version_tuple or (0, 0)) < (0, 21):
+            t.add("cuda-graph-capture", WEAK, "before v0.21 the graph pool was outside the budget and the sampler "
+                  "warm-up ran after capture", s)
+    for s in ev.signals("profiling-memory-released"):
+        t.add("other-process-or-shared-gpu", STRONG, "free memory changed during profiling: another process "
+              "shares the GPU", s)
+    for s in ev.signals("cudagraph-estimate-hint"):
+        t.add("cuda-graph-capture", STRONG, "the OOM text points at the CUDA-graph memory estimate", s)
+    for s in ev.signals("int32-index-math"):
+        t.add("int32-index-overflow", STRONG + 1.0, "a kernel's 32-bit index math overflowed (more than 2^31 "
+              "elements)", s)
+    for s in ev.signals("illegal-memory-access"):
+        t.add("int32-index-overflow", MEDIUM, "an illegal memory access in a kernel is how 32-bit offsets "
+              "overflow silently", s)
+        if sit.phase == "startup-profile":
+            t.add("int32-index-overflow", MEDIUM, "it happened in the profile run, the largest step shape", s)
+    for s in ev.signals("deepep-error"):
+        t.add("ep-all2all-buffer", STRONG, "DeepEP (expert-parallel all-to-all) failed: its buffers are allocated "
+              "outside PyTorch and surface as 'invalid argument' when the memory is not there", s)
+    for s in ev.signals("nvshmem-alloc"):
+        t.add("ep-all2all-buffer", STRONG, "an NVSHMEM allocation (the EP all-to-all buffer) failed or was probed", s)
+    for s in ev.signals("nccl-error"):
+        t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
+        t.add("kv-cache-insufficient-at-startup", STRONG, "SGLang's profiled KV token budget is zero or negative", s)
+        t.add("weights-dont-fit", WEAK, "weights leave no room for the static pool at this mem_fraction_static", s)
+    for s in ev.signals("sglang-unbalanced-memory"):
+        t.add("other-process-or-shared-gpu", STRONG, "SGLang saw unequal free memory across GPUs: another process", s)
+    for s in ev.signals("sglang-retract"):
+        t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
+
+
+def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    for o in ev.of(OomMessage):
+        if o.reserved_unallocated is not None and o.requested:
+            if o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested):
+                t.add("fragmentation", STRONG, "reserved-but-unallocated memory exceeds the failed request: the "
+                      "bytes were there, not in one piece", o)
+            elif o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested / 2):
+                t.add("fragmentation", MEDIUM, "reserved-but-unallocated memory is a large share of the request", o)
+            elif o.reserved_unallocated < max(FRAGMENTED_NEGLIGIBLE, o.requested / 10):
+                t.add("fragmentation", -MEDIUM, "reserved-but-unallocated memory is small against the request: "
+                      "not fragmentation", o)
+        if o.flavor == "expandable-segments":
+            t.add("fragmentation", -WEAK, "expandable segments were on: segments grow in place, fragmentation is "
+                  "unlikely", o)
+        if o.private_pools and o.private_pools >= 1 * GIB:
+            t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
+        if o.flavor in ("hsa",):
+            t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
+        others = _other_process_bytes(o)
+        if others is not None and others >= OTHER_PROCESS_MIN:
+            t.add("other-process-or-shared-gpu", STRONG, "other processes hold GPU memory on the failing device", o)
+        elif others == 0 and (o.this_process or len(o.processes) == 1):
+            t.add("other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o)
+
+
+def _other_process_bytes(o: OomMessage) -> int | None:
+    """Bytes held by processes other than the failing one, from the OOM message's process list."""
+    if o.this_process is not None:
+        return sum(used for _, used in o.processes)
+    if len(o.processes) >= 2:
+        ordered = sorted(used for _, used in o.processes)
+        return sum(ordered[:-1])  # the largest is the failing engine itself
+    if len(o.processes) == 1:
+        return 0
+    return None
+
+
+def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
+    cats = sit.categories
+    has_oom = sit.gpu_failure
+
+    def first(cat: str) -> Frame:
+        return cats[cat][0]
+
+    if "all2all" in cats:
+        t.add("ep-all2all-buffer", STRONG, "the stack is in the expert-parallel all-to-all (dispatch/combine)",
+              first("all2all"))
+    if "sampler" in cats and has_oom:
+        t.add("sampler-or-logits", STRONG, "the stack is in the sampler / logits computation", first("sampler"))
+    if "encoder" in cats and has_oom:
+        t.add("multimodal-encoder", STRONG, "the stack is in the vision/multimodal encoder", first("encoder"))
+    if "spec-decode" in cats and has_oom:
+        t.add("spec-decode-or-lora-extra", STRONG, "the stack is in speculative decoding (draft model)",
+              first("spec-decode"))
+    if "lora" in cats and has_oom:
+        t.add("spec-decode-or-lora-extra", MEDIUM, "the stack is in LoRA", first("lora"))
+    if "cudagraph" in cats and has_oom:
+        t.add("cuda-graph-capture", STRONG, "the OOM happened while capturing CUDA graphs", first("cudagraph"))
+    if "weights" in cats and has_oom and "cudagraph" not in cats and "profile" not in cats:
+        t.add("weights-dont-fit", STRONG, "the OOM happened while building or loading the model's weights",
+              first("weights"))
+    if "kv-alloc" in cats and has_oom and not any(isinstance(f, Signal) and f.name == "max-model-len-exceeds-kv"
+                                                  for f in sit.failures):
+        t.add("kv-cache-insufficient-at-startup", MEDIUM, "the failure is in KV-cache sizing or allocation",
+              first("kv-alloc"))
+    if "profile" in cats and has_oom and not ({"sampler", "encoder", "cudagraph"} & cats.keys()):
+        mm = ev.signals("milestone-mm-profile")
+        if mm:
+            t.add("multimodal-encoder", STRONG, "it failed in the multimodal profile run: the encoder runs on the "
+                  "largest inputs x the profile batch", mm[-1], first("profile"))
+        t.add("activation-peak", MEDIUM if mm else STRONG, "the OOM happened in the profile run "
+              "(max_num_batched_tokens through the model)", first("profile"))
+    if "forward" in cats and has_oom and not ({"weights", "profile", "cudagraph", "encoder", "sampler"} & cats.keys()):
+        t.add("activation-peak", MEDIUM, "the OOM happened inside a layer's forward at runtime", first("forward"))
+
+
+def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    if sit.gpu_failure and sit.categories.keys() & {"weights", "profile", "cudagraph", "kv-alloc", "sampler",
+                                                    "encoder"}:
+        return  # the stack already placed it
+    fact = sit.phase_fact
+    generic_oom = any(isinstance(f, OomMessage) for f in sit.failures) and not any(
+        isinstance(f, Signal) and f.name in ("sampler-warmup-oom", "no-kv-cache-memory", "max-model-len-exceeds-kv",
+                                             "free-memory-below-utilization", "load-model-failed")
+        for f in sit.failures)
+    ended_here = not sit.failures  # the log stops at this step (a crash without its error text, or a bare stack)
+    if not (generic_oom or ended_here):
+        return
+    mm = ev.signals("milestone-mm-profile")
+    if sit.phase == "startup-weights":
+        t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
+    elif sit.phase == "startup-profile":
+        if mm:
+            t.add("multimodal-encoder", STRONG if generic_oom else MEDIUM, "it failed in the multimodal profile run "
+                  "(the encoder at its largest input x the profile batch)", mm[-1])
+        t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-cudagraph":
+        t.add("cuda-graph-capture", STRONG if generic_oom else MEDIUM, "the KV pool was sized and the next step, "
+              "CUDA-graph capture, did not finish", fact)
+        t.add("sampler-or-logits", WEAK, "the sampler warm-up also runs after the KV pool is allocated", fact)
+    elif sit.phase == "startup-warmup":
+        t.add("sampler-or-logits", MEDIUM, "graphs were captured; the sampler warm-up follows", fact)
+
+
+def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    samples = [s for s in ev.of(LoadSample) if s.kv_usage is not None]
+    crash = sit.kv_at_crash
+    has_oom = any(isinstance(f, OomMessage) for f in sit.failures)
+    if crash is not None and crash.kv_usage is not None:
+        if crash.kv_usage >= KV_FULL:
+            t.add("kv-exhaustion-at-runtime", STRONG, f"KV usage was {crash.kv_usage:.0%} at the end: the pool was "
+                  "full", crash)
+            if (crash.waiting or 0) > 0:
+                t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were waiting while KV was full", crash)
+            if has_oom:
+                t.add("activation-peak", WEAK, "an allocation failed while the KV pool was full", crash)
+        elif crash.kv_usage <= KV_ROOMY:
+            t.add("kv-exhaustion-at-runtime", -STRONG, f"KV usage was only {crash.kv_usage:.0%}: the pool had room", crash)
+            if has_oom or any(o.flavor == "expandable-segments" for o in ev.of(OomMessage)):
+                t.add("activation-peak", STRONG, f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient "
+                      "activation peak, not KV", crash)
+    preempt = [s for s in ev.of(LoadSample) if s.preemptions]
+    if preempt:
+        t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were preempted (KV over-subscribed)", preempt[-1])
+    # KV held with nothing running: blocks that are never freed.
+    for s in samples:
+        if s.running == 0 and (s.waiting or 0) == 0 and (s.kv_usage or 0) >= 0.5:
+            t.add("memory-leak", STRONG, "KV usage stays high with no request running: blocks are not freed", s)
+            break
+    if len(samples) >= 3 and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in zip(samples, samples[1:])) \
+            and (samples[-1].kv_usage or 0) >= KV_FULL:
+        t.add("memory-leak", WEAK, "KV usage only ever rose until full (a leak if it does not fall when traffic "
+              "stops)", samples[-1])
+    for step in ev.of(ScheduledStep):
+        rows = len(step.tokens_per_request)
+        longest, real = max(step.tokens_per_request), sum(step.tokens_per_request)
+        if rows >= 2 and real and rows * longest / real >= PADDING_RATIO:
+            t.add("activation-peak", STRONG, f"the step packs {rows} requests with one {longest:,}-token chunk: "
+                  f"padded to {rows * longest:,} rows for {real:,} real tokens", step)
+
+
+def _host(ev: Evidence, t: Tally) -> None:
+    names = {"host-killed": "the process was killed (SIGKILL) with no Python traceback",
+             "exit-137": "exit code 137 = 128 + SIGKILL",
+             "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
+             "kernel-oom-kill": "the kernel's OOM killer killed the process",
+             "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
+             "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
+             "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
+                                         "allocations are host RAM there"}
+    for name, why in names.items():
+        for s in ev.signals(name):
+            t.add("host-ram-oom", STRONG if name != "host-killed" else MEDIUM + 0.5, why, s)
+    limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
+    currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
+    if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):
+        t.add("host-ram-oom", MEDIUM, "container memory is at its limit", currents[-1], limits[0])
+    avail = [h for h in ev.of(HostMemory) if h.quantity == "available"]
+    totals = [h for h in ev.of(HostMemory) if h.quantity == "total"]
+    if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
+        t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
+    rss = [h for h in ev.of(HostMemory) if h.quantity == "rss"]
+    if len(rss) >= 3 and all(b.value >= a.value for a, b in zip(rss, rss[1:])) and rss[-1].value >= 1.2 * rss[0].value:
+        t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
+        if t.score("host-ram-oom") > 0:
+            t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+    if t.score("host-ram-oom") > 0:
+        for o in ev.of(OomMessage)[:1]:
+            t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
+
+
+def _processes(ev: Evidence, t: Tally) -> None:
+    procs = ev.of(GpuProcess)
+    by_gpu: dict[int | None, list[GpuProcess]] = {}
+    for p in procs:
+        by_gpu.setdefault(p.gpu, []).append(p)
+    for gpu, plist in by_gpu.items():
+        pids = {p.pid for p in plist}
+        if len(pids) >= 2:
+            ordered = sorted(plist, key=lambda p: -p.used)
+            others = sum(p.used for p in ordered[1:])
+            if others >= OTHER_PROCESS_MIN:
+                t.add("other-process-or-shared-gpu", STRONG, "nvidia-smi shows more than one process holding "
+                      "memory on the same GPU", *ordered[:3])
+
+
+def _snapshot(ev: Evidence, t: Tally) -> None:
+    for s in ev.of(Snapshot):
+        free_in_pool = s.reserved - s.allocated
+        if s.failed_request and free_in_pool >= s.failed_request and s.largest_free_block < s.failed_request:
+            t.add("fragmentation", STRONG + 1.0, "the snapshot's cached free memory exceeds the failed request but "
+                  "its largest free block is smaller", s)
+        elif s.failed_request and s.largest_free_block >= s.failed_request:
+            t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
+
+
+def _dp_ranks(ev: Evidence, t: Tally) -> None:
+    per_rank: dict[str, StartupNumber] = {}
+    for n in ev.of(StartupNumber):
+        if n.quantity in ("num_gpu_blocks", "kv_cache_tokens") and re.search(r"DP\d+", n.process_tag):
+            per_rank[re.search(r"DP\d+", n.process_tag).group(0)] = n  # type: ignore[union-attr]
+    if len(per_rank) >= 2:
+        values = [n.value for n in per_rank.values()]
+        if max(values) > 1.05 * min(values):
+            t.add("dp-replica-kv-accounting", STRONG, "data-parallel ranks sized different KV pools (each profiles "
+                  "its own)", *per_rank.values())
+
+
+def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    where = setup.provenance
+    u = setup.flag_float("gpu_memory_utilization")
+    mnbt = setup.flag_int("max_num_batched_tokens")
+    seqs = setup.flag_int("max_num_seqs")
+    startup_only = sit.phase.startswith("startup")
+    fact = None
+    if u is not None and u >= HIGH_UTILIZATION:
+        t.add("activation-peak", WEAK + 0.3, f"gpu_memory_utilization {u} leaves almost no slack for peaks the "
+              "profile did not see", fact)
+        if not setup.flag_true("enforce_eager"):
+            t.add("cuda-graph-capture", WEAK, f"gpu_memory_utilization {u} leaves little room for graph capture", fact)
+    if mnbt is not None and mnbt >= HUGE_BATCHED_TOKENS:
+        t.add("activation-peak", MEDIUM, f"max_num_batched_tokens {mnbt:,}: a step that large has a large "
+              "activation peak", fact)
+    if setup.flag("enable_chunked_prefill") in ("false", "False") and (setup.flag_int("max_model_len") or 0) >= 16384:
+        t.add("activation-peak", MEDIUM, "chunked prefill is off: a whole long prompt runs in one step", fact)
+    if seqs is not None and seqs >= SAMPLER_ROWS_RISK and not startup_only:
+        t.add("sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler's logits rows scale with it", fact)
+    elif seqs is not None and seqs >= SAMPLER_ROWS_RISK:
+        t.add("sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler warm-up runs that many rows", fact)
+    if setup.flag_true("enforce_eager"):
+        t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
+    if any(setup.flag(k) not in (None, "None", "none", "null") for k in ("speculative_config", "speculative_model",
+                                                                         "num_speculative_tokens")):
+        t.add("spec-decode-or-lora-extra", WEAK, "speculative decoding is configured (a draft model and its KV)", fact)
+    if setup.flag_true("enable_lora"):
+        t.add("spec-decode-or-lora-extra", WEAK, "LoRA is enabled (adapter buffers)", fact)
+    model = setup.model or ""
+    if MULTIMODAL_MODEL.search(model) or any(k in setup.flags for k in ("limit_mm_per_prompt", "mm_processor_kwargs")):
+        weight = MEDIUM if sit.phase in ("startup-profile", "unknown") else WEAK
+        t.add("multimodal-encoder", weight, "a multimodal model: V1 profiles its encoder at the largest input",
+              fact)
+    if setup.parallel("data_parallel_size") > 1:
+        t.add("dp-replica-kv-accounting", WEAK, "data parallel: each DP rank sizes its own KV pool", fact)
+    if setup.flag_true("enable_expert_parallel") or "deepep" in (setup.flag("all2all_backend") or "") or \
+            "deepep" in (setup.flag("VLLM_ALL2ALL_BACKEND") or "") or "deepep" in (setup.flag("moe_a2a_backend") or ""):
+        t.add("ep-all2all-buffer", WEAK + 0.3, "expert parallel: all-to-all buffers outside the KV budget", fact)
+    if setup.engine == "sglang" and sit.phase in ("runtime", "unknown") and sit.failures:
+        t.add("cuda-graph-capture", WEAK, "SGLang keeps CUDA-graph buffers for large decode batches in the dynamic "
+              "slack", fact)
+        t.add("activation-peak", WEAK, "SGLang's prefill activations use the same dynamic slack", fact)
+    del where
+
+
+PROSE = {
+    "prose-leak": ("memory-leak", STRONG - 0.5), "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-fragmentation": ("fragmentation", STRONG - 0.5), "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
+    "prose-activation": ("activation-peak", MEDIUM + 0.5), "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
+    "prose-lora": ("spec-decode-or-lora-extra", MEDIUM), "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),
+    "prose-dp-blocks-differ": ("dp-replica-kv-accounting", STRONG), "prose-cudagraph": ("cuda-graph-capture", MEDIUM),
+    "prose-not-cudagraph": ("cuda-graph-capture", -STRONG), "prose-library-regression": ("other", MEDIUM + 0.5),
+    "prose-logprobs": ("sampler-or-logits", STRONG - 0.5), "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
+    "prose-multimodal": ("multimodal-encoder", MEDIUM),
+}
+
+
+def _prose(ev: Evidence, t: Tally) -> None:
+    for s in ev.signals(*PROSE):
+        cls, weight = PROSE[s.name]
+        t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
+
+
+def _priors(t: Tally, sit: Situation) -> None:
+    """When little places the failure, the usual suspects in the order they usually are."""
+    t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
+    if any(isinstance(f, OomMessage) for f in sit.failures):
+        for cls, w in (("activation-peak", PRIOR * 2), ("other-process-or-shared-gpu", PRIOR * 1.5),
+                       ("weights-dont-fit", PRIOR), ("fragmentation", PRIOR * 0.5),
+                       ("kv-exhaustion-at-runtime", PRIOR * 0.5)):
+            t.add(cls, w, "a GPU OOM with little context: a usual cause")

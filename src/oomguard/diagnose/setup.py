@@ -1,0 +1,122 @@
+"""The engine setup behind the failure, recovered from the evidence: engine, version, model, GPU and flags,
+each with where it was read. This is what the planner is asked to re-plan."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from oomguard.diagnose.evidence import Evidence, Flags, GpuMemory, OomMessage, StartupNumber, Version, Where
+
+# Spellings of the same flag in different evidence (argv, non-default args, SGLang) -> vLLM field name.
+FLAG_ALIASES = {
+    "tp": "tensor_parallel_size", "tp_size": "tensor_parallel_size", "pp": "pipeline_parallel_size",
+    "pp_size": "pipeline_parallel_size", "dp": "data_parallel_size", "dp_size": "data_parallel_size",
+    "max_seq_len": "max_model_len", "context_length": "max_model_len", "model_path": "model", "model_tag": "model",
+    "device_memory_utilization": "gpu_memory_utilization", "kv_cache_memory": "kv_cache_memory_bytes",
+    "expert_parallel_size": "expert_parallel_size",
+}
+TRUE = ("true", "1", "yes", "on")
+_V1_ENGINE = re.compile(r"V1 LLM engine")
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    engine: str  # 'vllm' | 'sglang' | 'unknown'
+    version: str | None
+    model: str | None
+    gpu_name: str | None
+    gpu_total_bytes: int | None
+    flags: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, Where] = field(default_factory=dict)
+    v1: bool | None = None
+
+    def flag(self, name: str) -> str | None:
+        return self.flags.get(name)
+
+    def flag_int(self, name: str) -> int | None:
+        value = self.flags.get(name)
+        try:
+            return int(float(value)) if value is not None else None
+        except ValueError:
+            return None
+
+    def flag_float(self, name: str) -> float | None:
+        value = self.flags.get(name)
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    def flag_true(self, name: str) -> bool:
+        value = self.flags.get(name)
+        return value is not None and value.lower() in TRUE
+
+    def parallel(self, name: str) -> int:
+        return self.flag_int(name) or 1
+
+    @property
+    def version_tuple(self) -> tuple[int, int] | None:
+        m = re.match(r"v?(\d+)\.(\d+)", self.version or "")
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"engine": self.engine, "version": self.version, "model": self.model, "gpu": self.gpu_name,
+                "gpu_total_gib": round(self.gpu_total_bytes / (1 << 30), 2) if self.gpu_total_bytes else None,
+                "v1": self.v1, "flags": dict(self.flags),
+                "provenance": {k: str(v) for k, v in self.provenance.items()}}
+
+
+def recover_setup(evidence: Evidence) -> EngineSetup:
+    flags: dict[str, str] = {}
+    provenance: dict[str, Where] = {}
+    engine = "unknown"
+    for fact in sorted(evidence.of(Flags), key=lambda f: _ORIGIN_ORDER.get(f.origin, 0)):
+        for key, value in fact.flags:
+            if key == "engine":
+                engine = value
+                continue
+            key = FLAG_ALIASES.get(key, key)
+            if fact.origin == "engine-config" and value in ("None", ""):
+                continue
+            flags[key] = value
+            provenance[key] = fact.where
+        if fact.origin == "sglang-args":
+            engine = "sglang"
+    version = None
+    v1: bool | None = None
+    for v in evidence.of(Version):
+        if v.engine in ("vllm", "sglang"):
+            version = v.version
+            provenance["version"] = v.where
+            engine = v.engine if engine == "unknown" else engine
+            if _V1_ENGINE.search(v.text):
+                v1 = True
+    if engine == "unknown" and evidence.of(StartupNumber):
+        quantities = {n.quantity for n in evidence.of(StartupNumber)}
+        engine = "sglang" if any(q.startswith("sglang") for q in quantities) else "vllm"
+    if "VLLM_USE_V1" in flags:
+        v1 = flags["VLLM_USE_V1"] not in ("0", "false", "False")
+    model = flags.get("model")
+    gpu_name = None
+    total: int | None = None
+    for g in evidence.of(GpuMemory):
+        gpu_name, total = g.name or gpu_name, g.total
+        provenance.setdefault("gpu", g.where)
+    for n in evidence.of(StartupNumber):
+        if n.quantity == "gpu_total_bytes":
+            total = int(n.value)
+            provenance["gpu_total"] = n.where
+    for o in evidence.of(OomMessage):
+        if o.total and not total:
+            total = o.total
+            provenance["gpu_total"] = o.where
+    if model:
+        provenance.setdefault("model", provenance.get("model", Where("?", 0)))
+    return EngineSetup(engine=engine, version=version, model=model, gpu_name=gpu_name, gpu_total_bytes=total,
+                       flags=flags, provenance=provenance, v1=v1)
+
+
+# Later, more authoritative sources override earlier ones: the engine's own config line beats a command.
+_ORIGIN_ORDER = {"environment": 0, "command-line": 1, "non-default-args": 2, "llm-kwargs": 2, "sglang-args": 3,
+                 "engine-config": 3}
