@@ -94,9 +94,37 @@ def oracle_run(name: str, work: list[dict], a: dict) -> Path | None:
     return out
 
 
-def main() -> None:
-    from oomguard.simulate.run import oracle_compare_rows, simulate_oracle_workload
+def simulate_oracle_workload(workload: Path, model_dir: Path, a: dict):  # type: ignore[no-untyped-def]
+    from oomguard.simulate.model_facts import facts_from_config, kv_groups, read_config_dir
+    from oomguard.simulate.run import SimulationConfig, simulate
+    from oomguard.simulate.scheduler import SchedulerConfig
+    from oomguard.simulate.workload import read_workload
 
+    facts = facts_from_config(read_config_dir(str(model_dir)) or {}, model_dir.name)
+    cfg = SchedulerConfig(a["mnbt"], a["seqs"], a["L"], a["blocks"], kv_groups(facts, a.get("bs", 16)),
+                          enable_prefix_caching=bool(a.get("pc")), long_prefill_token_threshold=a.get("lpt", 0),
+                          async_scheduling=False)
+    return simulate(read_workload(workload), SimulationConfig(cfg, record_chunks=True))
+
+
+def oracle_compare_rows(name: str, result, ref: Path, wall: float) -> tuple:  # type: ignore[no-untyped-def]
+    oracle = json.loads((ref / "summary.json").read_text())
+    tl = result.timeline
+    steps = [json.loads(line) for line in (ref / "timeline.jsonl").read_text().splitlines()]
+    steps = [o for o in steps if o["executed"]]
+    first_diff = "same"
+    for i, (chunks, o) in enumerate(zip(tl.chunks, steps)):
+        ours = sorted((rid, n) for rid, n, _ in chunks)
+        theirs = sorted([(p[0], p[1]) for p in o["prefill"]] + [(d, 1) for d in o["decode"]])
+        if ours != theirs or tl.kv_blocks_used[i] != o["kv_blocks_used"]:
+            first_diff = f"differ at step {o['step']}"
+            break
+    return (name, f"{len(tl)}/{oracle['total_steps']}", f"{result.preemptions}/{oracle['total_preemptions']}",
+            f"{max(tl.kv_blocks_used)}/{oracle['max_kv_blocks_used']}", f"{max(tl.running)}/{oracle['max_running']}",
+            first_diff, f"{wall:.2f}")
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
     ap.add_argument("--no-oracle", action="store_true", help="use cached oracle output only")
