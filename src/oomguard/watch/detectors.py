@@ -106,11 +106,21 @@ def _per_hour(bytes_per_s: float) -> str:
     return f"{bytes_per_s * 3600 / MiB:.0f} MiB/h"
 
 
+RESET_CONFIRM_POINTS = 3  # a drop counts as a restart only when this many points on each side agree
+
+
 def after_last_drop(series: Series, drop: float) -> Series:
-    """The part after the last fall by more than `drop` between neighbours (a restart or a big free)."""
+    """The part after the last lasting fall by more than `drop` (a restart or a big free).
+
+    Medians of a few points before and after each position are compared, so a single spike (one high
+    scrape followed by a normal one) does not cut the window.
+    """
+    k = RESET_CONFIRM_POINTS
     start = 0
-    for i in range(1, len(series)):
-        if series.values[i - 1] - series.values[i] > drop:
+    for i in range(k, len(series) - k + 1):
+        before = statistics.median(series.values[i - k:i])
+        after = statistics.median(series.values[i:i + k])
+        if before - after > drop:
             start = i
     return Series(series.ts[start:], series.values[start:])
 
