@@ -24,6 +24,7 @@ Everything here is bookkeeping over integers; there is no I/O and no printing.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -91,7 +92,8 @@ class BlockPool:
         # prepended (reused first), freed cached blocks appended, so every hash-less block sits ahead of every
         # cached one. A stack (top = front of the queue) and an insertion-ordered dict keep that order.
         self.uncached_free: list[int] = list(range(num_blocks - 1, NULL_BLOCK, -1))
-        self.cached_free: dict[int, None] = {}
+        # OrderedDict: popping the oldest is O(1); a plain dict's next(iter()) degrades after front deletions.
+        self.cached_free: OrderedDict[int, None] = OrderedDict()
         self.cache: list[dict[int, list[int]]] = [{} for _ in range(num_groups)]
 
     @property
@@ -124,8 +126,7 @@ class BlockPool:
         if n:
             cached = self.cached_free
             for _ in range(n):
-                block = next(iter(cached))
-                del cached[block]
+                block, _ = cached.popitem(last=False)
                 self._evict(block)
                 self.ref_cnt[block] = 1
                 out.append(block)
@@ -427,6 +428,20 @@ class KvCacheManager:
         """Give `request` slots for `num_new_tokens` more tokens; False (nothing changed) when the pool lacks
         the blocks. `num_computed` excludes a prefix hit being adopted now (`hit_tokens`)."""
         rid = request.rid
+        if self.single_full and hit_blocks is None and not full_sequence_must_fit:
+            # A running request on one full-attention group: only the tail can need a block.
+            manager = self.managers[0]
+            blocks = manager.req_blocks.get(rid)
+            if blocks is not None and rid in manager.num_cached:
+                total = num_computed + num_new_tokens
+                need = cdiv(min(total, self.max_model_len), self.block_size) - len(blocks)
+                if need > 0:
+                    if need > self.pool.num_free:
+                        return False
+                    blocks.extend(self.pool.get_new_blocks(need))
+                if self.enable_caching and total // self.block_size > manager.num_cached[rid]:
+                    manager.cache_blocks(request, min(total, request.num_tokens))
+                return True
         if self.single_full and hit_blocks is None and not self.enable_caching:
             manager = self.managers[0]
             blocks = manager.req_blocks.get(rid)
