@@ -16,9 +16,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.simulate.cli import _parser, build_setup  # noqa: E402
-from oomguard.simulate.run import simulate, summarize  # noqa: E402
-from oomguard.simulate.workload import read_workload, scale_rate  # noqa: E402
+from oomguard.simulate.cli import _parser, build_setup
+from oomguard.simulate.run import simulate, summarize
+from oomguard.simulate.workload import read_workload, scale_rate
 
 TRACE = REPO.parent / "shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 

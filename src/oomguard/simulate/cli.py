@@ -17,9 +17,20 @@ from typing import Any
 
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.simulate import workload as wl
-from oomguard.simulate.model_facts import ModelFacts, facts_from_config, from_planner, kv_groups, read_config_dir
+from oomguard.simulate.model_facts import (
+    ModelFacts,
+    facts_from_config,
+    from_planner,
+    kv_groups,
+    read_config_dir,
+)
 from oomguard.simulate.report import (
-    render_html, summary_dict, summary_text, sweep_table, write_png, write_timeline,
+    render_html,
+    summary_dict,
+    summary_text,
+    sweep_table,
+    write_png,
+    write_timeline,
 )
 from oomguard.simulate.run import SimulationConfig, SimulationResult, Summary, simulate, summarize
 from oomguard.simulate.scheduler import SchedulerConfig

@@ -25,8 +25,9 @@ Everything here is bookkeeping over integers; there is no I/O and no printing.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 NULL_BLOCK = 0  # vLLM: BlockPool pops block 0 as the null block placeholder at start-up
 

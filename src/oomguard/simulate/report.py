@@ -9,8 +9,9 @@ import csv
 import html
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from oomguard.simulate.run import SimulationResult, Summary, Timeline
 from oomguard.simulate.workload import STEPS

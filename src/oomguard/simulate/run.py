@@ -14,8 +14,8 @@ peak (`step_memory`). A step whose peak passes the headroom is an OOM event. Not
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest
 from oomguard.simulate.step_memory import ModelWidths, Row, StepMemoryOptions, StepShape, step_peak_bytes
@@ -192,8 +192,7 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                 is_decode = True
             else:
                 prefills += 1
-                if k > max_prefill:
-                    max_prefill = k
+                max_prefill = max(max_prefill, k)
                 prefill_attn += k * (before + k // 2)
                 is_decode = False
             if rows is not None:

@@ -28,8 +28,8 @@ changes the sliding-window reserve here, through `in_flight_tokens`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from oomguard.simulate.kv_pool import KvCacheManager, KvGroupSpec
 
@@ -95,9 +95,23 @@ class SimRequest:
     """One request's scheduling state (vLLM `Request`, the fields the scheduler reads)."""
 
     __slots__ = (
-        "rid", "index", "prompt_tokens", "max_tokens", "arrival", "prefix_ids", "num_computed",
-        "num_output", "status", "num_preemptions", "first_scheduled", "first_token", "finished_at",
-        "_keys", "_interner", "prefix_hit_tokens", "shared_prefix_boundary",
+        "_interner",
+        "_keys",
+        "arrival",
+        "finished_at",
+        "first_scheduled",
+        "first_token",
+        "index",
+        "max_tokens",
+        "num_computed",
+        "num_output",
+        "num_preemptions",
+        "prefix_hit_tokens",
+        "prefix_ids",
+        "prompt_tokens",
+        "rid",
+        "shared_prefix_boundary",
+        "status",
     )
 
     def __init__(
@@ -215,10 +229,8 @@ class Scheduler:
             n = request.prompt_tokens + request.num_output - computed
             if 0 < threshold < n:
                 n = threshold
-            if n > budget:
-                n = budget
-            if n > max_len - computed - 1:
-                n = max_len - computed - 1
+            n = min(n, budget)
+            n = min(n, max_len - computed - 1)
             if n <= 0:
                 i += 1
                 continue
@@ -247,8 +259,7 @@ class Scheduler:
                 n = request.num_tokens - hit_tokens
                 if 0 < threshold < n:
                     n = threshold
-                if n > budget:
-                    n = budget
+                n = min(n, budget)
                 if not kv.allocate_slots(
                     request, 0, n, hit_tokens, hit_blocks if hit_tokens else None,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,

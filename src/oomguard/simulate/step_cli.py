@@ -18,7 +18,13 @@ from dataclasses import asdict
 
 from oomguard.errors import ConfigError
 from oomguard.simulate.step_memory import (
-    DEFAULT_SAMPLER_COPIES, DEFAULT_TENSORS_ALIVE, INT32_INDEX_LIMIT, ModelWidths, Row, StepMemoryOptions, StepShape,
+    DEFAULT_SAMPLER_COPIES,
+    DEFAULT_TENSORS_ALIVE,
+    INT32_INDEX_LIMIT,
+    ModelWidths,
+    Row,
+    StepMemoryOptions,
+    StepShape,
     step_memory,
 )
 from oomguard.units import format_gib, parse_bytes

@@ -61,7 +61,7 @@ class StepTimeModel:
     def from_hardware(
         cls, gpu: str | None, weights_bytes: float, active_params: float, kv_bytes_per_token: float,
         num_layers: int, hidden_size: int, tensor_parallel_size: int = 1,
-    ) -> "StepTimeModel":
+    ) -> StepTimeModel:
         key, bandwidth, flops = gpu_peaks(gpu)
         tp = max(1, tensor_parallel_size)
         bw = bandwidth * BANDWIDTH_EFFICIENCY
@@ -76,7 +76,7 @@ class StepTimeModel:
         )
 
     @classmethod
-    def from_coefficients(cls, text: str) -> "StepTimeModel":
+    def from_coefficients(cls, text: str) -> StepTimeModel:
         """'A,B,C': ms per step, ms per token, ms per 1,000 decode-context tokens."""
         try:
             a, b, c = (float(x) for x in text.split(","))

@@ -23,10 +23,11 @@ import io
 import json
 import math
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from oomguard.errors import InputFormatError
 
@@ -419,7 +420,7 @@ class LengthDist:
         return max(1, int(round(rng.lognormvariate(mu, self.b))))
 
     @classmethod
-    def parse(cls, text: str) -> "LengthDist":
+    def parse(cls, text: str) -> LengthDist:
         """'512', 'uniform:100:300', 'lognormal:1000:0.8'."""
         parts = text.split(":")
         try:
