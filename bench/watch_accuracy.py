@@ -15,15 +15,15 @@ import itertools
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.units import GiB, MiB  # noqa: E402
-from oomguard.watch.detectors import Thresholds, kv_saturation, memory_leaks  # noqa: E402
-from oomguard.watch.samples import Sample, to_history  # noqa: E402
+from oomguard.units import GiB, MiB
+from oomguard.watch.detectors import Thresholds, kv_saturation, memory_leaks
+from oomguard.watch.samples import Sample, to_history
 
 T0 = 1.75e9
 TOTAL = 80 * GiB

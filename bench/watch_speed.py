@@ -20,13 +20,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
-from oomguard.units import GiB  # noqa: E402
-from oomguard.watch.detectors import evaluate  # noqa: E402
-from oomguard.watch.metrics import vllm_samples  # noqa: E402
-from oomguard.watch.prom_text import parse  # noqa: E402
-from oomguard.watch.samples import Sample  # noqa: E402
-from oomguard.watch.store import Store  # noqa: E402
-from tests.watch.exporter import render, steady  # noqa: E402
+from tests.watch.exporter import render, steady
+
+from oomguard.units import GiB
+from oomguard.watch.detectors import evaluate
+from oomguard.watch.metrics import vllm_samples
+from oomguard.watch.prom_text import parse
+from oomguard.watch.samples import Sample
+from oomguard.watch.store import Store
 
 
 def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]

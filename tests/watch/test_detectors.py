@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
 from oomguard.units import GiB, MiB
-from oomguard.watch.detectors import (CRITICAL, Thresholds, dp_imbalance, evaluate, host_memory, kv_saturation,
-                                      memory_leaks, preemptions, queue_growth, restarts)
-from oomguard.watch.samples import RankKey, Sample, to_history
+from oomguard.watch.detectors import (
+    CRITICAL,
+    Thresholds,
+    dp_imbalance,
+    evaluate,
+    host_memory,
+    kv_saturation,
+    memory_leaks,
+    preemptions,
+    queue_growth,
+    restarts,
+)
+from oomguard.watch.samples import RankKey, Sample, Series, to_history
 from oomguard.watch.trend import theil_sen
-from oomguard.watch.samples import Series
 
 T0 = 1_750_000_000.0
 STEP = 15.0  # seconds between scrapes

@@ -9,7 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from oomguard.watch.host import HostProbe, cgroup_memory, find_listening_pid, mem_total, process_tree, rss_bytes
+from oomguard.watch.host import (
+    HostProbe,
+    cgroup_memory,
+    find_listening_pid,
+    mem_total,
+    process_tree,
+    rss_bytes,
+)
 from oomguard.watch.nvml import NvmlProbe
 
 

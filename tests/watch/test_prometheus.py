@@ -12,8 +12,8 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -46,7 +46,7 @@ def dcgm_history(end: float) -> tuple[str, float]:
         for i in range(points + 1):
             value = (70_000 + LEAK_MIB_PER_STEP * i if gpu == "0" else 60_000) + round(rng.gauss(0, 30))
             used[gpu].append(value)
-    labels = lambda gpu: f'{{Hostname="gpu-node-1",gpu="{gpu}",instance="gpu-node-1:9400",job="dcgm"}}'  # noqa: E731
+    labels = lambda gpu: f'{{Hostname="gpu-node-1",gpu="{gpu}",instance="gpu-node-1:9400",job="dcgm"}}'
     for gpu in ("0", "1"):
         for i, value in enumerate(used[gpu]):
             lines.append(f"DCGM_FI_DEV_FB_USED{labels(gpu)} {value:.0f} {end - (points - i) * STEP_S:.0f}")
@@ -63,7 +63,7 @@ def dcgm_history(end: float) -> tuple[str, float]:
 def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rules") / "oomguard-rules.yml"
     result = subprocess.run([sys.executable, "-m", "oomguard", "rules", "-o", str(path), *RULE_ARGS],
-                            capture_output=True, text=True, timeout=60)
+                            check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return path
 
@@ -90,7 +90,7 @@ def test_generated_rules_pass_promtool_check(rules_file: Path, tmp_path: Path) -
     custom.write_text(rules_yaml(Thresholds(horizon_s=3 * 3600, kv_high=0.9, imbalance=0.2),
                                  RuleOptions(selector='job="vllm",namespace=~"prod-.*"', gpu_selector='Hostname!=""')))
     for path in (rules_file, custom):
-        result = subprocess.run([need("promtool"), "check", "rules", str(path)], capture_output=True, text=True,
+        result = subprocess.run([need("promtool"), "check", "rules", str(path)], check=False, capture_output=True, text=True,
                                 timeout=60)
         assert result.returncode == 0 and "SUCCESS: 20 rules found" in result.stdout, result.stdout + result.stderr
 
@@ -146,7 +146,7 @@ def test_watch_on_prometheus_runs_the_same_detectors(stack: tuple[Prometheus, fl
     result = subprocess.run(
         [sys.executable, "-m", "oomguard", "watch", "--prometheus", prometheus.url, "--once", "--json",
          "--preemption-window", "15s", "--imbalance-window", "15s"],
-        capture_output=True, text=True, timeout=60)
+        check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr
     alerts = [json.loads(line) for line in result.stdout.splitlines()]
     by_detector = {a["detector"]: a for a in alerts}
@@ -161,6 +161,6 @@ def test_an_unreachable_prometheus_is_one_line_and_exit_2() -> None:
     from .prom_server import free_port
 
     result = subprocess.run([sys.executable, "-m", "oomguard", "watch", "--prometheus",
-                             f"http://127.0.0.1:{free_port()}", "--once"], capture_output=True, text=True, timeout=60)
+                             f"http://127.0.0.1:{free_port()}", "--once"], check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "connection refused" in result.stderr

@@ -11,7 +11,7 @@ import yaml
 
 
 def _rules(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", "rules", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "oomguard", "rules", *args], check=False, capture_output=True, text=True,
                           timeout=60)
 
 

@@ -75,7 +75,7 @@ def test_a_failing_target_is_retried_with_doubling_backoff() -> None:
     url = f"http://127.0.0.1:{_free_port()}/metrics"
     scraper = Scraper([url], timeout=0.5, backoff_base=1.0, backoff_max=4.0)
     attempts = []
-    for now in range(0, 20):
+    for now in range(20):
         for outcome in scraper.scrape_due(float(now)):
             attempts.append(now)
     assert attempts == [0, 1, 3, 7, 11, 15, 19]  # waits 1, 2, 4, then capped at 4

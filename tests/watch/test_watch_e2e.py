@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from oomguard.units import GiB
-from oomguard.watch.host import HostProbe, cgroup_memory, mem_total
 from oomguard.watch.detectors import Thresholds
+from oomguard.watch.host import HostProbe, cgroup_memory, mem_total
 from oomguard.watch.scrape import Scraper
 from oomguard.watch.store import Store
 from oomguard.watch.watcher import Watcher
@@ -100,7 +99,8 @@ def test_a_replayed_leak_is_detected_within_20_percent_of_the_truth(tmp_path: Pa
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "oomguard", *args], check=False, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import fields, replace
-from typing import Sequence
 
 from oomguard.errors import ConfigError
 from oomguard.watch.detectors import Alert, Thresholds, evaluate

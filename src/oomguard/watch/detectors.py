@@ -12,14 +12,20 @@ fixed by a version change or a restart, not by tuning; host memory is not GPU me
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
 from oomguard.watch.samples import History, RankKey, Series, SeriesKey
-from oomguard.watch.trend import (Trend, counter_increase, recent_level, sustained_rise, theil_sen,
-                                  time_to_reach)
+from oomguard.watch.trend import (
+    Trend,
+    counter_increase,
+    recent_level,
+    sustained_rise,
+    theil_sen,
+    time_to_reach,
+)
 
 WARNING = "warning"
 CRITICAL = "critical"
@@ -149,10 +155,10 @@ def token_rate_change(history: History, start: float, end: float) -> float | Non
 # ----- memory leak ---------------------------------------------------------------------------------------
 
 LEAK_FIX = (
-    "restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
-    "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem",
-    "compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
-    "non-default flags one at a time (bisect)",
+    ("restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
+    "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem"),
+    ("compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
+    "non-default flags one at a time (bisect)"),
     "keep watching at fixed load for hours: only a flat curve with zero restarts counts as fixed",
 )
 
@@ -174,15 +180,15 @@ def _leak(history: History, key: SeriesKey, capacity: float, now: float, t: Thre
     change = token_rate_change(history, series.ts[0], series.ts[-1])
     if change is not None and change > t.steady_load_tolerance:
         return None  # memory following a changing load is not a leak
-    load = ("load steady: token rate changed {:.0%} between the halves of the window".format(change)
+    load = (f"load steady: token rate changed {change:.0%} between the halves of the window"
             if change is not None else "no token counters beside this series: load steadiness not checked")
     subject = str(key.rank)
     return Alert(
         "memory_leak", CRITICAL if eta < t.critical_eta_s else WARNING, subject,
         f"{what} rises {_per_hour(trend.slope)} at steady load: {capacity_name} exhausted in {format_duration(eta)}",
         (f"{what} now {_gib(trend.level)} of {_gib(capacity)} ({capacity_name})",
-         f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
-         f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves",
+         (f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
+         f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves"),
          load),
         LEAK_FIX, now, eta, trend.slope, capacity, {"level": trend.level, "capacity": capacity},
     )
@@ -218,10 +224,10 @@ def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
 # ----- KV cache saturation and the waiting queue ---------------------------------------------------------
 
 KV_FIX = (
-    "limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
-    "not oversubscribed; cap max_tokens and input length at the gateway",
-    "give KV more room per GPU: --kv-cache-dtype fp8, a shorter --max-model-len, a slightly higher "
-    "--gpu-memory-utilization if the startup ledger leaves headroom, or more tensor parallelism",
+    ("limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
+    "not oversubscribed; cap max_tokens and input length at the gateway"),
+    ("give KV more room per GPU: --kv-cache-dtype fp8, a shorter --max-model-len, a slightly higher "
+    "--gpu-memory-utilization if the startup ledger leaves headroom, or more tensor parallelism"),
     "add replicas when the arrival rate, not single requests, exceeds capacity",
 )
 
@@ -270,6 +276,10 @@ def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
     return alerts
 
 
+# Usage hovers just under the full mark while admission waits for blocks: within 5% of kv_high is "full".
+KV_BOUND_MARGIN = 0.95
+
+
 def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
     for rank in _ranks(history, "requests_waiting"):
@@ -283,7 +293,8 @@ def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
         eta = time_to_reach(trend, t.queue_limit)
         kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.queue_window_s)
         kv_level = recent_level(kv, t.queue_window_s / 10) if kv is not None else None
-        if kv_level is not None and kv_level >= t.kv_high * 0.95:
+        fix: tuple[str, ...]
+        if kv_level is not None and kv_level >= t.kv_high * KV_BOUND_MARGIN:
             cause = f"KV-bound: KV cache {kv_level:.0%} full, admission waits for free blocks"
             fix = KV_FIX
         else:
@@ -322,8 +333,8 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
             (f"vllm:num_preemptions rose by {increase:.0f}",
              *( [f"KV usage peaked at {max(kv.values):.0%}"] if kv is not None else []),
              *_kv_context(history, rank, now - t.preemption_window_s)),
-            ("preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
-             "or --max-num-batched-tokens, or limit concurrency at the gateway", *KV_FIX[1:]),
+            (("preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
+             "or --max-num-batched-tokens, or limit concurrency at the gateway"), *KV_FIX[1:]),
             now, None, rate, t.preemptions_per_min))
     return alerts
 
@@ -370,8 +381,8 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
             f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs hottest",
             tuple(f"{r}: {fmt.format(v)}" for r, v in sorted(values.items())) +
             (f"(max - min) / mean over the last {format_duration(t.imbalance_window_s)}",),
-            ("check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
-             "requests on one rank; prefer least-outstanding-requests balancing",
+            (("check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
+             "requests on one rank; prefer least-outstanding-requests balancing"),
              "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the average",
              "cap max_tokens and input length so one long request cannot pin a rank"),
             now, None, spread, t.imbalance, {"ranks": float(len(ranks))}))
@@ -382,8 +393,8 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
 
 HOST_FIX = (
     "this is host (container) memory, not GPU memory: exit code 137 / OOMKilled follows when it reaches the limit",
-    "raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
-    "less --swap-space / CPU offload, fewer API-server processes",
+    ("raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
+    "less --swap-space / CPU offload, fewer API-server processes"),
 )
 
 
@@ -400,8 +411,8 @@ def host_memory(history: History, now: float, t: Thresholds) -> list[Alert]:
             if killed > 0:
                 alerts.append(Alert(
                     "host_memory", CRITICAL, subject, f"the OOM killer fired {killed:.0f} time(s) in this cgroup",
-                    (f"memory.events oom_kill rose by {killed:.0f} in the last "
-                     f"{format_duration(kills.ts[-1] - kills.ts[0])}",), HOST_FIX, now, 0.0, killed, 0.0))
+                    ((f"memory.events oom_kill rose by {killed:.0f} in the last "
+                     f"{format_duration(kills.ts[-1] - kills.ts[0])}"),), HOST_FIX, now, 0.0, killed, 0.0))
         if used is None or limit <= 0:
             continue
         level = recent_level(used, 30.0)
@@ -450,8 +461,8 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
             "restarts", CRITICAL if len(merged) > 1 else WARNING, target,
             f"the server restarted {len(merged)} time(s) in the last {format_duration(t.restart_window_s)}",
             tuple(dict.fromkeys(evidence[target])) + ((f"{down} failed scrape(s) in the window",) if down else ()),
-            ("find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
-             "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)",
+            (("find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
+             "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)"),
              "a restart that hides a leak resets the curve: watch the memory trend after each one"),
             now, None, float(len(merged)), 0.0, {"last_restart": merged[-1]}))
     return alerts

@@ -31,7 +31,7 @@ def parse_duration(text: str) -> float:
 
 def prom_duration(seconds: float) -> str:
     """A Prometheus duration literal: 5400 -> '1h30m', 90 -> '1m30s', 0.5 -> '500ms'."""
-    ms = int(round(seconds * 1000))
+    ms = round(seconds * 1000)
     if ms <= 0:
         return "0s"
     out = []
@@ -44,7 +44,7 @@ def prom_duration(seconds: float) -> str:
 
 def format_duration(seconds: float) -> str:
     """For people: '3 h 10 min', '45 min', '40 s', '2 d 4 h'."""
-    s = int(round(max(0.0, seconds)))
+    s = round(max(0.0, seconds))
     if s < 60:
         return f"{s} s"
     if s < 3600:

@@ -22,6 +22,7 @@ class NvmlProbe:
     """Used and total memory of every visible GPU; `available` is False (with `reason`) when NVML is not."""
 
     def __init__(self) -> None:
+        self.target = TARGET
         self.available = False
         self.reason = ""
         self._nvml: ModuleType | None = None
@@ -61,6 +62,6 @@ class NvmlProbe:
         if self._nvml is not None:
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as err:  # noqa: BLE001 - shutting down: nothing left to protect
+                log.debug("NVML shutdown: %s", err)
             self._nvml = None

@@ -42,7 +42,9 @@ def with_selector(metric: str, selector: str) -> str:
 
 def queries(selector: str = "", gpu_selector: str = "") -> dict[str, str]:
     """canonical metric -> PromQL returning one series per (instance, engine)."""
-    s = lambda name: with_selector(name, selector)  # noqa: E731 - a local shorthand
+    def s(name: str) -> str:
+        return with_selector(name, selector)
+
     vllm_targets = f"group by (instance, job) ({s('vllm:num_requests_running')})"
     return {
         "kv_cache_usage": f"{s('vllm:kv_cache_usage_perc')} or {s('vllm:gpu_cache_usage_perc')}",

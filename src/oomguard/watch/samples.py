@@ -7,8 +7,8 @@ A series is (target, engine, metric): `target` is where it came from (a /metrics
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ def normalize_url(text: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{text!r} is not an http(s) URL of a /metrics endpoint (e.g. http://localhost:8000)")
     try:
-        parts.port
+        _ = parts.port  # urlsplit checks the port only when asked
     except ValueError:
         raise ConfigError(f"{text!r}: the port is not a number") from None
     path = parts.path if parts.path not in ("", "/") else "/metrics"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from oomguard.errors import InputFormatError
 from oomguard.watch.samples import RankKey, Sample, Series, SeriesKey, to_history
