@@ -118,3 +118,21 @@ def test_gaps_are_runs_of_failed_scrapes_closed_by_the_next_good_one() -> None:
     gaps = find_gaps(records)
     assert [(g.start, g.end, g.failures) for g in gaps] == [(5, 12, 3), (17, None, 1)]
     assert gaps[0].first_error == "connection refused"
+
+
+def test_records_unwritable_at_exit_are_saved_aside_and_read_back_on_the_next_open(tmp_path: Path) -> None:
+    db = tmp_path / "w.sqlite"
+    store = Store(db)
+    store.add(_samples(30))
+    store.add_scrape(ScrapeRecord("http://a/metrics", 5.0, False, 0.1, "connection refused"))
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the database cannot be written when watch stops
+    closing = store.close(0.0)
+    assert closing.pending == 0 and "saved to" in closing.error
+    other.execute("ROLLBACK")
+    spill = Path(str(db) + ".unsaved.jsonl")
+    assert len(spill.read_text().splitlines()) == 31
+    reopened = Store(db)
+    assert reopened.recovered == 31 and not spill.exists()
+    assert other.execute("SELECT count(*) FROM samples").fetchone()[0] == 30
+    assert [g.first_error for g in reopened.gaps("http://a/metrics")] == ["connection refused"]

@@ -139,3 +139,15 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
                  ["watch", "localhost:1", "--db", str(tmp_path)]):
         result = _cli(*args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+
+
+def test_once_on_a_dead_endpoint_reports_it_down_and_exits_1(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = _cli("watch", f"127.0.0.1:{port}", "--once", "--json", "--db", str(tmp_path / "w.sqlite"))
+    assert result.returncode == 1
+    [alert] = [json.loads(line) for line in result.stdout.splitlines()]
+    assert alert["detector"] == "target_down" and alert["subject"] == f"http://127.0.0.1:{port}/metrics"

@@ -63,7 +63,8 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Alert:
-    detector: str  # memory_leak | kv_saturation | queue_growth | preemptions | dp_imbalance | host_memory | restarts
+    detector: str  # memory_leak | kv_saturation | queue_growth | preemptions | dp_imbalance | host_memory |
+    #                restarts | target_down
     severity: str
     subject: str  # what it is about: a rank, a GPU, a host process
     summary: str
@@ -468,6 +469,29 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
     return alerts
 
 
+def targets_down(history: History, now: float, t: Thresholds) -> list[Alert]:
+    """Endpoints whose latest scrapes failed: a dead server cannot warn about anything else."""
+    alerts = []
+    for key in sorted(k for k in history if k.metric == "up"):
+        series = history[key].since(now - t.restart_window_s)
+        if not len(series) or series.last != 0:
+            continue
+        failed = 0
+        for value in reversed(series.values):
+            if value != 0:
+                break
+            failed += 1
+        since = series.ts[len(series) - failed]
+        alerts.append(Alert(
+            "target_down", WARNING, key.target,
+            f"not answering for {format_duration(now - since)} ({failed} failed scrape(s))",
+            (f"last good scrape: {'none in the window' if failed == len(series) else f'{series.ts[-failed - 1]:.0f}'}",),
+            ("check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
+             "kubectl describe says whether it ran out of GPU or host memory",),
+            now, None, float(failed), 0.0, {"down_since": since}))
+    return alerts
+
+
 def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
              models: Mapping[RankKey, str] | None = None) -> list[Alert]:
     """Every detector over one history, most urgent first."""
@@ -480,6 +504,7 @@ def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
     alerts += preemptions(history, now, t)
     alerts += dp_imbalance(history, now, t, models or {})
     alerts += restarts(history, now, t)
+    alerts += targets_down(history, now, t)
     return sorted(alerts, key=_urgency)
 
 

@@ -8,8 +8,10 @@ Re-opening the same file resumes: series ids, samples and scrape history are all
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ LOCK_TIMEOUT_S = 1.0  # wait this long for another writer before treating the fl
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 60.0
 _FAR_FUTURE = 1e300
+SPILL_SUFFIX = ".unsaved.jsonl"  # what could not be written at exit, read back on the next open
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Store:
         self._retry_at = 0.0
         self.flush_errors = 0
         self.last_error = ""
+        self.recovered = self._recover_spill()
 
     # ----- writing ---------------------------------------------------------------------------------------
     def add(self, samples: Iterable[Sample]) -> None:
@@ -164,10 +168,67 @@ class Store:
             pass  # SQLite may have rolled back by itself (SQLITE_FULL does)
 
     def close(self, now: float) -> FlushResult:
+        """Flush; what still cannot be written goes to a JSON-lines file beside the database (or in the temp
+        directory), which the next open reads back. `pending` counts what is lost only when both failed."""
         result = self.flush(now, force=True)
-        if not result.pending:
-            self._db.close()
+        if result.pending:
+            spilled = self._spill()
+            if spilled is not None:
+                log.warning("%d records could not be written to %s; saved to %s and read back on the next run",
+                            result.pending, self.path, spilled)
+                result = FlushResult(0, 0, f"{result.error}; saved to {spilled}")
+        self._db.close()
         return result
+
+    def _spill_paths(self) -> list[Path]:
+        name = Path(self.path).name + SPILL_SUFFIX
+        return [Path(self.path + SPILL_SUFFIX), Path(tempfile.gettempdir()) / name]
+
+    def _spill(self) -> Path | None:
+        lines = [json.dumps({"sample": [s.target, s.engine, s.metric, s.ts, s.value]}) for s in self._samples]
+        lines += [json.dumps({"scrape": [r.target, r.ts, r.ok, r.duration, r.error]}) for r in self._scrapes]
+        lines += [json.dumps({"rank": [k.target, k.engine, m]}) for k, m in self._ranks.items()]
+        lines += [json.dumps({"alert": list(a)}) for a in self._alerts]
+        for path in self._spill_paths():
+            try:
+                with open(path, "a", encoding="utf-8") as out:
+                    out.write("\n".join(lines) + "\n")
+                return path
+            except OSError:
+                continue
+        return None
+
+    def _recover_spill(self) -> int:
+        """Re-queue records an earlier run could not write; drop the file once they are on disk."""
+        count = 0
+        for path in self._spill_paths():
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                try:
+                    record = json.loads(line)
+                    if "sample" in record:
+                        t, e, m, ts, v = record["sample"]
+                        self._samples.append(Sample(str(t), str(e), str(m), float(ts), float(v)))
+                    elif "scrape" in record:
+                        t, ts, ok, d, err = record["scrape"]
+                        self._scrapes.append(ScrapeRecord(str(t), float(ts), bool(ok), float(d), str(err)))
+                    elif "rank" in record:
+                        t, e, m = record["rank"]
+                        self._ranks[RankKey(str(t), str(e))] = str(m)
+                    elif "alert" in record:
+                        ts, det, subj, sev, body = record["alert"]
+                        self._alerts.append((float(ts), str(det), str(subj), str(sev), str(body)))
+                    else:
+                        continue
+                    count += 1
+                except (ValueError, TypeError, KeyError):
+                    log.warning("%s: skipped an unreadable line", path)  # a line cut by a full disk
+            if self.flush(0.0, force=True).pending == 0:
+                path.unlink(missing_ok=True)
+        return count
 
     # ----- reading ---------------------------------------------------------------------------------------
     def history(self, since: float, until: float | None = None) -> dict[SeriesKey, Series]:
