@@ -19,7 +19,11 @@ from oomguard.diagnose.sources.base import Context, split_prefix
 from oomguard.errors import InputFormatError
 
 LINE_SOURCES: tuple[ModuleType, ...] = (vllm_log, sglang_log, traceback, nvidia_smi, kernel_oom, cgroup, kubectl, free)
-ANCHORS: tuple[bytes, ...] = tuple(sorted({a for m in LINE_SOURCES for a in m.ANCHORS}))
+# Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
+# HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
+# allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
+# status ("xit": exit code 137). Few gates keep the scan fast; the head and tail are read in full anyway.
+GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage")
 # Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
 MAX_WHOLE_DOCUMENT = 1 << 30
 
@@ -82,7 +86,7 @@ def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, eviden
         parsers.append(prose.Parser(ctx))
         lines = scan.lines_of_small(first, stats)
     else:
-        lines = scan.lines_of_large(first, stream, ANCHORS, stats)
+        lines = scan.lines_of_large(first, stream, GATES, stats)
     for line in lines:
         msg = split_prefix(line.text)
         for parser in parsers:

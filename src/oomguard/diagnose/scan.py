@@ -1,9 +1,10 @@
 """Reading a text document as lines, fast, in bounded memory.
 
 Small documents (an issue paste, a kubectl describe) are read whole and every line goes to the parsers,
-narrative included. Large ones (a 1 GB server log) are read in chunks and only lines holding one of the
-parsers' anchor substrings are decoded and parsed: `bytes.find` per anchor runs in C at GB/s, so the
-Python work is proportional to the interesting lines, not to the file. Lines longer than MAX_LINE are cut
+narrative included. Large ones (a 1 GB server log) are read in chunks: the head (startup: flags, ledger) and
+the tail (the crash) line by line, the middle only where a line holds one of a few gate substrings that every
+failure and load line carries (`bytes.find` per gate runs in C at GB/s, so the Python work is proportional
+to the interesting lines, not to the file). Lines longer than MAX_LINE are cut
 (and counted), invalid UTF-8 is replaced (and counted): nothing stops the reading.
 """
 
@@ -15,6 +16,8 @@ from typing import BinaryIO, Iterator
 # Documents up to this size are read whole and parsed line by line (prose included).
 SMALL_DOCUMENT = 4 << 20
 CHUNK = 16 << 20
+# Small reads for the head: a truncated gzip raises on the read that reaches the cut, losing that read's data.
+READ_BLOCK = 64 << 10
 # A line longer than this is cut: no log line is that long, a minified JSON blob or binary junk is.
 MAX_LINE = 256 << 10
 # Lines of context handed to a parser with each line (wrapped messages, the code line under a frame).
@@ -59,7 +62,7 @@ def read_all(stream: BinaryIO, limit: int) -> tuple[bytes, bool, str]:
     size = 0
     try:
         while size <= limit:
-            block = stream.read(min(CHUNK, limit + 1 - size))
+            block = stream.read(min(READ_BLOCK, limit + 1 - size))
             if not block:
                 return b"".join(parts), True, ""
             parts.append(block)
@@ -90,60 +93,64 @@ def lines_of_small(data: bytes, stats: ReadStats) -> Iterator[Line]:
         yield Line(i + 1, _decode(raw, stats), tuple(raw_lines[i + 1 : i + 1 + FOLLOWING]))
 
 
-def lines_of_large(first: bytes, stream: BinaryIO, anchors: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
-    """The anchored lines of a large document, read in chunks; line numbers are exact."""
+# Beyond the head, the last TAIL bytes (the crash and what led to it) are also parsed line by line.
+TAIL = 1 << 20
+# The head of a large document parsed line by line (startup: flags, versions, the memory ledger).
+HEAD = 1 << 20
+
+
+def lines_of_large(first: bytes, stream: BinaryIO, gates: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
+    """A large document: its head (`first`) and its tail line by line, the middle through the gates.
+
+    Chunks are processed one behind the read, so the last one is known when it is reached."""
     stats.prefiltered = True
-    carry = b""
-    lineno = 0  # lines completed before the current chunk
-    pending: bytes | None = first
-    overlong = False  # inside a line longer than MAX_LINE whose head was kept
+    lineno = 0
+    cut = first.rfind(b"\n", 0, HEAD) + 1
+    head, carry = first[:cut], first[cut:]
+    for line in lines_of_small(head, stats):
+        yield line
+    lineno = stats.lines
+    pending: bytes | None = None
     while True:
-        if pending is not None:
-            block, pending = pending, None
-        else:
-            try:
-                block = stream.read(CHUNK)
-            except (OSError, EOFError) as err:
-                stats.truncated = f"{type(err).__name__}: {err}"
-                block = b""
+        try:
+            block = stream.read(CHUNK)
+        except (OSError, EOFError) as err:
+            stats.truncated = f"{type(err).__name__}: {err}"
+            block = b""
         stats.bytes += len(block)
+        data = carry + block
         if not block:
-            if carry:
-                stats.lines += 1
-                yield from _anchored(carry, lineno, anchors, stats)
+            body = (pending or b"") + data
+            split = body.rfind(b"\n", 0, max(0, len(body) - TAIL)) + 1
+            yield from _anchored(body[:split], lineno, gates, stats)
+            lineno += body.count(b"\n", 0, split)
+            stats.lines += body.count(b"\n", 0, split)
+            tail_stats = ReadStats()
+            for line in lines_of_small(body[split:], tail_stats):
+                yield Line(line.no + lineno, line.text, line._after)
+            stats.lines += tail_stats.lines
+            stats.bad_utf8_lines += tail_stats.bad_utf8_lines
+            stats.cut_lines += tail_stats.cut_lines
             return
-        if overlong:
-            cut = block.find(b"\n")
-            if cut < 0:
-                continue
-            block = block[cut + 1 :]
-            overlong = False
-            lineno += 1
-        data = carry + block if carry else block
-        end = data.rfind(b"\n")
-        if end < 0:
-            if len(data) > MAX_LINE:
-                stats.cut_lines += 1
-                carry, overlong = data[:MAX_LINE], True
-                yield from _anchored(carry, lineno, anchors, stats)
-                carry = b""
-            else:
-                carry = data
-            continue
-        body, carry = data[: end + 1], data[end + 1 :]
-        if len(carry) > MAX_LINE:
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) > MAX_LINE:  # one enormous line: keep its head, drop the rest of it
             stats.cut_lines += 1
-            yield from _anchored(carry[:MAX_LINE], lineno + body.count(b"\n"), anchors, stats)
-            carry, overlong = b"", True
-        yield from _anchored(body, lineno, anchors, stats)
-        newlines = body.count(b"\n")
-        stats.lines += newlines
-        lineno += newlines
+            end = len(data)
+            data = data[:MAX_LINE] + b"\n"
+            end = len(data)
+        body, carry = data[:end], data[end:]
+        if pending is not None:
+            yield from _anchored(pending, lineno, gates, stats)
+            newlines = pending.count(b"\n")
+            lineno += newlines
+            stats.lines += newlines
+        pending = body
 
 
-def _anchored(body: bytes, lineno: int, anchors: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
+def _anchored(body: bytes, lineno: int, gates: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
+    """Lines of `body` holding a gate substring (bytes.find per gate runs in C at GB/s)."""
     starts: set[int] = set()
-    for anchor in anchors:
+    for anchor in gates:
         find, rfind = body.find, body.rfind
         pos = find(anchor)
         while pos >= 0:

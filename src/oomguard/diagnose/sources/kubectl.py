@@ -34,6 +34,9 @@ class Parser:
 
     def feed(self, line: Line, msg: Message) -> None:
         body = line.text.strip()
+        if not any(k in body for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted",
+                                        "KILL")):
+            return
         if body.startswith("Limits:"):
             self.section = "limits"
             return
