@@ -75,6 +75,10 @@ def split_prefix(text: str) -> Message:
     return Message(tag, level, body, body != start.lstrip())
 
 
+# A line that starts a message of its own (an exception, a traceback), never a wrapped continuation.
+_NEW_MESSAGE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Exit)\b|Traceback|File \")")
+
+
 def continuation(following: list[str], limit: int = 3) -> list[str]:
     """The wrapped continuation of a message: following lines that carry no log prefix of their own."""
     out: list[str] = []
@@ -82,7 +86,7 @@ def continuation(following: list[str], limit: int = 3) -> list[str]:
         if not raw.strip():
             break
         msg = split_prefix(raw)
-        if msg.prefixed and (msg.level or msg.tag):
+        if (msg.prefixed and (msg.level or msg.tag)) or _NEW_MESSAGE.match(msg.body.strip()):
             break
         out.append(raw.strip())
     return out
