@@ -27,13 +27,22 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "validation" / "vllm_startup_de
 LOCAL_CONFIGS = REPO.parent / "shared" / "data" / "models" / "configs"
 
 
+ASSUMED_VERSION = "0.19.0"   # for runs whose version the source does not give (marked '?' in the table)
+
+
 def request_for(row: dict) -> PlanRequest | None:
     """The command the run used, as oomguard takes it."""
-    version = str(row.get("vllm_version") or "0.19.0")
+    version = str(row.get("vllm_version") or ASSUMED_VERSION)
     if row.get("engine") == "v0" and version.startswith("0.1"):
         return None
     model = row["model"]
     local = LOCAL_CONFIGS / model
+    try:
+        from oomguard.models.resolve import resolve_model
+        resolve_model(model)
+        local = Path("/nonexistent")        # the bundled catalog knows it: prefer it (full quantization_config)
+    except OomguardError:
+        pass
     flags: dict = {}
     for key in ("tp", "pp", "dp"):
         if row.get(key):
@@ -72,7 +81,8 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     w_err, kv_err, tok_err, skipped = [], [], [], []
-    fit_right = fit_total = 0
+    kv_err_known = []
+    verdicts = {"right": 0, "flagged": 0, "wrong": 0, "other-process": 0}
     for row in rows:
         m = row["measured"]
         request = request_for(row)
@@ -87,8 +97,18 @@ def main() -> int:
             continue
         r = p.rank0
         measured_ok = row["status"] == "ok"
-        fit_total += 1
-        fit_right += int(p.fits == measured_ok)
+        version_known = bool(row.get("vllm_version"))
+        if not version_known:
+            name = (name[:56] + " ?")
+        other_process = "Free memory on device" in (row.get("failure") or "")
+        if other_process:
+            verdicts["other-process"] += 1
+        elif p.fits == measured_ok and not (p.warnings and measured_ok):
+            verdicts["right"] += 1
+        elif p.fits and p.warnings and not measured_ok:
+            verdicts["flagged"] += 1
+        else:
+            verdicts["wrong"] += 1
         w_meas, kv_meas, tok_meas = m.get("weights_gib"), m.get("kv_cache_gib"), m.get("kv_cache_tokens")
         w_pred, kv_pred = r.weights.bytes / GiB, r.available_kv_bytes / GiB
         budget = r.budget_bytes / GiB
@@ -97,6 +117,8 @@ def main() -> int:
             w_err.append(abs(pct(w_pred, w_meas)))
         if kv_meas is not None and measured_ok:
             kv_err.append(abs(kv_pred - kv_meas) / budget * 100)
+            if version_known:
+                kv_err_known.append(kv_err[-1])
         if tok_meas and measured_ok and p.fits:
             tok_err.append(abs(pct(p.kv.kv_cache_tokens, tok_meas)))
         fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
@@ -105,7 +127,9 @@ def main() -> int:
               f"{(abs(kv_pred - kv_meas) / budget * 100 if kv_meas is not None else float('nan')):9.2f} "
               f"{p.kv.kv_cache_tokens:>10,}/{(tok_meas or 0):>10,} "
               f"{(pct(p.kv.kv_cache_tokens, tok_meas) if tok_meas else float('nan')):8.2f}"
-              + ("" if p.fits == measured_ok else f"   fit: predicted {'ok' if p.fits else p.failure}, was {row['status']}"))
+              + ("" if p.fits == measured_ok and not p.warnings else
+                 f"   verdict: {'ok' if p.fits and not p.warnings else 'at risk' if p.fits else p.failure}, "
+                 f"was {row['status']}" + (" (another process held GPU memory)" if other_process else "")))
         del cells
     print()
     def summary(label: str, values: list[float]) -> None:
@@ -114,8 +138,11 @@ def main() -> int:
                   f"mean {statistics.mean(values):6.2f}%  worst {max(values):7.2f}%")
     summary("weights (|err| % of measured)", w_err)
     summary("available KV (|err| % of GPU budget)", kv_err)
+    summary("  runs whose vLLM version is known", kv_err_known)
     summary("KV tokens (|err| % of measured)", tok_err)
-    print(f"{'fit / fail verdict':<40} {fit_right}/{fit_total} right")
+    print(f"{'start / fail verdict':<40} {verdicts['right']} right, {verdicts['flagged']} failures flagged as at risk, "
+          f"{verdicts['wrong']} wrong, {verdicts['other-process']} caused by another process (not in the command)")
+    print("'?': the source does not give the vLLM version; planned as " + ASSUMED_VERSION)
     print(f"skipped {len(skipped)} cases (model not resolvable offline, or facts missing):")
     for name, why in skipped:
         if args.verbose:

@@ -46,6 +46,7 @@ class LedgerLine:
     source: str
     band: int = 0
     in_budget: bool = True
+    per_replica: bool = True     # False: one copy on the GPU however many replicas share it
 
     @property
     def label(self) -> str:
@@ -78,12 +79,16 @@ class GpuLedger:
 
     @property
     def per_replica_bytes(self) -> int:
-        return sum(item.bytes for item in self.lines)
+        return sum(item.bytes for item in self.lines if item.per_replica)
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(item.bytes for item in self.lines if not item.per_replica)
 
     @property
     def used_bytes(self) -> int:
-        """Peak use of the GPU: each replica's lines, every replica at its own peak."""
-        return self.per_replica_bytes * self.replicas
+        """Peak use of the GPU: shared lines once, each replica's lines once per replica, all at their peaks."""
+        return self.shared_bytes + self.per_replica_bytes * self.replicas
 
     @property
     def free_bytes(self) -> int:
@@ -95,16 +100,20 @@ class GpuLedger:
 
     @property
     def uncertainty_bytes(self) -> int:
-        return sum(item.band for item in self.lines) * self.replicas
+        return sum(item.band * (self.replicas if item.per_replica else 1) for item in self.lines)
 
     @staticmethod
-    def from_items(total_bytes: int, *, replicas: int = 1, label: str = "", **items: int) -> "GpuLedger":
+    def from_items(total_bytes: int, *, replicas: int = 1, shared: tuple[str, ...] = (), label: str = "",
+                   **items: int) -> "GpuLedger":
         """A ledger from known numbers (keys: weights, kv_cache, activation, comm_buffers, cuda_graph,
-        non_torch, cuda_context): for what-if questions and for checking another planner's figures."""
-        unknown = set(items) - set(LINE_ORDER)
+        non_torch, cuda_context), for what-if questions and for checking another planner's figures. `shared`
+        names the lines held once per GPU (e.g. weights and the EP buffer of one process serving several
+        data-parallel replicas); every other line is held once per replica."""
+        unknown = (set(items) | set(shared)) - set(LINE_ORDER)
         if unknown:
             raise ValueError(f"unknown ledger lines: {', '.join(sorted(unknown))}")
-        lines = tuple(LedgerLine(key, int(items[key]), "given", "given") for key in LINE_ORDER if key in items)
+        lines = tuple(LedgerLine(key, int(items[key]), "given", "given", per_replica=key not in shared)
+                      for key in LINE_ORDER if key in items)
         return GpuLedger(int(total_bytes), lines, replicas, label)
 
     def with_replicas(self, replicas: int) -> "GpuLedger":
@@ -112,16 +121,18 @@ class GpuLedger:
 
     def with_line(self, key: str, num_bytes: int) -> "GpuLedger":
         lines = tuple(
-            LedgerLine(item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget)
+            LedgerLine(item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget, item.per_replica)
             if item.key == key else item for item in self.lines
         )
         return GpuLedger(self.total_bytes, lines, self.replicas, self.label, self.notes)
 
 
 def largest_line_that_fits(ledger: GpuLedger, key: str) -> int:
-    """The most bytes line `key` can take, per replica, with every other line as it is (<= 0: none)."""
-    others = ledger.per_replica_bytes - ledger.bytes_of(key)
-    return ledger.total_bytes // ledger.replicas - others
+    """The most bytes line `key` can take (per replica when it is a per-replica line), every other line as it is."""
+    item = ledger.line(key)
+    count = ledger.replicas if item is None or item.per_replica else 1
+    others = ledger.used_bytes - ledger.bytes_of(key) * count
+    return (ledger.total_bytes - others) // count
 
 
 def ordered(lines: Iterable[LedgerLine]) -> list[LedgerLine]:

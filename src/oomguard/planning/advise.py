@@ -213,12 +213,19 @@ class LedgerFix:
     ledger: GpuLedger
 
 
-def fix_ledger(ledger: GpuLedger) -> list[LedgerFix]:
-    """Ways to make a given GPU ledger fit: shrink each replica's KV cache, or run fewer replicas."""
+# What a fix leaves free on the GPU, so that it does not trade an OOM for a zero-headroom deployment.
+LEDGER_FIX_HEADROOM = 0.02
+
+
+def fix_ledger(ledger: GpuLedger, headroom: float = LEDGER_FIX_HEADROOM) -> list[LedgerFix]:
+    """Ways to make a given GPU ledger fit with `headroom` (a fraction of the device) left: shrink each
+    replica's KV cache, or run fewer replicas."""
     if ledger.fits:
         return []
     fixes: list[LedgerFix] = []
-    kv_room = largest_line_that_fits(ledger, KV_CACHE)
+    reserve = int(ledger.total_bytes * headroom)
+    target = GpuLedger(ledger.total_bytes - reserve, ledger.lines, ledger.replicas, ledger.label, ledger.notes)
+    kv_room = largest_line_that_fits(target, KV_CACHE)
     if kv_room > 0 and ledger.line(KV_CACHE) is not None:
         fixed = ledger.with_line(KV_CACHE, kv_room)
         fixes.append(LedgerFix(
@@ -226,7 +233,7 @@ def fix_ledger(ledger: GpuLedger) -> list[LedgerFix]:
             f"e.g. --kv-cache-memory-bytes {kv_room}", fixed))
     for replicas in range(ledger.replicas - 1, 0, -1):
         fewer = ledger.with_replicas(replicas)
-        if fewer.fits:
+        if fewer.used_bytes <= ledger.total_bytes - reserve:
             fixes.append(LedgerFix(f"run {replicas} replica(s) per GPU instead of {ledger.replicas}", fewer))
             break
     return fixes

@@ -44,7 +44,7 @@ NON_TORCH_SINGLE_GPU = {V("0.18.0"): int(0.25 * GiB), V("0.0.0"): int(0.13 * GiB
 # at TP=2, 2.21 at TP=4, including the single-GPU part).
 NCCL_BUFFERS_FIRST_PEER = int(1.83 * GiB)
 NCCL_BUFFERS_PER_EXTRA_PEER = int(0.065 * GiB)
-# Before the init snapshot moved after distributed init (v0.11), the CUDA context and NCCL init were charged:
+# Versions that charged the whole process (V0 <= 0.6.4, V1 0.8.0-0.9.0) also charged the CUDA context:
 CUDA_CONTEXT_BYTES = int(0.5 * GiB)
 
 # --- EP all2all (ACCOUNTING §5) ------------------------------------------------------------------------------
@@ -215,9 +215,9 @@ def non_torch_estimate(cfg: EngineConfig) -> Estimate:
     source = "cuBLAS workspaces and kernels created while profiling"
     if nccl:
         source += f"; NCCL communicators / custom all-reduce buffers across {cfg.world_size} GPUs"
-    if not cfg.behaviour.init_snapshot_after_nccl or cfg.behaviour.charges_whole_process:
+    if cfg.behaviour.charges_whole_process:
         base += CUDA_CONTEXT_BYTES
-        source += "; CUDA context (charged before v0.11 moved the snapshot after distributed init)"
+        source += "; CUDA context (this version charges all memory the process uses)"
     band = int(0.1 * GiB) + (int(0.3 * GiB) if nccl else 0)
     return Estimate.estimated(base + nccl, band, source)
 

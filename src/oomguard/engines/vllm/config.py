@@ -32,6 +32,7 @@ V0_MIN_BATCHED_TOKENS = 2048
 BATCHED_DP_MAX_NUM_BATCHED_TOKENS = 256
 CUDA_GRAPH_CEILING = 512
 CUDA_GRAPH_CEILING_SM100 = 1024
+MODEL_CAPTURE_CEILING = {"gpt_oss": 1024}
 KV_CACHE_DTYPE_BYTES = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
     "bfloat16": 2, "float16": 2, "half": 2, "float32": 4,
@@ -314,6 +315,10 @@ def resolve_engine_config(
         sizes = tuple(sorted(int(s) for s in explicit_sizes))
     else:
         explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
+        if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:
+            # NOTE: vLLM's per-model config hooks raise gpt-oss's default capture ceiling to 1024
+            # (the v0.19 llm-d runs logged 83 sizes, largest 1024).
+            explicit_max = MODEL_CAPTURE_CEILING[spec.model_type]
         sizes = capture_sizes(behaviour, mnbt, max_num_seqs, spec_tokens, compute_capability,
                               int(explicit_max) if explicit_max else None)
 

@@ -266,12 +266,11 @@ def group_layers(specs: Sequence[LayerKvSpec]) -> KvLayout:
         if rep.page_bytes != page and page % rep.page_bytes == 0:
             scale = page // rep.page_bytes
             rep = _with_block(rep, rep.block_size * scale, page)
+        # layers[i::n] striping: n groups whose sizes differ by at most one; the padding fills the short ones.
         n_groups = cdiv(len(layers), group_size)
-        padding = n_groups * group_size - len(layers)
         for g in range(n_groups):
-            in_group = min(group_size, len(layers) - g * group_size)
-            groups.append(KvGroup(rep.kind, in_group, rep.block_size, rep.window, page, rep,
-                                  padding if g == n_groups - 1 else 0))
+            in_group = len(layers[g::n_groups])
+            groups.append(KvGroup(rep.kind, in_group, rep.block_size, rep.window, page, rep, group_size - in_group))
     return KvLayout(tuple(groups), page * group_size, len(specs), False)
 
 
@@ -372,6 +371,14 @@ def check_fits(available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_
     return FitCheck(False, need, available_bytes, estimate, max_len_error(need, available_bytes, estimate, cfg, layout))
 
 
+# From 2025-12 (~v0.13) both KV errors end by pointing at the docs.
+DOCS_SUFFIX = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def _docs(cfg: EngineConfig) -> str:
+    return DOCS_SUFFIX if cfg.behaviour.version >= V("0.13.0") else ""
+
+
 def no_memory_error(cfg: EngineConfig) -> str:
     if cfg.behaviour.engine == "v0":
         return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
@@ -379,7 +386,7 @@ def no_memory_error(cfg: EngineConfig) -> str:
     cpu = (" (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
            if cfg.behaviour.version >= V("0.22.0") else "")
     return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            f"initializing the engine{cpu}.")
+            f"initializing the engine{cpu}.{_docs(cfg)}")
 
 
 def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, layout: KvLayout) -> str:
@@ -395,7 +402,7 @@ def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, l
             f"({_gib_text(need, cfg)} GiB KV cache is needed, which is larger than the available KV cache memory "
             f"({_gib_text(available, cfg)} GiB). Based on the available memory, the estimated maximum model "
             f"length is {estimate}. Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` "
-            "when initializing the engine.")
+            f"when initializing the engine.{_docs(cfg)}")
 
 
 def auto_fit_max_model_len(available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_limit: int) -> int:

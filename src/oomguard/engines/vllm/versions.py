@@ -66,12 +66,25 @@ class Behaviour:
     log_gib_format: str                 # "%.2f" or "round" (str(round(x, 2)))
 
 
-# Estimated fp32 logit copies alive at the sampler warm-up peak, fitted across the llm-d v0.15-0.19 sweep
-# (14 models, vocab 32k-262k, 1024 rows): the sort-based top-k/top-p path (<= 0.16) holds ~9.7 copies
-# (sorted values, int64 indices, probabilities, cumulative sums, masks); the Triton top-k/top-p kernel
-# (2026-02-17, first in 0.17) holds ~3.85 (fp32 logits, probabilities, the exponential noise, the mask).
+# Estimated fp32 logit copies alive at the sampler warm-up peak (rows x vocab x 4 B each), per sampler era:
+# - FlashInfer's top-k/top-p kernel, on by default while flashinfer was installed, until PR #26859
+#   (2025-10-15, first in 0.11.1) disabled it: ~4.2 (one v0.11.0 run, Mistral-Small-3.2; wide band);
+# - PyTorch's sort-based path (0.11.1-0.16): ~9.7 (sorted values, int64 indices, probabilities, cumulative
+#   sums, masks), fitted on the llm-d v0.15/v0.16 runs;
+# - the Triton top-k/top-p kernel (2026-02-17, first in 0.17): ~3.85, fitted across 14 models of the llm-d
+#   v0.17-v0.19 sweep (vocab 32k-262k, 1024 rows). FlashInfer's kernel is on by default again from PR #40376
+#   (2026-04-20, ~0.21); no measurement after that, so the Triton figure is kept.
+FLASHINFER_SAMPLER_COPIES = 4.2
 SORT_SAMPLER_COPIES = 9.7
 TRITON_SAMPLER_COPIES = 3.85
+
+
+def _sampler_copies(v: Version) -> float:
+    if v < V("0.11.1"):
+        return FLASHINFER_SAMPLER_COPIES
+    if v < V("0.17.0"):
+        return SORT_SAMPLER_COPIES
+    return TRITON_SAMPLER_COPIES
 
 
 @lru_cache(maxsize=64)
@@ -95,7 +108,7 @@ def behaviour_for(version_text: str) -> Behaviour:
         init_snapshot_after_nccl=v_rules >= V("0.11.0"),
         # PR #10511 (2024-12-16, V0 0.6.5): per-instance accounting; V1 adopted it in 0.9.1 (#18974/#19312).
         charges_whole_process=v_rules < V("0.6.5") or V("0.8.0") <= v_rules < V("0.9.1"),
-        sampler_logit_copies=TRITON_SAMPLER_COPIES if v_rules >= V("0.17.0") else SORT_SAMPLER_COPIES,
+        sampler_logit_copies=_sampler_copies(v_rules),
         # V1 <= 0.9.0: blocks*B; 2025-06 -> 2026-04: per-group; PR #41069 (2026-04-28, v0.21): concurrency*L.
         kv_tokens_report=(
             "blocks" if v_rules < V("0.9.1") else "per_group" if v_rules < V("0.21.0") else "concurrency"
