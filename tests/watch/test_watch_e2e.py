@@ -151,3 +151,55 @@ def test_once_on_a_dead_endpoint_reports_it_down_and_exits_1(tmp_path: Path) -> 
     assert result.returncode == 1
     [alert] = [json.loads(line) for line in result.stdout.splitlines()]
     assert alert["detector"] == "target_down" and alert["subject"] == f"http://127.0.0.1:{port}/metrics"
+
+
+def test_on_a_terminal_the_live_view_redraws_one_line_per_engine(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    state = ServerState(engines={"0": EngineState(kv_usage=0.31, running=7, waiting=0),
+                                 "1": EngineState(kv_usage=0.97, running=40, waiting=9)})
+    with Exporter(lambda n: state) as exporter:
+        leader, follower = pty.openpty()  # a real terminal: stdout.isatty() is true in the child
+        child = subprocess.Popen([sys.executable, "-m", "oomguard", "watch", exporter.url, "--count", "2",
+                                  "--interval", "0.3s", "--db", str(tmp_path / "w.sqlite"), "--no-host"],
+                                 stdout=follower, stderr=subprocess.PIPE, close_fds=True)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        child.wait(timeout=30)
+        os.close(leader)
+    screen = b"".join(chunks).decode()
+    assert child.returncode == 0
+    assert screen.count("\x1b[H\x1b[2J") == 2  # redrawn each tick
+    last = screen.rsplit("\x1b[H\x1b[2J", 1)[1]
+    row0 = next(line for line in last.splitlines() if "engine 0" in line)
+    row1 = next(line for line in last.splitlines() if "engine 1" in line)
+    assert "31%" in row0 and "97%" in row1 and " 40 " in row1
+    assert "dp_imbalance" in last and "evidence:" in last
+
+
+PLAN = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192"
+
+
+def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path: Path) -> None:
+    from oomguard.watch.planned import planned_capacity
+
+    planned = planned_capacity(PLAN, "H100").num_gpu_blocks
+    for blocks, expect in ((planned, False), (int(planned * 0.7), True)):
+        state = ServerState(num_gpu_blocks=blocks)
+        with Exporter(lambda n: state) as exporter:
+            result = _cli("watch", exporter.url, "--once", "--json", "--no-host", "--plan", PLAN, "--gpu", "H100",
+                          "--db", str(tmp_path / f"{blocks}.sqlite"))
+        alerts = [json.loads(line) for line in result.stdout.splitlines()]
+        shortfall = [a for a in alerts if a["detector"] == "kv_pool_shortfall"]
+        assert bool(shortfall) is expect, result.stdout + result.stderr
+        if expect:
+            assert shortfall[0]["value"] == pytest.approx(0.3, abs=0.01)

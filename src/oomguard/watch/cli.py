@@ -22,6 +22,7 @@ from oomguard.watch.detectors import Alert, Thresholds, evaluate
 from oomguard.watch.durations import parse_duration
 from oomguard.watch.host import HostProbe, is_loopback_url, url_port
 from oomguard.watch.nvml import NvmlProbe
+from oomguard.watch.planned import planned_capacity
 from oomguard.watch.scrape import DEFAULT_TIMEOUT_S, Scraper, normalize_url
 from oomguard.watch.store import Store
 from oomguard.watch.view import CLEAR, alert_json, alert_line, screen
@@ -96,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also watch host memory of this local process (found by port for local URLs)")
     parser.add_argument("--no-host", action="store_true", help="do not read /proc and cgroups for local URLs")
     parser.add_argument("--no-nvml", action="store_true", help="do not read GPU memory through NVML")
+    parser.add_argument("--plan", metavar="COMMAND", help="the server's `vllm serve ...` command (quoted): alert when "
+                        "it got clearly fewer KV blocks than `oomguard plan` says it should")
+    parser.add_argument("--gpu", help="GPU for --plan (e.g. H100); default: the planner's")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every failed scrape and retry")
     add_threshold_options(parser)
     return parser
@@ -129,6 +133,7 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
     from oomguard.watch.prometheus_query import PrometheusSource
 
     source = PrometheusSource(args.prometheus, selector=args.selector, timeout=parse_duration(args.timeout))
+    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
     lookback = max(thresholds.leak_window_s, thresholds.kv_window_s, thresholds.restart_window_s,
                    thresholds.imbalance_window_s, thresholds.preemption_window_s, thresholds.queue_window_s)
     interval = parse_duration(args.interval)
@@ -139,7 +144,7 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
     while True:
         now = time.time()
         history, models = source.history(now - lookback, now)
-        alerts = evaluate(history, now, thresholds, models)
+        alerts = evaluate(history, now, thresholds, models, planned)
         found = found or bool(alerts)
         current = {a.key: a for a in alerts}
         _emit([a for k, a in current.items() if k not in active or active[k].severity != a.severity],
@@ -175,7 +180,8 @@ def main(argv: list[str]) -> int:
     probes, notes = _probes(args, urls)
     for note in notes:
         logging.getLogger(__name__).info(note)
-    watcher = Watcher(store, Scraper(urls, timeout=parse_duration(args.timeout)), probes, thresholds)
+    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
+    watcher = Watcher(store, Scraper(urls, timeout=parse_duration(args.timeout)), probes, thresholds, planned)
     live = not args.json and not args.once and sys.stdout.isatty()
     deadline = _deadline(args)
     ticks = 0

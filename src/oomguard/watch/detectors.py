@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
+from oomguard.watch.planned import PlannedCapacity
 from oomguard.watch.samples import History, RankKey, Series, SeriesKey
 from oomguard.watch.trend import (
     Trend,
@@ -64,7 +65,7 @@ class Thresholds:
 @dataclass(frozen=True)
 class Alert:
     detector: str  # memory_leak | kv_saturation | queue_growth | preemptions | dp_imbalance | host_memory |
-    #                restarts | target_down
+    #                restarts | target_down | kv_pool_shortfall
     severity: str
     subject: str  # what it is about: a rank, a GPU, a host process
     summary: str
@@ -482,18 +483,47 @@ def targets_down(history: History, now: float, t: Thresholds) -> list[Alert]:
                 break
             failed += 1
         since = series.ts[len(series) - failed]
+        last_good = "none in the window" if failed == len(series) else f"{series.ts[-failed - 1]:.0f}"
         alerts.append(Alert(
             "target_down", WARNING, key.target,
             f"not answering for {format_duration(now - since)} ({failed} failed scrape(s))",
-            (f"last good scrape: {'none in the window' if failed == len(series) else f'{series.ts[-failed - 1]:.0f}'}",),
-            ("check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
-             "kubectl describe says whether it ran out of GPU or host memory",),
+            (f"last good scrape: {last_good}",),
+            (("check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
+              "kubectl describe says whether it ran out of GPU or host memory"),),
             now, None, float(failed), 0.0, {"down_since": since}))
     return alerts
 
 
+# A server may legitimately get a few blocks less than planned (allocator rounding, driver versions); a
+# shortfall beyond this share means memory the plan did not count.
+KV_POOL_SHORTFALL = 0.05
+
+
+def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) -> list[Alert]:
+    """Engines that report (cache_config_info) clearly fewer KV blocks than the plan of their command."""
+    alerts = []
+    for rank in _ranks(history, "kv_num_gpu_blocks"):
+        blocks = history[SeriesKey(rank.target, rank.engine, "kv_num_gpu_blocks")].last
+        short = 1 - blocks / planned.num_gpu_blocks if planned.num_gpu_blocks else 0.0
+        if short <= KV_POOL_SHORTFALL:
+            continue
+        alerts.append(Alert(
+            "kv_pool_shortfall", WARNING, str(rank),
+            f"{blocks:.0f} KV blocks, {short:.0%} fewer than planned ({planned.num_gpu_blocks}): memory went "
+            "somewhere the plan did not count",
+            (f"cache_config_info num_gpu_blocks = {blocks:.0f}",
+             (f"oomguard plan of `{planned.command}` on {planned.gpu_name}: {planned.num_gpu_blocks} blocks of "
+             f"{planned.block_size} tokens")),
+            ("check the GPU for other processes (nvidia-smi --query-compute-apps) before vLLM starts",
+             ("compare vLLM's startup log ledger with `oomguard plan` (weights, activation peak, non-torch, CUDA "
+             "graphs): the larger line is where the memory went"),
+             "with less KV than planned, saturation and preemption come earlier: re-plan concurrency"),
+            now, None, short, KV_POOL_SHORTFALL, {"planned_blocks": float(planned.num_gpu_blocks)}))
+    return alerts
+
+
 def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
-             models: Mapping[RankKey, str] | None = None) -> list[Alert]:
+             models: Mapping[RankKey, str] | None = None, planned: PlannedCapacity | None = None) -> list[Alert]:
     """Every detector over one history, most urgent first."""
     t = thresholds or Thresholds()
     alerts: list[Alert] = []
@@ -505,6 +535,8 @@ def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
     alerts += dp_imbalance(history, now, t, models or {})
     alerts += restarts(history, now, t)
     alerts += targets_down(history, now, t)
+    if planned is not None:
+        alerts += kv_pool_shortfall(history, now, planned)
     return sorted(alerts, key=_urgency)
 
 

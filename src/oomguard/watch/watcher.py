@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.planned import PlannedCapacity
 from oomguard.watch.samples import History, RankKey, Sample, SeriesKey
 from oomguard.watch.scrape import ScrapeOutcome, Scraper, up_sample
 from oomguard.watch.store import FlushResult, Gap, ScrapeRecord, Store
@@ -78,11 +79,12 @@ def _last(history: History, rank: RankKey, metric: str) -> float | None:
 
 class Watcher:
     def __init__(self, store: Store, scraper: Scraper, probes: list[Probe] | None = None,
-                 thresholds: Thresholds | None = None) -> None:
+                 thresholds: Thresholds | None = None, planned: PlannedCapacity | None = None) -> None:
         self.store = store
         self.scraper = scraper
         self.probes = probes or []
         self.thresholds = thresholds or Thresholds()
+        self.planned = planned
         self.active: dict[tuple[str, str], Alert] = {}
         self.last_outcome: dict[str, ScrapeOutcome] = {}
 
@@ -118,7 +120,7 @@ class Watcher:
 
     def detect(self, now: float) -> tuple[list[Alert], History]:
         history = self.store.history(now - self.lookback_s)
-        return evaluate(history, now, self.thresholds, self.store.ranks()), history
+        return evaluate(history, now, self.thresholds, self.store.ranks(), self.planned), history
 
     def tick(self, now: float) -> TickResult:
         outcomes, notes = self.collect(now)
@@ -168,7 +170,7 @@ class Watcher:
                 total = _last(history, key.rank, "gpu_memory_total_bytes")
                 rows.append(MemoryStatus(f"GPU {key.engine}", history[key].last, total))
             elif key.metric == "cgroup_memory_bytes":
-                rows.append(MemoryStatus(key.target, history[key].last,
+                rows.append(MemoryStatus(f"host {key.target}", history[key].last,
                                          _last(history, key.rank, "cgroup_limit_bytes")))
         return tuple(rows)
 
