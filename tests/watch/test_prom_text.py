@@ -46,6 +46,7 @@ def test_inf_nan_and_timestamps_are_read_as_prometheus_reads_them() -> None:
     samples = parse(BODY).samples()
     inf_bucket = next(s for s in samples if s.label("le") == "+Inf")
     assert inf_bucket.timestamp_ms == 1718000000000 and inf_bucket.value == 7.0
+    assert inf_bucket.lineno == 8  # counted in the body, comments included
     weird = [s for s in samples if s.name == "weird"]
     assert math.isnan(weird[0].value) and weird[1].value == -math.inf
     assert next(s for s in samples if s.name == "untyped_one").value == 1000.0

@@ -48,6 +48,7 @@ class PromSample:
     labels: tuple[tuple[str, str], ...]
     value: float
     timestamp_ms: int | None = None
+    lineno: int = 0  # where in the body (from 1), for messages that point at a line
 
     def label(self, key: str, default: str = "") -> str:
         for name, value in self.labels:
@@ -216,13 +217,13 @@ def parse(body: bytes | str) -> Exposition:
             if reason:
                 skipped.append(SkippedLine(lineno, reason, line[:80]))
             continue
-        reason = _parse_sample_line(line, builder)
+        reason = _parse_sample_line(line, builder, lineno)
         if reason:
             skipped.append(SkippedLine(lineno, reason, line[:80]))
     return Exposition(builder.build(), tuple(skipped), truncated)
 
 
-def _parse_sample_line(line: str, builder: _Builder) -> str | None:
+def _parse_sample_line(line: str, builder: _Builder, lineno: int) -> str | None:
     exemplar = _EXEMPLAR.search(line)
     if exemplar is not None:
         line = line[:exemplar.start()]  # OpenMetrics exemplar: not a sample of ours
@@ -238,7 +239,7 @@ def _parse_sample_line(line: str, builder: _Builder) -> str | None:
         value = parse_value(value_text)
     except ValueError:
         return f"value {value_text!r} is not a number"
-    sample = PromSample(name, labels, value, int(ts_text) if ts_text is not None else None)
+    sample = PromSample(name, labels, value, int(ts_text) if ts_text is not None else None, lineno)
     builder.samples[builder.family_of(name)].append(sample)
     return None
 
