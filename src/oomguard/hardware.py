@@ -13,6 +13,7 @@ Lookups are pure and cheap (a dict hit, or a scan of ~50 entries); nothing heavy
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -260,6 +261,7 @@ def catalog() -> tuple[Gpu, ...]:
     return CATALOG
 
 
+@functools.lru_cache(maxsize=512)
 def find_gpu(text: str) -> Gpu:
     """A catalog GPU from a name as people write it or nvidia-smi/torch print it.
 

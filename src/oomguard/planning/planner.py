@@ -134,6 +134,24 @@ def _resolve_gpu(request: PlanRequest, notes: list[str]) -> Gpu:
     return gpu
 
 
+# The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the value).
+_LAYOUT_MEMO: dict[tuple[object, ...], tuple[ModelSpec, kv.KvLayout]] = {}
+
+
+def _layout(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> kv.KvLayout:
+    key = (id(spec), placement.layer_start, placement.layer_end, cfg.tensor_parallel_size, cfg.block_size,
+           cfg.kv_cache_dtype, cfg.dtype, cfg.disable_hybrid_kv_cache_manager, cfg.enable_prefix_caching,
+           cfg.behaviour.version, cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"))
+    hit = _LAYOUT_MEMO.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_LAYOUT_MEMO) > 4096:
+        _LAYOUT_MEMO.clear()
+    layout = kv.group_layers(kv.layer_specs(spec, cfg, placement.layer_indices))
+    _LAYOUT_MEMO[key] = (spec, layout)
+    return layout
+
+
 def _context_bytes(cfg: EngineConfig) -> int:
     return CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else CONTEXT_BYTES_SINGLE
 
@@ -164,7 +182,7 @@ def _plan_rank(spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlac
     else:
         available = (budget - weights.bytes - activation.bytes - non_torch.bytes - comm.bytes
                      - (graphs.bytes if graphs_in_budget else 0))
-    layout = kv.group_layers(kv.layer_specs(spec, cfg, placement.layer_indices))
+    layout = _layout(spec, cfg, placement)
     blocks = kv.num_blocks(available, layout)
     context = _context_bytes(cfg)
     rank = RankLedger(placement, budget, weights, activation, non_torch, comm, graphs, context, available,

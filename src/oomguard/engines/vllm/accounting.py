@@ -102,7 +102,7 @@ def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacemen
         redundant_experts=cfg.num_redundant_experts,
         load_mtp=cfg.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp"),
     )
-    breakdown = model_weights.rank_weight_bytes(spec, place)
+    breakdown = _rank_weights(spec, place)
     rope = model_weights.rope_cache_bytes(spec)
     lora = lora_bytes(spec, cfg, placement)
     offload = int(cfg.cpu_offload_gb * GiB)
@@ -114,6 +114,24 @@ def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacemen
     if offload:
         source += f"; --cpu-offload-gb {cfg.cpu_offload_gb:g} moves {offload / GiB:.2f} GiB to the host"
     return Estimate.exact(total, source)
+
+
+# Sweeps re-plan the same model on the same placement thousands of times; summing ~1,000 tensors each time
+# would dominate. Keyed by the spec object (kept alive in the value so its id cannot be reused).
+_WEIGHTS_MEMO: dict[tuple[int, model_weights.RankPlacement], tuple[ModelSpec, model_weights.WeightBytes]] = {}
+_WEIGHTS_MEMO_LIMIT = 4096
+
+
+def _rank_weights(spec: ModelSpec, place: model_weights.RankPlacement) -> model_weights.WeightBytes:
+    key = (id(spec), place)
+    hit = _WEIGHTS_MEMO.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if len(_WEIGHTS_MEMO) >= _WEIGHTS_MEMO_LIMIT:
+        _WEIGHTS_MEMO.clear()
+    result = model_weights.rank_weight_bytes(spec, place)
+    _WEIGHTS_MEMO[key] = (spec, result)
+    return result
 
 
 def lora_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> int:
