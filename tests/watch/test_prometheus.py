@@ -164,3 +164,13 @@ def test_an_unreachable_prometheus_is_one_line_and_exit_2() -> None:
                              f"http://127.0.0.1:{free_port()}", "--once"], check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "connection refused" in result.stderr
+
+
+def test_a_continuous_watch_on_an_unreachable_prometheus_logs_and_retries() -> None:
+    from .prom_server import free_port
+
+    result = subprocess.run([sys.executable, "-m", "oomguard", "watch", "--prometheus",
+                             f"http://127.0.0.1:{free_port()}", "--count", "2", "--interval", "0.1s"],
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert result.stderr.count("retrying in") == 2

@@ -29,6 +29,7 @@ from oomguard.watch.view import CLEAR, alert_json, alert_line, screen
 from oomguard.watch.watcher import Probe, Watcher
 
 DEFAULT_DB = "oomguard-watch.sqlite"
+PROMETHEUS_BACKOFF_MAX_S = 300.0
 EXIT_FINDINGS = 1
 
 # CLI option -> Thresholds field; durations are parsed, the rest are floats.
@@ -48,6 +49,9 @@ THRESHOLD_OPTIONS: dict[str, str] = {
     "--host-memory-ratio": "host_memory_ratio",
     "--restart-window": "restart_window_s",
 }
+
+# Options that are fractions, with their largest sensible value (an imbalance may exceed 100%).
+FRACTION_BOUNDS = {"kv_high": 1.0, "host_memory_ratio": 1.0, "imbalance": 10.0}
 
 
 def add_threshold_options(parser: argparse.ArgumentParser) -> None:
@@ -73,9 +77,9 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
                 raise ConfigError(f"{option} wants a number, got {raw!r}") from None
         if changes[name] < 0:
             raise ConfigError(f"{option} must not be negative")
-    for name in ("kv_high", "imbalance", "host_memory_ratio"):
-        if name in changes and not 0 < changes[name] <= 1.0 + (name == "imbalance") * 9:
-            raise ConfigError(f"--{name.replace('_', '-')} is a fraction (e.g. 0.9), got {changes[name]}")
+    for name, upper in FRACTION_BOUNDS.items():
+        if name in changes and not 0 < changes[name] <= upper:
+            raise ConfigError(f"--{name.replace('_', '-')} is a fraction in (0, {upper:g}], got {changes[name]:g}")
     known = {f.name for f in fields(Thresholds)}
     return replace(Thresholds(), **{k: v for k, v in changes.items() if k in known})
 
@@ -130,7 +134,7 @@ def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> N
 
 
 def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
-    from oomguard.watch.prometheus_query import PrometheusSource
+    from oomguard.watch.prometheus_query import PrometheusError, PrometheusSource
 
     source = PrometheusSource(args.prometheus, selector=args.selector, timeout=parse_duration(args.timeout))
     planned = planned_capacity(args.plan, args.gpu) if args.plan else None
@@ -141,9 +145,22 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
     rounds = 0
     active: dict[tuple[str, str], Alert] = {}
     found = False
+    failures = 0
     while True:
         now = time.time()
-        history, models = source.history(now - lookback, now)
+        try:
+            history, models = source.history(now - lookback, now)
+        except PrometheusError as err:
+            if args.once:
+                raise
+            failures += 1
+            delay = min(interval * 2 ** (failures - 1), PROMETHEUS_BACKOFF_MAX_S)
+            logging.getLogger(__name__).warning("%s; retrying in %.0f s", err, delay)
+            if time.time() + delay > deadline or (args.count is not None and failures >= args.count):
+                return 0
+            time.sleep(delay)
+            continue
+        failures = 0
         alerts = evaluate(history, now, thresholds, models, planned)
         found = found or bool(alerts)
         current = {a.key: a for a in alerts}

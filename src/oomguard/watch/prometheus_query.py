@@ -20,7 +20,7 @@ from oomguard.errors import OomguardError
 from oomguard.units import MiB
 from oomguard.watch.metrics import CACHE_CONFIG_INFO, CACHE_CONFIG_LABELS
 from oomguard.watch.samples import RankKey, Sample, Series, SeriesKey, to_history
-from oomguard.watch.scrape import _reason
+from oomguard.watch.scrape import failure_reason
 
 MAX_POINTS_PER_SERIES = 1000  # Prometheus refuses more than 11,000; detectors reduce to a few hundred anyway
 MIN_STEP_S = 1.0
@@ -90,9 +90,9 @@ class PrometheusSource:
         except urllib.error.HTTPError as err:
             body = err.read()  # Prometheus answers bad queries with 400/422 and a JSON error
             if not body.lstrip().startswith(b"{"):
-                raise PrometheusError(f"Prometheus at {self.base}: {_reason(err)}") from None
+                raise PrometheusError(f"Prometheus at {self.base}: {failure_reason(err)}") from None
         except Exception as err:  # noqa: BLE001 - refused, timeout, DNS: one line for the user
-            raise PrometheusError(f"cannot reach Prometheus at {self.base}: {_reason(err)}") from None
+            raise PrometheusError(f"cannot reach Prometheus at {self.base}: {failure_reason(err)}") from None
         try:
             payload = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):

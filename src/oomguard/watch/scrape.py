@@ -72,7 +72,7 @@ def _read_body(response: http.client.HTTPResponse) -> bytes:
     return body
 
 
-def _reason(err: BaseException) -> str:
+def failure_reason(err: BaseException) -> str:
     """The one-line reason a person needs: refused, timed out, HTTP 503 ..."""
     if isinstance(err, urllib.error.HTTPError):
         return f"HTTP {err.code} {err.reason}"
@@ -102,7 +102,7 @@ def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | No
             content_type = (response.headers.get("Content-Type") or "").lower()
             body = _read_body(response)
     except Exception as err:  # noqa: BLE001 - every network failure becomes a recorded reason
-        return ScrapeOutcome(url, ts, False, time.monotonic() - start, _reason(err))
+        return ScrapeOutcome(url, ts, False, time.monotonic() - start, failure_reason(err))
     duration = time.monotonic() - start
     head = body[:512].lstrip().lower()
     if "html" in content_type or head.startswith((b"<!doctype", b"<html", b"<?xml", b"<")):
