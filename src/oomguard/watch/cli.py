@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("urls", nargs="*", metavar="URL", help="vLLM /metrics endpoints (one per DP rank or replica)")
     parser.add_argument("--prometheus", metavar="URL", help="run the detectors on range queries against Prometheus")
     parser.add_argument("--selector", default="", help="PromQL label matchers for --prometheus, e.g. '{job=\"vllm\"}'")
+    parser.add_argument("--gpu-selector", default="", help="PromQL label matchers for dcgm-exporter series")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file for samples (default ./{DEFAULT_DB})")
     parser.add_argument("--interval", default="5s", help="time between scrapes (default 5s)")
     parser.add_argument("--timeout", default=f"{DEFAULT_TIMEOUT_S:g}s", help="per-scrape timeout (default 5s)")
@@ -136,7 +137,8 @@ def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> N
 def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
     from oomguard.watch.prometheus_query import PrometheusError, PrometheusSource
 
-    source = PrometheusSource(args.prometheus, selector=args.selector, timeout=parse_duration(args.timeout))
+    source = PrometheusSource(args.prometheus, selector=args.selector, gpu_selector=args.gpu_selector,
+                              timeout=parse_duration(args.timeout))
     planned = planned_capacity(args.plan, args.gpu) if args.plan else None
     lookback = max(thresholds.leak_window_s, thresholds.kv_window_s, thresholds.restart_window_s,
                    thresholds.imbalance_window_s, thresholds.preemption_window_s, thresholds.queue_window_s)
