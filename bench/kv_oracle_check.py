@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.engines.vllm.kv_check import KvCase, predict  # noqa: E402
+from oomguard.engines.vllm.kv_check import KvCase, predict
 
 ORACLE_DIR = REPO.parent / "shared" / "tools" / "vllm_oracle"
 ORACLE_PYTHON = Path.home() / "vllm-oracle" / "bin" / "python"
@@ -62,7 +62,7 @@ def ask_vllm(case: KvCase) -> dict:
             "--quiet"]
     if case.disable_hybrid:
         argv.append("--disable-hybrid-kv-cache-manager")
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     out = json.loads(done.stdout)

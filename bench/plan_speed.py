@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.planning import PlanRequest, plan  # noqa: E402
+from oomguard.planning import PlanRequest, plan
 
 
 def end_to_end(args: list[str], runs: int = 7) -> float:

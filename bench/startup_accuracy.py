@@ -19,8 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.errors import OomguardError  # noqa: E402
-from oomguard.planning import PlanRequest, plan  # noqa: E402
+from oomguard.errors import OomguardError
+from oomguard.planning import PlanRequest, plan
 
 GiB = 1 << 30
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "validation" / "vllm_startup_dev.jsonl"
@@ -128,7 +128,7 @@ def main() -> int:
                 kv_err_known.append(kv_err[-1])
         if tok_meas and measured_ok and p.fits:
             tok_err.append(abs(pct(p.kv.kv_cache_tokens, tok_meas)))
-        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"
         print(f"{name:<58} {w_pred:6.2f}/{fmt(w_meas):>6} {r.activation.bytes / GiB:5.2f}/{fmt(m.get('activation_gib')):>6} "
               f"{r.non_torch.bytes / GiB:5.2f}/{fmt(m.get('non_torch_gib')):>6} {kv_pred:8.2f}/{fmt(kv_meas):>8} "
               f"{(abs(kv_pred - kv_meas) / budget * 100 if kv_meas is not None else float('nan')):9.2f} "

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from oomguard import __version__
 from oomguard.errors import OomguardError
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `oomguard ... | head` closed the pipe: not an error of ours or the user's.
         sys.stderr.close()
         return 0
-    except Exception as err:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as err:
         if os.environ.get("OOMGUARD_DEBUG"):
             raise
         print(

@@ -10,8 +10,8 @@ with a band) and is engine-independent: engines fill it, renderers print it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 GiB = 1 << 30
 
@@ -104,7 +104,7 @@ class GpuLedger:
 
     @staticmethod
     def from_items(total_bytes: int, *, replicas: int = 1, shared: tuple[str, ...] = (), label: str = "",
-                   **items: int) -> "GpuLedger":
+                   **items: int) -> GpuLedger:
         """A ledger from known numbers (keys: weights, kv_cache, activation, comm_buffers, cuda_graph,
         non_torch, cuda_context), for what-if questions and for checking another planner's figures. `shared`
         names the lines held once per GPU (e.g. weights and the EP buffer of one process serving several
@@ -116,10 +116,10 @@ class GpuLedger:
                       for key in LINE_ORDER if key in items)
         return GpuLedger(int(total_bytes), lines, replicas, label)
 
-    def with_replicas(self, replicas: int) -> "GpuLedger":
+    def with_replicas(self, replicas: int) -> GpuLedger:
         return GpuLedger(self.total_bytes, self.lines, replicas, self.label, self.notes)
 
-    def with_line(self, key: str, num_bytes: int) -> "GpuLedger":
+    def with_line(self, key: str, num_bytes: int) -> GpuLedger:
         lines = tuple(
             LedgerLine(item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget, item.per_replica)
             if item.key == key else item for item in self.lines

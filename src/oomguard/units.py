@@ -35,7 +35,7 @@ def parse_bytes(text: str, *, bare_unit: int = GiB) -> int:
     if unit not in _UNITS:
         raise ConfigError(f"unknown memory unit {match.group(2)!r} in {text!r} (use B, MiB, GiB, MB, GB ...)")
     scale = bare_unit if unit == "" else _UNITS[unit]
-    return int(round(value * scale))
+    return round(value * scale)
 
 
 def gib(num_bytes: float) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 
 from oomguard.engines.vllm import kv
 from oomguard.errors import OomguardError
-from oomguard.ledger import GpuLedger, KV_CACHE, largest_line_that_fits
+from oomguard.ledger import KV_CACHE, GpuLedger, largest_line_that_fits
 from oomguard.planning.planner import Plan, PlanRequest, plan
 
 GiB = 1 << 30

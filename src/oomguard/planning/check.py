@@ -13,9 +13,10 @@ Job, LeaderWorkerSet, KServe InferenceService, ...: any object whose containers 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN

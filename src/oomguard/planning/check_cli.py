@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from oomguard.engines.vllm.flags import parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN

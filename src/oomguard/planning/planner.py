@@ -8,8 +8,9 @@ warm-up, which before v0.21 took memory outside the budget.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from oomguard.engines.vllm import accounting as acc
 from oomguard.engines.vllm import kv
@@ -20,7 +21,15 @@ from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError
 from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
 from oomguard.ledger import (
-    ACTIVATION, COMM_BUFFERS, CONTEXT, CUDA_GRAPHS, KV_CACHE, NON_TORCH, WEIGHTS, GpuLedger, LedgerLine,
+    ACTIVATION,
+    COMM_BUFFERS,
+    CONTEXT,
+    CUDA_GRAPHS,
+    KV_CACHE,
+    NON_TORCH,
+    WEIGHTS,
+    GpuLedger,
+    LedgerLine,
 )
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
@@ -54,7 +63,7 @@ class PlanRequest:
     used_by_other_processes: int = 0                              # bytes in use on the GPU before vLLM starts
 
     @staticmethod
-    def from_argv(command: Sequence[str] | str, **kwargs: Any) -> "PlanRequest":
+    def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
         return PlanRequest(args=parse_serve_command(command), **kwargs)
 
     def serve_args(self) -> ServeArgs:
@@ -65,7 +74,7 @@ class PlanRequest:
         model = self.model or base.model or extra.model
         return ServeArgs(model, values, base.env, base.unknown_flags + extra.unknown_flags)
 
-    def with_flags(self, **changes: Any) -> "PlanRequest":
+    def with_flags(self, **changes: Any) -> PlanRequest:
         merged = dict(self.flags)
         merged.update(changes)
         return replace(self, flags=merged)

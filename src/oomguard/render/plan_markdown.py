@@ -16,8 +16,8 @@ def render_plan_markdown(report: PlanReport) -> str:
     out = [
         f"### oomguard plan: `{plan.model.name}` on {cfg.total_gpus} x {plan.gpu.name}, vLLM {cfg.vllm_version}",
         "",
-        f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.kv_cache_tokens:,} tokens, "
-        f"{plan.kv.max_concurrency:.2f}x concurrency at {cfg.max_model_len:,} tokens.",
+        (f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.kv_cache_tokens:,} tokens, "
+         f"{plan.kv.max_concurrency:.2f}x concurrency at {cfg.max_model_len:,} tokens."),
         "",
     ]
     for error in plan.errors:

@@ -73,8 +73,7 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
             label += f" ({rank.num_gpu_blocks:,} blocks)"
         prefix = "    " if line.in_budget else "  + outside budget: "
         width = 36 if line.in_budget else 20
-        source = line.source if line.key != "kv_cache" else line.source
-        out.append(f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(source[:80]))
+        out.append(f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(line.source[:80]))
     if rank.gpu.replicas > 1:
         out.append(f"  x {rank.gpu.replicas} replicas on this GPU{'':<14}{_g(rank.gpu.used_bytes)}")
     free = rank.gpu.free_bytes

@@ -71,15 +71,15 @@ class Estimate:
     source: str
 
     @staticmethod
-    def exact(num_bytes: int, source: str) -> "Estimate":
+    def exact(num_bytes: int, source: str) -> Estimate:
         return Estimate(int(num_bytes), "exact", 0, source)
 
     @staticmethod
-    def estimated(num_bytes: int, band: int, source: str) -> "Estimate":
+    def estimated(num_bytes: int, band: int, source: str) -> Estimate:
         return Estimate(int(num_bytes), "estimated", int(band), source)
 
     @staticmethod
-    def zero(source: str) -> "Estimate":
+    def zero(source: str) -> Estimate:
         return Estimate(0, "exact", 0, source)
 
 
@@ -167,7 +167,7 @@ def forward_peak_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacem
     dt = spec.dtype_bytes if cfg.dtype == spec.dtype else (4 if cfg.dtype == "float32" else 2)
     tp = cfg.tensor_parallel_size
     hidden = tokens * spec.hidden_size * dt * FORWARD_HIDDEN_STREAMS
-    widest = 0
+    widest = 0.0
     for index in placement.layer_indices:
         mlp = spec.layers[index].mlp
         if isinstance(mlp, DenseMlp):

@@ -6,11 +6,12 @@ Each default records why it has its value (`EngineConfig.defaults`), so the plan
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs
-from oomguard.engines.vllm.versions import Behaviour, behaviour_for, parse_version, V
+from oomguard.engines.vllm.versions import Behaviour, V, behaviour_for, parse_version
 from oomguard.errors import ConfigError, ParallelismError
 from oomguard.models.spec import ModelSpec
 
@@ -114,7 +115,7 @@ class EngineConfig:
             return 2
         return self.pipeline_parallel_size
 
-    def with_changes(self, **changes: Any) -> "EngineConfig":
+    def with_changes(self, **changes: Any) -> EngineConfig:
         return replace(self, **changes)
 
 

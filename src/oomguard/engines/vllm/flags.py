@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from oomguard.errors import ConfigError
 from oomguard.units import parse_bytes
@@ -208,7 +209,7 @@ class ServeArgs:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
-    def with_values(self, **changes: Any) -> "ServeArgs":
+    def with_values(self, **changes: Any) -> ServeArgs:
         merged = dict(self.values)
         merged.update(changes)
         return ServeArgs(self.model, merged, self.env, self.unknown_flags)

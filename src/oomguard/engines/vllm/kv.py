@@ -10,15 +10,15 @@ Everything here is exact given the available memory; cross-checked against vLLM 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence, Union
+from typing import Literal
 
 from oomguard.engines.vllm.config import EngineConfig
 from oomguard.engines.vllm.versions import V
 from oomguard.models.spec import (
     DTYPE_BYTES,
     ChunkedLocalAttention,
-    FullAttention,
     MambaState,
     MlaAttention,
     ModelSpec,
@@ -104,7 +104,7 @@ class MambaSpec:
         return base + cfg.num_speculative_tokens
 
 
-LayerKvSpec = Union[FullSpec, MlaSpec, SlidingWindowSpec, ChunkedLocalSpec, MambaSpec]
+LayerKvSpec = FullSpec | MlaSpec | SlidingWindowSpec | ChunkedLocalSpec | MambaSpec
 
 
 def kv_heads_per_rank(num_kv_heads: int, tp: int) -> int:
@@ -261,7 +261,7 @@ def group_layers(specs: Sequence[LayerKvSpec]) -> KvLayout:
     smallest, largest = min(counts.values()), max(counts.values())
     group_size = largest if largest < GROUP_PADDING_RATIO * smallest else smallest
     groups: list[KvGroup] = []
-    for key, layers in buckets.items():
+    for layers in buckets.values():
         rep = layers[0]
         if rep.page_bytes != page and page % rep.page_bytes == 0:
             scale = page // rep.page_bytes

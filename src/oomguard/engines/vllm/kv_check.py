@@ -51,7 +51,7 @@ class KvCase:
         return asdict(self)
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "KvCase":
+    def from_dict(data: dict[str, Any]) -> KvCase:
         return KvCase(**data)
 
 

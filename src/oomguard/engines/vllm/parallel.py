@@ -8,8 +8,8 @@ expert count does not divide. Distinct ranks are the distinct combinations; the 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from oomguard.engines.vllm.config import EngineConfig
 from oomguard.errors import ParallelismError
