@@ -169,3 +169,37 @@ def test_available_kv_within_three_percent_of_budget_on_the_llmd_sweep(shared_da
         assert error <= 0.03 * result.rank0.budget_bytes / GiB, row["id"]
         checked += 1
     assert checked >= 10
+
+
+def test_eagle_drafter_adds_a_kv_layer_and_its_weights() -> None:
+    plain = plan(llama8b("0.33.0"))
+    eagle = plan(llama8b("0.33.0", speculative_config={"method": "eagle3", "num_speculative_tokens": 3}))
+    assert eagle.kv.layout.num_layers == plain.kv.layout.num_layers + 1          # 33 layers share the pool
+    assert eagle.rank0.weights.bytes > plain.rank0.weights.bytes
+    assert eagle.rank0.weights.kind == "estimated"
+
+
+def test_mtp_loads_the_checkpoints_mtp_layer() -> None:
+    flags = {"tensor_parallel_size": 8, "max_model_len": 32768}
+    base = plan(PlanRequest(model="deepseek-ai/DeepSeek-V3", gpu="H200", flags=flags))
+    mtp = plan(PlanRequest(model="deepseek-ai/DeepSeek-V3", gpu="H200",
+                           flags={**flags, "speculative_config": {"method": "deepseek_mtp", "num_speculative_tokens": 1}}))
+    assert mtp.rank0.weights.bytes > base.rank0.weights.bytes
+    assert mtp.kv.layout.num_layers == base.kv.layout.num_layers + 1
+
+
+def test_calibrate_replaces_estimates_with_an_earlier_runs_figures(tmp_path) -> None:
+    from oomguard.planning.calibrate import measured_terms_from_log
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "(EngineCore_DP0 pid=1) INFO 04-17 10:00:01 [gpu_model_runner.py:2000] Model loading took 14.99 GiB memory "
+        "and 5.1 seconds\n"
+        "(EngineCore_DP0 pid=1) DEBUG 04-17 10:00:09 [gpu_worker.py:300] Memory profiling takes 3.1 seconds. Total "
+        "non KV cache memory: 17.12GiB; torch peak memory increase: 1.88GiB; non-torch forward increase memory: "
+        "0.25GiB; weights memory: 14.99GiB.\n")
+    measured = measured_terms_from_log(str(log))
+    result = plan(PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", vllm_version="0.19.0",
+                              flags={"max_model_len": 8192}, measured=measured))
+    assert result.rank0.activation.bytes == int(1.88 * GiB)
+    assert result.rank0.activation.kind == "measured"

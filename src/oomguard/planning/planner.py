@@ -15,6 +15,7 @@ from typing import Any
 from oomguard.engines.vllm import accounting as acc
 from oomguard.engines.vllm import kv
 from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
+from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
@@ -148,15 +149,17 @@ _LAYOUT_MEMO: dict[tuple[object, ...], tuple[ModelSpec, kv.KvLayout]] = {}
 
 
 def _layout(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> kv.KvLayout:
+    drafter = drafter_for(spec, cfg) if placement.holds_lm_head else None
+    extra = drafter.kv_layers if drafter else ()
     key = (id(spec), placement.layer_start, placement.layer_end, cfg.tensor_parallel_size, cfg.block_size,
            cfg.kv_cache_dtype, cfg.dtype, cfg.disable_hybrid_kv_cache_manager, cfg.enable_prefix_caching,
-           cfg.behaviour.version, cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"))
+           cfg.behaviour.version, cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"), extra)
     hit = _LAYOUT_MEMO.get(key)
     if hit is not None and hit[0] is spec:
         return hit[1]
     if len(_LAYOUT_MEMO) > 4096:
         _LAYOUT_MEMO.clear()
-    layout = kv.group_layers(kv.layer_specs(spec, cfg, placement.layer_indices))
+    layout = kv.group_layers(kv.layer_specs(spec, cfg, placement.layer_indices, extra))
     _LAYOUT_MEMO[key] = (spec, layout)
     return layout
 
@@ -338,6 +341,9 @@ def plan(request: PlanRequest) -> Plan:
     if layout.padding_layers:
         notes.append(f"Add {layout.padding_layers} padding layers, may waste at most "
                         f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache memory")
+    drafter = drafter_for(spec, cfg)
+    if drafter is not None:
+        notes.append(drafter.note)
     if cfg.unknown_flags:
         notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
     return Plan(request, spec, gpu, cfg, ranks, kv_plan, failure is None, tuple(errors), failure,

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from oomguard.engines.vllm.config import EngineConfig
+from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.parallel import RankPlacement
 from oomguard.engines.vllm.versions import V
 from oomguard.models import weights as model_weights
@@ -91,6 +92,7 @@ def budget_bytes(total_bytes: int, cfg: EngineConfig) -> int:
 def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> Estimate:
     """W: the tensors this rank holds (TP/EP/PP placement) + the RoPE caches + LoRA slots - CPU offload.
     Exact from the checkpoint's tensors (safetensors headers when given, else config.json arithmetic)."""
+    drafter = drafter_for(spec, cfg)
     place = model_weights.RankPlacement(
         tp_size=cfg.tensor_parallel_size,
         ep_size=placement.ep_size,
@@ -100,20 +102,37 @@ def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacemen
         has_embedding=placement.holds_embedding or (spec.tie_word_embeddings and placement.holds_lm_head),
         has_lm_head=placement.holds_lm_head,
         redundant_experts=cfg.num_redundant_experts,
-        load_mtp=cfg.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp"),
+        load_mtp=placement.holds_lm_head and drafter is not None and drafter.loads_mtp,
     )
     breakdown = _rank_weights(spec, place)
     rope = model_weights.rope_cache_bytes(spec)
     lora = lora_bytes(spec, cfg, placement)
     offload = int(cfg.cpu_offload_gb * GiB)
-    total = max(0, breakdown.total + rope + lora - offload)
+    draft = drafter.extra_weight_bytes if drafter is not None and placement.holds_lm_head else 0
+    eplb = eplb_buffer_bytes(spec, cfg, placement, breakdown)
+    total = max(0, breakdown.total + rope + lora + draft + eplb - offload)
     parts = [f"{role.value} {num / GiB:.2f}" for role, num in breakdown.by_role if num >= 0.005 * GiB]
     source = f"{spec.weights_source}: " + ", ".join(parts) + f" GiB; RoPE cache {rope / (1 << 20):.0f} MiB"
     if lora:
         source += f"; LoRA slots {lora / GiB:.2f} GiB"
     if offload:
         source += f"; --cpu-offload-gb {cfg.cpu_offload_gb:g} moves {offload / GiB:.2f} GiB to the host"
+    if eplb:
+        source += f"; EPLB expert buffer {eplb / GiB:.2f} GiB"
+    if draft:
+        source += f"; {cfg.speculative_method} drafter {draft / GiB:.2f} GiB (estimated)"
+        return Estimate.estimated(total, draft // 4, source)
     return Estimate.exact(total, source)
+
+
+def eplb_buffer_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement,
+                      breakdown: model_weights.WeightBytes) -> int:
+    """EPLB keeps one MoE layer's worth of this rank's experts as a staging buffer for rebalancing."""
+    enabled = bool(cfg.args and cfg.args.get("enable_eplb"))
+    moe_layers = sum(1 for i in placement.layer_indices if isinstance(spec.layers[i].mlp, MoeMlp))
+    if not enabled or not moe_layers:
+        return 0
+    return breakdown.of(Role.EXPERTS) // moe_layers
 
 
 # Sweeps re-plan the same model on the same placement thousands of times; summing ~1,000 tensors each time

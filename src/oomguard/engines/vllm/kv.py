@@ -18,6 +18,7 @@ from oomguard.engines.vllm.config import EngineConfig
 from oomguard.engines.vllm.versions import V
 from oomguard.models.spec import (
     DTYPE_BYTES,
+    AttentionKind,
     ChunkedLocalAttention,
     MambaState,
     MlaAttention,
@@ -129,14 +130,16 @@ def _mamba_state_bytes(state: MambaState, tp: int, cfg: EngineConfig) -> int:
     return total
 
 
-def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int]) -> list[LayerKvSpec]:
-    """The KV spec of each decoder layer on one rank (one PP stage, one TP shard)."""
+def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int],
+                extra_layers: Sequence[AttentionKind] = ()) -> list[LayerKvSpec]:
+    """The KV spec of each decoder layer on one rank (one PP stage, one TP shard), plus `extra_layers`
+    (a speculative drafter's attention layers, which share the pool)."""
     tp = cfg.tensor_parallel_size
     block = cfg.block_size
     specs: list[LayerKvSpec] = []
     hybrid_allocator = cfg.behaviour.version >= V("0.10.0") and not cfg.disable_hybrid_kv_cache_manager
-    for index in layer_indices:
-        attention = spec.layers[index].attention
+    attentions = [spec.layers[index].attention for index in layer_indices] + list(extra_layers)
+    for attention in attentions:
         if isinstance(attention, MlaAttention):
             if cfg.kv_cache_dtype == "fp8_ds_mla":
                 page = block * FP8_DS_MLA_BYTES_PER_TOKEN
