@@ -6,7 +6,7 @@ max_model_len, the concurrency at a length, the fewest GPUs for a model at a len
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from oomguard.engines.vllm import kv
@@ -43,10 +43,19 @@ class Fix:
 
 def _try(request: PlanRequest, **flags: Any) -> Plan | None:
     try:
-        result = plan(request.with_flags(**flags))
+        result = plan(_apply(request, flags))
     except OomguardError:
         return None
     return result if result.fits else None
+
+
+def _apply(request: PlanRequest, flags: dict[str, Any]) -> PlanRequest:
+    """Flags are vLLM's; `replicas_per_gpu` is the deployment's (how many engines share a GPU)."""
+    vllm_flags = {k: v for k, v in flags.items() if k != "replicas_per_gpu"}
+    changed = request.with_flags(**vllm_flags) if vllm_flags else request
+    if "replicas_per_gpu" in flags:
+        changed = replace(changed, replicas_per_gpu=int(flags["replicas_per_gpu"]))
+    return changed
 
 
 def _describe(base: Plan, candidate: Plan) -> str:
@@ -58,6 +67,8 @@ def _describe(base: Plan, candidate: Plan) -> str:
     gpus_before, gpus_after = base.engine.total_gpus, candidate.engine.total_gpus
     if gpus_after != gpus_before:
         parts.append(f"{gpus_before} -> {gpus_after} GPUs")
+    if candidate.engine.replicas_per_gpu < base.engine.replicas_per_gpu:
+        parts.append(f"{base.engine.replicas_per_gpu} -> {candidate.engine.replicas_per_gpu} engines per GPU")
     if candidate.engine.kv_cache_dtype != base.engine.kv_cache_dtype:
         parts.append("fp8 KV: small accuracy risk; check your evals")
     if candidate.engine.quantization != base.engine.quantization:
@@ -146,16 +157,23 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
             gpu_memory_utilization=lower)
         if cfg.max_num_seqs > 256:
             add("--max-num-seqs 256: the sampler warm-up shrinks with its rows", max_num_seqs=256)
-    if result.failure == "startup-free-memory":
+    if result.failure == "startup-free-memory" and cfg.replicas_per_gpu == 1:
         cap = min(MAX_UTILIZATION, round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes
                                          - 0.005, 3))
-        if cfg.replicas_per_gpu > 1:
-            cap = round(cap / cfg.replicas_per_gpu - 0.01, 3)
         add(f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap)
-    if result.failure == "replicas-exceed-gpu":
+    if result.failure in ("replicas-exceed-gpu", "startup-free-memory") and cfg.replicas_per_gpu > 1:
         share = round((1.0 / cfg.replicas_per_gpu) - 0.03, 3)
         add(f"--gpu-memory-utilization {share} per replica: {cfg.replicas_per_gpu} replicas share one GPU",
             gpu_memory_utilization=share)
+        for fewer in range(cfg.replicas_per_gpu - 1, 0, -1):
+            add(f"{fewer} replica(s) per GPU instead of {cfg.replicas_per_gpu}", group="replicas",
+                replicas_per_gpu=fewer)
+    if result.failure in ("max-model-len", "no-kv-memory") and cfg.max_num_batched_tokens > 2048:
+        forward = result.rank0.activation.source.startswith("profile run: forward")
+        if forward:
+            smaller = max(2048, cfg.max_num_batched_tokens // 2)
+            add(f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation peak)",
+                max_num_batched_tokens=smaller)
 
     fixes: list[Fix] = []
     seen: set[str] = set()
@@ -169,7 +187,7 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
         if candidate is None and "max_model_len" not in flags and result.failure == "max-model-len":
             # Combine with the longest length the new setting allows.
             try:
-                trial = plan(request.with_flags(**flags))
+                trial = plan(_apply(request, flags))
             except OomguardError:
                 continue
             length = _round_length(longest_max_model_len(trial), cfg.block_size)
@@ -187,8 +205,9 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
 
 
 def _cost_rank(fix: Fix) -> tuple[int, int, float]:
-    """Prefer fixes that keep the GPU count, then the longest context, then the most concurrency."""
-    return (fix.gpus, -fix.max_model_len, -fix.max_concurrency)
+    """Prefer fixes that keep the GPU count, then the longest context, then the most concurrency over all the
+    engines that share a GPU."""
+    return (fix.gpus, -fix.max_model_len, -fix.max_concurrency * fix.plan.engine.replicas_per_gpu)
 
 
 def fewest_gpus(request: PlanRequest, *, max_gpus: int = 64) -> Plan | None:

@@ -101,7 +101,8 @@ class EngineConfig:
 
     @property
     def total_gpus(self) -> int:
-        return self.world_size * self.data_parallel_size // max(1, self.replicas_per_gpu)
+        """GPUs the deployment occupies: every engine's world, with co-located replicas sharing GPUs."""
+        return max(1, -(-self.world_size * self.data_parallel_size // max(1, self.replicas_per_gpu)))
 
     @property
     def sampler_rows(self) -> int:
