@@ -82,6 +82,7 @@ def main() -> int:
     print("-" * len(header))
     w_err, kv_err, tok_err, skipped = [], [], [], []
     kv_err_known = []
+    term_err: dict[str, list[float]] = {"activation": [], "non_torch": [], "cuda_graph": []}
     verdicts = {"right": 0, "flagged": 0, "wrong": 0, "other-process": 0}
     for row in rows:
         m = row["measured"]
@@ -122,6 +123,12 @@ def main() -> int:
         cells = []
         if w_meas:
             w_err.append(abs(pct(w_pred, w_meas)))
+        if version_known:
+            for key, predicted in (("activation", r.activation.bytes), ("non_torch", r.non_torch.bytes),
+                                   ("cuda_graph", r.cuda_graphs.bytes)):
+                measured = m.get(f"{key}_gib")
+                if measured is not None and measured > 0 and (key != "cuda_graph" or p.engine.cudagraph_capture_sizes):
+                    term_err[key].append(abs(predicted / GiB - measured))
         if kv_meas is not None and measured_ok:
             kv_err.append(abs(kv_pred - kv_meas) / budget * 100)
             if version_known:
@@ -147,6 +154,10 @@ def main() -> int:
     summary("available KV (|err| % of GPU budget)", kv_err)
     summary("  runs whose vLLM version is known", kv_err_known)
     summary("KV tokens (|err| % of measured)", tok_err)
+    for key, values in term_err.items():
+        if values:
+            print(f"{key + ' (|err| GiB, known versions)':<40} n={len(values):>3}  median {statistics.median(values):6.2f}   "
+                  f"   mean {statistics.mean(values):6.2f}    worst {max(values):7.2f}")
     print(f"{'start / fail verdict':<40} {verdicts['right']} right, {verdicts['flagged']} failures flagged as at risk, "
           f"{verdicts['wrong']} wrong, {verdicts['other-process']} caused by another process (not in the command)")
     print("'?': the source does not give the vLLM version; planned as " + ASSUMED_VERSION)
