@@ -192,13 +192,14 @@ def forward_peak_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacem
         if isinstance(mlp, DenseMlp):
             widest = max(widest, tokens * 3 * (mlp.intermediate_size // tp) * dt)
         elif isinstance(mlp, MoeMlp):
-            # fused_moe: the routed tokens' gate_up (2I) and activation (I) caches, top-k copies per token;
-            # without EP the intermediate dim is TP-sharded. AG/RS gathers the DP ranks' tokens first.
+            # fused_moe's three caches per routed token copy (top-k per token): gate_up (2I), activation (I)
+            # and the expert outputs before the weighted sum (H); without EP the intermediate dim is TP-sharded.
+            # AG/RS gathers the DP ranks' tokens first.
             gathered = tokens * (cfg.data_parallel_size if cfg.enable_expert_parallel else 1)
             inter = mlp.expert_intermediate_size // (1 if cfg.enable_expert_parallel else tp)
-            routed = gathered * mlp.experts_per_token * 3 * inter * dt
+            routed = gathered * mlp.experts_per_token * (3 * inter + spec.hidden_size) * dt
             shared = tokens * 3 * (mlp.shared_expert_intermediate_size * max(1, mlp.num_shared_experts) // tp) * dt
-            widest = max(widest, routed + shared + gathered * spec.hidden_size * dt)
+            widest = max(widest, routed + shared)
     return int(hidden + widest)
 
 
@@ -230,9 +231,13 @@ def activation_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlace
     sampler = sampler_warmup_bytes(spec, cfg) if placement.holds_lm_head else 0
     extra = mla_workspace_bytes(spec, cfg, placement) + encoder_cache_bytes(spec, cfg)
     peak = max(forward, sampler) + extra + PROFILE_RESIDUAL_BYTES
-    which = "sampler warm-up" if sampler >= forward else "forward pass"
-    source = (f"profile run: {which} dominates ({cfg.sampler_rows} rows x {spec.vocab_size:,} vocab x fp32 x "
-              f"{cfg.behaviour.sampler_logit_copies} copies vs {cfg.max_num_batched_tokens:,}-token forward)")
+    if not placement.holds_lm_head:
+        source = (f"profile run: forward pass of {cfg.max_num_batched_tokens:,} tokens (the sampler runs on the "
+                  "last stage)")
+    else:
+        which = "sampler warm-up" if sampler >= forward else "forward pass"
+        source = (f"profile run: {which} dominates ({cfg.sampler_rows} rows x {spec.vocab_size:,} vocab x fp32 x "
+                  f"{cfg.behaviour.sampler_logit_copies} copies vs {cfg.max_num_batched_tokens:,}-token forward)")
     band = max(int(0.25 * GiB), int(0.12 * peak))
     return Estimate.estimated(peak, band, source)
 
