@@ -215,15 +215,6 @@ EXTRA: list[dict[str, Any]] = [
         "num_hidden_layers": 28, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_scaling": None,
         "rope_theta": 10000, "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
         "use_mrope": False, "use_sliding_window": False, "vocab_size": 151936}},
-    {"id": "ibm-granite/granite-4.0-h-small",
-     "src": "ibm-granite/granite-4.0-h-small config.json, 'relevant fields only' as quoted in a public GitHub design "
-            "doc (section 9.5); layer_types there tally 36 mamba + 4 attention but their order is not quoted, so "
-            "layer_types is omitted here", "config": {
-        "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 4096,
-        "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 72,
-        "num_experts_per_tok": 10, "shared_intermediate_size": 1536, "intermediate_size": 768, "mamba_d_state": 128,
-        "mamba_d_conv": 4, "mamba_expand": 2, "tie_word_embeddings": True, "vocab_size": 100352,
-        "torch_dtype": "bfloat16"}},
 ]
 
 # Published sizes to cross-check the parameter count against (model cards / names), in billions.

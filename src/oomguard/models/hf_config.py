@@ -38,6 +38,9 @@ ARCHITECTURE_TYPES: dict[str, str] = {
     "NemotronHForCausalLM": "nemotron_h", "Mistral3ForConditionalGeneration": "mistral3",
     "Qwen2VLForConditionalGeneration": "qwen2_vl", "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
     "GraniteMoeForCausalLM": "granitemoe", "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+    "CohereForCausalLM": "cohere", "Cohere2ForCausalLM": "cohere2", "Starcoder2ForCausalLM": "starcoder2",
+    "StableLmForCausalLM": "stablelm", "InternLM2ForCausalLM": "internlm2", "DeepseekForCausalLM": "deepseek",
+    "Gemma4ForConditionalGeneration": "gemma4", "Gemma4ForCausalLM": "gemma4_text",
 }
 
 

@@ -112,14 +112,50 @@ def attention_from_layer_type(kind: str, kv_heads: int, head_dim: int, window: i
     raise ConfigError(f"unknown attention layer type {kind!r} in config.json 'layer_types'")
 
 
+# NOTE: vLLM keeps recurrent state in the model dtype unless --mamba-cache-dtype / --mamba-ssm-cache-dtype (or a
+# per-model hook) say otherwise; "auto" is resolved to the model dtype by the KV planner.
+STATE_DTYPE_AUTO = "auto"
+
+
 def mamba2_state(num_heads: int, head_dim: int, state_size: int, n_groups: int, conv_kernel: int,
-                 dtype: str = "bfloat16") -> MambaState:
-    """Mamba2 per-sequence state (vLLM mamba_utils): conv state (conv_kernel - 1) x (intermediate + 2·groups·N)
-    and SSM state heads x head_dim x N; TP splits the channel dim of the conv state and the heads."""
+                 ssm_dtype: str = STATE_DTYPE_AUTO) -> MambaState:
+    """Mamba2 per-sequence state (vLLM MambaStateShapeCalculator.mamba2_state_shape): conv state
+    (conv_kernel - 1) x (heads·head_dim + 2·groups·N) and SSM state heads x head_dim x N.
+
+    NOTE: vLLM pads n_groups up to the TP size when TP does not divide it (extra_groups_for_head_shards), so
+    each rank holds at least one whole group: the conv state is listed as its x part (split by TP) and its
+    B/C part (2·N per group, ceil(groups / TP) groups per rank), which sums to vLLM's bytes at every TP."""
     intermediate = num_heads * head_dim
-    conv_channels = intermediate + 2 * n_groups * state_size
     return MambaState(
-        state_shapes=((conv_kernel - 1, conv_channels), (num_heads, head_dim, state_size)),
-        state_dtypes=(dtype, dtype),
-        tp_split_dims=(1, 0),
+        state_shapes=((conv_kernel - 1, intermediate), (conv_kernel - 1, 2 * state_size, n_groups),
+                      (num_heads, head_dim, state_size)),
+        state_dtypes=(STATE_DTYPE_AUTO, STATE_DTYPE_AUTO, ssm_dtype),
+        tp_split_dims=(1, 2, 0),
     )
+
+
+def mamba1_state(intermediate: int, state_size: int, conv_kernel: int,
+                 ssm_dtype: str = STATE_DTYPE_AUTO) -> MambaState:
+    """Mamba1 per-sequence state (mamba1_state_shape): conv (conv_kernel - 1) x intermediate and SSM
+    intermediate x N, both split by TP along the intermediate dim."""
+    return MambaState(state_shapes=((conv_kernel - 1, intermediate), (intermediate, state_size)),
+                      state_dtypes=(STATE_DTYPE_AUTO, ssm_dtype), tp_split_dims=(1, 0))
+
+
+def mamba2_mixer(inv: Inventory, layer: int, prefix: str, hidden: int, num_heads: int, head_dim: int,
+                 state_size: int, n_groups: int, conv_kernel: int, *, conv_bias: bool, proj_bias: bool) -> None:
+    """Mamba2 mixer weights as checkpoints store them (MambaMixer2): in_proj emits x, z, B, C and dt
+    (2·I + 2·G·N + heads), a depthwise conv over x, B, C, per-head A_log / D / dt_bias, a gated RMSNorm over I
+    and out_proj back to the hidden size."""
+    intermediate = num_heads * head_dim
+    conv_dim = intermediate + 2 * n_groups * state_size
+    inv.linear(f"{prefix}.in_proj", 2 * intermediate + 2 * n_groups * state_size + num_heads, hidden, Role.MAMBA,
+               Split.COLUMN, layer, bias=proj_bias)
+    inv.add(f"{prefix}.conv1d.weight", (conv_dim, 1, conv_kernel), Role.MAMBA, Split.COLUMN, layer,
+            quantizable=False)
+    if conv_bias:
+        inv.add(f"{prefix}.conv1d.bias", (conv_dim,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
+    for name in ("dt_bias", "A_log", "D"):
+        inv.add(f"{prefix}.{name}", (num_heads,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
+    inv.add(f"{prefix}.norm.weight", (intermediate,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
+    inv.linear(f"{prefix}.out_proj", hidden, intermediate, Role.MAMBA, Split.ROW, layer, bias=proj_bias)

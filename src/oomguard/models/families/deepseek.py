@@ -1,4 +1,5 @@
-"""DeepSeek-V2/V2-Lite/V3/R1 and Kimi-K2 (MLA + MoE), and GLM-4.5 (GQA + the same MoE layout).
+"""DeepSeek-V2/V2-Lite/V3/R1 and Kimi-K2 (MLA + MoE), GLM-4.5 (GQA + the same MoE layout) and DeepSeek-MoE
+v1 (deepseek: plain multi-head attention + the same MoE layout, no score bias).
 
 Shared layout: the first `first_k_dense_replace` layers have a dense MLP, the rest a router (with a score
 correction bias on V3/GLM), routed experts and `n_shared_experts` always-on experts fused into one MLP of
@@ -51,9 +52,13 @@ def _mla_attention(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: in
     inv.linear(f"{prefix}.o_proj", hidden, heads * v_dim, Role.ATTENTION, Split.ROW, layer)
 
 
+# Attention flavours of the shared layout.
+MLA, GQA_BIASED, MHA = "mla", "gqa_biased", "mha"
+
+
 class _Layout:
-    def __init__(self, cfg: Cfg, glm: bool) -> None:
-        self.glm = glm
+    def __init__(self, cfg: Cfg, attention: str) -> None:
+        self.attention = attention
         self.hidden = cfg.int("hidden_size")
         self.heads = cfg.int("num_attention_heads")
         self.kv_heads = cfg.kv_heads()
@@ -65,7 +70,7 @@ class _Layout:
         self.first_dense = cfg.int("first_k_dense_replace", 0)
         self.freq = cfg.int("moe_layer_freq", 1)
         # NOTE: V3/R1/Kimi/GLM route with sigmoid scores plus a learned correction bias (topk_method noaux_tc).
-        self.score_bias = glm or cfg.str("topk_method") == "noaux_tc"
+        self.score_bias = attention == GQA_BIASED or cfg.str("topk_method") == "noaux_tc"
 
     def is_moe(self, layer: int) -> bool:
         return bool(self.num_experts) and layer >= self.first_dense and layer % max(1, self.freq) == 0
@@ -75,9 +80,13 @@ class _Layout:
         p = f"model.layers.{i}"
         start = len(inv.tensors)
         inv.norm(f"{p}.input_layernorm", h, i)
-        if self.glm:
+        if self.attention == GQA_BIASED:
             gqa_attention(inv, i, f"{p}.self_attn", h, self.heads, self.kv_heads, cfg.head_dim(),
                           qkv_bias=cfg.bool("attention_bias", True), qk_norm=cfg.bool("use_qk_norm", False))
+        elif self.attention == MHA:
+            bias = cfg.bool("attention_bias", False)
+            gqa_attention(inv, i, f"{p}.self_attn", h, self.heads, self.kv_heads, cfg.head_dim(), qkv_bias=bias,
+                          o_bias=bias)
         else:
             _mla_attention(inv, cfg, i, f"{p}.self_attn", h, self.heads)
         inv.norm(f"{p}.post_attention_layernorm", h, i)
@@ -121,8 +130,9 @@ def _mtp_block(inv: Inventory, layout: _Layout, cfg: Cfg, index: int, vocab: int
     inv.tensors[start:] = [_as_role(t, Role.MTP) for t in inv.tensors[start:]]
 
 
-def _read(cfg: Cfg, glm: bool) -> FamilyFacts:
-    layout = _Layout(cfg, glm)
+def _read(cfg: Cfg, flavour: str) -> FamilyFacts:
+    layout = _Layout(cfg, flavour)
+    per_head_kv = flavour != MLA
     hidden = layout.hidden
     num_layers = cfg.int("num_hidden_layers")
     vocab = cfg.int("vocab_size")
@@ -130,7 +140,7 @@ def _read(cfg: Cfg, glm: bool) -> FamilyFacts:
     inv = Inventory()
     embed_and_head(inv, vocab, hidden, tied)
     attention: AttentionKind
-    if glm:
+    if per_head_kv:
         head_dim = cfg.head_dim()
         attention = FullAttention(layout.kv_heads, head_dim, head_dim)
         rot = rotary_dim(cfg, head_dim)
@@ -146,7 +156,7 @@ def _read(cfg: Cfg, glm: bool) -> FamilyFacts:
     max_pos = cfg.max_positions()
     return FamilyFacts(
         hidden_size=hidden, num_attention_heads=layout.heads,
-        num_key_value_heads=layout.kv_heads if glm else layout.heads, head_dim=head_dim,
+        num_key_value_heads=layout.kv_heads if per_head_kv else layout.heads, head_dim=head_dim,
         intermediate_size=layout.intermediate, vocab_size=vocab, max_position_embeddings=max_pos,
         tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=rot,
         rope_caches=((rope_cache_positions(cfg, max_pos), rot),), mtp_layers=mtp,
@@ -155,9 +165,15 @@ def _read(cfg: Cfg, glm: bool) -> FamilyFacts:
 
 @family("deepseek_v2", "deepseek_v3", "kimi_k2")
 def read_deepseek(cfg: Cfg) -> FamilyFacts:
-    return _read(cfg, glm=False)
+    return _read(cfg, MLA)
 
 
 @family("glm4_moe")
 def read_glm4_moe(cfg: Cfg) -> FamilyFacts:
-    return _read(cfg, glm=True)
+    return _read(cfg, GQA_BIASED)
+
+
+@family("deepseek")
+def read_deepseek_moe_v1(cfg: Cfg) -> FamilyFacts:
+    """NOTE: deepseek-moe-16b: MHA (kv heads = heads), layer 0 dense, softmax routing without a score bias."""
+    return _read(cfg, MHA)

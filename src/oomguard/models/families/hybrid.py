@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
 from oomguard.models.families.common import (
+    STATE_DTYPE_AUTO,
     embed_and_head,
     gated_mlp,
     gqa_attention,
@@ -22,8 +23,8 @@ from oomguard.models.spec import (
     Split,
 )
 
-# NOTE: vLLM keeps linear-attention state in the model dtype unless --mamba-ssm-cache-dtype says otherwise.
-STATE_DTYPE = "bfloat16"
+# NOTE: vLLM keeps linear-attention state in the model dtype ("auto") unless --mamba-ssm-cache-dtype says otherwise.
+STATE_DTYPE = STATE_DTYPE_AUTO
 
 
 def gated_deltanet_state(cfg: Cfg) -> MambaState:

@@ -1,0 +1,222 @@
+"""Mamba2 hybrids: Granite-4.0-H (granitemoehybrid: Mamba2 or attention mixer + MoE and a shared MLP per layer)
+and Nemotron-H (nemotron_h: one block per layer, a Mamba2 mixer, an attention mixer, an MLP or an MoE, as
+`hybrid_override_pattern` spells them).
+
+Mamba2 layers keep a fixed-size state per sequence (conv + SSM, `common.mamba2_state`), attention layers a
+normal KV cache; vLLM sizes both in one hybrid KV pool.
+"""
+
+from __future__ import annotations
+
+from oomguard.errors import ConfigError
+from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
+from oomguard.models.families.common import (
+    embed_and_head,
+    gqa_attention,
+    mamba2_mixer,
+    mamba2_state,
+    rope_cache_positions,
+    router,
+)
+from oomguard.models.spec import (
+    AttentionKind,
+    DecoderLayer,
+    DenseMlp,
+    FullAttention,
+    MlpKind,
+    MoeMlp,
+    Role,
+    Split,
+)
+
+# transformers GraniteMoeHybridConfig defaults (a real config.json spells them out; partial copies may not).
+GRANITE_MAMBA_DEFAULTS = {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
+                          "mamba_expand": 2}
+GRANITE_SHARED_DEFAULT = 1024
+# vLLM NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE: the SSM state is float32 unless the config
+# (or --mamba-ssm-cache-dtype) says otherwise ("only float32 is known to have no accuracy issues").
+NEMOTRON_H_SSM_DTYPE = "float32"
+
+
+def _granite_layer_types(cfg: Cfg, num_layers: int) -> list[str]:
+    """NOTE: transformers >= 4.56 fills a missing `layer_types` with all-Mamba; the released Granite-4.0-H configs
+    always list them, and Granite-4.0 (non-H) lists only "attention"."""
+    types = cfg.list("layer_types")
+    if types is None:
+        return ["mamba"] * num_layers
+    if len(types) != num_layers or any(t not in ("mamba", "attention") for t in types):
+        raise ConfigError(f"{cfg.where}: 'layer_types' must list 'mamba' or 'attention' for each of the "
+                          f"{num_layers} layers")
+    return [str(t) for t in types]
+
+
+@family("granitemoehybrid")
+def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
+    hidden = cfg.int("hidden_size")
+    num_layers = cfg.int("num_hidden_layers")
+    heads = cfg.int("num_attention_heads")
+    kv_heads = cfg.kv_heads()
+    # NOTE: vLLM's GraniteMoeHybridAttention takes head_dim = hidden / heads (no head_dim key).
+    head_dim = hidden // heads
+    vocab = cfg.int("vocab_size")
+    tied = cfg.bool("tie_word_embeddings", False)
+    experts = cfg.int("num_local_experts", 0)
+    top_k = cfg.int("num_experts_per_tok", 2)
+    width = cfg.int("intermediate_size")
+    shared = cfg.int("shared_intermediate_size", GRANITE_SHARED_DEFAULT)
+    bias = cfg.bool("attention_bias", False)
+    m_heads = cfg.int("mamba_n_heads", GRANITE_MAMBA_DEFAULTS["mamba_n_heads"])
+    expand = cfg.int("mamba_expand", GRANITE_MAMBA_DEFAULTS["mamba_expand"])
+    if m_heads == 0 or (expand * hidden) % m_heads:
+        raise ConfigError(f"{cfg.where}: mamba_n_heads must divide mamba_expand x hidden_size")
+    d_head_raw = cfg.raw("mamba_d_head", "auto")
+    m_head_dim = expand * hidden // m_heads if d_head_raw == "auto" else cfg.int("mamba_d_head")
+    groups = cfg.int("mamba_n_groups", GRANITE_MAMBA_DEFAULTS["mamba_n_groups"])
+    d_state = cfg.int("mamba_d_state", GRANITE_MAMBA_DEFAULTS["mamba_d_state"])
+    d_conv = cfg.int("mamba_d_conv", GRANITE_MAMBA_DEFAULTS["mamba_d_conv"])
+    state = mamba2_state(m_heads, m_head_dim, d_state, groups, d_conv)
+    types = _granite_layer_types(cfg, num_layers)
+
+    inv = Inventory()
+    embed_and_head(inv, vocab, hidden, tied)
+    layers = []
+    for i, kind in enumerate(types):
+        p = f"model.layers.{i}"
+        inv.norm(f"{p}.input_layernorm", hidden, i)
+        attention: AttentionKind
+        if kind == "mamba":
+            mamba2_mixer(inv, i, f"{p}.mamba", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
+                         conv_bias=cfg.bool("mamba_conv_bias", True), proj_bias=cfg.bool("mamba_proj_bias", False))
+            attention = state
+        else:
+            gqa_attention(inv, i, f"{p}.self_attn", hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
+            attention = FullAttention(kv_heads, head_dim, head_dim)
+        inv.norm(f"{p}.post_attention_layernorm", hidden, i)
+        mlp: MlpKind
+        if experts:
+            # NOTE: routed experts are stored fused: input_linear [E, 2I, H] (gate and up), output_linear [E, H, I].
+            moe = f"{p}.block_sparse_moe"
+            inv.experts(f"{moe}.input_linear.weight", (2 * width, hidden), experts, i, row=False)
+            inv.experts(f"{moe}.output_linear.weight", (hidden, width), experts, i, row=True)
+            router(inv, i, f"{moe}.router.layer", hidden, experts)
+        if shared:
+            inv.linear(f"{p}.shared_mlp.input_linear", 2 * shared, hidden, Role.SHARED_EXPERTS if experts else Role.MLP,
+                       Split.COLUMN, i)
+            inv.linear(f"{p}.shared_mlp.output_linear", hidden, shared, Role.SHARED_EXPERTS if experts else Role.MLP,
+                       Split.ROW, i)
+        mlp = MoeMlp(experts, top_k, width, 1 if shared else 0, shared) if experts else DenseMlp(shared)
+        layers.append(DecoderLayer(attention, mlp))
+    inv.norm("model.norm", hidden, None)
+    max_pos = cfg.max_positions()
+    # NOTE: position_embedding_type "nope" (Granite-4.0-H) builds no RoPE cache; "rope" (Granite-4.0 dense) does.
+    rope = cfg.str("position_embedding_type", "nope") == "rope"
+    return FamilyFacts(
+        hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+        intermediate_size=shared or width, vocab_size=vocab, max_position_embeddings=max_pos,
+        tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=head_dim if rope else 0,
+        rope_caches=((rope_cache_positions(cfg, max_pos), head_dim),) if rope else (),
+    )
+
+
+# Nemotron-H block letters (NemotronHConfig.hybrid_override_pattern).
+MAMBA_BLOCK, ATTENTION_BLOCK, MLP_BLOCK, MOE_BLOCK = "M", "*", "-", "E"
+
+
+def _nemotron_pattern(cfg: Cfg, num_layers: int) -> str:
+    pattern = cfg.str("hybrid_override_pattern")
+    if len(pattern) != num_layers or set(pattern) - {MAMBA_BLOCK, ATTENTION_BLOCK, MLP_BLOCK, MOE_BLOCK}:
+        raise ConfigError(f"{cfg.where}: 'hybrid_override_pattern' must spell one of M * - E for each of the "
+                          f"{num_layers} layers")
+    if pattern[0] in (MLP_BLOCK, MOE_BLOCK):
+        raise ConfigError(f"{cfg.where}: 'hybrid_override_pattern' must start with a mixer (M or *)")
+    return pattern
+
+
+@family("nemotron_h")
+def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
+    """NOTE: each Nemotron-H layer is a single block: a Mamba2 mixer, an attention mixer, an MLP or an MoE. The
+    planner's DecoderLayer pairs a cache-holding mixer with an MLP, so each MLP/MoE block is folded into the mixer
+    before it (the KV cache and the weights are exact; num_hidden_layers counts mixers, not blocks)."""
+    hidden = cfg.int("hidden_size")
+    blocks = cfg.int("num_hidden_layers")
+    pattern = _nemotron_pattern(cfg, blocks)
+    heads = cfg.int("num_attention_heads")
+    kv_heads = cfg.kv_heads()
+    head_dim = cfg.head_dim()
+    vocab = cfg.int("vocab_size")
+    tied = cfg.bool("tie_word_embeddings", False)
+    raw_inter = cfg.raw("intermediate_size")
+    m_heads, m_head_dim = cfg.int("mamba_num_heads"), cfg.int("mamba_head_dim")
+    groups, d_state, d_conv = cfg.int("n_groups", 8), cfg.int("ssm_state_size", 128), cfg.int("conv_kernel", 4)
+    state = mamba2_state(m_heads, m_head_dim, d_state, groups, d_conv,
+                         ssm_dtype=cfg.str("mamba_ssm_cache_dtype", NEMOTRON_H_SSM_DTYPE))
+    mlp_bias = cfg.bool("mlp_bias", False)
+    bias = cfg.bool("attention_bias", False)
+
+    inv = Inventory()
+    embed_and_head(inv, vocab, hidden, tied, embed="backbone.embeddings.weight")
+    mixers: list[AttentionKind] = []
+    mlps: list[MlpKind | None] = []
+    mlp_index = 0
+    for i, block in enumerate(pattern):
+        p = f"backbone.layers.{i}"
+        merged = len(mixers) - (0 if block in (MAMBA_BLOCK, ATTENTION_BLOCK) else 1)
+        inv.norm(f"{p}.norm", hidden, merged)
+        if block == MAMBA_BLOCK:
+            mamba2_mixer(inv, merged, f"{p}.mixer", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
+                         conv_bias=cfg.bool("use_conv_bias", True), proj_bias=cfg.bool("use_bias", False))
+            mixers.append(state)
+            mlps.append(None)
+        elif block == ATTENTION_BLOCK:
+            gqa_attention(inv, merged, f"{p}.mixer", hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
+            mixers.append(FullAttention(kv_heads, head_dim, head_dim))
+            mlps.append(None)
+        elif block == MLP_BLOCK:
+            # NOTE: intermediate_size may be a list, one width per MLP block in order.
+            width = int(raw_inter[mlp_index] if isinstance(raw_inter, list) and len(raw_inter) > 1 else
+                        (raw_inter[0] if isinstance(raw_inter, list) else cfg.int("intermediate_size")))
+            mlp_index += 1
+            # NOTE: Nemotron-H MLPs are not gated: up_proj, squared ReLU, down_proj.
+            inv.linear(f"{p}.mixer.up_proj", width, hidden, Role.MLP, Split.COLUMN, merged, bias=mlp_bias)
+            inv.linear(f"{p}.mixer.down_proj", hidden, width, Role.MLP, Split.ROW, merged, bias=mlp_bias)
+            mlps[merged] = DenseMlp(width)
+        else:
+            mlps[merged] = _nemotron_moe(inv, cfg, merged, f"{p}.mixer", hidden)
+    inv.norm("backbone.norm_f", hidden, None)
+    layers = [DecoderLayer(mixer, mlp or DenseMlp(0)) for mixer, mlp in zip(mixers, mlps)]
+    max_pos = cfg.max_positions()
+    dense_widths = [m.intermediate_size for m in mlps if isinstance(m, DenseMlp)]
+    moe = next((m for m in mlps if isinstance(m, MoeMlp)), None)
+    # NOTE: Nemotron-H attention layers use no positional embedding: no RoPE cache.
+    return FamilyFacts(
+        hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
+        intermediate_size=max(dense_widths) if dense_widths else (moe.expert_intermediate_size if moe else 0),
+        vocab_size=vocab, max_position_embeddings=max_pos, tie_word_embeddings=tied, layers=layers, inventory=inv,
+        notes=[(f"{blocks} Nemotron-H blocks ({pattern.count(MAMBA_BLOCK)} Mamba2, {pattern.count(ATTENTION_BLOCK)} "
+                f"attention, {pattern.count(MLP_BLOCK)} MLP, {pattern.count(MOE_BLOCK)} MoE) folded into "
+                f"{len(layers)} mixer layers")],
+    )
+
+
+def _nemotron_moe(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int) -> MoeMlp:
+    """Nemotron-3 MoE block: sigmoid router with a correction bias, non-gated routed experts (up/down) and
+    n_shared_experts x moe_shared_expert_intermediate_size as one shared MLP; an optional latent projection
+    (moe_latent_size) shrinks what the experts see."""
+    experts = cfg.int("n_routed_experts")
+    width = cfg.int("moe_intermediate_size")
+    n_shared = cfg.int("n_shared_experts", 0)
+    shared = n_shared * cfg.int("moe_shared_expert_intermediate_size", 0)
+    latent = cfg.opt_int("moe_latent_size")
+    expert_in = latent or hidden
+    router(inv, layer, f"{prefix}.gate", hidden, experts)
+    inv.add(f"{prefix}.gate.e_score_correction_bias", (experts,), Role.ROUTER, Split.REPLICATED, layer,
+            quantizable=False)
+    inv.experts(f"{prefix}.experts.*.up_proj.weight", (width, expert_in), experts, layer, row=False)
+    inv.experts(f"{prefix}.experts.*.down_proj.weight", (expert_in, width), experts, layer, row=True)
+    if latent:
+        inv.linear(f"{prefix}.fc1_latent_proj", latent, hidden, Role.EXPERTS, Split.REPLICATED, layer)
+        inv.linear(f"{prefix}.fc2_latent_proj", hidden, latent, Role.EXPERTS, Split.REPLICATED, layer)
+    if shared:
+        inv.linear(f"{prefix}.shared_experts.up_proj", shared, hidden, Role.SHARED_EXPERTS, Split.COLUMN, layer)
+        inv.linear(f"{prefix}.shared_experts.down_proj", hidden, shared, Role.SHARED_EXPERTS, Split.ROW, layer)
+    return MoeMlp(experts, cfg.int("num_experts_per_tok"), width, 1 if shared else 0, shared)
