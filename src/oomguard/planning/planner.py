@@ -7,7 +7,6 @@ warm-up, which before v0.21 took memory outside the budget.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,7 +17,7 @@ from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
 from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
-from oomguard.engines.vllm.versions import NEWEST_KNOWN
+from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
 from oomguard.errors import ConfigError
 from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
 from oomguard.ledger import (
@@ -238,7 +237,7 @@ def plan(request: PlanRequest) -> Plan:
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
     gpu = _resolve_gpu(request, notes)
     cfg = _engine_for(request, args, spec, gpu)
-    if str(cfg.behaviour.version) != request.vllm_version.split("+")[0] and cfg.behaviour.version > cfg.behaviour.version:
+    if cfg.behaviour.version > parse_version(NEWEST_KNOWN):
         notes.append(f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules")
     placements = distinct_ranks(spec, cfg)
     measured = dict(request.measured)
@@ -264,68 +263,7 @@ def plan(request: PlanRequest) -> Plan:
     ranks = tuple(replace(r, num_gpu_blocks=blocks) for r, _ in ranks_and_blocks)
     ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
 
-    errors: list[str] = []
-    failure: str | None = None
-    # 1. startup free-memory check (each replica sees what the previous ones left)
-    for r in ranks:
-        free_at_start = (gpu.total_bytes - r.context_bytes - request.used_by_other_processes
-                         - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes)
-        if free_at_start < r.budget_bytes and cfg.kv_cache_memory_bytes is None:
-            failure = "startup-free-memory"
-            errors.append(
-                f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
-                f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
-                f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
-                "other processes."
-            )
-            break
-    # 2. KV pool and the max_model_len fit check, per worker
-    if failure is None:
-        for r in ranks:
-            check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
-            if not check.ok:
-                failure = "no-kv-memory" if r.available_kv_bytes <= 0 else "max-model-len"
-                errors.append(check.error or "")
-                break
-    # 3. memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
-    #    warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the ~2.2 copies the
-    #    warm-up usually holds are a risk (the caching allocator can often reuse reserved blocks).
-    if failure is None:
-        for r in ranks:
-            outside = r.context_bytes + (0 if cfg.behaviour.cuda_graphs_in_budget else r.cuda_graphs.bytes)
-            logits_copy = 0
-            if r.placement.holds_lm_head and not cfg.behaviour.v2_model_runner_default:
-                logits_copy = cfg.sampler_rows * spec.vocab_size * acc.FP32_BYTES
-            headroom = gpu.total_bytes - r.budget_bytes
-            if cfg.kv_cache_memory_bytes is not None:
-                headroom = gpu.total_bytes - (r.weights.bytes + r.activation.bytes + r.non_torch.bytes
-                                              + r.comm_buffers.bytes + cfg.kv_cache_memory_bytes)
-            if outside + logits_copy > headroom:
-                failure = "sampler-warmup" if logits_copy else "cuda-graph-capture"
-                errors.append(
-                    f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
-                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
-                    if logits_copy else
-                    "CUDA out of memory during CUDA graph capture: the graph pool does not fit in the memory the "
-                    "utilization budget leaves free."
-                )
-                break
-            likely = outside + int(logits_copy * POST_CAPTURE_SAMPLER_COPIES)
-            if likely > headroom:
-                warnings.append(
-                    f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the CUDA "
-                    f"context, CUDA graphs and the sampler warm-up after capture, which may need "
-                    f"{likely / GiB:.2f} GiB: risk of 'CUDA out of memory occurred when warming up sampler'"
-                )
-    # 4. co-located replicas: every replica's peak at once
-    for r in ranks:
-        if failure is None and cfg.replicas_per_gpu > 1 and not r.gpu.fits:
-            failure = "replicas-exceed-gpu"
-            errors.append(
-                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
-                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
-            )
-
+    failure, errors = _startup_failure(request, spec, gpu, cfg, ranks, model_limit, warnings)
     rank0 = ranks[0]
     layout = rank0.layout
     kv_plan = KvPlan(
@@ -350,6 +288,88 @@ def plan(request: PlanRequest) -> Plan:
                 tuple(warnings), tuple(notes))
 
 
+# ---------------------------------------------------------------------------------------------------------
+# The startup checks, in the order vLLM meets them; the first that fails ends the start.
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _startup_failure(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
+                     ranks: tuple[RankLedger, ...], model_limit: int,
+                     warnings: list[str]) -> tuple[str | None, list[str]]:
+    found = (_check_free_memory(request, gpu, cfg, ranks)
+             or _check_kv_pool(cfg, ranks, model_limit)
+             or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
+             or _check_replicas(gpu, cfg, ranks))
+    return (found[0], [found[1]]) if found else (None, [])
+
+
+def _check_free_memory(request: PlanRequest, gpu: Gpu, cfg: EngineConfig,
+                       ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+    """request_memory: free memory at start (after the CUDA context, other processes and the replicas started
+    before this one) must cover the budget."""
+    if cfg.kv_cache_memory_bytes is not None:
+        return None
+    for r in ranks:
+        free_at_start = (gpu.total_bytes - r.context_bytes - request.used_by_other_processes
+                         - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes)
+        if free_at_start < r.budget_bytes:
+            return "startup-free-memory", (
+                f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
+                f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
+                f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+                "other processes.")
+    return None
+
+
+def _check_kv_pool(cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int) -> tuple[str, str] | None:
+    """_check_enough_kv_cache_memory, per worker."""
+    for r in ranks:
+        check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
+        if not check.ok:
+            return ("no-kv-memory" if r.available_kv_bytes <= 0 else "max-model-len"), check.error or ""
+    return None
+
+
+def _check_outside_budget(spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...],
+                          warnings: list[str]) -> tuple[str, str] | None:
+    """Memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
+    warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the copies the warm-up
+    usually holds are a risk (the caching allocator can often reuse reserved blocks)."""
+    for r in ranks:
+        outside = r.context_bytes + (0 if cfg.behaviour.cuda_graphs_in_budget else r.cuda_graphs.bytes)
+        logits_copy = 0
+        if r.placement.holds_lm_head and not cfg.behaviour.v2_model_runner_default:
+            logits_copy = cfg.sampler_rows * spec.vocab_size * acc.FP32_BYTES
+        headroom = gpu.total_bytes - r.budget_bytes
+        if cfg.kv_cache_memory_bytes is not None:
+            headroom = gpu.total_bytes - (r.weights.bytes + r.activation.bytes + r.non_torch.bytes
+                                          + r.comm_buffers.bytes + cfg.kv_cache_memory_bytes)
+        if outside + logits_copy > headroom:
+            if logits_copy:
+                return "sampler-warmup", (
+                    f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
+                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
+            return "cuda-graph-capture", ("CUDA out of memory during CUDA graph capture: the graph pool does not "
+                                          "fit in the memory the utilization budget leaves free.")
+        likely = outside + int(logits_copy * POST_CAPTURE_SAMPLER_COPIES)
+        if likely > headroom:
+            warnings.append(
+                f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the CUDA "
+                f"context, CUDA graphs and the sampler warm-up after capture, which may need {likely / GiB:.2f} GiB: "
+                "risk of 'CUDA out of memory occurred when warming up sampler'")
+    return None
+
+
+def _check_replicas(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+    """Co-located replicas: every replica at its peak at once must fit the device."""
+    for r in ranks:
+        if cfg.replicas_per_gpu > 1 and not r.gpu.fits:
+            return "replicas-exceed-gpu", (
+                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
+                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB")
+    return None
+
+
 def _failed(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
             ranks_and_blocks: list[tuple[RankLedger, int]], failure: str, error: str,
             notes: list[str], warnings: list[str]) -> Plan:
@@ -360,10 +380,3 @@ def _failed(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
                      layout.groups, layout, layout.blocks_per_request(cfg.max_model_len, cfg))
     return Plan(request, spec, gpu, cfg, ranks, kv_plan, False, (error,), failure, tuple(warnings), tuple(notes))
 
-
-def gib(num_bytes: float) -> float:
-    return num_bytes / GiB
-
-
-def ceil_gib(num_bytes: float) -> float:
-    return math.ceil(num_bytes / GiB * 100) / 100
