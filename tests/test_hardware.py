@@ -20,6 +20,7 @@ from oomguard.hardware import (
     gpu_by_key,
     gpu_with_memory,
     parse_nvidia_smi,
+    parse_nvidia_smi_processes,
 )
 from oomguard.units import GiB, MiB
 
@@ -361,3 +362,54 @@ def test_garbage_nvidia_smi_input_is_a_one_line_user_error(bad: str) -> None:
     with pytest.raises(InputFormatError) as err:
         parse_nvidia_smi(bad)
     assert "\n" not in str(err.value)
+
+
+SMI_TABLE_SHARED_A100 = """\
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
+|-----------------------------------------+----------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
+|=========================================+======================+======================|
+|   0  NVIDIA A100-SXM4-80GB          On  | 00000000:07:00.0 Off |                    0 |
+| N/A   33C    P0              62W / 400W |  79872MiB / 81920MiB |      0%      Default |
++-----------------------------------------+----------------------+----------------------+
+
++---------------------------------------------------------------------------------------+
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|        ID   ID                                                             Usage      |
+|=======================================================================================|
+|    0   N/A  N/A     48213      C   /opt/conda/bin/python3                    61440MiB |
+|    0   N/A  N/A     51877      C   python train_lora.py                      18420MiB |
++---------------------------------------------------------------------------------------+
+"""
+
+
+def test_readings_carry_the_line_they_were_read_from() -> None:
+    [reading] = parse_nvidia_smi(SMI_TABLE_SHARED_A100)
+    assert SMI_TABLE_SHARED_A100.splitlines()[reading.lineno - 1].startswith("|   0  NVIDIA A100-SXM4-80GB")
+    rows = parse_nvidia_smi("index, name, memory.total [MiB]\n\n0, NVIDIA A30, 24576 MiB\n1, NVIDIA A30, 24576 MiB\n")
+    assert [r.lineno for r in rows] == [3, 4]
+
+
+def test_process_table_rows_give_gpu_pid_name_and_memory() -> None:
+    procs = parse_nvidia_smi_processes(SMI_TABLE_SHARED_A100)
+    assert [(p.gpu_index, p.pid, p.name, p.used_bytes) for p in procs] == [
+        (0, 48213, "/opt/conda/bin/python3", 61440 * MiB), (0, 51877, "python train_lora.py", 18420 * MiB)]
+    assert SMI_TABLE_SHARED_A100.splitlines()[procs[1].lineno - 1].strip().endswith("18420MiB |")
+
+
+def test_process_rows_of_old_drivers_without_gi_ci_columns() -> None:
+    [proc] = parse_nvidia_smi_processes("|    1     12345      C   python                                      15000MiB |\n")
+    assert (proc.gpu_index, proc.pid, proc.used_bytes) == (1, 12345, 15000 * MiB)
+
+
+def test_query_compute_apps_csv_skips_rows_whose_memory_is_not_available() -> None:
+    text = "pid, process_name, used_gpu_memory [MiB]\n48213, python3, 61440 MiB\n977, Xorg, [N/A]\n"
+    [proc] = parse_nvidia_smi_processes(text)
+    assert (proc.gpu_index, proc.pid, proc.name, proc.used_bytes, proc.lineno) == (None, 48213, "python3", 61440 * MiB, 2)
+
+
+def test_no_running_processes_is_an_empty_list() -> None:
+    assert parse_nvidia_smi_processes(SMI_TABLE_H100) == []

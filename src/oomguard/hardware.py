@@ -346,6 +346,7 @@ class GpuReading:
     memory_used_bytes: int | None
     memory_free_bytes: int | None
     utilization_percent: float | None
+    lineno: int = 0  # where in the text (from 1), for readers that point at the line
 
     @property
     def gpu(self) -> Gpu | None:
@@ -392,7 +393,7 @@ def parse_nvidia_smi(text: str, columns: Sequence[str] | None = None) -> list[Gp
     if any(_TABLE_GPU.search(ln) for ln in lines):
         readings = _parse_table(lines)
     else:
-        readings = _parse_csv([ln for ln in lines if ln.strip()], columns)
+        readings = _parse_csv([(no, ln) for no, ln in enumerate(lines, start=1) if ln.strip()], columns)
     if not readings:
         raise InputFormatError(
             "no GPU found in the nvidia-smi input; give the default `nvidia-smi` table or "
@@ -412,7 +413,7 @@ def _parse_table(lines: list[str]) -> list[GpuReading]:
         util = float(mem.group(3)) if mem and mem.group(3) != "N/A" else None
         readings.append(GpuReading(index=int(head.group(1)), name=head.group(2).strip(),
                                    memory_total_bytes=total, memory_used_bytes=used,
-                                   memory_free_bytes=None, utilization_percent=util))
+                                   memory_free_bytes=None, utilization_percent=util, lineno=i + 1))
     return readings
 
 
@@ -424,28 +425,30 @@ def _header_columns(first: list[str]) -> list[str] | None:
     return None
 
 
-def _parse_csv(lines: list[str], columns: Sequence[str] | None) -> list[GpuReading]:
-    if not lines:
+def _parse_csv(numbered: list[tuple[int, str]], columns: Sequence[str] | None) -> list[GpuReading]:
+    """CSV rows given with their line numbers (blank lines already dropped)."""
+    if not numbered:
         return []
-    rows = [[f.strip() for f in ln.split(",")] for ln in lines]
+    numbers = [no for no, _ in numbered]
+    rows = [[f.strip() for f in ln.split(",")] for _, ln in numbered]
     header = _header_columns(rows[0])
     if header is not None:
-        cols, rows = header, rows[1:]
+        cols, rows, numbers = header, rows[1:], numbers[1:]
     elif columns is not None:
         cols = [_CSV_FIELDS.get(c.strip().lower(), c.strip().lower()) for c in columns]
     else:
         cols = _guess_columns(rows[0])
-        for number, row in enumerate(rows, start=1):
+        for number, row, (_, text) in zip(numbers, rows, numbered):
             name = dict(zip(cols, row)).get("name", "")
             if not _GPU_NAME_HINT.search(name):
                 raise InputFormatError(
-                    f"line {number} does not look like nvidia-smi output (no GPU name): {lines[number - 1][:80]!r}")
+                    f"line {number} does not look like nvidia-smi output (no GPU name): {text[:80]!r}")
     if "name" not in cols and "memory.total" not in cols:
         raise InputFormatError(
             "nvidia-smi CSV has neither a name nor a memory.total column; query at least "
             "--query-gpu=name,memory.total")
     readings: list[GpuReading] = []
-    for number, row in enumerate(rows, start=2 if header is not None else 1):
+    for number, row in zip(numbers, rows):
         if len(row) != len(cols):
             raise InputFormatError(
                 f"nvidia-smi CSV line {number} has {len(row)} fields, expected {len(cols)}: {','.join(row)!r}")
@@ -462,6 +465,7 @@ def _parse_csv(lines: list[str], columns: Sequence[str] | None) -> list[GpuReadi
             memory_used_bytes=_memory(field.get("memory.used"), number),
             memory_free_bytes=_memory(field.get("memory.free"), number),
             utilization_percent=_percent(field.get("utilization.gpu"), number),
+            lineno=number,
         ))
     return readings
 
@@ -505,6 +509,62 @@ def _percent(value: str | None, line: int) -> float | None:
     if not m:
         raise InputFormatError(f"nvidia-smi CSV line {line}: cannot read utilization {value!r}")
     return float(m.group(1))
+
+
+@dataclass(frozen=True)
+class GpuProcessReading:
+    """One process holding GPU memory, from nvidia-smi's process table or `--query-compute-apps` CSV.
+    `gpu_index` is None in the CSV (it names GPUs by uuid/bus id, when at all); `lineno` counts from 1."""
+
+    gpu_index: int | None
+    pid: int | None
+    name: str
+    used_bytes: int
+    lineno: int
+
+
+# A row of the default table's "Processes:" section: GPU, [GI CI (N/A or MIG ids)], PID, type, name, usage.
+# Drivers before 450 print no GI/CI columns. Searched, so log prefixes are tolerated.
+_TABLE_PROCESS = re.compile(
+    r"\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(\S.*?)\s+(\d+)\s*MiB\s*\|")
+# `--query-compute-apps=pid,process_name,used_memory` prints its header as `used_gpu_memory [MiB]`.
+_PROCESS_MEMORY_FIELDS = ("used_gpu_memory", "used_memory")
+
+
+def parse_nvidia_smi_processes(text: str) -> list[GpuProcessReading]:
+    """Processes holding GPU memory: rows of the default table's process section, or the CSV of
+    `nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv` (header required: the
+    columns are whatever was queried). No process is an empty list ("No running processes found")."""
+    if "\x00" in text:
+        raise InputFormatError("nvidia-smi input contains binary data (NUL bytes)")
+    out: list[GpuProcessReading] = []
+    cols: list[str] | None = None
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        row = _TABLE_PROCESS.search(raw)
+        if row:
+            out.append(GpuProcessReading(int(row.group(1)), int(row.group(2)), row.group(4).strip(),
+                                         int(row.group(5)) * MiB, lineno))
+            continue
+        fields = [re.sub(r"\s*\[.*\]\s*$", "", f).strip() for f in raw.split(",")]
+        low = [f.lower() for f in fields]
+        if "pid" in low and any(m in low for m in _PROCESS_MEMORY_FIELDS):
+            cols = low
+            continue
+        if cols is None or len(fields) != len(cols):
+            cols = None if not raw.strip() else cols
+            continue
+        cell = dict(zip(cols, fields))
+        memory = cell.get("used_gpu_memory", cell.get("used_memory"))
+        try:
+            used = _memory(memory, lineno)
+        except InputFormatError:
+            used = None
+        if used is None:
+            continue  # "[N/A]" (no permission to see it) or not a row of this CSV
+        pid = cell.get("pid", "")
+        out.append(GpuProcessReading(None, int(pid) if pid.isdigit() else None,
+                                     cell.get("process_name", cell.get("name", "")), used, lineno))
+    return out
 
 
 def gpu_by_key(key: str) -> Gpu:

@@ -200,12 +200,14 @@ class GpuProcess(Fact):
 
 @dataclass(frozen=True, kw_only=True)
 class GpuMemory(Fact):
-    """A GPU's memory as nvidia-smi reported it."""
+    """A GPU's memory as nvidia-smi reported it; `cuda_total` is what CUDA reports for that model (the
+    catalog's), which vLLM sizes from, when the name is known."""
 
     gpu: int | None
     name: str
     total: int
     used: int
+    cuda_total: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

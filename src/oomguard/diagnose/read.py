@@ -94,6 +94,7 @@ def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, eviden
     for parser in parsers:
         parser.finish()
     doc.lines, doc.bytes, doc.facts = stats.lines, stats.bytes, ctx.facts
+    doc.skipped.extend(ctx.skipped)
     if stats.truncated:
         doc.skipped.append(f"read stopped early ({stats.truncated}); used the lines before it")
     if stats.bad_utf8_lines:

@@ -98,23 +98,35 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     if "VLLM_USE_V1" in flags:
         v1 = flags["VLLM_USE_V1"] not in ("0", "false", "False")
     model = flags.get("model")
-    gpu_name = None
-    total: int | None = None
-    for g in evidence.of(GpuMemory):
-        gpu_name, total = g.name or gpu_name, g.total
-        provenance.setdefault("gpu", g.where)
-    for n in evidence.of(StartupNumber):
-        if n.quantity == "gpu_total_bytes":
-            total = int(n.value)
-            provenance["gpu_total"] = n.where
-    for o in evidence.of(OomMessage):
-        if o.total and not total:
-            total = o.total
-            provenance["gpu_total"] = o.where
+    gpu_name, total = _gpu(evidence, provenance)
     if model:
         provenance.setdefault("model", provenance.get("model", Where("?", 0)))
     return EngineSetup(engine=engine, version=version, model=model, gpu_name=gpu_name, gpu_total_bytes=total,
                        flags=flags, provenance=provenance, v1=v1)
+
+
+def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, int | None]:
+    """The GPU's name and the total vLLM sized its budget from, best source first: the engine's own logged
+    total, the OOM message's (CUDA's), the catalog's CUDA total for nvidia-smi's name, nvidia-smi's
+    memory.total (0.3-0.6% above what CUDA reports on data-centre parts)."""
+    name: str | None = None
+    candidates: list[tuple[int, int, Where]] = []
+    for n in evidence.of(StartupNumber):
+        if n.quantity == "gpu_total_bytes" and n.value > 0:
+            candidates.append((0, int(n.value), n.where))
+    candidates += [(1, o.total, o.where) for o in evidence.of(OomMessage) if o.total]
+    for g in evidence.of(GpuMemory):
+        if name is None and g.name:
+            name = g.name
+            provenance["gpu"] = g.where
+        if g.cuda_total:
+            candidates.append((2, g.cuda_total, g.where))
+        candidates.append((3, g.total, g.where))
+    if not candidates:
+        return name, None
+    _, total, where = min(candidates, key=lambda c: c[0])
+    provenance["gpu_total"] = where
+    return name, total
 
 
 # Later, more authoritative sources override earlier ones: the engine's own config line beats a command.

@@ -16,9 +16,13 @@ class Context:
         self.source = source
         self.evidence = evidence
         self.facts = 0
+        self.skipped: list[str] = []  # what a parser recognised but could not read, for the report
 
     def where(self, line: Line) -> Where:
         return Where(self.source, line.no)
+
+    def where_no(self, no: int) -> Where:
+        return Where(self.source, no)
 
     def emit(self, fact: Fact) -> None:
         self.evidence.add(fact)

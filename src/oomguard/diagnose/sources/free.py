@@ -23,6 +23,7 @@ class Parser:
         self.ctx = ctx
         self.header: list[str] = []
         self.unit: int | None = None
+        self.bare_unit = 1 << 20  # the unit of the last bare-number Mem: row (the old cache row follows it)
 
     def finish(self) -> None:
         pass
@@ -36,6 +37,9 @@ class Parser:
             flag = text.split("free -", 1)[1][:1]
             self.unit = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(flag)
             return
+        if text.startswith("-/+ buffers/cache:"):
+            self._old_available(line, text)
+            return
         if not text.startswith("Mem:"):
             return
         cells = text.split()[1:]
@@ -47,9 +51,20 @@ class Parser:
                 return
             values[name] = float(m.group("v")) * (_HUMAN[m.group("u")] if m.group("u") else 1)
         if not any(c[-1:].isalpha() for c in cells):
-            unit = self.unit or ((1 << 10) if values.get("total", 0) > KIB_THRESHOLD else (1 << 20))
-            values = {k: v * unit for k, v in values.items()}
+            self.bare_unit = self.unit or ((1 << 10) if values.get("total", 0) > KIB_THRESHOLD else (1 << 20))
+            values = {k: v * self.bare_unit for k, v in values.items()}
         for name in ("total", "used", "available"):
             if name in values:
                 self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(text), quantity=name,
                                          value=values[name], scope="host"))
+
+    def _old_available(self, line: Line, text: str) -> None:
+        """procps before 3.3.10 has no 'available' column; its '-/+ buffers/cache:' row's free is the same idea
+        (free plus reclaimable cache)."""
+        cells = text.split(":", 1)[1].split()
+        m = _CELL.match(cells[1]) if len(cells) == 2 else None
+        if not m:
+            return
+        scale = _HUMAN[m.group("u")] if m.group("u") else self.bare_unit
+        self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(text), quantity="available",
+                                 value=float(m.group("v")) * scale, scope="host"))

@@ -1,6 +1,12 @@
-"""nvidia-smi output: the default table (per-GPU memory row, process table) and the CSV of
-`--query-gpu=index,name,memory.total,memory.used,memory.free` and `--query-compute-apps=pid,process_name,
-used_memory` (with or without header and units). MiB in nvidia-smi is 2**20 bytes."""
+"""nvidia-smi output found in any text (a saved file, a paste in an issue, a log that ran it): the default
+table (GPU rows with their memory, the process section) and the CSV of `--query-gpu=...` and
+`--query-compute-apps=...`.
+
+The formats themselves are read by `oomguard.hardware` (parse_nvidia_smi, parse_nvidia_smi_processes);
+this module only finds the nvidia-smi blocks among other lines, hands each block to those parsers and maps
+their line numbers back to the document's. A GPU's CUDA total comes from the catalog when its name is
+known (nvidia-smi's memory.total is larger than what CUDA, and so vLLM, sees).
+"""
 
 from __future__ import annotations
 
@@ -9,80 +15,92 @@ import re
 from oomguard.diagnose.evidence import GpuMemory, GpuProcess
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
+from oomguard.errors import InputFormatError
+from oomguard.hardware import parse_nvidia_smi, parse_nvidia_smi_processes
 
 ANCHORS = (b"MiB", b"memory.total", b"used_memory", b"used_gpu_memory", b"process_name")
 
-_MIB = 1 << 20
-_GPU_ROW = re.compile(r"^\|\s*(?P<idx>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s*\|")
-_MEM_ROW = re.compile(r"\|\s*(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB\s*\|")
-_PROC_ROW = re.compile(
-    r"^\|\s*(?P<gpu>\d+)\s+(?:\S+\s+\S+\s+)?(?P<pid>\d+)\s+(?P<type>C\+G|C|G|M|M\+C)\s+(?P<name>.+?)\s+"
-    r"(?P<used>\d+)\s*MiB\s*\|$")
-_CSV_VALUE = re.compile(r"^\s*(?P<v>[\d.]+)\s*(?P<u>MiB|GiB)?\s*$")
-
-
-def _mib(text: str) -> int | None:
-    m = _CSV_VALUE.match(text)
-    if not m:
-        return None
-    scale = (1 << 30) if m.group("u") == "GiB" else _MIB
-    return int(float(m.group("v")) * scale)
+# A block longer than this is handed over in parts (memory stays bounded on a hostile input).
+MAX_BLOCK_LINES = 512
+# Headers of the two CSV queries (`memory.total [MiB]`, `used_gpu_memory [MiB]`).
+_CSV_HEADER_KEYS = ("memory.total", "used_gpu_memory", "used_memory")
+# A headerless `--query-gpu` row names its GPU ("0, NVIDIA H100 80GB HBM3, 81559 MiB, ...").
+_GPU_ROW_HINT = re.compile(r"(?i)\b(nvidia|tesla|quadro|geforce|rtx|a100|h100|h200|l40)\b")
 
 
 class Parser:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.gpu: tuple[int, str] | None = None
-        self.columns: list[str] = []
-
-    def finish(self) -> None:
-        pass
+        self.kind = ""  # '' (outside a block) | 'table' | 'csv'
+        self.block: list[tuple[int, str]] = []
+        self.blanks = 0
 
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text.rstrip()
-        g = _GPU_ROW.match(text)
-        if g and "MiB" not in text:
-            self.gpu = (int(g.group("idx")), g.group("name").strip())
+        body = msg.body.lstrip()
+        if body.startswith(("|", "+-", "+=")):
+            if self.kind != "table":
+                self._flush()
+                self.kind = "table"
+            self._add(line.no, body)
             return
-        if "MiB" in text and text.startswith("|"):
-            p = _PROC_ROW.match(text)
-            if p:
-                self.ctx.emit(GpuProcess(where=self.ctx.where(line), text=self.ctx.clip(text), gpu=int(p.group("gpu")),
-                                         pid=int(p.group("pid")), name=p.group("name").strip(),
-                                         used=int(p.group("used")) * _MIB))
-                return
-            m = _MEM_ROW.search(text)
-            if m and self.gpu is not None:
-                self.ctx.emit(GpuMemory(where=self.ctx.where(line), text=self.ctx.clip(text), gpu=self.gpu[0],
-                                        name=self.gpu[1], total=int(m.group("total")) * _MIB,
-                                        used=int(m.group("used")) * _MIB))
-                self.gpu = None
+        if self.kind == "table" and not text.strip() and self.blanks < 1:
+            self.blanks += 1  # the blank line between the GPU table and the process table
+            self._add(line.no, "")
             return
-        if "," in text and ("memory.total" in text or "used_memory" in text or "used_gpu_memory" in text
-                            or "process_name" in text):
-            self.columns = [c.strip().split(" ")[0] for c in text.split(",")]
+        if "," in body and any(k in body for k in _CSV_HEADER_KEYS):
+            self._flush()
+            self.kind = "csv"
+            self._add(line.no, body)
             return
-        if self.columns and "," in text:
-            self._csv_row(line, [c.strip() for c in text.split(",")])
+        if self.kind == "csv" and "," in body:
+            self._add(line.no, body)
+            return
+        self._flush()
+        if "," in body and "MiB" in body and _GPU_ROW_HINT.search(body):
+            self.kind = "csv"
+            self._add(line.no, body)
+            self._flush()
 
-    def _csv_row(self, line: Line, cells: list[str]) -> None:
-        if len(cells) != len(self.columns):
-            self.columns = []
+    def _add(self, no: int, text: str) -> None:
+        if text:
+            self.blanks = 0
+        self.block.append((no, text))
+        if len(self.block) >= MAX_BLOCK_LINES:
+            kind = self.kind
+            self._flush()
+            self.kind = kind
+
+    def finish(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        block, self.block, self.kind, self.blanks = self.block, [], "", 0
+        if not block:
             return
-        row = dict(zip(self.columns, cells))
-        where, text = self.ctx.where(line), self.ctx.clip(line.text)
-        if "pid" in row:
-            used = _mib(row.get("used_memory", row.get("used_gpu_memory", "")))
-            if used is not None:
-                pid = row["pid"]
-                self.ctx.emit(GpuProcess(where=where, text=text, gpu=None, pid=int(pid) if pid.isdigit() else None,
-                                         name=row.get("process_name", row.get("name", "")), used=used))
-        elif "memory.total" in row:
-            total, used = _mib(row["memory.total"]), _mib(row.get("memory.used", ""))
-            free = _mib(row.get("memory.free", ""))
-            if used is None and total is not None and free is not None:
-                used = total - free
-            if total is not None and used is not None:
-                idx = row.get("index", "")
-                self.ctx.emit(GpuMemory(where=where, text=text, gpu=int(idx) if idx.isdigit() else None,
-                                        name=row.get("name", ""), total=total, used=used))
+        text = "\n".join(t for _, t in block) + "\n"
+        numbers = [no for no, _ in block]
+        try:
+            readings = parse_nvidia_smi(text)
+        except InputFormatError as err:
+            readings = []
+            if "," in text and not any(k in text for k in ("pid", "process_name")):
+                self.ctx.skipped.append(f"line {numbers[0]}: nvidia-smi CSV not read ({err})")
+        for r in readings:
+            if r.memory_total_bytes is None:
+                continue
+            used = r.memory_used_bytes
+            if used is None and r.memory_free_bytes is not None:
+                used = r.memory_total_bytes - r.memory_free_bytes
+            if used is None:
+                continue
+            gpu = r.gpu
+            cuda_total = gpu.total_bytes if gpu is not None and gpu.key != "custom" else None
+            no = numbers[r.lineno - 1]
+            self.ctx.emit(GpuMemory(where=self.ctx.where_no(no), text=self.ctx.clip(block[r.lineno - 1][1]),
+                                    gpu=r.index, name=r.name, total=r.memory_total_bytes, used=used,
+                                    cuda_total=cuda_total))
+        for p in parse_nvidia_smi_processes(text):
+            no = numbers[p.lineno - 1]
+            self.ctx.emit(GpuProcess(where=self.ctx.where_no(no), text=self.ctx.clip(block[p.lineno - 1][1]),
+                                     gpu=p.gpu_index, pid=p.pid, name=p.name, used=p.used_bytes))
