@@ -232,6 +232,7 @@ PUBLISHED_B: dict[str, float] = {
     "Qwen/Qwen1.5-MoE-A2.7B": 14.3,  # model card: 14.3B total, 2.7B active
     "google/gemma-2b": 2.5, "google/gemma-2-2b-it": 2.6, "google/gemma-2-2b-jpn-it": 2.6,  # Gemma papers
     "stabilityai/stablelm-2-zephyr-1_6b": 1.6,  # the name's "1_6b"
+    "mistralai/Ministral-3-3B-Reasoning-2512": 3.4,  # model card: 3.4B language model + 0.4B vision encoder
 }
 
 
