@@ -84,7 +84,17 @@ class MambaState:
     kind: Literal["mamba"] = "mamba"
 
 
-AttentionKind = Union[FullAttention, SlidingWindowAttention, ChunkedLocalAttention, MlaAttention, MambaState]
+@dataclass(frozen=True)
+class SharedKvAttention:
+    """Attention that reads another layer's KV cache (Gemma-3n / Gemma-4 E-series last layers): it computes
+    like `attends_like` but keeps no cache of its own, so vLLM allocates nothing for it."""
+
+    attends_like: FullAttention | SlidingWindowAttention
+    kind: Literal["shared_kv"] = "shared_kv"
+
+
+AttentionKind = Union[FullAttention, SlidingWindowAttention, ChunkedLocalAttention, MlaAttention, MambaState,
+                      SharedKvAttention]
 
 
 # ---------------------------------------------------------------------------------------------------------

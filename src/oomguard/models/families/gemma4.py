@@ -18,6 +18,7 @@ from oomguard.models.spec import (
     MlpKind,
     MoeMlp,
     Role,
+    SharedKvAttention,
     SlidingWindowAttention,
     Split,
     VisionTower,
@@ -108,6 +109,8 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
         inv.add(f"{p}.layer_scalar", (1,), Role.NORM, Split.REPLICATED, i, quantizable=False)
         attention: AttentionKind = (FullAttention(kv, hd, hd) if full
                                     else SlidingWindowAttention(kv, hd, hd, window))
+        if i >= first_shared > 0 and isinstance(attention, (FullAttention, SlidingWindowAttention)):
+            attention = SharedKvAttention(attention)
         layers.append(DecoderLayer(attention, mlp))
     inv.norm(f"{TEXT}.norm", hidden, None)
     if not tied:
@@ -121,7 +124,7 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
         notes.append("attention_k_eq_v: vLLM also allocates a V copy of k_proj on each full layer (not stored)")
     if shared_kv:
         notes.append(f"the last {shared_kv} layers reuse the KV cache of earlier layers of their type "
-                     f"(vLLM allocates none for them); the planner still counts their KV")
+                     f"(vLLM allocates none for them)")
     return FamilyFacts(
         hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
         intermediate_size=intermediate, vocab_size=vocab, max_position_embeddings=max_pos,
