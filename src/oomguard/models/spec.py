@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal, Union
+from typing import Literal
 
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4, "float": 4, "fp32": 4,
@@ -93,8 +93,8 @@ class SharedKvAttention:
     kind: Literal["shared_kv"] = "shared_kv"
 
 
-AttentionKind = Union[FullAttention, SlidingWindowAttention, ChunkedLocalAttention, MlaAttention, MambaState,
-                      SharedKvAttention]
+AttentionKind = (FullAttention | SlidingWindowAttention | ChunkedLocalAttention | MlaAttention | MambaState
+                 | SharedKvAttention)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ class MoeMlp:
     kind: Literal["moe"] = "moe"
 
 
-MlpKind = Union[DenseMlp, MoeMlp]
+MlpKind = DenseMlp | MoeMlp
 
 
 @dataclass(frozen=True)
