@@ -106,43 +106,40 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str]]:
     return options, rest
 
 
+def _count(name: str, text: str) -> int:
+    try:
+        return int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{name} expects a whole number, got {text!r}") from None
+
+
+# option -> (field of PlanOptions, how its value is read); switches carry the value they set.
+_SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "--gpu": ("gpu", lambda _n, v: v),
+    "--gpu-memory": ("gpu_memory", lambda _n, v: v),
+    "--nvidia-smi": ("nvidia_smi", lambda _n, v: v),
+    "--vllm-version": ("vllm_version", lambda _n, v: v),
+    "--replicas-per-gpu": ("replicas_per_gpu", _count),
+    "--calibrate": ("calibrate", lambda _n, v: v),
+    "--command": ("command", lambda _n, v: v),
+    "--llm": ("usage", lambda _n, _v: "llm"),
+    "--json": ("json", lambda _n, _v: True),
+    "--markdown": ("markdown", lambda _n, _v: True),
+    "--verbose": ("verbose", lambda _n, _v: True),
+    "-v": ("verbose", lambda _n, _v: True),
+    "--no-fixes": ("fixes", lambda _n, _v: False),
+    "--fewest-gpus": ("fewest_gpus", lambda _n, _v: True),
+    "--help": ("help", lambda _n, _v: True),
+    "-h": ("help", lambda _n, _v: True),
+}
+
+
 def _set_option(options: PlanOptions, name: str, value: str) -> None:
-    if name == "--gpu":
-        options.gpu = value
-    elif name == "--gpu-memory":
-        options.gpu_memory = value
-    elif name == "--nvidia-smi":
-        options.nvidia_smi = value
-    elif name == "--vllm-version":
-        options.vllm_version = value
-    elif name == "--replicas-per-gpu":
-        try:
-            options.replicas_per_gpu = int(value)
-        except ValueError:
-            raise ConfigError(f"--replicas-per-gpu expects an integer, got {value!r}") from None
-    elif name == "--llm":
-        options.usage = "llm"
-    elif name == "--json":
-        options.json = True
-    elif name == "--markdown":
-        options.markdown = True
-    elif name in ("--verbose", "-v"):
-        options.verbose = True
-    elif name == "--no-fixes":
-        options.fixes = False
-    elif name == "--at-length":
-        try:
-            options.at_lengths.append(int(value.replace(",", "").replace("_", "")))
-        except ValueError:
-            raise ConfigError(f"--at-length expects a number of tokens, got {value!r}") from None
-    elif name == "--fewest-gpus":
-        options.fewest_gpus = True
-    elif name == "--calibrate":
-        options.calibrate = value
-    elif name == "--command":
-        options.command = value
-    elif name in ("--help", "-h"):
-        options.help = True
+    if name == "--at-length":
+        options.at_lengths.append(_count(name, value))
+        return
+    field_name, read = _SETTERS[name]
+    setattr(options, field_name, read(name, value))
 
 
 def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
