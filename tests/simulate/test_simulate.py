@@ -83,7 +83,7 @@ def test_prefix_cache_hits_whole_blocks_of_a_shared_prefix() -> None:
     kv = KvCacheManager((KvGroupSpec("full", 16),), 1000, 8192, 2048, True)
     first = SimRequest("a", 0, 1500, 5, 0, (7, 8, 9), interner)
     assert kv.allocate_slots(first, 0, 1500, full_sequence_must_fit=True)
-    kv.free("a")
+    kv.free(first)
     second = SimRequest("b", 1, 1200, 5, 0, (7, 8, 11), interner)
     _, hit, _ = kv.computed_blocks(second)
     assert hit == 1024  # the two shared 512-token ids; the third id differs

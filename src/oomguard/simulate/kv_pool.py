@@ -18,6 +18,11 @@ The mechanism followed (vLLM `v1/core/block_pool.py`, `single_type_kv_cache_mana
   the free queue hands out hash-less blocks first (most recently freed first) and evicts cached blocks in
   least-recently-freed order, a finished request's tail blocks first. A lookup returns the longest run of
   cached blocks from the start, at most `prompt - 1` tokens, so the last token is always recomputed.
+  NOTE: a block past a request's shared prefix (the rest of its prompt, its output) gets a hash in vLLM too,
+  but only two things can ever tell: where it waits in the free queue once freed, and a lookup by the same
+  request after a preemption (recompute finds its own blocks). So in groups that keep every block until the
+  request ends, such blocks are hashed when freed: findable (their own key) when the request is preempted,
+  `PRIVATE_KEY` (a hash no lookup finds) when it finished. Same pool, far fewer map updates.
 
 Everything here is bookkeeping over integers; there is no I/O and no printing.
 """
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 NULL_BLOCK = 0  # vLLM: BlockPool pops block 0 as the null block placeholder at start-up
+PRIVATE_KEY = 0  # the hash of a finished request's own blocks: no lookup can find them (shared keys are >= 1)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -72,12 +78,13 @@ class HashedRequest(Protocol):
 
     rid: str
     prompt_tokens: int
+    num_tokens: int  # prompt + generated so far
+    num_computed: int
+    shared_tokens: int  # leading tokens other requests may share; blocks past them are the request's own
     shared_prefix_boundary: int
+    free_slots_upto: int  # written here: the sequence length it may reach before it needs this manager again
 
     def block_key(self, index: int, block_size: int) -> int: ...
-
-    @property
-    def num_tokens(self) -> int: ...
 
 
 class BlockPool:
@@ -108,6 +115,8 @@ class BlockPool:
 
     def get_cached(self, key: int, groups: Sequence[int]) -> list[int] | None:
         """The first cached block with this hash in every group, or None when any group misses."""
+        if key == PRIVATE_KEY:
+            return None
         found = []
         for gid in groups:
             blocks = self.cache[gid].get(key)
@@ -117,25 +126,32 @@ class BlockPool:
         return found
 
     def get_new_blocks(self, n: int) -> list[int]:
-        out: list[int] = []
         stack = self.uncached_free
-        while n and stack:
-            block = stack.pop()
-            self.ref_cnt[block] = 1
-            out.append(block)
-            n -= 1
-        if n:
-            cached = self.cached_free
-            for _ in range(n):
-                block, _ = cached.popitem(last=False)
-                self._evict(block)
-                self.ref_cnt[block] = 1
+        ref_cnt = self.ref_cnt
+        take = min(n, len(stack))
+        out = stack[len(stack) - take:][::-1]  # the top of the stack first
+        del stack[len(stack) - take:]
+        for block in out:
+            ref_cnt[block] = 1
+        if n > take:
+            popitem = self.cached_free.popitem
+            hashes = self.block_hash
+            for _ in range(n - take):
+                block, _ = popitem(last=False)
+                if hashes[block] == PRIVATE_KEY:
+                    hashes[block] = None  # nothing to drop from the lookup map
+                else:
+                    self._evict(block)
+                ref_cnt[block] = 1
                 out.append(block)
         return out
 
     def _evict(self, block: int) -> None:
         key = self.block_hash[block]
         if key is None:
+            return
+        if key == PRIVATE_KEY:
+            self.block_hash[block] = None
             return
         table = self.cache[self.block_group[block]]
         holders = table[key]
@@ -156,15 +172,18 @@ class BlockPool:
     def free_blocks(self, ordered: Sequence[int]) -> None:
         """Release blocks, first-to-evict first (vLLM frees a request's blocks tail first)."""
         first: list[int] = []
+        ref_cnt = self.ref_cnt
+        hashes = self.block_hash
+        cached_free = self.cached_free
         for block in ordered:
             if block == NULL_BLOCK:
                 continue
-            self.ref_cnt[block] -= 1
-            if self.ref_cnt[block] == 0:
-                if self.block_hash[block] is None:
+            left = ref_cnt[block] = ref_cnt[block] - 1
+            if left == 0:
+                if hashes[block] is None:
                     first.append(block)
                 else:
-                    self.cached_free[block] = None
+                    cached_free[block] = None
         if first:
             self.uncached_free.extend(reversed(first))
 
@@ -172,6 +191,8 @@ class BlockPool:
         if self.block_hash[block] is not None:
             return
         self.block_hash[block] = key
+        if key == PRIVATE_KEY:
+            return
         self.block_group[block] = group
         self.cache[group].setdefault(key, []).append(block)
 
@@ -186,6 +207,8 @@ class GroupManager:
         self.block_size = spec.block_size
         self.cap_blocks = cap_blocks
         self.recycles = spec.recycles
+        # Groups that keep every block until the request ends hash its own blocks lazily (module NOTE).
+        self.lazy_own_hashes = pool.enable_caching and not spec.recycles
         self.req_blocks: dict[str, list[int]] = {}
         self.num_cached: dict[str, int] = {}
 
@@ -258,7 +281,10 @@ class GroupManager:
         blocks = self.req_blocks[rid]
         pool = self.pool
         wanted = self._sparse_retention(request, start, end) if self.recycles else None
-        for i in range(start, min(end, len(blocks))):
+        stop = min(end, len(blocks))
+        if self.lazy_own_hashes:
+            stop = min(stop, request.shared_tokens // self.block_size)
+        for i in range(start, stop):
             block = blocks[i]
             if block != NULL_BLOCK and (wanted is None or i in wanted):
                 pool.cache_block(block, request.block_key(i, self.block_size), self.gid)
@@ -280,11 +306,32 @@ class GroupManager:
             wanted.update(range(max(start, stop - need), min(end, stop)))
         return wanted
 
-    def free(self, rid: str) -> None:
+    def next_hash_is_shared(self, request: HashedRequest) -> bool:
+        """Whether the next block to fill gets its hash now (a shared block) rather than when freed."""
+        if not self.lazy_own_hashes:
+            return True
+        return (self.num_cached[request.rid] + 1) * self.block_size <= request.shared_tokens
+
+    def free(self, request: HashedRequest, findable: bool = False) -> None:
+        """Release a request's blocks. `findable`: it was preempted and may look its own blocks up again."""
+        rid = request.rid
         blocks = self.req_blocks.pop(rid, None)
         self.num_cached.pop(rid, None)
-        if blocks:
-            self.pool.free_blocks(blocks[::-1])
+        if not blocks:
+            return
+        if self.lazy_own_hashes:
+            # The hashes vLLM gave the request's own full blocks as they filled (see the module NOTE).
+            pool = self.pool
+            hashes = pool.block_hash
+            bs = self.block_size
+            for i in range(request.shared_tokens // bs, min(request.num_computed // bs, len(blocks))):
+                block = blocks[i]
+                if block != NULL_BLOCK and hashes[block] is None:
+                    if findable:
+                        pool.cache_block(block, request.block_key(i, bs), self.gid)
+                    else:
+                        hashes[block] = PRIVATE_KEY
+        self.pool.free_blocks(blocks[::-1])
 
     def held_blocks(self) -> int:
         return len({b for blocks in self.req_blocks.values() for b in blocks if b != NULL_BLOCK})
@@ -442,6 +489,7 @@ class KvCacheManager:
                     blocks.extend(self.pool.get_new_blocks(need))
                 if self.enable_caching and total // self.block_size > manager.num_cached[rid]:
                     manager.cache_blocks(request, min(total, request.num_tokens))
+                self._note_free_slots(request, manager, blocks)
                 return True
         if self.single_full and hit_blocks is None and not self.enable_caching:
             manager = self.managers[0]
@@ -461,10 +509,12 @@ class KvCacheManager:
                     manager.num_cached[rid] = 0
                 blocks.extend(self.pool.get_new_blocks(need))
             elif blocks is None:
-                manager.req_blocks[rid] = []
+                blocks = manager.req_blocks[rid] = []
                 manager.num_cached[rid] = 0
+            self._note_free_slots(request, manager, blocks)
             return True
 
+        request.free_slots_upto = 0  # the general path: ask again next step
         hit = hit_blocks if hit_blocks is not None else self.empty_hit
         local_computed = num_computed + hit_tokens
         total_computed = min(local_computed, self.max_model_len)
@@ -498,9 +548,24 @@ class KvCacheManager:
                 m.cache_blocks(request, cache_upto)
         return True
 
-    def free(self, rid: str) -> None:
+    def _note_free_slots(self, request: HashedRequest, manager: GroupManager, blocks: list[int]) -> None:
+        """Single full-attention group: up to what length the request needs neither a new block nor a new
+        hash (the next block boundary with prefix caching), so the scheduler can skip asking."""
+        upto = len(blocks) * self.block_size
+        if self.enable_caching and manager.next_hash_is_shared(request):
+            upto = min(upto, (manager.num_cached[request.rid] + 1) * self.block_size - 1)
+        request.free_slots_upto = upto
+
+    def new_blocks_needed(self, request: HashedRequest, total_tokens: int) -> int:
+        """Blocks `allocate_slots` would take for a running request reaching `total_tokens` (single full group)."""
+        blocks = self.managers[0].req_blocks.get(request.rid)
+        held = len(blocks) if blocks else 0
+        return max(0, cdiv(min(total_tokens, self.max_model_len), self.block_size) - held)
+
+    def free(self, request: HashedRequest, findable: bool = False) -> None:
+        """Release every block of a request: finished, or preempted (`findable`: its blocks stay findable)."""
         for m in self.managers:
-            m.free(rid)
+            m.free(request, findable)
 
     def group_blocks(self) -> list[int]:
         return [m.held_blocks() for m in self.managers]

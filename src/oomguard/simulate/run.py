@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest
+from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest, StepPlan
 from oomguard.simulate.step_memory import ModelWidths, Row, StepMemoryOptions, StepShape, step_peak_bytes
 from oomguard.simulate.step_time import StepTimeModel
 from oomguard.simulate.workload import STEPS, Workload
@@ -34,6 +34,7 @@ class SimulationConfig:
     step_time: StepTimeModel | None = None
     record_chunks: bool = False
     max_steps: int | None = None
+    fast_forward: bool = True  # advance runs of identical decode steps together (same timeline)
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,12 @@ class SimulationResult:
 
 
 ProgressFn = Callable[[float, int, int, int], None]  # (clock, steps, requests done, requests total)
+PROGRESS_EVERY_STEPS = 2000
 
 
 def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn | None = None) -> SimulationResult:
+    """Replay `workload` step by step (see the module docstring). Runs of identical decode steps go through
+    `Scheduler.decode_run` unless `config.fast_forward` is off; the timeline is the same either way."""
     cfg = config.scheduler
     sched = Scheduler(cfg)
     interner = KeyInterner() if cfg.enable_prefix_caching else None
@@ -126,18 +130,30 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
     headroom = config.headroom_bytes
     usable = cfg.num_gpu_blocks - 1
     max_len = cfg.max_model_len
+    record_chunks = config.record_chunks
+    max_steps = config.max_steps or 0
 
-    cols: dict[str, list] = {c: [] for c in Timeline.COLUMNS}
-    c_step, c_time, c_dur, c_tok = cols["step"], cols["time"], cols["duration"], cols["tokens"]
-    c_np, c_nd, c_mp, c_run = cols["num_prefills"], cols["num_decodes"], cols["max_prefill"], cols["running"]
-    c_wait, c_kv, c_pre, c_adm = cols["waiting"], cols["kv_blocks_used"], cols["preempted"], cols["admitted"]
-    c_fin, c_peak = cols["finished"], cols["peak_bytes"]
+    c_step: list[int] = []
+    c_time: list[float] = []
+    c_dur: list[float] = []
+    c_tok: list[int] = []
+    c_np: list[int] = []
+    c_nd: list[int] = []
+    c_mp: list[int] = []
+    c_run: list[int] = []
+    c_wait: list[int] = []
+    c_kv: list[int] = []
+    c_pre: list[int] = []
+    c_adm: list[int] = []
+    c_fin: list[int] = []
+    c_peak: list[int] = []
     chunks: list[tuple[tuple[str, int, int], ...]] = []
     ooms: list[OomEvent] = []
     notes: list[str] = []
     rejected = unservable = 0
-    done: list[SimRequest] = []
-    peak_value, peak_index, peak_rows = -1, None, None
+    finished_count = 0
+    peak_value, peak_index = -1, None
+    peak_rows: tuple[Row, ...] | None = None
 
     now = 0.0
     step = 0
@@ -145,7 +161,9 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
     n = len(reqs)
     executed = 0
     next_progress = 0
+    steady = False  # the last step decoded every running request and changed nothing else
     while True:
+        arrived = False
         while nxt < n and reqs[nxt].arrival <= now:
             request = reqs[nxt]
             nxt += 1
@@ -153,6 +171,7 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                 rejected += 1  # vLLM InputProcessor: the prompt must be shorter than max_model_len
                 continue
             sched.add_request(request)
+            arrived = True
         if not sched.has_unfinished():
             if nxt >= n:
                 break
@@ -161,9 +180,54 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                 step = int(now)
             continue
 
+        if steady and not arrived and config.fast_forward:
+            # Identical decode steps until an arrival, a finish, or a pool too short for the next blocks.
+            limit = max_steps - executed if max_steps else 1 << 62
+            drun = sched.decode_run(limit)
+            num = drun.num_requests if drun is not None else 0
+            peak = step_peak_bytes(num, 0, 0, num, num, widths, mem_opts) if widths is not None else 0
+            if drun is not None and (headroom is None or peak <= headroom):
+                base = [(r.rid, r.num_computed) for r in drun.requests] if record_chunks else []
+                first = executed
+                while nxt >= n or reqs[nxt].arrival > now:
+                    context = drun.decode_context
+                    if not drun.advance():
+                        break
+                    if by_clock_steps:
+                        duration = 1.0
+                    else:
+                        assert step_time is not None
+                        duration = step_time.step_seconds(num, context, 0)
+                    c_step.append(step)
+                    c_time.append(now)
+                    c_dur.append(duration)
+                    c_kv.append(sched.kv.num_used)
+                    if record_chunks:
+                        j = drun.steps - 1
+                        chunks.append(tuple((rid, 1, before + j) for rid, before in base))
+                    now += duration
+                    step += 1
+                    executed += 1
+                drun.close()
+                k = executed - first
+                if k:
+                    for column, value in ((c_tok, num), (c_np, 0), (c_nd, num), (c_mp, 0), (c_run, num),
+                                          (c_wait, len(sched.waiting)), (c_pre, 0), (c_adm, 0), (c_fin, 0),
+                                          (c_peak, peak)):
+                        column.extend([value] * k)
+                    if progress is not None and executed >= next_progress:
+                        progress(now, executed, finished_count, n)
+                        next_progress = executed + PROGRESS_EVERY_STEPS
+                    if max_steps and executed >= max_steps:
+                        notes.append(f"stopped after --max-steps {max_steps}")
+                        break
+                    continue  # an arrival may be due before the next step
+
         plan = sched.schedule()
-        scheduled = plan.scheduled
-        if not scheduled:
+        decodes = plan.decodes
+        rows_chunks = plan.chunks
+        if not decodes and not rows_chunks:
+            steady = False
             if not sched.running and sched.waiting:
                 # Nothing runs and the head of the queue cannot be admitted: it never fits this pool.
                 stuck = sched.waiting.popleft()
@@ -174,29 +238,17 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
             step += 1
             continue
 
-        tokens = 0
-        prefills = decodes = sampling = 0
-        max_prefill = 0
-        decode_ctx = 0
-        prefill_attn = 0
-        rows: list[tuple[int, int, bool, bool]] | None = [] if widths is not None else None
-        for request, k, before in scheduled:
-            tokens += k
-            total = request.prompt_tokens + request.num_output
-            samples = request.num_computed >= total
-            if samples:
+        tokens = plan.tokens
+        num_decodes = len(decodes)
+        sampling = num_decodes
+        prefills = max_prefill = prefill_attn = 0
+        for request, k, before in rows_chunks:
+            prefills += 1
+            if k > max_prefill:
+                max_prefill = k
+            prefill_attn += k * (before + k // 2)
+            if before + k >= request.num_tokens:
                 sampling += 1
-            if k == 1 and request.num_output > 0 and before == total - 1:
-                decodes += 1
-                decode_ctx += before
-                is_decode = True
-            else:
-                prefills += 1
-                max_prefill = max(max_prefill, k)
-                prefill_attn += k * (before + k // 2)
-                is_decode = False
-            if rows is not None:
-                rows.append((k, before, is_decode, samples))
         for request in plan.admitted:
             if request.first_scheduled is None:
                 request.first_scheduled = now
@@ -204,26 +256,33 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
             duration = 1.0
         else:
             assert step_time is not None
-            duration = step_time.step_seconds(tokens, decode_ctx, prefill_attn)
+            duration = step_time.step_seconds(tokens, plan.decode_context, prefill_attn)
         peak = 0
         if widths is not None:
-            peak = step_peak_bytes(tokens, prefills, max_prefill, decodes, sampling, widths, mem_opts)
-            if peak > peak_value:
-                peak_value, peak_index, peak_rows = peak, executed, rows
-            if headroom is not None and peak > headroom:
-                ooms.append(OomEvent(
-                    step=step, time=now, peak_bytes=peak, headroom_bytes=headroom,
-                    shape=_shape(rows), kv_usage=plan.kv_blocks_used / usable, kv_blocks_used=plan.kv_blocks_used,
-                ))
+            peak = step_peak_bytes(tokens, prefills, max_prefill, num_decodes, sampling, widths, mem_opts)
+            over = headroom is not None and peak > headroom
+            if peak > peak_value or over:
+                rows = _rows(plan)
+                if peak > peak_value:
+                    peak_value, peak_index, peak_rows = peak, executed, rows
+                if over:
+                    assert headroom is not None
+                    ooms.append(OomEvent(
+                        step=step, time=now, peak_bytes=peak, headroom_bytes=headroom, shape=StepShape(rows),
+                        kv_usage=plan.kv_blocks_used / usable, kv_blocks_used=plan.kv_blocks_used,
+                    ))
+        if record_chunks:
+            chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
         finished = sched.update_from_output(plan, now + duration)
-        if finished:
-            done.extend(finished)
+        finished_count += len(finished)
+        steady = (not rows_chunks and not finished and not plan.admitted and not plan.preempted
+                  and num_decodes == plan.num_running)
         c_step.append(step)
         c_time.append(now)
         c_dur.append(duration)
         c_tok.append(tokens)
         c_np.append(prefills)
-        c_nd.append(decodes)
+        c_nd.append(num_decodes)
         c_mp.append(max_prefill)
         c_run.append(plan.num_running)
         c_wait.append(plan.num_waiting)
@@ -232,43 +291,49 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
         c_adm.append(len(plan.admitted))
         c_fin.append(len(finished))
         c_peak.append(peak)
-        if config.record_chunks:
-            chunks.append(tuple((r.rid, k, before) for r, k, before in scheduled))
         executed += 1
         now += duration
         step += 1
         if progress is not None and executed >= next_progress:
-            progress(now, executed, len(done), n)
-            next_progress = executed + 2000
-        if config.max_steps and executed >= config.max_steps:
-            notes.append(f"stopped after --max-steps {config.max_steps}")
+            progress(now, executed, finished_count, n)
+            next_progress = executed + PROGRESS_EVERY_STEPS
+        if max_steps and executed >= max_steps:
+            notes.append(f"stopped after --max-steps {max_steps}")
             break
     if progress is not None:
-        progress(now, executed, len(done), n)
+        progress(now, executed, finished_count, n)
 
-    arrived = sum(1 for r in reqs[:nxt])
+    done = [r for r in reqs if r.finished_at is not None]
     queue_times = tuple(r.first_scheduled - r.arrival for r in reqs if r.first_scheduled is not None)
     ttfts = tuple(r.first_token - r.arrival for r in done if r.first_token is not None)
     latencies = tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None)
     stats = RequestStats(
-        arrived=arrived, rejected_too_long=rejected, unservable=unservable, finished=len(done),
+        arrived=nxt, rejected_too_long=rejected, unservable=unservable, finished=len(done),
         queue_times=queue_times, ttfts=ttfts, latencies=latencies,
         output_tokens=sum(r.num_output for r in reqs), prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
         prefix_hit_tokens=sched.prefix_hits, prefix_query_tokens=sched.prefix_queries,
     )
     if rejected:
         notes.append(f"{rejected} request(s) rejected: prompt >= max_model_len {max_len:,}")
-    timeline = Timeline(**{c: tuple(v) for c, v in cols.items()}, chunks=tuple(chunks))
+    timeline = Timeline(
+        step=tuple(c_step), time=tuple(c_time), duration=tuple(c_dur), tokens=tuple(c_tok),
+        num_prefills=tuple(c_np), num_decodes=tuple(c_nd), max_prefill=tuple(c_mp), running=tuple(c_run),
+        waiting=tuple(c_wait), kv_blocks_used=tuple(c_kv), preempted=tuple(c_pre), admitted=tuple(c_adm),
+        finished=tuple(c_fin), peak_bytes=tuple(c_peak), chunks=tuple(chunks),
+    )
     return SimulationResult(
         config=config, workload_source=workload.source, clock=workload.clock, timeline=timeline,
         requests=stats, preemptions=sched.num_preemptions, oom_events=tuple(ooms),
-        peak_step=peak_index, peak_shape=_shape(peak_rows) if peak_rows is not None else None,
+        peak_step=peak_index, peak_shape=StepShape(peak_rows) if peak_rows is not None else None,
         usable_blocks=usable, notes=tuple(notes),
     )
 
 
-def _shape(rows: Sequence[tuple[int, int, bool, bool]] | None) -> StepShape:
-    return StepShape(tuple(Row(k, ctx, dec, smp) for k, ctx, dec, smp in rows or ()))
+def _rows(plan: StepPlan) -> tuple[Row, ...]:
+    """The step's shape, row by row (built only for steps that set a new peak or pass the headroom)."""
+    rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
+    rows.extend(Row(1, request.num_computed - 1, True, True) for request in plan.decodes)
+    return tuple(rows)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -276,25 +341,38 @@ def _shape(rows: Sequence[tuple[int, int, bool, bool]] | None) -> StepShape:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def weighted_percentile(values: Sequence[float], weights: Sequence[float] | None, q: float) -> float:
-    """The q-quantile (0..1) of `values`, each counted `weights` times (all 1 when None)."""
+def weighted_percentiles(
+    values: Sequence[float], weights: Sequence[float] | None, qs: Sequence[float]
+) -> tuple[float, ...]:
+    """The q-quantiles (each q in 0..1) of `values`, each value counted `weights` times (all 1 when None):
+    the smallest value whose cumulative weight reaches q x the total."""
     if not values:
-        return math.nan
+        return tuple(math.nan for _ in qs)
     if weights is None:
         ordered = sorted(values)
-        k = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-        return ordered[k]
-    pairs = sorted(zip(values, weights))
-    total = sum(w for _, w in pairs)
-    if total <= 0:
-        return pairs[-1][0]
-    target = q * total
-    acc = 0.0
-    for v, w in pairs:
-        acc += w
-        if acc >= target:
-            return v
-    return pairs[-1][0]
+        n = len(ordered)
+        return tuple(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))] for q in qs)
+    # A timeline has few distinct values and many steps: add up the weight per value, then sort those.
+    per_value: dict[float, float] = {}
+    for v, w in zip(values, weights):
+        per_value[v] = per_value.get(v, 0.0) + w
+    ordered = sorted(per_value)
+    total = math.fsum(per_value.values())
+    out: list[float] = []
+    for q in qs:
+        if total <= 0:
+            out.append(ordered[-1])
+            continue
+        target = q * total
+        acc = 0.0
+        chosen = ordered[-1]
+        for v in ordered:
+            acc += per_value[v]
+            if acc >= target:
+                chosen = v
+                break
+        out.append(chosen)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -332,7 +410,8 @@ def summarize(result: SimulationResult) -> Summary:
     tl = result.timeline
     usable = result.usable_blocks
     weights = tl.duration if result.clock != STEPS else None
-    usage = [b / usable for b in tl.kv_blocks_used]
+    kv_p50, kv_p99 = (b / usable for b in weighted_percentiles(tl.kv_blocks_used, weights, (0.50, 0.99)))
+    ttft_p50, ttft_p99 = weighted_percentiles(result.requests.ttfts, None, (0.50, 0.99))
     saturated = sum(d for d, w, b in zip(tl.duration, tl.waiting, tl.kv_blocks_used)
                     if w > 0 and b >= SATURATED_KV_USAGE * usable)
     sim_time = (tl.time[-1] + tl.duration[-1] - tl.time[0]) if len(tl) else 0.0
@@ -354,14 +433,14 @@ def summarize(result: SimulationResult) -> Summary:
         max_kv_blocks_used=max(tl.kv_blocks_used, default=0),
         max_running=max(tl.running, default=0),
         usable_blocks=usable,
-        kv_usage_p50=weighted_percentile(usage, weights, 0.50),
-        kv_usage_p99=weighted_percentile(usage, weights, 0.99),
-        kv_usage_max=max(usage, default=0.0),
+        kv_usage_p50=kv_p50,
+        kv_usage_p99=kv_p99,
+        kv_usage_max=max(tl.kv_blocks_used, default=0) / usable,
         time_saturated=saturated,
         simulated_time=sim_time,
-        queue_p99=weighted_percentile(rs.queue_times, None, 0.99),
-        ttft_p50=weighted_percentile(rs.ttfts, None, 0.50),
-        ttft_p99=weighted_percentile(rs.ttfts, None, 0.99),
+        queue_p99=weighted_percentiles(rs.queue_times, None, (0.99,))[0],
+        ttft_p50=ttft_p50,
+        ttft_p99=ttft_p99,
         output_tokens_per_s=rs.output_tokens / busy if busy else 0.0,
         total_tokens_per_s=sum(tl.tokens) / busy if busy else 0.0,
         max_padding_ratio=max_padding,

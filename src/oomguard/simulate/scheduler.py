@@ -28,13 +28,13 @@ changes the sliding-window reserve here, through `in_flight_tokens`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from oomguard.simulate.kv_pool import KvCacheManager, KvGroupSpec
 
 WAITING, RUNNING, PREEMPTED, FINISHED = 0, 1, 2, 3
 PREFIX_BLOCK_TOKENS = 512  # Mooncake `hash_ids` and the oracle's `prefix_hash_ids`: one id per 512 tokens
+OWN_KEY_INDEX_BITS = 40  # a request's own block keys: -(request index << 40 + block index + 1), all distinct
 
 
 @dataclass(frozen=True)
@@ -77,18 +77,12 @@ class KeyInterner:
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, ...], int] = {}
-        self._next_private = -1
 
     def shared(self, content: tuple[int, ...]) -> int:
         key = self._ids.get(content)
         if key is None:
-            key = self._ids[content] = len(self._ids) + 1
+            key = self._ids[content] = len(self._ids) + 1  # >= 1: never PRIVATE_KEY
         return key
-
-    def private(self) -> int:
-        """A key no other block will ever have (tokens private to one request)."""
-        self._next_private -= 1
-        return self._next_private
 
 
 class SimRequest:
@@ -101,16 +95,19 @@ class SimRequest:
         "finished_at",
         "first_scheduled",
         "first_token",
+        "free_slots_upto",
         "index",
         "max_tokens",
         "num_computed",
         "num_output",
         "num_preemptions",
+        "num_tokens",
         "prefix_hit_tokens",
         "prefix_ids",
         "prompt_tokens",
         "rid",
         "shared_prefix_boundary",
+        "shared_tokens",
         "status",
     )
 
@@ -132,6 +129,7 @@ class SimRequest:
         self.prefix_ids = prefix_ids
         self.num_computed = 0
         self.num_output = 0
+        self.num_tokens = prompt_tokens  # prompt + generated so far (vLLM `Request.num_tokens`)
         self.status = WAITING
         self.num_preemptions = 0
         self.first_scheduled: float | None = None
@@ -141,48 +139,53 @@ class SimRequest:
         self._interner = interner
         self.prefix_hit_tokens = 0
         self.shared_prefix_boundary = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt_tokens + self.num_output
+        self.free_slots_upto = 0
+        # Tokens another request may share: the prompt's part covered by prefix ids (512 tokens per id).
+        self.shared_tokens = min(prompt_tokens, PREFIX_BLOCK_TOKENS * len(prefix_ids))
 
     def block_key(self, index: int, block_size: int) -> int:
         """Content key of block `index`: equal for two requests whose tokens agree up to the block's end.
 
-        Tokens come from `prefix_ids` (512 tokens per id, Mooncake) up to min(prompt, 512 x ids); the rest
-        of the prompt and every generated token are private to the request."""
+        Tokens come from `prefix_ids` (512 tokens per id, Mooncake) up to min(prompt, 512 x ids); a block
+        reaching past that (the rest of the prompt, every generated token) is the request's own: its key is
+        unique to (request, block), so only the request itself, recomputing after a preemption, finds it."""
+        if (index + 1) * block_size > self.shared_tokens:
+            return -((self.index << OWN_KEY_INDEX_BITS) + index + 1)
         keys = self._keys
+        interner = self._interner
+        if interner is None:
+            raise RuntimeError("prefix caching needs a key interner")
         while len(keys) <= index:
             i = len(keys)
             start, end = i * block_size, (i + 1) * block_size
-            shared_end = min(self.prompt_tokens, PREFIX_BLOCK_TOKENS * len(self.prefix_ids))
-            interner = self._interner
-            if interner is None:
-                raise RuntimeError("prefix caching needs a key interner")
-            if end <= shared_end and (i == 0 or keys[i - 1] > 0):
-                parent = keys[i - 1] if i else 0
-                first_id = self.prefix_ids[start // PREFIX_BLOCK_TOKENS]
-                last_id = self.prefix_ids[(end - 1) // PREFIX_BLOCK_TOKENS]
-                keys.append(interner.shared((parent, first_id, last_id, start % PREFIX_BLOCK_TOKENS, block_size)))
-            else:
-                keys.append(interner.private())
+            parent = keys[i - 1] if i else 0
+            first_id = self.prefix_ids[start // PREFIX_BLOCK_TOKENS]
+            last_id = self.prefix_ids[(end - 1) // PREFIX_BLOCK_TOKENS]
+            keys.append(interner.shared((parent, first_id, last_id, start % PREFIX_BLOCK_TOKENS, block_size)))
         return keys[index]
 
 
 @dataclass
 class StepPlan:
-    """What one `schedule()` call decided, before the model step ran."""
+    """What one `schedule()` call decided, before the model step ran.
 
-    scheduled: list[tuple[SimRequest, int, int]]  # (request, tokens, num_computed before this step)
+    A decode row is one token at the end of a request that has generated before; every other row (a prompt
+    chunk, a recompute after preemption) is a chunk. Both lists keep the order the scheduler visited them."""
+
+    decodes: list[SimRequest]
+    chunks: list[tuple[SimRequest, int, int]]  # (request, tokens, num_computed before this step)
     preempted: list[SimRequest]
     admitted: list[SimRequest]
     num_running: int
     num_waiting: int
     kv_blocks_used: int
+    tokens: int  # scheduled tokens in all
+    decode_context: int  # tokens the decode rows attend to (their num_computed before the step), summed
 
     @property
-    def total_tokens(self) -> int:
-        return sum(n for _, n, _ in self.scheduled)
+    def scheduled(self) -> list[tuple[SimRequest, int, int]]:
+        """Every row as (request, tokens, num_computed before): chunks, then decodes."""
+        return self.chunks + [(r, 1, r.num_computed - 1) for r in self.decodes]
 
 
 class Scheduler:
@@ -202,7 +205,6 @@ class Scheduler:
         self.num_preemptions = 0
         self.prefix_queries = 0
         self.prefix_hits = 0
-        self.on_finish: Callable[[SimRequest], None] | None = None
 
     def add_request(self, request: SimRequest) -> None:
         self.waiting.append(request)
@@ -217,36 +219,37 @@ class Scheduler:
         budget = cfg.max_num_batched_tokens
         running = self.running
         threshold = cfg.long_prefill_token_threshold if len(running) + len(self.waiting) > 1 else 0
-        scheduled: list[tuple[SimRequest, int, int]] = []
+        decodes: list[SimRequest] = []
+        chunks: list[tuple[SimRequest, int, int]] = []
         preempted: list[SimRequest] = []
         admitted: list[SimRequest] = []
+        decode_context = 0
 
         # 1. Running requests, in order.
         i = 0
         while i < len(running) and budget > 0:
             request = running[i]
             computed = request.num_computed
-            n = request.prompt_tokens + request.num_output - computed
+            n = request.num_tokens - computed
             if 0 < threshold < n:
                 n = threshold
-            n = min(n, budget)
-            n = min(n, max_len - computed - 1)
+            if n > budget:
+                n = budget
+            if n > max_len - computed - 1:
+                n = max_len - computed - 1
             if n <= 0:
                 i += 1
                 continue
-            while True:
-                if kv.allocate_slots(request, computed, n):
-                    ok = True
-                    break
-                ok = False
-                victim = running.pop()
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is request:
-                    break
-            if not ok:
+            total = computed + n
+            # Most decodes stay inside their last block: nothing for the KV manager to do.
+            if total > request.free_slots_upto and not self._allocate_or_preempt(request, computed, n, preempted):
                 break
-            scheduled.append((request, n, computed))
+            request.num_computed = total
+            if n == 1 and total == request.num_tokens and request.num_output:
+                decodes.append(request)
+                decode_context += computed
+            else:
+                chunks.append((request, n, computed))
             budget -= n
             i += 1
 
@@ -259,7 +262,8 @@ class Scheduler:
                 n = request.num_tokens - hit_tokens
                 if 0 < threshold < n:
                     n = threshold
-                n = min(n, budget)
+                if n > budget:
+                    n = budget
                 if not kv.allocate_slots(
                     request, 0, n, hit_tokens, hit_blocks if hit_tokens else None,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
@@ -272,41 +276,161 @@ class Scheduler:
                     if request.num_preemptions == 0:
                         request.prefix_hit_tokens = hit_tokens
                 request.status = RUNNING
-                request.num_computed = hit_tokens
+                request.num_computed = hit_tokens + n
                 running.append(request)
                 admitted.append(request)
-                scheduled.append((request, n, hit_tokens))
+                if n == 1 and hit_tokens + 1 == request.num_tokens and request.num_output:
+                    decodes.append(request)
+                    decode_context += hit_tokens
+                else:
+                    chunks.append((request, n, hit_tokens))
                 budget -= n
 
-        for request, n, _ in scheduled:
-            request.num_computed += n
-        return StepPlan(scheduled, preempted, admitted, len(running), len(self.waiting), kv.num_used)
+        return StepPlan(decodes, chunks, preempted, admitted, len(running), len(self.waiting), kv.num_used,
+                        cfg.max_num_batched_tokens - budget, decode_context)
+
+    def _allocate_or_preempt(self, request: SimRequest, computed: int, n: int, preempted: list[SimRequest]) -> bool:
+        """Allocate slots, preempting from the back of the running list until they fit; False when the request
+        had to preempt itself."""
+        kv = self.kv
+        while not kv.allocate_slots(request, computed, n):
+            victim = self.running.pop()
+            self._preempt(victim)
+            preempted.append(victim)
+            if victim is request:
+                return False
+        return True
 
     def _preempt(self, request: SimRequest) -> None:
-        self.kv.free(request.rid)
+        self.kv.free(request, findable=True)
         request.status = PREEMPTED
         request.num_computed = 0
+        request.free_slots_upto = 0
         request.num_preemptions += 1
         self.num_preemptions += 1
         self.waiting.appendleft(request)
 
     def update_from_output(self, plan: StepPlan, now: float) -> list[SimRequest]:
-        """The model step ran: sample one token for every request whose tokens are all computed."""
+        """The model step ran: sample one token for every request whose tokens are all computed. Finished
+        requests leave in running order (the order they were scheduled in), freeing their blocks."""
         max_len = self.config.max_model_len
-        finished: list[SimRequest] = []
-        for request, _, _ in plan.scheduled:
-            if request.num_computed < request.prompt_tokens + request.num_output:
+        any_finished = False
+        for request in plan.decodes:
+            out = request.num_output = request.num_output + 1
+            total = request.num_tokens = request.num_tokens + 1
+            if out >= request.max_tokens or total >= max_len:
+                request.status = FINISHED
+                any_finished = True
+        for request, _, _ in plan.chunks:
+            if request.num_computed < request.num_tokens:
                 continue  # a partial prefill chunk: the runner discards its sample
-            request.num_output += 1
+            out = request.num_output = request.num_output + 1
+            total = request.num_tokens = request.num_tokens + 1
             if request.first_token is None:
                 request.first_token = now
-            if request.num_output >= request.max_tokens or request.prompt_tokens + request.num_output >= max_len:
-                finished.append(request)
-        if finished:
-            done = set(id(r) for r in finished)
-            self.running = [r for r in self.running if id(r) not in done]
-            for request in finished:
+            if out >= request.max_tokens or total >= max_len:
                 request.status = FINISHED
-                request.finished_at = now
-                self.kv.free(request.rid)
+                any_finished = True
+        if not any_finished:
+            return []
+        keep: list[SimRequest] = []
+        finished: list[SimRequest] = []
+        for request in self.running:
+            (finished if request.status == FINISHED else keep).append(request)
+        self.running = keep
+        for request in finished:
+            request.finished_at = now
+            self.kv.free(request)
         return finished
+
+    def decode_run(self, max_steps: int) -> DecodeRun | None:
+        """After a step that decoded every running request and changed nothing else (no chunk, admission,
+        preemption or finish, no new arrival), the next steps repeat it until something happens; see
+        `DecodeRun`. None when that cannot be followed exactly here (a pool with more than one group or with
+        sliding windows) or when the very next step ends a request."""
+        if not self.kv.single_full or not self.running:
+            return None
+        max_len = self.config.max_model_len
+        # Steps j = 1.. that finish nobody: request r finishes at j = min(max_tokens - out, max_len - tokens).
+        last = min(min(r.max_tokens - r.num_output, max_len - r.num_tokens) for r in self.running) - 1
+        if last < 1 or max_steps < 1:
+            return None
+        return DecodeRun(self, min(last, max_steps))
+
+
+class DecodeRun:
+    """A run of identical decode steps, advanced without re-running the scheduler for every request.
+
+    In such a step every running request decodes one token, in the same order; the waiting queue's head stays
+    refused (the pool only shrinks), and nothing finishes (the run stops before the first finishing step).
+    What differs from step to step is only where a request crosses a block boundary: it needs a new block,
+    or (with prefix caching) its full block gets its hash. Those KV events are replayed through the same
+    `KvCacheManager.allocate_slots` calls, in the same order (step, then running order) as step-by-step
+    scheduling makes them; a step whose new blocks would not fit the free pool is left to `schedule()`
+    (it preempts). Request fields are brought up to date lazily: before a request's KV event, and at `close`.
+    """
+
+    def __init__(self, scheduler: Scheduler, max_steps: int) -> None:
+        self.kv = scheduler.kv
+        self.requests = list(scheduler.running)
+        self.max_steps = max_steps
+        self.steps = 0
+        self._synced = [0] * len(self.requests)  # steps applied to each request's fields so far
+        self._events: dict[int, list[int]] = {}  # run step -> positions whose KV event falls on it
+        self.decode_context = 0  # tokens the decodes of the next step attend to
+        for pos, request in enumerate(self.requests):
+            self.decode_context += request.num_computed
+            self._schedule_event(pos, request)
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.requests)
+
+    def _schedule_event(self, pos: int, request: SimRequest) -> None:
+        # At step j the request reaches num_computed + (j - synced) tokens; its event is the first step that
+        # passes `free_slots_upto`.
+        step = self._synced[pos] + request.free_slots_upto - request.num_computed + 1
+        if step <= self.max_steps:
+            self._events.setdefault(max(step, self.steps + 1), []).append(pos)
+
+    def _sync(self, pos: int, steps: int) -> None:
+        request = self.requests[pos]
+        d = steps - self._synced[pos]
+        if d:
+            request.num_computed += d
+            request.num_output += d
+            request.num_tokens += d
+            self._synced[pos] = steps
+
+    def advance(self) -> bool:
+        """Run the next step's KV events; False (nothing changed) when the run must end before this step."""
+        if self.steps >= self.max_steps:
+            return False
+        j = self.steps + 1
+        due = self._events.pop(j, None)
+        if due:
+            due.sort()
+            kv = self.kv
+            requests = self.requests
+            synced = self._synced
+            need = 0
+            for pos in due:
+                request = requests[pos]
+                need += kv.new_blocks_needed(request, request.num_computed + j - synced[pos])
+            if need > kv.num_free:
+                self._events[j] = due  # schedule() will preempt at this step
+                return False
+            for pos in due:
+                self._sync(pos, j - 1)
+                request = requests[pos]
+                if not kv.allocate_slots(request, request.num_computed, 1):
+                    raise AssertionError("a decode-run allocation failed after the pool check")
+                self._schedule_event(pos, request)
+        self.steps = j
+        self.decode_context += len(self.requests)
+        return True
+
+    def close(self) -> None:
+        """Bring every request's fields to the end of the run."""
+        for pos in range(len(self.requests)):
+            self._sync(pos, self.steps)
