@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, StartupNumber
-from oomguard.diagnose.planner import Ledger, plan_setup
+from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
+from oomguard.diagnose.planner import Ledger, model_widths, plan_setup
 from oomguard.diagnose.remedies import Fix, advise
 from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
 from oomguard.diagnose.setup import EngineSetup, recover_setup
+from oomguard.diagnose.step_shape import StepAnalysis, analyse
 
 # How many causes the report lists.
 TOP = 5
@@ -77,16 +78,26 @@ def _confidences(tally: Tally) -> dict[str, float]:
     return {c: s / total for c, s in scores.items()}
 
 
+def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
+    """The scheduled step before the OOM with its padded/packed arithmetic (widths from the planner's model
+    when it resolves, else read from the failed allocation)."""
+    steps = evidence.of(ScheduledStep)
+    if not steps:
+        return None
+    return analyse(steps, evidence.of(OomMessage), model_widths(setup), setup.flag_int("max_num_batched_tokens"))
+
+
 def diagnose(evidence: Evidence) -> Diagnosis:
     setup = recover_setup(evidence)
-    tally, sit = score(evidence, setup)
+    step = failing_step(evidence, setup)
+    tally, sit = score(evidence, setup, step)
     conf = _confidences(tally)
     ranked = sorted(CLASSES, key=lambda c: (-tally.score(c), CLASSES.index(c)))[:TOP]
-    causes = []
+    causes: list[Cause] = []
     for cls in ranked:
         if tally.score(cls) <= 0 and causes:
             continue
-        advice = advise(cls, evidence, setup)
+        advice = advise(cls, evidence, setup, step)
         causes.append(Cause(cls, round(conf[cls], 3), advice.explanation, _lines(tally, cls, True),
                             _lines(tally, cls, False), advice.fixes, advice.not_helpful, advice.verify,
                             advice.next_evidence, advice.notes))
@@ -94,7 +105,7 @@ def diagnose(evidence: Evidence) -> Diagnosis:
     return Diagnosis(
         causes=tuple(causes), setup=setup, phase=sit.phase, phase_why=sit.phase_why,
         questions=_questions(evidence, sit), separate_by=tuple(c.next_evidence for c in causes[:3]),
-        memory=_memory(evidence, ledger), ledger=ledger,
+        memory=_memory(evidence, ledger, step), ledger=ledger,
         read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
         skipped=tuple(evidence.skipped),
     )
@@ -121,8 +132,9 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
             ("4. GPU OOM or node memory?", node))
 
 
-def _memory(ev: Evidence, ledger: Ledger | None) -> tuple[tuple[str, str], ...]:
-    """Where the memory went, from the engine's own startup lines, then the planner's ledger, then the OOM."""
+def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> tuple[tuple[str, str], ...]:
+    """Where the memory went, from the engine's own startup lines, then the planner's ledger, then the OOM
+    and the failing step's activation."""
     out: list[tuple[str, str]] = []
     labels = {"gpu_total_bytes": "GPU total", "budget_bytes": "budget (total x utilization)",
               "weights_bytes": "weights", "activation_bytes": "activation peak", "non_torch_bytes": "non-torch",
@@ -136,9 +148,11 @@ def _memory(ev: Evidence, ledger: Ledger | None) -> tuple[tuple[str, str], ...]:
         if q in seen:
             out.append((label, f"{seen[q].value / (1 << 30):.2f} GiB (logged, {seen[q].where})"))
     if ledger is not None:
-        for label, gib in ledger.lines():
-            if not any(o[0] == label for o in out):
-                out.append((label, f"{gib:.2f} GiB (planner)"))
+        verdict = "fits" if ledger.fits else "does not fit: " + (ledger.errors[0][:120] if ledger.errors else "")
+        for label, gib, source in ledger.lines():
+            if not any(o[0].startswith(label) for o in out):
+                out.append((label, f"{gib:.2f} GiB ({source}, planner's ledger for rank 0)"))
+        out.append(("planner's verdict for this setup", verdict))
     ooms = [o for o in ev.of(OomMessage) if o.total]
     if ooms:
         o = ooms[0]
@@ -149,6 +163,11 @@ def _memory(ev: Evidence, ledger: Ledger | None) -> tuple[tuple[str, str], ...]:
         others = sum(u for _, u in o.processes) if o.this_process is not None else 0
         if others:
             out.append(("other processes", f"{others / (1 << 30):.2f} GiB ({o.where})"))
+    if step is not None:
+        layout = step.layout or "padded, if this layer pads"
+        peak = step.packed if step.layout == "packed" else step.padded
+        out.append((f"failing step's activation ({layout})", f"{peak.peak_bytes / (1 << 30):.2f} GiB "
+                    f"({step.shape.describe()}; {step.step.where})"))
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     if limits:
         out.append(("container memory limit", f"{limits[0].value / (1 << 30):.2f} GiB ({limits[0].where})"))

@@ -1,9 +1,12 @@
-"""The one adapter between diagnose and the planner (`oomguard.planning`).
+"""The one adapter between diagnose and the planner (`oomguard.planning`, `oomguard.simulate.model_facts`).
 
-The recovered setup is re-planned to say where the memory went (weights / activation / non-torch / graphs /
-comm buffers / KV per rank) and to verify candidate fixes. The Hub is never contacted from here (a diagnosis
-must be fast and offline): models resolve from a local directory or the bundled catalog, or not at all, and
-then the fixes come from the evidence's own numbers.
+The recovered setup (model, GPU total, vLLM version, TP/PP/DP/EP and every flag the planner knows, the
+environment, what other processes held) is re-planned to say where the memory went (weights / activation /
+non-torch / graphs / comm buffers / KV per rank) and to verify candidate fixes. Terms the engine logged
+(weights, activation, non-torch, CUDA-graph estimate) replace the planner's estimates, so the plan
+reproduces the failure it is asked to fix; a fix that changes what a term depends on re-plans that term.
+The Hub is never contacted from here (a diagnosis must be fast and offline): models resolve from a local
+directory or the bundled catalog, or not at all, and then the fixes come from the evidence's own numbers.
 """
 
 from __future__ import annotations
@@ -15,13 +18,20 @@ from typing import Any, Iterator
 
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.errors import OomguardError
+from oomguard.simulate.step_memory import ModelWidths
 
-# vLLM fields the planner understands; other recovered flags are kept for the report only.
-PLANNER_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel",
-                 "max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype",
-                 "quantization", "dtype", "enforce_eager", "block_size", "enable_chunked_prefill",
-                 "enable_prefix_caching")
 _GIB = float(1 << 30)
+# A measured term no longer holds when a fix changes one of these flags (what vLLM sizes the term from).
+TERM_DEPENDS_ON = {
+    "weights": {"tensor_parallel_size", "pipeline_parallel_size", "quantization", "dtype", "enable_expert_parallel",
+                "data_parallel_size"},
+    "activation": {"max_num_batched_tokens", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
+                   "dtype", "enable_chunked_prefill", "max_model_len"},
+    "non_torch": {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"},
+    "cuda_graph": {"max_num_seqs", "enforce_eager", "max_cudagraph_capture_size", "tensor_parallel_size",
+                   "compilation_config"},
+}
+_NONE = ("None", "none", "null", "")
 
 
 @dataclass(frozen=True)
@@ -43,17 +53,24 @@ class Ledger:
     max_num_batched_tokens: int
     max_num_seqs: int
     gpu_memory_utilization: float
+    measured: tuple[str, ...] = ()  # the terms taken from the engine's own log lines
 
-    def lines(self) -> list[tuple[str, float]]:
-        return [("weights", self.weights), ("activation peak", self.activation), ("non-torch", self.non_torch),
-                ("CUDA graphs", self.cuda_graphs), ("comm buffers", self.comm_buffers), ("KV cache", self.kv_cache)]
+    def lines(self) -> list[tuple[str, float, str]]:
+        """(item, GiB, source) for the report's 'where the memory went'."""
+        def src(term: str) -> str:
+            return "logged" if term in self.measured else "planner"
+        return [("budget (total x utilization)", self.budget, "planner"), ("weights", self.weights, src("weights")),
+                ("activation peak", self.activation, src("activation")), ("non-torch", self.non_torch,
+                                                                          src("non_torch")),
+                ("CUDA graphs", self.cuda_graphs, src("cuda_graph")), ("comm buffers", self.comm_buffers, "planner"),
+                ("KV cache", self.kv_cache, "planner")]
 
 
 @dataclass(frozen=True)
 class PlannedFix:
     flags: dict[str, Any]
     summary: str
-    ledger: Ledger | None
+    ledger: Ledger
 
 
 @contextmanager
@@ -69,15 +86,57 @@ def _offline() -> Iterator[None]:
             os.environ["HF_HUB_OFFLINE"] = before
 
 
+def _planner_flags(setup: EngineSetup) -> tuple[dict[str, Any], dict[str, str]]:
+    """The recovered flags the planner's flag table knows and can parse (one odd value must not cost the
+    plan), and the environment variables."""
+    from oomguard.engines.vllm.flags import args_from_mapping
+
+    flags: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    for key, value in setup.flags.items():
+        if key.isupper():
+            env[key] = value
+            continue
+        if key == "model" or value in _NONE:
+            continue
+        try:
+            parsed = args_from_mapping({key: value}, where="")
+        except (OomguardError, ValueError):
+            continue
+        if parsed.values:
+            flags[key] = value
+    return flags, env
+
+
+def planner_model(model: str) -> str:
+    """The model as the planner can resolve it offline: a local directory that exists as given, else a
+    checkpoint path of another machine ('/data/models/Qwen/Qwen3-8B/') by its trailing 'org/name' or 'name'
+    when the bundled catalog knows it."""
+    from oomguard.models.resolve import load_catalog
+
+    if os.path.isdir(model) or "/" not in model.strip("/") or not model.startswith(("/", ".", "~")):
+        return model
+    parts = [p for p in model.replace("\\", "/").split("/") if p and p not in (".", "..", "~")]
+    catalog = load_catalog()
+    for candidate in ("/".join(parts[-2:]), parts[-1] if parts else ""):
+        if candidate and candidate.lower() in catalog:
+            return candidate
+    return model
+
+
 def _request(setup: EngineSetup, changes: dict[str, Any]) -> Any:
+    from oomguard.engines.vllm.flags import ServeArgs
     from oomguard.planning import PlanRequest
 
-    flags: dict[str, Any] = {k: setup.flags[k] for k in PLANNER_FLAGS if k in setup.flags}
-    flags.update(changes)
-    kwargs: dict[str, Any] = {"model": setup.model, "flags": flags}
+    flags, env = _planner_flags(setup)
+    model = planner_model(setup.model) if setup.model else None
+    stale = {term for term, deps in TERM_DEPENDS_ON.items() if deps & changes.keys()}
+    kwargs: dict[str, Any] = {"model": model, "flags": {**flags, **changes}, "args": ServeArgs(model, {}, env),
+                              "measured": {k: v for k, v in setup.measured.items() if k not in stale},
+                              "used_by_other_processes": setup.other_processes_bytes}
     if setup.gpu_total_bytes:
         kwargs["gpu_memory"] = int(setup.gpu_total_bytes)
-    elif setup.gpu_name:
+    if setup.gpu_name:
         kwargs["gpu"] = setup.gpu_name
     if setup.version and setup.version[:1].isdigit():
         kwargs["vllm_version"] = setup.version.split("+")[0]
@@ -87,6 +146,7 @@ def _request(setup: EngineSetup, changes: dict[str, Any]) -> Any:
 def _ledger(result: Any) -> Ledger:
     r = result.rank0
     cfg = result.engine
+    measured = tuple(sorted(result.request.measured))
     return Ledger(
         fits=bool(result.fits), errors=tuple(result.errors), budget=r.budget_bytes / _GIB,
         weights=r.weights.bytes / _GIB, activation=r.activation.bytes / _GIB, non_torch=r.non_torch.bytes / _GIB,
@@ -94,35 +154,64 @@ def _ledger(result: Any) -> Ledger:
         kv_cache=r.kv_cache_bytes / _GIB, num_gpu_blocks=int(result.kv.num_gpu_blocks),
         kv_cache_tokens=int(result.kv.kv_cache_tokens), max_model_len=int(cfg.max_model_len),
         max_num_batched_tokens=int(cfg.max_num_batched_tokens), max_num_seqs=int(cfg.max_num_seqs),
-        gpu_memory_utilization=float(cfg.gpu_memory_utilization),
+        gpu_memory_utilization=float(cfg.gpu_memory_utilization), measured=measured,
     )
+
+
+def _plannable(setup: EngineSetup) -> bool:
+    return setup.engine != "sglang" and bool(setup.model) and bool(setup.gpu_total_bytes or setup.gpu_name)
+
+
+def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
+    """The planner's Plan, or None when it cannot plan this setup (unknown model offline, odd flags)."""
+    if not _plannable(setup):
+        return None
+    try:
+        from oomguard.planning import plan
+        with _offline():
+            return plan(_request(setup, changes))
+    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
+        return None
 
 
 def plan_setup(setup: EngineSetup, **changes: Any) -> Ledger | None:
     """The planner's ledger for the recovered setup (with `changes`), or None when it cannot be planned
     (no model, unknown model offline, no GPU size, SGLang)."""
-    if setup.engine == "sglang" or not setup.model or not (setup.gpu_total_bytes or setup.gpu_name):
-        return None
-    try:
-        from oomguard.planning import plan
-    except ImportError:
-        return None
-    try:
-        with _offline():
-            return _ledger(plan(_request(setup, changes)))
-    except (OomguardError, ValueError, KeyError, ArithmeticError):
-        return None
+    result = _plan(setup, changes)
+    return _ledger(result) if result is not None else None
 
 
 def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
-    """The planner's own verified fixes for the recovered setup (empty when it cannot plan it)."""
-    if plan_setup(setup) is None:
+    """The planner's fixes for the recovered setup, each re-planned with the measured terms it changes
+    re-estimated; only those that fit are kept (empty when it cannot plan the setup)."""
+    result = _plan(setup, {})
+    if result is None:
         return []
     try:
-        from oomguard.planning import plan
         from oomguard.planning.advise import suggest_fixes
         with _offline():
-            fixes = suggest_fixes(plan(_request(setup, {})), limit=limit)
+            fixes = suggest_fixes(result, limit=limit)
     except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
         return []
-    return [PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", _ledger(f.plan)) for f in fixes]
+    out = []
+    for f in fixes:
+        flags = {k: v for k, v in f.flags.items() if k != "replicas_per_gpu"}
+        checked = _plan(setup, flags) if flags else None
+        if checked is not None and checked.fits:
+            out.append(PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", _ledger(checked)))
+    return out
+
+
+def model_widths(setup: EngineSetup) -> ModelWidths | None:
+    """The widths that size one step's activations (hidden, intermediate, vocab, dtype, TP/EP/DP), from the
+    planner's model through the simulator's own adapter; None when the model cannot be resolved offline."""
+    if not _plannable(setup):
+        return None
+    try:
+        from oomguard.simulate.model_facts import from_planner
+        with _offline():
+            _, facts, _ = from_planner(_request(setup, {}))
+    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError, AttributeError):
+        return None
+    widths: ModelWidths = facts.widths
+    return widths

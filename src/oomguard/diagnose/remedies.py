@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, Signal, StartupNumber
 from oomguard.diagnose.planner import plan_setup, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
+from oomguard.diagnose.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
 
 GIB = float(1 << 30)
 # vLLM rounds KV blocks to 16 tokens by default; a suggested length is rounded down to that.
@@ -71,9 +72,10 @@ def _first_oom(ev: Evidence) -> OomMessage | None:
     return ooms[0] if ooms else (ev.of(OomMessage) or [None])[0]
 
 
-def advise(cls: str, ev: Evidence, setup: EngineSetup) -> Advice:
+def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> Advice:
+    """The advice for one cause; `step` is the failing step's arithmetic when a scheduler dump was found."""
     builder = ADVISORS.get(cls, _other)
-    advice = builder(ev, setup)
+    advice = builder(ev, setup, step)
     planned = _planned(cls, setup)
     if planned:
         advice = Advice(advice.explanation, tuple(planned) + advice.fixes, advice.not_helpful, advice.verify,
@@ -96,7 +98,7 @@ def _planned(cls: str, setup: EngineSetup) -> list[Fix]:
     return fixes
 
 
-def _weights(ev: Evidence, setup: EngineSetup) -> Advice:
+def _weights(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     oom = _first_oom(ev)
     tp = setup.parallel("tensor_parallel_size")
@@ -128,7 +130,7 @@ def _weights(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _kv_startup(ev: Evidence, setup: EngineSetup) -> Advice:
+def _kv_startup(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     u = _utilization(setup, ev)
     estimates = _numbers(ev, "cuda_graph_estimate_bytes")
@@ -164,7 +166,7 @@ def _kv_startup(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _max_len(ev: Evidence, setup: EngineSetup) -> Advice:
+def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     length = _signal_number(ev, "max-model-len-exceeds-kv", "max_model_len")
     estimate = _signal_number(ev, "max-model-len-exceeds-kv", "estimated_max_model_len")
@@ -200,20 +202,66 @@ def _max_len(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _activation(ev: Evidence, setup: EngineSetup) -> Advice:
+def _step_fixes(step: StepAnalysis, budget_now: int | None) -> tuple[list[Fix], list[str], list[str]]:
+    """Fixes, what does not help, and notes from the failing step's arithmetic (step_shape.py)."""
+    g = 1 / GIB
+    w, s = step.widths.hidden_size, step.widths.dtype_bytes
+    now = step.padded if step.layout != "packed" else step.packed
+    rows, longest = step.padded.num_prefills, step.padded.max_prefill_len
+    fixes: list[Fix] = []
+    notes = [f"failing step ({step.step.where}): {step.shape.describe()}; layer width {step.width_source}"]
+    if step.available is not None:
+        notes.append(f"the step had at least {step.available * g:.1f} GiB (free at the OOM plus its residual "
+                     "stream)")
+
+    def describe(c: CappedStep) -> str:
+        within = (f"; within the {step.available * g:.1f} GiB the step had" if c.fits else
+                  f"; still above the {step.available * g:.1f} GiB the step had" if c.fits is False else "")
+        return (f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most {c.padded.peak_bytes * g:.1f}"
+                f" GiB ({rows} x {longest:,} -> {c.padded.num_prefills} x {c.padded.max_prefill_len:,} rows of "
+                f"{w:,} x {s:g} B){within}")
+
+    best = recommended(step)
+    if best is not None:
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in best.flags.items())
+        fixes.append(Fix(best.flags, f"{flags}: {describe(best)}", "evidence"))
+        cap = int(best.flags["long_prefill_token_threshold"])
+        only = reschedule_peaks(step, max(budget_now or 0, step.shape.num_tokens), cap)
+        if only.padded.peak_bytes < now.peak_bytes:
+            fixes.append(Fix(only.flags, f"--long-prefill-token-threshold {cap} alone (the token budget stays): "
+                             f"{describe(only)}", "evidence"))
+    if step.layout == "padded":
+        fixes.append(Fix({}, f"a version whose layer packs the rows instead of padding them: the same step then "
+                         f"needs {step.packed.peak_bytes * g:.1f} GiB instead of {now.peak_bytes * g:.1f}", "evidence"))
+    not_helpful = []
+    if step.layout == "padded":
+        not_helpful.append(f"Lowering --gpu-memory-utilization: the padded peak ({now.peak_bytes * g:.1f} GiB) grows "
+                           "with rows x the longest chunk of a step, not with the KV budget; it only moves the crash "
+                           "later.")
+    if step.padded.exceeds_int32_index:
+        notes.append(f"the padded tensor has {step.padded.max_tensor_elements:,} elements, above 2^31: kernels with "
+                     "32-bit indexing fail on this step instead of running out of memory (canUse32BitIndexMath)")
+    return fixes, not_helpful, notes
+
+
+def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     mnbt = setup.flag_int("max_num_batched_tokens")
+    notes: list[str] = []
+    not_helpful: list[str] = []
     steps = ev.of(ScheduledStep)
-    if steps:
-        step = max(steps, key=lambda s: len(s.tokens_per_request) * max(s.tokens_per_request))
-        rows, longest = len(step.tokens_per_request), max(step.tokens_per_request)
+    if step is not None:
+        fixes, not_helpful, notes = _step_fixes(step, mnbt)
+    elif steps:
+        worst = max(steps, key=lambda s: len(s.tokens_per_request) * max(s.tokens_per_request))
+        rows, longest = len(worst.tokens_per_request), max(worst.tokens_per_request)
         cap = 8192 if longest > 8192 else max(BLOCK, longest // 4)
         fixes.append(Fix({"max_num_batched_tokens": str(cap), "long_prefill_token_threshold": str(cap)},
                          f"--max-num-batched-tokens {cap} --long-prefill-token-threshold {cap}: a padded step of "
                          f"{rows} x {longest:,} rows becomes at most {rows} x {cap:,} "
-                         f"({rows * longest / (rows * cap):.1f}x smaller)", "evidence"))
+                         f"({longest / cap:.1f}x smaller; no OOM size to read the layer width from)", "evidence"))
     target = 8192 if (mnbt or 0) > 8192 else max(2048, (mnbt or 8192) // 2)
-    ledger_now = plan_setup(setup)
+    ledger_now = plan_setup(setup) if step is None else None
     ledger_new = plan_setup(setup, max_num_batched_tokens=target) if ledger_now else None
     if ledger_now and ledger_new and ledger_new.activation < ledger_now.activation:
         fixes.append(Fix({"max_num_batched_tokens": str(target)}, f"--max-num-batched-tokens {target}: activation "
@@ -232,24 +280,24 @@ def _activation(ev: Evidence, setup: EngineSetup) -> Advice:
         fixes.append(Fix({"enable_chunked_prefill": "true"}, "--enable-chunked-prefill: long prompts run in "
                          "max_num_batched_tokens chunks instead of one step", "mechanism"))
     oom = _first_oom(ev)
-    notes = ()
     if oom and oom.requested and oom.free is not None:
-        notes = (f"the failed allocation was {_g(oom.requested)} with {_g(oom.free)} free",)
+        notes.append(f"the failed allocation was {_g(oom.requested)} with {_g(oom.free)} free")
     return Advice(
         "A transient activation tensor of one step (prefill chunk, padded mixed-length batch, MLP intermediate) "
         "needed more than the memory left outside the KV pool. KV usage was not the limit.",
         tuple(fixes),
-        ("Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
-         "grows with the longest chunk in the batch).",
-         "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full."),
+        tuple(not_helpful) or (
+            "Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
+            "grows with the longest chunk in the batch).",
+            "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full."),
         "Replay the same traffic (mixed long and short prompts) for hours: no OOM, and the peak tracks the "
         "scheduled tokens per step.",
         "The scheduler output of the crashing step (num_scheduled_tokens per request) and the KV usage at the crash.",
-        notes,
+        tuple(notes),
     )
 
 
-def _sampler(ev: Evidence, setup: EngineSetup) -> Advice:
+def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     rows = _signal_number(ev, "sampler-warmup-oom", "num_requests") or setup.flag_int("max_num_seqs")
     oom = _first_oom(ev)
@@ -278,7 +326,7 @@ def _sampler(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _cudagraph(ev: Evidence, setup: EngineSetup) -> Advice:
+def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = [Fix({"enforce_eager": "true"}, "--enforce-eager: no graphs (confirms the cause; costs "
                             "decode speed)", "mechanism")]
     estimates = _numbers(ev, "cuda_graph_estimate_bytes")
@@ -310,7 +358,7 @@ def _cudagraph(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _ep(ev: Evidence, setup: EngineSetup) -> Advice:
+def _ep(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     return Advice(
         "The expert-parallel all-to-all buffers (DeepEP/NVSHMEM dispatch and combine) are allocated outside "
         "PyTorch; when the KV pool or graphs took the memory, the buffer allocation fails, sometimes only as "
@@ -331,7 +379,7 @@ def _ep(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _dp(ev: Evidence, setup: EngineSetup) -> Advice:
+def _dp(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     blocks = [n for n in ev.of(StartupNumber) if n.quantity == "num_gpu_blocks" and "DP" in n.process_tag]
     fixes = []
     if blocks:
@@ -350,7 +398,7 @@ def _dp(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _kv_runtime(ev: Evidence, setup: EngineSetup) -> Advice:
+def _kv_runtime(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     seqs = setup.flag_int("max_num_seqs")
     tokens = _numbers(ev, "kv_cache_tokens")
     fixes = [Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: twice the tokens in the same pool", "mechanism")]
@@ -372,7 +420,7 @@ def _kv_runtime(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _fragmentation(ev: Evidence, setup: EngineSetup) -> Advice:
+def _fragmentation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     oom = _first_oom(ev)
     detail = ""
     if oom and oom.reserved_unallocated is not None and oom.requested:
@@ -392,7 +440,7 @@ def _fragmentation(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _leak(ev: Evidence, setup: EngineSetup) -> Advice:
+def _leak(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     return Advice(
         "Memory grows under steady load and is not returned (GPU KV blocks, host RSS or a scheduler-side list), "
         "until a limit kills the process.",
@@ -406,7 +454,7 @@ def _leak(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _other_process(ev: Evidence, setup: EngineSetup) -> Advice:
+def _other_process(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes: list[Fix] = []
     free = _signal_number(ev, "free-memory-below-utilization", "free_bytes")
     total = _signal_number(ev, "free-memory-below-utilization", "total_bytes") or setup.gpu_total_bytes
@@ -432,7 +480,7 @@ def _other_process(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _host(ev: Evidence, setup: EngineSetup) -> Advice:
+def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     fixes = []
     if limits:
@@ -455,7 +503,7 @@ def _host(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _multimodal(ev: Evidence, setup: EngineSetup) -> Advice:
+def _multimodal(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     seqs = setup.flag_int("max_num_seqs")
     fixes = [Fix({"limit_mm_per_prompt": '{"image": 1, "video": 0}'}, "--limit-mm-per-prompt '{\"image\":1,"
                   "\"video\":0}': the profile run encodes fewer items", "mechanism"),
@@ -473,7 +521,7 @@ def _multimodal(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _spec(ev: Evidence, setup: EngineSetup) -> Advice:
+def _spec(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     u = _utilization(setup, ev) or 0.9
     return Advice(
         "A draft model (speculative decoding) or LoRA adapters use memory the profile run does not fully see "
@@ -489,7 +537,7 @@ def _spec(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _int32(ev: Evidence, setup: EngineSetup) -> Advice:
+def _int32(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     mnbt = setup.flag_int("max_num_batched_tokens")
     fixes = []
     if mnbt:
@@ -508,7 +556,7 @@ def _int32(ev: Evidence, setup: EngineSetup) -> Advice:
     )
 
 
-def _other(ev: Evidence, setup: EngineSetup) -> Advice:
+def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     return Advice(
         "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver growing "
         "outside vLLM's budget, a version regression).",

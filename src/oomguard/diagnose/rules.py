@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from oomguard.diagnose.evidence import (Evidence, Fact, Frame, GpuProcess, HostMemory, LoadSample, OomMessage,
                                         ScheduledStep, Signal, Snapshot, StartupNumber)
 from oomguard.diagnose.setup import EngineSetup
+from oomguard.diagnose.step_shape import StepAnalysis
 
 CLASSES = (
     "weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv", "activation-peak",
@@ -212,7 +213,7 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
     return "unknown", "no startup step or serving line in the evidence", None
 
 
-def score(ev: Evidence, setup: EngineSetup) -> tuple[Tally, Situation]:
+def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> tuple[Tally, Situation]:
     tally = Tally()
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
@@ -220,6 +221,7 @@ def score(ev: Evidence, setup: EngineSetup) -> tuple[Tally, Situation]:
     _frames(ev, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
+    _step(ev, step, tally)
     _host(ev, tally)
     _processes(ev, tally)
     _snapshot(ev, tally)
@@ -424,7 +426,23 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
         longest, real = max(step.tokens_per_request), sum(step.tokens_per_request)
         if rows >= 2 and real and rows * longest / real >= PADDING_RATIO:
             t.add("activation-peak", STRONG, f"the step packs {rows} requests with one {longest:,}-token chunk: "
-                  f"padded to {rows * longest:,} rows for {real:,} real tokens", step)
+                  f"padded to {rows * longest:,} token slots for {real:,} real tokens", step)
+
+
+def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
+    """What the failing step's arithmetic says: a failed allocation the size of the padded tensor is padding."""
+    if step is None:
+        return
+    w, s = step.widths.hidden_size, step.widths.dtype_bytes
+    rows, longest = step.padded.num_prefills, step.padded.max_prefill_len
+    if step.explains_oom and step.oom is not None and step.oom.requested:
+        t.add("activation-peak", STRONG + 1.0, f"the failed {step.oom.requested / GIB:.2f} GiB allocation is {rows} "
+              f"rows x {longest:,} tokens x {w:,} x {s:g} B: the step's rows were padded to its longest chunk "
+              f"({step.padded.padding_ratio:.1f}x its real tokens)", step.oom, step.step)
+    if step.padded.exceeds_int32_index and step.layout == "padded":
+        for sig in ev.signals("int32-index-math", "illegal-memory-access"):
+            t.add("int32-index-overflow", MEDIUM, f"the padded step tensor has {step.padded.max_tensor_elements:,} "
+                  "elements, above 2^31", sig, step.step)
 
 
 def _host(ev: Evidence, t: Tally) -> None:

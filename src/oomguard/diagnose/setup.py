@@ -30,6 +30,10 @@ class EngineSetup:
     flags: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, Where] = field(default_factory=dict)
     v1: bool | None = None
+    # Memory terms the engine itself logged (planner names: weights, activation, non_torch, cuda_graph), bytes.
+    measured: dict[str, int] = field(default_factory=dict)
+    # Bytes other processes held on the GPU when the engine started (from its free-memory check).
+    other_processes_bytes: int = 0
 
     def flag(self, name: str) -> str | None:
         return self.flags.get(name)
@@ -64,6 +68,7 @@ class EngineSetup:
         return {"engine": self.engine, "version": self.version, "model": self.model, "gpu": self.gpu_name,
                 "gpu_total_gib": round(self.gpu_total_bytes / (1 << 30), 2) if self.gpu_total_bytes else None,
                 "v1": self.v1, "flags": dict(self.flags),
+                "measured_gib": {k: round(v / (1 << 30), 2) for k, v in self.measured.items()},
                 "provenance": {k: str(v) for k, v in self.provenance.items()}}
 
 
@@ -102,7 +107,33 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     if model:
         provenance.setdefault("model", provenance.get("model", Where("?", 0)))
     return EngineSetup(engine=engine, version=version, model=model, gpu_name=gpu_name, gpu_total_bytes=total,
-                       flags=flags, provenance=provenance, v1=v1)
+                       flags=flags, provenance=provenance, v1=v1, measured=_measured(evidence, provenance),
+                       other_processes_bytes=_other_processes(evidence))
+
+
+# Startup quantities the planner accepts as measured terms (PlanRequest.measured keys).
+MEASURED_TERMS = {"weights_bytes": "weights", "activation_bytes": "activation", "non_torch_bytes": "non_torch",
+                  "cuda_graph_estimate_bytes": "cuda_graph"}
+
+
+def _measured(evidence: Evidence, provenance: dict[str, Where]) -> dict[str, int]:
+    """The first logged value of each term (rank 0 logs first; `oomguard plan --calibrate` does the same)."""
+    out: dict[str, int] = {}
+    for n in evidence.of(StartupNumber):
+        term = MEASURED_TERMS.get(n.quantity)
+        if term and term not in out and n.value >= 0:
+            out[term] = int(n.value)
+            provenance[f"measured_{term}"] = n.where
+    return out
+
+
+def _other_processes(evidence: Evidence) -> int:
+    """What vLLM's startup check saw missing: total - free at start (others' memory plus the CUDA context)."""
+    for s in evidence.signals("free-memory-below-utilization"):
+        free, total = s.number("free_bytes"), s.number("total_bytes")
+        if free is not None and total is not None and total > free:
+            return int(total - free)
+    return 0
 
 
 def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, int | None]:
