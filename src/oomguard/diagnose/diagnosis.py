@@ -13,6 +13,11 @@ from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
 from oomguard.diagnose.setup import EngineSetup, recover_setup
 from oomguard.diagnose.step_shape import StepAnalysis, analyse
 
+# The engine's own GPU-memory errors (no OOM message, but GPU memory all the same).
+GPU_MEMORY_ERRORS = ("free-memory-below-utilization", "no-kv-cache-memory", "negative-kv-memory",
+                     "max-model-len-exceeds-kv", "cannot-auto-fit", "load-model-failed", "sampler-warmup-oom",
+                     "pooler-warmup-oom", "sglang-negative-token-budget", "sglang-not-enough-memory",
+                     "hsa-out-of-resources", "cudagraph-estimate-hint")
 # How many causes the report lists.
 TOP = 5
 # Evidence lines shown per cause.
@@ -120,10 +125,10 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
           "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure")
     host = bool(ev.signals("host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "cgroup-oom-kill",
                            "host-enomem", "unified-memory-exhausted"))
-    gpu = bool(ev.of(OomMessage))
+    gpu = bool(ev.of(OomMessage)) or ev.has(*GPU_MEMORY_ERRORS)
     node = ("node/container memory (exit 137, OOMKilled, kernel OOM or ENOMEM)" if host and not gpu else
             "both a GPU OOM and a host kill are in the evidence" if host and gpu else
-            "GPU memory (a CUDA/HIP OOM, the process was not SIGKILLed)" if gpu else
+            "GPU memory (a CUDA/HIP OOM or the engine's own memory check; no SIGKILL)" if gpu else
             "unknown: kubectl describe pod (Last State) and dmesg -T | grep -i oom")
     return (("1. When did it fail: startup, load test or peak?", phase),
             ("2. KV cache usage at the failure?", kv),

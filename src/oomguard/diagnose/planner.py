@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from oomguard.diagnose.setup import EngineSetup
@@ -54,11 +54,12 @@ class Ledger:
     max_num_seqs: int
     gpu_memory_utilization: float
     measured: tuple[str, ...] = ()  # the terms taken from the engine's own log lines
+    derived: tuple[str, ...] = ()  # the terms set so the plan reproduces the logged KV memory
 
     def lines(self) -> list[tuple[str, float, str]]:
         """(item, GiB, source) for the report's 'where the memory went'."""
         def src(term: str) -> str:
-            return "logged" if term in self.measured else "planner"
+            return "logged" if term in self.measured else "from the logged KV" if term in self.derived else "planner"
         return [("budget (total x utilization)", self.budget, "planner"), ("weights", self.weights, src("weights")),
                 ("activation peak", self.activation, src("activation")), ("non-torch", self.non_torch,
                                                                           src("non_torch")),
@@ -124,7 +125,9 @@ def planner_model(model: str) -> str:
     return model
 
 
-def _request(setup: EngineSetup, changes: dict[str, Any]) -> Any:
+def plan_request(setup: EngineSetup, changes: dict[str, Any] | None = None) -> Any:
+    """The PlanRequest the recovered setup becomes (with `changes` to its flags)."""
+    changes = changes or {}
     from oomguard.engines.vllm.flags import ServeArgs
     from oomguard.planning import PlanRequest
 
@@ -143,10 +146,11 @@ def _request(setup: EngineSetup, changes: dict[str, Any]) -> Any:
     return PlanRequest(**kwargs)
 
 
-def _ledger(result: Any) -> Ledger:
+def _ledger(result: Any, logged: dict[str, int]) -> Ledger:
     r = result.rank0
     cfg = result.engine
-    measured = tuple(sorted(result.request.measured))
+    measured = tuple(sorted(logged.keys() & result.request.measured.keys()))
+    derived = tuple(sorted(result.request.measured.keys() - logged.keys()))
     return Ledger(
         fits=bool(result.fits), errors=tuple(result.errors), budget=r.budget_bytes / _GIB,
         weights=r.weights.bytes / _GIB, activation=r.activation.bytes / _GIB, non_torch=r.non_torch.bytes / _GIB,
@@ -154,7 +158,7 @@ def _ledger(result: Any) -> Ledger:
         kv_cache=r.kv_cache_bytes / _GIB, num_gpu_blocks=int(result.kv.num_gpu_blocks),
         kv_cache_tokens=int(result.kv.kv_cache_tokens), max_model_len=int(cfg.max_model_len),
         max_num_batched_tokens=int(cfg.max_num_batched_tokens), max_num_seqs=int(cfg.max_num_seqs),
-        gpu_memory_utilization=float(cfg.gpu_memory_utilization), measured=measured,
+        gpu_memory_utilization=float(cfg.gpu_memory_utilization), measured=measured, derived=derived,
     )
 
 
@@ -169,16 +173,37 @@ def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
     try:
         from oomguard.planning import plan
         with _offline():
-            return plan(_request(setup, changes))
+            return plan(plan_request(calibrated(setup), changes))
     except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
         return None
+
+
+def calibrated(setup: EngineSetup) -> EngineSetup:
+    """The setup with its activation term set so the plan reproduces the KV memory the engine logged.
+
+    vLLM: available KV = budget - weights - activation peak - non-torch (- CUDA-graph estimate from v0.21).
+    With the budget (total, utilization) and the weights known, the logged KV pins the rest; it is booked as
+    activation (the term the planner estimates least well), unless the log gave the activation itself."""
+    if setup.logged_kv_bytes is None or "activation" in setup.measured:
+        return setup
+    try:
+        from oomguard.planning import plan
+        with _offline():
+            result = plan(plan_request(setup, {}))
+    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
+        return setup
+    rank = result.rank0
+    activation = int(rank.activation.bytes) + int(rank.available_kv_bytes) - setup.logged_kv_bytes
+    if activation < 0:
+        return setup  # the log's KV is larger than the whole budget allows: not this setup, keep the estimate
+    return replace(setup, measured={**setup.measured, "activation": activation})
 
 
 def plan_setup(setup: EngineSetup, **changes: Any) -> Ledger | None:
     """The planner's ledger for the recovered setup (with `changes`), or None when it cannot be planned
     (no model, unknown model offline, no GPU size, SGLang)."""
     result = _plan(setup, changes)
-    return _ledger(result) if result is not None else None
+    return _ledger(result, setup.measured) if result is not None else None
 
 
 def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
@@ -198,7 +223,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
         flags = {k: v for k, v in f.flags.items() if k != "replicas_per_gpu"}
         checked = _plan(setup, flags) if flags else None
         if checked is not None and checked.fits:
-            out.append(PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", _ledger(checked)))
+            out.append(PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", _ledger(checked, setup.measured)))
     return out
 
 
@@ -210,7 +235,7 @@ def model_widths(setup: EngineSetup) -> ModelWidths | None:
     try:
         from oomguard.simulate.model_facts import from_planner
         with _offline():
-            _, facts, _ = from_planner(_request(setup, {}))
+            _, facts, _ = from_planner(plan_request(setup, {}))
     except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError, AttributeError):
         return None
     widths: ModelWidths = facts.widths

@@ -78,9 +78,22 @@ def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None
     advice = builder(ev, setup, step)
     planned = _planned(cls, setup)
     if planned:
-        advice = Advice(advice.explanation, tuple(planned) + advice.fixes, advice.not_helpful, advice.verify,
-                        advice.next_evidence, advice.notes)
+        advice = Advice(advice.explanation, merge_fixes(planned, list(advice.fixes)), advice.not_helpful,
+                        advice.verify, advice.next_evidence, advice.notes)
     return advice
+
+
+def merge_fixes(planned: list[Fix], own: list[Fix]) -> tuple[Fix, ...]:
+    """Fixes computed from the engine's own numbers first, then the planner's verified ones, then the rest,
+    without repeats: an evidence fix beats the planner's on the same flags; a mechanism-only fix the
+    planner re-planned goes."""
+    exact = {frozenset(f.flags) for f in own if f.basis == "evidence" and f.flags}
+    kept_planned = [f for f in planned if frozenset(f.flags) not in exact]
+    covered = [frozenset(f.flags) for f in kept_planned]
+    kept_own = [f for f in own if not (f.basis == "mechanism" and f.flags and any(frozenset(f.flags) <= c
+                                                                                  for c in covered))]
+    first = [f for f in kept_own if f.basis == "evidence" and f.flags]
+    return tuple(first + kept_planned + [f for f in kept_own if f not in first])
 
 
 # Causes whose fix is a change to the startup budget: the planner's verified fixes apply.

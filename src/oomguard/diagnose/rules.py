@@ -199,6 +199,8 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
                        ("profile", "startup-profile"), ("weights", "startup-weights")):
         if cat in cats:
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
+    if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
+        return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
         milestones = [m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line]

@@ -34,6 +34,8 @@ class EngineSetup:
     measured: dict[str, int] = field(default_factory=dict)
     # Bytes other processes held on the GPU when the engine started (from its free-memory check).
     other_processes_bytes: int = 0
+    # "Available KV cache memory" as the engine logged it (what the plan must reproduce), bytes.
+    logged_kv_bytes: int | None = None
 
     def flag(self, name: str) -> str | None:
         return self.flags.get(name)
@@ -108,7 +110,7 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
         provenance.setdefault("model", provenance.get("model", Where("?", 0)))
     return EngineSetup(engine=engine, version=version, model=model, gpu_name=gpu_name, gpu_total_bytes=total,
                        flags=flags, provenance=provenance, v1=v1, measured=_measured(evidence, provenance),
-                       other_processes_bytes=_other_processes(evidence))
+                       other_processes_bytes=_other_processes(evidence), logged_kv_bytes=_logged_kv(evidence))
 
 
 # Startup quantities the planner accepts as measured terms (PlanRequest.measured keys).
@@ -122,9 +124,16 @@ def _measured(evidence: Evidence, provenance: dict[str, Where]) -> dict[str, int
     for n in evidence.of(StartupNumber):
         term = MEASURED_TERMS.get(n.quantity)
         if term and term not in out and n.value >= 0:
-            out[term] = int(n.value)
+            out[term] = round(n.value)
             provenance[f"measured_{term}"] = n.where
     return out
+
+
+def _logged_kv(evidence: Evidence) -> int | None:
+    for n in evidence.of(StartupNumber):
+        if n.quantity == "kv_available_bytes":
+            return round(n.value)
+    return None
 
 
 def _other_processes(evidence: Evidence) -> int:
@@ -132,7 +141,7 @@ def _other_processes(evidence: Evidence) -> int:
     for s in evidence.signals("free-memory-below-utilization"):
         free, total = s.number("free_bytes"), s.number("total_bytes")
         if free is not None and total is not None and total > free:
-            return int(total - free)
+            return round(total - free)
     return 0
 
 
@@ -144,7 +153,7 @@ def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, 
     candidates: list[tuple[int, int, Where]] = []
     for n in evidence.of(StartupNumber):
         if n.quantity == "gpu_total_bytes" and n.value > 0:
-            candidates.append((0, int(n.value), n.where))
+            candidates.append((0, round(n.value), n.where))
     candidates += [(1, o.total, o.where) for o in evidence.of(OomMessage) if o.total]
     for g in evidence.of(GpuMemory):
         if name is None and g.name:
