@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.simulate.cli import _parser, build_setup
+from oomguard.simulate.cli import build_setup, split_argv
 from oomguard.simulate.run import simulate, summarize
 from oomguard.simulate.workload import read_workload, scale_rate
 
@@ -30,8 +30,7 @@ def main() -> None:
         workload = read_workload(TRACE)
         if rate != 1.0:
             workload = scale_rate(workload, rate)
-        args, rest = _parser().parse_known_args(
-            ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len=16384"])
+        args, rest = split_argv(["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len=16384"])
         setup = build_setup(args, rest)
         t1 = time.perf_counter()
         result = simulate(workload, setup.config)

@@ -67,6 +67,14 @@ SCENARIOS = {
         dict(model="gemma-2-9b", blocks=6000, mnbt=2048, seqs=64, L=8192, pc=True)),
     "azure_code_qwen3moe_bs32": (lambda: azure("code", 400, 0),
         dict(model="Qwen3-30B-A3B", blocks=4000, mnbt=8192, seqs=256, L=16384, pc=False, bs=32)),
+    # Sparse arrivals: long runs of identical decode steps (simulate advances them together), block
+    # boundaries and preemptions falling inside those runs.
+    "azure_conv_llama_sparse_decode_runs": (lambda: azure("conv", 400, 12),
+        dict(model="Llama-3.1-8B", blocks=1100, mnbt=2048, seqs=64, L=16384, pc=False)),
+    "azure_conv_llama_pc_sparse_decode_runs": (lambda: azure("conv", 400, 12),
+        dict(model="Llama-3.1-8B", blocks=1100, mnbt=2048, seqs=64, L=16384, pc=True)),
+    "mooncake_conv_llama_pc_sparse_decode_runs": (lambda: mooncake("conversation", 250, 10),
+        dict(model="Llama-3.1-8B", blocks=2100, mnbt=2048, seqs=32, L=32768, pc=True)),
 }
 
 

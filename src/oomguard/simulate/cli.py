@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.simulate import workload as wl
@@ -44,8 +45,13 @@ DEFAULT_MAX_NUM_SEQS = 128
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)  # one line and exit 2, like every other bad input
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="oomguard simulate",
         description="Replay a traffic trace through vLLM 0.33's V1 scheduler; find the step that would OOM. "
         "vLLM flags (--max-num-batched-tokens, --max-num-seqs, --max-model-len, --block-size, "
@@ -88,18 +94,68 @@ class Setup:
     facts: dict[str, Any]
 
 
-def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1:]
-    return argv, []
+def _vllm_flag_takes_value(name: str) -> bool | None:
+    """Whether a `vllm serve` flag consumes the next word (None: a flag oomguard does not know)."""
+    from oomguard.engines.vllm.flags import IGNORED_FLAGS, MEMORY_FLAGS
+
+    if name == "--config" or re.fullmatch(r"-O\d", name):
+        return name == "--config"
+    head = name.partition(".")[0]  # dotted sub-options: --compilation-config.cudagraph_mode FULL
+    for spec in MEMORY_FLAGS:
+        if name in spec.names or head in spec.names:
+            return spec.parse is not None
+        if spec.parse is None and name.startswith("--no-") and "--" + name[5:] in spec.names:
+            return False
+    return IGNORED_FLAGS.get(name)
+
+
+def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Our options and the trace, apart from the vLLM flags (given inline, or after `--`).
+
+    A vLLM flag's value is taken with the flag, so `--max-num-seqs 64 trace.csv` reads the trace as the
+    trace, not 64; a flag oomguard does not know must be written `--flag=value` or after `--`. The words after
+    `--` (`vllm serve MODEL ...`) come first, so the flags given before `--` override the pasted command's."""
+    parser = _parser()
+    own_options = parser._option_string_actions  # option string -> argparse action (nargs 0: a switch)
+    own: list[str] = []
+    vllm: list[str] = []
+    command: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word == "--":
+            command = argv[i:]
+            break
+        if not word.startswith("-") or word == "-":
+            own.append(word)
+            continue
+        name, eq, _ = word.partition("=")
+        action = own_options.get(name)
+        if action is not None:
+            own.append(word)
+            if not eq and action.nargs != 0 and i < len(argv):
+                own.append(argv[i])
+                i += 1
+            continue
+        takes_value = _vllm_flag_takes_value(name)
+        if takes_value is None and not eq:
+            raise ConfigError(f"unknown option {word}: neither an `oomguard simulate` option nor a vLLM flag "
+                              f"oomguard knows; write it as {name}=VALUE, or put vLLM flags after `--`")
+        vllm.append(word)
+        if takes_value and not eq:
+            if i >= len(argv):
+                raise ConfigError(f"{name} needs a value")
+            vllm.append(argv[i])
+            i += 1
+    return parser.parse_args(own), command + vllm
 
 
 def _serve_args(model: str | None, vllm_argv: list[str]) -> Any:
     from oomguard.engines.vllm.flags import parse_serve_command
 
     words = list(vllm_argv)
-    if not words or words[0] not in ("vllm", "serve", "python", "python3") and "=" not in words[0]:
+    if not words or words[0].startswith("-"):  # flags only; otherwise the user's own command, launcher and all
         words = ["vllm", "serve"] + ([model] if model else []) + words
     return parse_serve_command(words)
 
@@ -297,12 +353,7 @@ def run_one(workload: wl.Workload, setup: Setup, progress: bool) -> tuple[Simula
 
 
 def main(argv: list[str]) -> int:
-    own, vllm_argv = _split_argv(argv)
-    args, unknown = _parser().parse_known_args(own)
-    stray = [u for u in unknown if not u.startswith("-") and unknown.index(u) == 0]
-    if stray:
-        raise ConfigError(f"unexpected argument {stray[0]!r}")
-    vllm_argv = unknown + vllm_argv
+    args, vllm_argv = split_argv(argv)
     progress = args.progress or (sys.stderr.isatty() and not args.json)
     workload = load_workload(args)
     if workload.skipped_rows and not args.json:

@@ -1,0 +1,54 @@
+"""Runs of identical decode steps are advanced together; the timeline must be the step-by-step one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from oomguard.simulate.kv_pool import KvGroupSpec
+from oomguard.simulate.run import SimulationConfig, SimulationResult, simulate
+from oomguard.simulate.scheduler import SchedulerConfig
+from oomguard.simulate.step_memory import ModelWidths
+from oomguard.simulate.step_time import StepTimeModel
+from oomguard.simulate.workload import read_workload, scale_rate, window
+
+
+def _both(config: SimulationConfig, workload_path: Path, start: float, end: float, rate: float = 1.0
+          ) -> tuple[SimulationResult, SimulationResult]:
+    workload = window(read_workload(workload_path), start, end)
+    if rate != 1.0:
+        workload = scale_rate(workload, rate)
+    together = simulate(workload, config)
+    one_by_one = simulate(workload, replace(config, fast_forward=False))
+    return together, one_by_one
+
+
+def _config(blocks: int, prefix_caching: bool) -> SimulationConfig:
+    sched = SchedulerConfig(2048, 64, 32768, blocks, (KvGroupSpec("full", 16),), enable_prefix_caching=prefix_caching)
+    return SimulationConfig(sched, widths=ModelWidths(4096, 2, 14336, 128256),
+                            step_time=StepTimeModel.from_coefficients("8,0.05,0.01"), record_chunks=True)
+
+
+def test_mooncake_with_prefix_caching_and_preemptions_gives_the_same_timeline(shared_data: Path) -> None:
+    path = shared_data / "traces/mooncake_fast25/conversation_trace.jsonl"
+    together, one_by_one = _both(_config(2100, True), path, 0, 90)
+    assert together.preemptions > 0  # the pool is tight: preemptions fall inside decode runs too
+    assert together.timeline == one_by_one.timeline
+    assert together.requests == one_by_one.requests
+    assert together.peak_step == one_by_one.peak_step
+
+
+def test_azure_without_prefix_caching_gives_the_same_timeline(shared_data: Path) -> None:
+    path = shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+    together, one_by_one = _both(_config(1100, False), path, 0, 120, rate=2.0)
+    assert together.preemptions > 0
+    assert together.timeline == one_by_one.timeline
+    assert together.requests == one_by_one.requests
+
+
+def test_max_steps_stops_inside_a_decode_run_at_exactly_that_step(shared_data: Path) -> None:
+    path = shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+    config = replace(_config(1100, False), max_steps=777)
+    together, one_by_one = _both(config, path, 0, 120)
+    assert len(together.timeline) == 777
+    assert together.timeline == one_by_one.timeline
