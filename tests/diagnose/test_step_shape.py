@@ -1,6 +1,6 @@
 """The failing step's arithmetic: the layer width read from the failed allocation, padded vs packed peaks
-(simulate.step_memory's model: 3 layer tensors alive over a residual stream of 2 x tokens x width), and
-the budgets offered as fixes, re-scheduled as vLLM's V1 scheduler would."""
+(simulate.step_memory's padded layer: its tensors alive over the step's hidden streams), and the budgets
+offered as fixes, re-scheduled as vLLM's V1 scheduler would."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import re
 
 from oomguard.diagnose.evidence import OomMessage, ScheduledStep, Where
 from oomguard.diagnose.step_shape import analyse, recommended, reschedule, shape_of
-from oomguard.simulate.step_memory import Row, StepShape
+from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS
+from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, Row, StepShape
 from tests.diagnose.conftest import classes, top
 
 GIB = 1 << 30
@@ -37,8 +38,8 @@ def message(requested: int, free: int) -> OomMessage:
 
 
 def padded_peak(rows: int, longest: int, tokens: int, width: int, dtype: int = 2) -> int:
-    """The documented model: 3 padded layer tensors alive over the residual stream."""
-    return 3 * rows * longest * width * dtype + 2 * tokens * width * dtype
+    """simulate.step_memory's padded layer: its tensors alive over the step's hidden streams."""
+    return (DEFAULT_TENSORS_ALIVE * rows * longest + FORWARD_HIDDEN_STREAMS * tokens) * width * dtype
 
 
 def test_the_layer_width_is_read_from_a_failed_allocation_of_padded_size():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
-from oomguard.diagnose.planner import Ledger, model_widths, plan_setup
+from oomguard.diagnose.planner import Ledger, activation_model, plan_setup
 from oomguard.diagnose.remedies import Fix, advise
 from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
 from oomguard.diagnose.setup import EngineSetup, recover_setup
@@ -89,7 +89,7 @@ def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
     steps = evidence.of(ScheduledStep)
     if not steps:
         return None
-    return analyse(steps, evidence.of(OomMessage), model_widths(setup), setup.flag_int("max_num_batched_tokens"))
+    return analyse(steps, evidence.of(OomMessage), activation_model(setup), setup.flag_int("max_num_batched_tokens"))
 
 
 def diagnose(evidence: Evidence) -> Diagnosis:

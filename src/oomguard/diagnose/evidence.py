@@ -24,6 +24,7 @@ class Where:
 
     source: str
     line: int
+    time: float | None = field(default=None, compare=False)  # the line's timestamp (seconds into the year)
 
     def __str__(self) -> str:
         return f"{self.source}:{self.line}"

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.errors import OomguardError
-from oomguard.simulate.step_memory import ModelWidths
+from oomguard.simulate.step_memory import ActivationModel
 
 _GIB = float(1 << 30)
 # A measured term no longer holds when a fix changes one of these flags (what vLLM sizes the term from).
@@ -32,6 +32,10 @@ TERM_DEPENDS_ON = {
                    "compilation_config"},
 }
 _NONE = ("None", "none", "null", "")
+# The planner is an aid to the diagnosis, not a condition for it: whatever it raises on a recovered setup
+# (an unknown model, an odd flag value, or a defect of its own) costs the ledger and the re-planned fixes,
+# never the diagnosis built from the evidence.
+PLANNER_FAILURES: tuple[type[BaseException], ...] = (Exception,)
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,7 @@ def _planner_flags(setup: EngineSetup) -> tuple[dict[str, Any], dict[str, str]]:
             continue
         try:
             parsed = args_from_mapping({key: value}, where="")
-        except (OomguardError, ValueError):
+        except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
             continue
         if parsed.values:
             flags[key] = value
@@ -174,7 +178,7 @@ def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
         from oomguard.planning import plan
         with _offline():
             return plan(plan_request(calibrated(setup), changes))
-    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
+    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
         return None
 
 
@@ -190,7 +194,7 @@ def calibrated(setup: EngineSetup) -> EngineSetup:
         from oomguard.planning import plan
         with _offline():
             result = plan(plan_request(setup, {}))
-    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
+    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
         return setup
     rank = result.rank0
     activation = int(rank.activation.bytes) + int(rank.available_kv_bytes) - setup.logged_kv_bytes
@@ -216,7 +220,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
         from oomguard.planning.advise import suggest_fixes
         with _offline():
             fixes = suggest_fixes(result, limit=limit)
-    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError):
+    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
         return []
     out = []
     for f in fixes:
@@ -227,16 +231,16 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
     return out
 
 
-def model_widths(setup: EngineSetup) -> ModelWidths | None:
-    """The widths that size one step's activations (hidden, intermediate, vocab, dtype, TP/EP/DP), from the
-    planner's model through the simulator's own adapter; None when the model cannot be resolved offline."""
+def activation_model(setup: EngineSetup) -> ActivationModel | None:
+    """What one step's activations cost per token and per sampled row on the binding rank, from the planner's
+    model through the simulator's own adapter; None when the model cannot be resolved offline."""
     if not _plannable(setup):
         return None
     try:
         from oomguard.simulate.model_facts import from_planner
         with _offline():
             _, facts, _ = from_planner(plan_request(setup, {}))
-    except (ImportError, OomguardError, ValueError, KeyError, ArithmeticError, AttributeError):
+    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
         return None
-    widths: ModelWidths = facts.widths
-    return widths
+    model: ActivationModel = facts.activation
+    return model

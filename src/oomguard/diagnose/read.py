@@ -89,6 +89,7 @@ def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, eviden
         lines = scan.lines_of_large(first, stream, GATES, stats)
     for line in lines:
         msg = split_prefix(line.text)
+        ctx.time = msg.time
         for parser in parsers:
             parser.feed(line, msg)
     for parser in parsers:

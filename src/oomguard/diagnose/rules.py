@@ -47,6 +47,14 @@ CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
 # One long chunk padding many short rows: padded rows x max length over real tokens.
 PADDING_RATIO = 4.0
+# A failure this long after the last startup step was at runtime: after KV sizing only graph capture and
+# warm-up remain, which take seconds to a few minutes (torch.compile runs before KV sizing, in the profile).
+SERVING_GAP_S = 15 * 60
+# A step of this many tokens has more than 2^31 elements in the MLP's gate_up output (2 x intermediate per
+# token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
+INT32_RISK_TOKENS = 131072
+# Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
+NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
 # Configuration risks.
 HIGH_UTILIZATION = 0.97
 HUGE_BATCHED_TOKENS = 32768
@@ -206,6 +214,10 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
         milestones = [m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line]
     if milestones:
         last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        gap = _gap(last, first)
+        if gap is not None and gap >= SERVING_GAP_S and MILESTONE_PHASE[last.name] != "runtime":
+            return "runtime", (f"the failure came {gap / 60:.0f} min after the last startup step "
+                               f"({last.name[10:]}): the server had been serving"), first
         return MILESTONE_PHASE[last.name], f"the last startup step logged before the failure: {last.name[10:]}", last
     if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
@@ -213,6 +225,13 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
         fact: Fact | None = samples[0] if samples else (cats.get("serving") or cats.get("forward") or [None])[0]
         return "runtime", "the server was serving (stats lines / request frames)", fact
     return "unknown", "no startup step or serving line in the evidence", None
+
+
+def _gap(before: Fact, after: Fact | None) -> float | None:
+    """Seconds between two timestamped lines of one document (None when either has no timestamp)."""
+    if after is None or before.where.time is None or after.where.time is None:
+        return None
+    return after.where.time - before.where.time
 
 
 def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> tuple[Tally, Situation]:
@@ -269,11 +288,15 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
     for s in ev.signals("int32-index-math"):
         t.add("int32-index-overflow", STRONG + 1.0, "a kernel's 32-bit index math overflowed (more than 2^31 "
               "elements)", s)
+    mnbt = setup.flag_int("max_num_batched_tokens") or 0
     for s in ev.signals("illegal-memory-access"):
         t.add("int32-index-overflow", MEDIUM, "an illegal memory access in a kernel is how 32-bit offsets "
               "overflow silently", s)
         if sit.phase == "startup-profile":
             t.add("int32-index-overflow", MEDIUM, "it happened in the profile run, the largest step shape", s)
+        if mnbt >= INT32_RISK_TOKENS:
+            t.add("int32-index-overflow", MEDIUM, f"max_num_batched_tokens {mnbt:,}: an MLP input of that many "
+                  "tokens passes 2^31 elements for intermediate sizes >= 8,192", s)
     for s in ev.signals("deepep-error"):
         t.add("ep-all2all-buffer", STRONG, "DeepEP (expert-parallel all-to-all) failed: its buffers are allocated "
               "outside PyTorch and surface as 'invalid argument' when the memory is not there", s)
@@ -329,7 +352,8 @@ def _other_process_bytes(o: OomMessage) -> int | None:
 
 def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
     cats = sit.categories
-    has_oom = sit.gpu_failure
+    has_oom = sit.gpu_failure and not (sit.failures and all(
+        isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures))
 
     def first(cat: str) -> Frame:
         return cats[cat][0]
@@ -456,9 +480,13 @@ def _host(ev: Evidence, t: Tally) -> None:
              "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
              "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
                                          "allocations are host RAM there"}
-    for name, why in names.items():
-        for s in ev.signals(name):
-            t.add("host-ram-oom", STRONG if name != "host-killed" else MEDIUM + 0.5, why, s)
+    # Exit 137, OOMKilled, the kernel's report and the cgroup counter are views of one kill: the clearest
+    # counts in full, the others corroborate.
+    seen = [(name, why, ev.signals(name)) for name, why in names.items() if ev.signals(name)]
+    for i, (name, why, sigs) in enumerate(seen):
+        weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
+        for s in sigs:
+            t.add("host-ram-oom", weight, why, s)
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
     if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):
@@ -502,14 +530,18 @@ def _snapshot(ev: Evidence, t: Tally) -> None:
             t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
 
 
+_DP_RANK = re.compile(r"DP\d+")
+
+
 def _dp_ranks(ev: Evidence, t: Tally) -> None:
-    per_rank: dict[str, StartupNumber] = {}
-    for n in ev.of(StartupNumber):
-        if n.quantity in ("num_gpu_blocks", "kv_cache_tokens") and re.search(r"DP\d+", n.process_tag):
-            per_rank[re.search(r"DP\d+", n.process_tag).group(0)] = n  # type: ignore[union-attr]
-    if len(per_rank) >= 2:
+    for quantity in ("num_gpu_blocks", "kv_cache_tokens", "kv_available_bytes"):
+        per_rank: dict[str, StartupNumber] = {}
+        for n in ev.of(StartupNumber):
+            rank = _DP_RANK.search(n.process_tag)
+            if n.quantity == quantity and rank:
+                per_rank[rank.group(0)] = n
         values = [n.value for n in per_rank.values()]
-        if max(values) > 1.05 * min(values):
+        if len(values) >= 2 and max(values) > 1.05 * min(values):
             t.add("dp-replica-kv-accounting", STRONG, "data-parallel ranks sized different KV pools (each profiles "
                   "its own)", *per_rank.values())
 

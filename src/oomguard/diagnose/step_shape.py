@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oomguard.diagnose.evidence import OomMessage, ScheduledStep
-from oomguard.simulate.step_memory import ModelWidths, Row, StepMemory, StepMemoryOptions, StepShape, step_memory
+from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS
+from oomguard.simulate.step_memory import ActivationModel, Row, StepMemory, StepMemoryOptions, StepShape, step_memory
 
 # Activations are bf16/fp16 unless the planner says otherwise.
 DEFAULT_ACTIVATION_BYTES = 2
@@ -52,13 +53,13 @@ class CappedStep:
 class StepAnalysis:
     step: ScheduledStep
     shape: StepShape
-    widths: ModelWidths
+    widths: ActivationModel
     width_source: str
     layout: str  # which layout's tensor is the failed allocation: 'padded' | 'packed' | '' (not known)
     padded: StepMemory
     packed: StepMemory
     oom: OomMessage | None
-    available: int | None  # memory the step had at least: what was free at the OOM plus its residual stream
+    available: int | None  # memory the step had at least: what was free at the OOM plus its hidden streams
     caps: tuple[CappedStep, ...]
 
     @property
@@ -115,34 +116,35 @@ def _oom_for(step: ScheduledStep, ooms: list[OomMessage]) -> OomMessage | None:
     return sized[0] if sized else None
 
 
-def _widths(shape: StepShape, oom: OomMessage | None, planned: ModelWidths | None
-            ) -> tuple[ModelWidths, str, str] | None:
+def _widths(shape: StepShape, oom: OomMessage | None, planned: ActivationModel | None
+            ) -> tuple[ActivationModel, str, str] | None:
     dtype = planned.dtype_bytes if planned else DEFAULT_ACTIVATION_BYTES
     hidden = planned.hidden_size if planned else None
-    base = planned or ModelWidths(hidden_size=0, dtype_bytes=dtype, source="the failed allocation")
     if oom is not None and oom.requested:
         prefills = shape.prefills
         rows, longest = len(prefills), shape.max_prefill
         if rows >= 2 and rows * longest > PADDING_WORTH_NAMING * sum(r.tokens for r in prefills):
             width = layer_width(oom.requested, rows * longest, dtype, hidden)
             if width is not None:
-                return (_with_hidden(base, width), f"{width:,} x {dtype:g} B per token per row, read from the failed "
-                        f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})", "padded")
+                return (_with_width(planned, width, dtype), f"{width:,} x {dtype:g} B per token per row, read from "
+                        f"the failed {oom.requested / _GIB:.2f} GiB allocation ({oom.where})", "padded")
         width = layer_width(oom.requested, shape.num_tokens, dtype, hidden)
         if width is not None:
-            return (_with_hidden(base, width), f"{width:,} x {dtype:g} B per token, read from the failed "
+            return (_with_width(planned, width, dtype), f"{width:,} x {dtype:g} B per token, read from the failed "
                     f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})", "packed")
     if planned is not None:
         return planned, planned.source, ""
     return None
 
 
-def _with_hidden(base: ModelWidths, width: int) -> ModelWidths:
-    return ModelWidths(hidden_size=width, dtype_bytes=base.dtype_bytes, intermediate_size=base.intermediate_size,
-                       vocab_size=base.vocab_size, tensor_parallel_size=base.tensor_parallel_size,
-                       num_experts=base.num_experts, experts_per_token=base.experts_per_token,
-                       expert_parallel_size=base.expert_parallel_size, data_parallel_size=base.data_parallel_size,
-                       source=base.source)
+def _with_width(planned: ActivationModel | None, width: int, dtype: float) -> ActivationModel:
+    """The planner's activation costs with the layer width the allocation showed; without a model, a model
+    of that width whose forward pass is its hidden streams only (the rest of its layers is unknown)."""
+    if planned is not None:
+        return replace(planned, hidden_size=width)
+    return ActivationModel(hidden_size=width, dtype_bytes=dtype,
+                           forward_bytes_per_token=FORWARD_HIDDEN_STREAMS * width * dtype, sampler_bytes_per_row=0.0,
+                           source="the failed allocation")
 
 
 def _worst(steps: list[ScheduledStep]) -> ScheduledStep:
@@ -154,7 +156,7 @@ def _worst(steps: list[ScheduledStep]) -> ScheduledStep:
     return [s for s in steps if padded(s) == best][-1]
 
 
-def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: ModelWidths | None,
+def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: ActivationModel | None,
             budget_now: int | None) -> StepAnalysis | None:
     """The failing step's padded and packed peaks and the peaks under smaller budgets; None when the step's
     width is unknown (no sized OOM that fits a layer width, and no model for the planner)."""
@@ -177,13 +179,18 @@ def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: ModelWi
     now = padded if layout != "packed" else packed
     available = None
     if oom is not None and oom.requested and oom.free is not None and layout:
-        # At least what was free plus the step's residual stream, allocated before any layer ran. (If the
+        # At least what was free plus the step's hidden streams, allocated before any layer ran. (If the
         # failed tensor was not the layer's first, the step had more: this errs towards the smaller budget.)
-        available = now.residual_bytes + oom.free
+        available = hidden_streams(shape, widths) + oom.free
     analysis = StepAnalysis(step, shape, widths, source, layout, padded, packed, oom, available, ())
     caps = tuple(reschedule_peaks(analysis, cap, cap) for cap in CAPS
                  if cap < shape.num_tokens and (budget_now is None or cap < budget_now))
     return replace(analysis, caps=caps)
+
+
+def hidden_streams(shape: StepShape, widths: ActivationModel) -> int:
+    """The hidden states a step carries through every layer (input, residual, output): 3 x tokens x width."""
+    return int(FORWARD_HIDDEN_STREAMS * shape.num_tokens * widths.hidden_size * widths.dtype_bytes)
 
 
 def reschedule_peaks(analysis: StepAnalysis, budget: int, chunk_cap: int) -> CappedStep:

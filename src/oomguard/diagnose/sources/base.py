@@ -17,9 +17,10 @@ class Context:
         self.evidence = evidence
         self.facts = 0
         self.skipped: list[str] = []  # what a parser recognised but could not read, for the report
+        self.time: float | None = None  # the timestamp of the line being parsed, when it has one
 
     def where(self, line: Line) -> Where:
-        return Where(self.source, line.no)
+        return Where(self.source, line.no, self.time)
 
     def where_no(self, no: int) -> Where:
         return Where(self.source, no)
@@ -41,42 +42,61 @@ class Message:
     level: str
     body: str
     prefixed: bool
+    time: float | None = None  # seconds since the start of the year, from the line's timestamp (for gaps)
 
 
 # Decorations found in front of vLLM / SGLang / Python log messages, in the order they appear.
-_GREP_N = re.compile(r"^\d{1,9}[:-](?=\S)")
+_GREP_N = re.compile(r"^\d{1,9}[:-](?=\S)(?!\d{2}-\d{2}[T ]\d)")  # `grep -n` (not an ISO date's year)
 _COMPOSE = re.compile(r"^[\w.-]{1,64}\s+\|\s?")
-_ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\s+")
+_ISO_TIME = re.compile(r"^\d{4}-(?P<mon>\d{2})-(?P<day>\d{2})[T ](?P<hms>\d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
+                       r"(?:Z|[+-]\d{2}:?\d{2})?\s+")
 _PROC_TAG = re.compile(r"^\((?P<tag>[A-Za-z][\w]*(?:[ _][^()]{0,80})?)\)\s*")
 _RANK = re.compile(r"^\[(?P<tag>rank\d+)\]:\s*")
-_SGLANG = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?(?P<tag>(?: [A-Z]+\d+)*)\]\s*")
+_SGLANG = re.compile(r"^\[\d{4}-(?P<mon>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?"
+                     r"(?P<tag>(?: [A-Z]+\d+)*)\]\s*")
 _LEVEL = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?\s*(?:\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*)?"
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?\s*"
+    r"(?:(?P<mon>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s*)?"
     r"(?:\[[\w./<> -]+:\d+\]\s*|[\w./-]+\.py:\d+\]\s*)?"
 )
 _FILEINFO = re.compile(r"^\[[\w./-]+\.py:\d+\]\s*")
 
 
+def _seconds(m: re.Match[str]) -> float | None:
+    """'MM-DD HH:MM:SS' as seconds into the year (31-day months: only gaps within a log are compared)."""
+    hms = m.group("hms")
+    if not hms:
+        return None
+    h, mi, sec = hms.split(":")
+    return (((int(m.group("mon")) * 31 + int(m.group("day"))) * 24 + int(h)) * 60 + int(mi)) * 60 + int(sec)
+
+
 def split_prefix(text: str) -> Message:
     body = text.strip("\r\n")
     tag = level = ""
+    time: float | None = None
     start = body
     body = body.lstrip()
     for _ in range(2):  # "[rank0]: (Worker pid=1) ERROR ..." and the like nest at most twice
         for pattern in (_GREP_N, _COMPOSE, _ISO_TIME, _SGLANG, _PROC_TAG, _RANK):
             m = pattern.match(body)
             if m:
-                if "tag" in m.groupdict() and m.group("tag"):
+                groups = m.groupdict()
+                if groups.get("tag"):
                     tag = m.group("tag").strip()
+                if "hms" in groups and time is None:
+                    time = _seconds(m)
                 body = body[m.end():]
         m = _LEVEL.match(body)
         if m:
             level = m.group("level")
+            if time is None:
+                time = _seconds(m)
             body = body[m.end():]
         m = _FILEINFO.match(body)
         if m:
             body = body[m.end():]
-    return Message(tag, level, body, body != start.lstrip())
+    return Message(tag, level, body, body != start.lstrip(), time)
 
 
 # A line that starts a message of its own (an exception, a traceback), never a wrapped continuation.
