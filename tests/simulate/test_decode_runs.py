@@ -8,7 +8,7 @@ from pathlib import Path
 from oomguard.simulate.kv_pool import KvGroupSpec
 from oomguard.simulate.run import SimulationConfig, SimulationResult, simulate
 from oomguard.simulate.scheduler import SchedulerConfig
-from oomguard.simulate.step_memory import ModelWidths
+from oomguard.simulate.step_memory import ActivationModel, ModelWidths
 from oomguard.simulate.step_time import StepTimeModel
 from oomguard.simulate.workload import read_workload, scale_rate, window
 
@@ -25,7 +25,7 @@ def _both(config: SimulationConfig, workload_path: Path, start: float, end: floa
 
 def _config(blocks: int, prefix_caching: bool) -> SimulationConfig:
     sched = SchedulerConfig(2048, 64, 32768, blocks, (KvGroupSpec("full", 16),), enable_prefix_caching=prefix_caching)
-    return SimulationConfig(sched, widths=ModelWidths(4096, 2, 14336, 128256),
+    return SimulationConfig(sched, activation=ActivationModel.from_widths(ModelWidths(4096, 2, 14336, 128256)),
                             step_time=StepTimeModel.from_coefficients("8,0.05,0.01"), record_chunks=True)
 
 

@@ -1,7 +1,7 @@
 """`oomguard simulate TRACE --model M --gpu G [vLLM flags | -- vllm serve ...]`: replay traffic, find the OOM step.
 
-The KV pool (blocks, block size, groups), the step headroom and the model widths come from the planner for
-the same model, GPU and flags. `--num-gpu-blocks-override N` fixes the pool instead (as vLLM's flag does);
+The KV pool (blocks, block size, groups), the step headroom and the activation costs come from the planner
+for the same model, GPU and flags. `--num-gpu-blocks-override N` fixes the pool instead (as vLLM's flag does);
 then a local model directory's config.json gives the KV groups directly, which is how the scheduler oracle's
 scenarios are replayed. Scheduler flags given explicitly win over the planner's resolved defaults.
 """
@@ -35,7 +35,7 @@ from oomguard.simulate.report import (
 )
 from oomguard.simulate.run import SimulationConfig, SimulationResult, Summary, simulate, summarize
 from oomguard.simulate.scheduler import SchedulerConfig
-from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, ModelWidths, StepMemoryOptions
+from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, ActivationModel, ModelWidths, StepMemoryOptions
 from oomguard.simulate.step_time import StepTimeModel
 from oomguard.units import parse_bytes
 
@@ -172,22 +172,24 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
     values = serve.values
     override_blocks = _get(values, "num_gpu_blocks_override")
     local = read_config_dir(model) if model else None
-    facts: ModelFacts | None = facts_from_config(local, model) if local is not None and model else None
+    local_facts = facts_from_config(local, model) if local is not None and model else None
+    facts: ModelFacts | None = local_facts
     engine = None
     pool = None
     notes: list[str] = []
-    if model and (override_blocks is None or local is None):
+    if model:
         from oomguard.planning import PlanRequest
 
         try:
             pool, planned_facts, plan_result = from_planner(PlanRequest(
                 args=replace(serve, model=model), gpu=args.gpu or (None if args.gpu_memory else "H100"),
                 gpu_memory=args.gpu_memory))
-        except OomguardError:
-            if override_blocks is None:
+        except OomguardError as err:
+            if override_blocks is None or local_facts is None:
                 raise
+            notes.append(f"the planner could not plan {model} ({err}); step memory from config.json widths")
         else:
-            facts = planned_facts if facts is None or override_blocks is None else facts
+            facts = planned_facts
             engine = plan_result.engine
             if not plan_result.fits and override_blocks is None:
                 raise ConfigError("the planner says this deployment does not start: "
@@ -205,7 +207,8 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
         if facts is None and pool is None:
             raise ConfigError("--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
                               "for the KV cache groups")
-        groups = kv_groups(facts, block_size) if local is not None and facts is not None else pool.groups  # type: ignore[union-attr]
+        # The model directory's own layer kinds when there is one (how the scheduler oracle is replayed).
+        groups = kv_groups(local_facts, block_size) if local_facts is not None else pool.groups  # type: ignore[union-attr]
         num_blocks = int(override_blocks)
         source = f"--num-gpu-blocks-override {num_blocks:,}"
     elif pool is not None:
@@ -229,7 +232,7 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
         async_scheduling=bool(pick("async_scheduling", True)),
         pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
     )
-    widths = _widths(args, facts)
+    activation = _activation(args, facts)
     headroom = parse_bytes(args.headroom) if args.headroom else (pool.headroom_bytes if pool is not None else None)
     step_time = None
     if args.step_time:
@@ -240,7 +243,7 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
             args.gpu, facts.num_params * facts.widths.dtype_bytes, facts.active_params,
             facts.kv_bytes_per_token, facts.num_layers, facts.widths.hidden_size, tp)
     config = SimulationConfig(
-        scheduler=sched, widths=widths,
+        scheduler=sched, activation=activation,
         memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
         headroom_bytes=headroom, step_time=step_time, max_steps=args.max_steps,
     )
@@ -260,24 +263,23 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
     return Setup(config, describe, info)
 
 
-def _widths(args: argparse.Namespace, facts: ModelFacts | None) -> ModelWidths | None:
-    base = facts.widths if facts is not None else None
-    if base is None and args.hidden_size is None:
-        return None
-    from oomguard.simulate.step_cli import dtype_bytes
+def _activation(args: argparse.Namespace, facts: ModelFacts | None) -> ActivationModel | None:
+    """The model's activation costs (the planner's), or widths given as flags over the model's widths."""
+    overrides: dict[str, Any] = {name: value for name, value in (
+        ("hidden_size", args.hidden_size), ("intermediate_size", args.intermediate_size),
+        ("vocab_size", args.vocab_size)) if value}
+    if args.dtype:
+        from oomguard.simulate.step_cli import dtype_bytes
 
-    return ModelWidths(
-        hidden_size=args.hidden_size or (base.hidden_size if base else 0),
-        dtype_bytes=dtype_bytes(args.dtype) if args.dtype else (base.dtype_bytes if base else 2.0),
-        intermediate_size=args.intermediate_size or (base.intermediate_size if base else 0),
-        vocab_size=args.vocab_size or (base.vocab_size if base else 0),
-        tensor_parallel_size=base.tensor_parallel_size if base else 1,
-        num_experts=base.num_experts if base else 0,
-        experts_per_token=base.experts_per_token if base else 0,
-        expert_parallel_size=base.expert_parallel_size if base else 1,
-        data_parallel_size=base.data_parallel_size if base else 1,
-        source=base.source if base else "flags",
-    )
+        overrides["dtype_bytes"] = dtype_bytes(args.dtype)
+    if not overrides:
+        return facts.activation if facts is not None else None
+    if facts is None and "hidden_size" not in overrides:
+        return None
+    base = facts.widths if facts is not None else ModelWidths(hidden_size=0, dtype_bytes=2.0)
+    model = ActivationModel.from_widths(replace(base, **overrides))
+    where = f" over {facts.name}'s" if facts is not None else ""
+    return replace(model, source=f"widths given as flags{where}")
 
 
 def _parse_kv(text: str) -> dict[str, str]:

@@ -1,11 +1,15 @@
 """What the simulator needs from the model and the planner, in one place (the adapter).
 
-The simulator needs three things: the KV pool (blocks, block size, KV cache groups), the model's widths (step
-memory and step time), and the memory a step may use on top of what the planner budgeted (the headroom).
+The simulator needs three things: the KV pool (blocks, block size, KV cache groups), what a step's activations
+cost (`ActivationModel`, and the widths the step-time model reads), and the memory a step may use (headroom).
 
-- `from_planner` asks `oomguard.planning.plan` (pool, groups, budget) for a real deployment; it returns None
-  while the planner is not importable, and the CLI then requires `--num-gpu-blocks-override`.
-- `from_config_dir` reads a config.json minimally (layer kinds, windows, widths), enough for the scheduler
+- `from_planner` asks `oomguard.planning.plan` for a real deployment: the pool and groups it computes, the
+  activation costs from the planner's own functions (`accounting.forward_peak_bytes`, `sampler_warmup_bytes`,
+  `mla_workspace_bytes`, `encoder_cache_bytes`) so that simulate and plan agree on the profile run's shape,
+  and the headroom from its per-GPU ledger (what is left after every resident line, plus the activation line
+  itself). With several distinct ranks (PP stages, EP ranks) the rank with the thinnest margin at the
+  profile shape is the one followed.
+- `facts_from_config` reads a config.json minimally (layer kinds, windows, widths), enough for the scheduler
   oracle's model directories; the KV groups follow vLLM's grouping rule (one group per attention kind when the
   layer counts match; otherwise groups of the smallest kind's size, or the largest when it is under 1.5x the
   smallest).
@@ -20,7 +24,7 @@ from typing import Any
 
 from oomguard.errors import ConfigError
 from oomguard.simulate.kv_pool import KvGroupSpec, cdiv
-from oomguard.simulate.step_memory import ModelWidths
+from oomguard.simulate.step_memory import ActivationModel, ModelWidths
 
 GROUP_PADDING_RATIO = 1.5  # vLLM get_kv_cache_groups: pad to the largest count when max < 1.5 x min
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}
@@ -30,6 +34,7 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "f
 class ModelFacts:
     name: str
     widths: ModelWidths
+    activation: ActivationModel
     num_layers: int
     kv_layer_kinds: tuple[tuple[str, int | None, int], ...]  # (kind, window or chunk, number of layers)
     kv_bytes_per_token: int  # all layers, per rank, at the model dtype
@@ -121,12 +126,13 @@ def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
         mlp_total = mlp_active = 3 * hidden * inter
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     widths = ModelWidths(
-        hidden_size=hidden, dtype_bytes=dtype_bytes, intermediate_size=moe_inter * topk if experts and topk else inter,
-        vocab_size=vocab, num_experts=experts, experts_per_token=topk, source=f"{name} config.json",
+        hidden_size=hidden, dtype_bytes=dtype_bytes, intermediate_size=moe_inter if experts and topk else inter,
+        vocab_size=vocab, num_experts=experts, experts_per_token=topk,
     )
     return ModelFacts(
         name=name,
         widths=widths,
+        activation=ActivationModel.from_widths(widths),
         num_layers=layers,
         kv_layer_kinds=tuple((k, w, n) for (k, w), n in counts.items()),
         kv_bytes_per_token=per_layer_token * layers,
@@ -161,40 +167,79 @@ def _group(kind: str, window: int | None, block_size: int) -> KvGroupSpec:
 
 
 def from_planner(request: Any) -> tuple[PoolFacts, ModelFacts, Any]:
-    """Pool, groups, step headroom and widths from `oomguard.planning.plan` for a `PlanRequest`.
-
-    The step headroom is what a step's activations may take: the activation the profile run reserved inside
-    the budget plus the memory vLLM leaves outside it (device total - gpu_memory_utilization x total)."""
+    """Pool, groups, step headroom and activation costs from `oomguard.planning.plan` for a `PlanRequest`."""
     from oomguard.planning import plan
 
     result = plan(request)
     kv = result.kv
     groups = tuple(_group(str(g.kind), g.sliding_window, int(g.block_size)) for g in kv.groups)
-    rank = result.rank0
-    headroom = int(rank.activation.bytes) + int(result.gpu.total_bytes) - int(rank.budget_bytes)
     spec = result.model
-    engine = result.engine
     moe = spec.moe
-    widths = ModelWidths(
-        hidden_size=int(spec.hidden_size), dtype_bytes=float(spec.dtype_bytes),
-        intermediate_size=int(moe.expert_intermediate_size * moe.experts_per_token) if moe else int(spec.intermediate_size),
-        vocab_size=int(spec.vocab_size), tensor_parallel_size=int(engine.tensor_parallel_size),
-        num_experts=int(moe.num_experts) if moe else 0, experts_per_token=int(moe.experts_per_token) if moe else 0,
-        expert_parallel_size=int(engine.expert_parallel_size), data_parallel_size=int(engine.data_parallel_size),
-        source=f"planner: {spec.name}",
-    )
+    rank, activation, headroom = binding_rank(result)
     params = int(spec.num_params)
     active = params
     if moe:
         expert = 3 * spec.hidden_size * moe.expert_intermediate_size
         moe_layers = sum(1 for layer in spec.layers if getattr(layer.mlp, "kind", "") == "moe")
         active = params - moe_layers * (moe.num_experts - moe.experts_per_token) * expert
+    engine = result.engine
+    widths = ModelWidths(
+        hidden_size=int(spec.hidden_size), dtype_bytes=activation.dtype_bytes,
+        intermediate_size=int(moe.expert_intermediate_size) if moe else int(spec.intermediate_size),
+        vocab_size=int(spec.vocab_size), tensor_parallel_size=int(engine.tensor_parallel_size),
+        num_experts=int(moe.num_experts) if moe else 0, experts_per_token=int(moe.experts_per_token) if moe else 0,
+        expert_parallel=bool(engine.enable_expert_parallel), data_parallel_size=int(engine.data_parallel_size),
+    )
     facts = ModelFacts(
-        name=str(spec.name), widths=widths, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
+        name=str(spec.name), widths=widths, activation=activation, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
         kv_bytes_per_token=int(kv.bytes_per_block) // max(int(kv.block_size), 1),
         num_params=params, active_params=max(active, 1),
         max_position_embeddings=int(spec.max_position_embeddings),
     )
+    where = f" ({rank.placement.label})" if len(result.ranks) > 1 else ""
     pool = PoolFacts(int(kv.num_gpu_blocks), groups, headroom,
-                     f"oomguard plan: {result.gpu.name}, {kv.num_gpu_blocks:,} blocks of {kv.block_size}")
+                     f"oomguard plan: {result.gpu.name}{where}, {kv.num_gpu_blocks:,} blocks of {kv.block_size}")
     return pool, facts, result
+
+
+def activation_of_rank(result: Any, rank: Any) -> ActivationModel:
+    """The planner's activation mechanism on one rank, per token and per sampled row.
+
+    `forward_peak_bytes` is linear in the step's tokens (hidden streams and each layer's transient all scale
+    with them), so its value at the profile run's `max_num_batched_tokens` gives the bytes per token; the
+    sampler warm-up over `sampler_rows` rows gives the bytes per sampled row."""
+    from oomguard.engines.vllm import accounting as acc
+
+    spec, cfg, placement = result.model, result.engine, rank.placement
+    tokens = max(1, int(cfg.max_num_batched_tokens))
+    sampler = acc.sampler_warmup_bytes(spec, cfg) if placement.holds_lm_head else 0
+    fixed = (acc.mla_workspace_bytes(spec, cfg, placement) + acc.encoder_cache_bytes(spec, cfg)
+             + acc.PROFILE_RESIDUAL_BYTES)
+    # The activation dtype, as forward_peak_bytes takes it.
+    dt = spec.dtype_bytes if cfg.dtype == spec.dtype else (4 if cfg.dtype == "float32" else 2)
+    return ActivationModel(
+        hidden_size=int(spec.hidden_size),
+        dtype_bytes=float(dt),
+        forward_bytes_per_token=acc.forward_peak_bytes(spec, cfg, placement) / tokens,
+        sampler_bytes_per_row=sampler / max(1, int(cfg.sampler_rows)),
+        fixed_bytes=int(fixed),
+        ep_gathered_ranks=int(cfg.data_parallel_size) if spec.moe and cfg.enable_expert_parallel else 0,
+        source=f"planner: {spec.name}, {placement.label}",
+    )
+
+
+def binding_rank(result: Any) -> tuple[Any, ActivationModel, int]:
+    """(rank, its activation model, its step headroom) for the distinct rank with the least room to spare at
+    the profile run's own shape. Headroom = the ledger's free memory + the rank's activation line."""
+    cfg = result.engine
+    best: tuple[int, Any, ActivationModel, int] | None = None
+    for rank in result.ranks:
+        model = activation_of_rank(result, rank)
+        headroom = int(rank.gpu.free_bytes) + int(rank.activation.bytes)
+        profile_peak = max(int(cfg.max_num_batched_tokens * model.forward_bytes_per_token),
+                           int(cfg.sampler_rows * model.sampler_bytes_per_row)) + model.fixed_bytes
+        margin = headroom - profile_peak
+        if best is None or margin < best[0]:
+            best = (margin, rank, model, headroom)
+    assert best is not None, "a plan has at least one rank"
+    return best[1], best[2], best[3]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest, StepPlan
-from oomguard.simulate.step_memory import ModelWidths, Row, StepMemoryOptions, StepShape, step_peak_bytes
+from oomguard.simulate.step_memory import ActivationModel, Row, StepMemoryOptions, StepShape, step_peak_bytes
 from oomguard.simulate.step_time import StepTimeModel
 from oomguard.simulate.workload import STEPS, Workload
 
@@ -28,7 +28,7 @@ SATURATED_KV_USAGE = 0.95  # "saturated": requests wait while the pool is at lea
 @dataclass(frozen=True)
 class SimulationConfig:
     scheduler: SchedulerConfig
-    widths: ModelWidths | None = None
+    activation: ActivationModel | None = None  # None: no step memory (the scheduler alone)
     memory: StepMemoryOptions = StepMemoryOptions()
     headroom_bytes: int | None = None
     step_time: StepTimeModel | None = None
@@ -125,7 +125,7 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
     step_time = config.step_time
     if not by_clock_steps and step_time is None:
         raise ValueError("a workload timed in seconds needs a step-time model")
-    widths = config.widths
+    activation = config.activation
     mem_opts = config.memory
     headroom = config.headroom_bytes
     usable = cfg.num_gpu_blocks - 1
@@ -185,7 +185,7 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
             limit = max_steps - executed if max_steps else 1 << 62
             drun = sched.decode_run(limit)
             num = drun.num_requests if drun is not None else 0
-            peak = step_peak_bytes(num, 0, 0, num, num, widths, mem_opts) if widths is not None else 0
+            peak = step_peak_bytes(num, 0, 0, num, num, activation, mem_opts) if activation is not None else 0
             if drun is not None and (headroom is None or peak <= headroom):
                 base = [(r.rid, r.num_computed) for r in drun.requests] if record_chunks else []
                 first = executed
@@ -258,8 +258,8 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
             assert step_time is not None
             duration = step_time.step_seconds(tokens, plan.decode_context, prefill_attn)
         peak = 0
-        if widths is not None:
-            peak = step_peak_bytes(tokens, prefills, max_prefill, num_decodes, sampling, widths, mem_opts)
+        if activation is not None:
+            peak = step_peak_bytes(tokens, prefills, max_prefill, num_decodes, sampling, activation, mem_opts)
             over = headroom is not None and peak > headroom
             if peak > peak_value or over:
                 rows = _rows(plan)
@@ -418,7 +418,7 @@ def summarize(result: SimulationResult) -> Summary:
     busy = sum(tl.duration)
     rs = result.requests
     max_padding = 1.0
-    if result.config.widths is not None:
+    if result.config.activation is not None:
         for k in range(len(tl)):
             p = tl.num_prefills[k]
             if p > 1:

@@ -4,8 +4,9 @@
 
 A number is a prefill chunk of that many tokens, `Nd` a decode row (N rows of one token; `1d` is one decode).
 `--scheduled` also takes a pasted vLLM scheduler line or a `num_scheduled_tokens={'req-1': 31344, ...}` dict:
-a row of 1 token is then taken as a decode. `--model` gives the model's widths (hidden, intermediate, vocab,
-experts); `--free` the memory the step may use, for an OOM verdict.
+a row of 1 token is then taken as a decode. `--model` plans the model (`--gpu`, TP/DP/EP flags) and takes
+the planner's activation costs and its headroom; widths given as flags override the model's. `--free` is the
+memory the step may use, for an OOM verdict.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from typing import NoReturn
 
 from oomguard.errors import ConfigError
 from oomguard.simulate.step_memory import (
     DEFAULT_SAMPLER_COPIES,
     DEFAULT_TENSORS_ALIVE,
     INT32_INDEX_LIMIT,
+    ActivationModel,
     ModelWidths,
     Row,
     StepMemoryOptions,
@@ -71,69 +74,77 @@ def parse_scheduled(text: str) -> StepShape:
     return StepShape(tuple(rows))
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message)  # one line and exit 2
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="oomguard step", description=__doc__.split("\n")[0])
+    p = _Parser(prog="oomguard step", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--scheduled", required=True, help="31344,1352,4,1d,1d | a pasted num_scheduled_tokens={...} line")
-    p.add_argument("--model", help="model id or directory for its widths")
+    p.add_argument("--model", help="model id or directory: the planner's activation costs and headroom for it")
+    p.add_argument("--gpu", help="GPU for --model's plan (default H100): sets the default --free")
     p.add_argument("--hidden-size", type=int, help="width of the padded layer's tensors (seed 002: 10240)")
-    p.add_argument("--intermediate-size", type=int)
+    p.add_argument("--intermediate-size", type=int, help="MLP width (the expert's, for MoE)")
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--dtype", default=None, help="activation dtype (default: the model's, else bfloat16)")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--expert-parallel-size", type=int, default=1, help="EP ranks (MoE dispatch/combine buffers)")
-    p.add_argument("--data-parallel-size", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--enable-expert-parallel", "-ep", action="store_true",
+                   help="MoE experts spread over TP x DP ranks (each rank gathers every DP rank's tokens)")
+    p.add_argument("--num-experts", type=int, default=0)
+    p.add_argument("--experts-per-token", type=int, default=0)
     p.add_argument("--tensors-alive", type=int, default=DEFAULT_TENSORS_ALIVE,
-                   help=f"intermediates alive at once in the padded/packed layer (default {DEFAULT_TENSORS_ALIVE}, "
+                   help=f"intermediates alive at once in the padded layer (default {DEFAULT_TENSORS_ALIVE}, "
                    "the seed's packed -> transposed copy -> conv/silu output)")
-    p.add_argument("--sampler-copies", type=int, default=DEFAULT_SAMPLER_COPIES)
-    p.add_argument("--free", help="memory the step may use (e.g. 11.8GiB): gives the OOM verdict per layout")
+    p.add_argument("--sampler-copies", type=float, default=DEFAULT_SAMPLER_COPIES,
+                   help="fp32 logits copies alive in the sampler (with --model: the engine version's)")
+    p.add_argument("--free", help="memory the step may use (e.g. 11.8GiB); default with --model: the planner's headroom")
     p.add_argument("--json", action="store_true")
     return p
 
 
-def _widths(args: argparse.Namespace) -> ModelWidths:
-    base: ModelWidths | None = None
+def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
+    """The step's activation costs and, with --model, the planner's headroom for them."""
+    flags = {name: value for name, value in (
+        ("hidden_size", args.hidden_size), ("intermediate_size", args.intermediate_size),
+        ("vocab_size", args.vocab_size)) if value}
     if args.model:
-        from oomguard.simulate.model_facts import facts_from_config, read_config_dir
+        from oomguard.planning import PlanRequest, plan
+        from oomguard.simulate.model_facts import binding_rank
 
-        cfg = read_config_dir(args.model)
-        if cfg is not None:
-            base = facts_from_config(cfg, args.model).widths
-        else:
-            from oomguard.models.resolve import resolve_model
-
-            spec = resolve_model(args.model)
-            moe = spec.moe
-            base = ModelWidths(
-                hidden_size=spec.hidden_size, dtype_bytes=float(spec.dtype_bytes),
-                intermediate_size=(moe.expert_intermediate_size * moe.experts_per_token) if moe else spec.intermediate_size,
-                vocab_size=spec.vocab_size, num_experts=moe.num_experts if moe else 0,
-                experts_per_token=moe.experts_per_token if moe else 0, source=f"{args.model}")
-    hidden = args.hidden_size or (base.hidden_size if base else None)
-    if not hidden:
-        raise ConfigError("give --hidden-size (or --model for the model's widths)")
-    return ModelWidths(
-        hidden_size=hidden,
-        dtype_bytes=dtype_bytes(args.dtype) if args.dtype else (base.dtype_bytes if base else 2.0),
-        intermediate_size=args.intermediate_size or (base.intermediate_size if base else 0),
-        vocab_size=args.vocab_size or (base.vocab_size if base else 0),
-        tensor_parallel_size=args.tensor_parallel_size,
-        num_experts=base.num_experts if base else 0,
-        experts_per_token=base.experts_per_token if base else 0,
-        expert_parallel_size=args.expert_parallel_size,
-        data_parallel_size=args.data_parallel_size,
-        source=base.source if base else "flags",
-    )
+        result = plan(PlanRequest(model=args.model, gpu=args.gpu or "H100", flags={
+            "tensor_parallel_size": args.tensor_parallel_size, "data_parallel_size": args.data_parallel_size,
+            "enable_expert_parallel": args.enable_expert_parallel}))
+        _, model, headroom = binding_rank(result)
+        if not flags and not args.dtype:
+            return model, headroom
+        spec, moe = result.model, result.model.moe
+        base = ModelWidths(
+            hidden_size=spec.hidden_size, dtype_bytes=model.dtype_bytes,
+            intermediate_size=moe.expert_intermediate_size if moe else spec.intermediate_size,
+            vocab_size=spec.vocab_size, num_experts=moe.num_experts if moe else 0,
+            experts_per_token=moe.experts_per_token if moe else 0)
+    else:
+        if "hidden_size" not in flags:
+            raise ConfigError("give --hidden-size (or --model for the model's widths)")
+        base = ModelWidths(hidden_size=0, dtype_bytes=2.0, num_experts=args.num_experts,
+                           experts_per_token=args.experts_per_token)
+        headroom = None
+    widths = replace(base, **flags, tensor_parallel_size=args.tensor_parallel_size,
+                     data_parallel_size=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
+                     dtype_bytes=dtype_bytes(args.dtype) if args.dtype else base.dtype_bytes)
+    return ActivationModel.from_widths(widths, args.sampler_copies), headroom
 
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     shape = parse_scheduled(args.scheduled)
-    widths = _widths(args)
-    free = parse_bytes(args.free) if args.free else None
+    model, planned_headroom = _activation(args)
+    free = parse_bytes(args.free) if args.free else planned_headroom
     try:
-        packed = step_memory(shape, widths, StepMemoryOptions("packed", args.tensors_alive, args.sampler_copies))
-        padded = step_memory(shape, widths, StepMemoryOptions("padded", args.tensors_alive, args.sampler_copies))
+        packed = step_memory(shape, model, StepMemoryOptions("packed", args.tensors_alive))
+        padded = step_memory(shape, model, StepMemoryOptions("padded", args.tensors_alive))
     except ValueError as err:
         raise ConfigError(str(err)) from None
     out = {
@@ -142,8 +153,9 @@ def main(argv: list[str]) -> int:
         "num_prefills": packed.num_prefills,
         "num_decodes": packed.num_decodes,
         "max_prefill_len": packed.max_prefill_len,
-        "hidden_size": widths.hidden_size,
-        "dtype_bytes": widths.dtype_bytes,
+        "hidden_size": model.hidden_size,
+        "dtype_bytes": model.dtype_bytes,
+        "activation_source": model.source,
         "packed_tensor_bytes": packed.packed_tensor_bytes,
         "padded_tensor_bytes": padded.padded_tensor_bytes,
         "padding_ratio": round(padded.padding_ratio, 4),
@@ -153,35 +165,46 @@ def main(argv: list[str]) -> int:
         "packed_max_tensor_elements": packed.max_tensor_elements,
         "int32_index_limit": INT32_INDEX_LIMIT,
         "exceeds_int32_index": padded.exceeds_int32_index,
+        "forward_bytes": packed.forward_bytes,
+        "padded_layer_bytes": padded.padded_layer_bytes,
         "ep_dispatch_bytes": packed.ep_dispatch_bytes,
         "ep_combine_bytes": packed.ep_combine_bytes,
         "sampler_rows": packed.sampler_rows,
-        "sampler_logits_bytes": packed.sampler_logits_bytes,
+        "sampler_logits_bytes": packed.sampler_bytes,
+        "fixed_bytes": packed.fixed_bytes,
+        "packed_peak_bytes": packed.peak_bytes,
+        "padded_peak_bytes": padded.peak_bytes,
         "packed": asdict(packed),
         "padded": asdict(padded),
         "free_bytes": free,
+        "free_source": "--free" if args.free else ("planner headroom" if free is not None else None),
         "oom_packed": (packed.peak_bytes > free) if free is not None else None,
         "oom_padded": (padded.peak_bytes > free) if free is not None else None,
     }
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
-    print(f"step: {shape.describe()}, width {widths.hidden_size:,} x {widths.dtype_bytes:g} B ({widths.source})")
-    print(f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {widths.hidden_size:,})"
+    h = model.hidden_size
+    print(f"step: {shape.describe()}, width {h:,} x {model.dtype_bytes:g} B ({model.source})")
+    print(f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {h:,})"
           f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x {padded.max_prefill_len:,}"
-          f" x {widths.hidden_size:,})")
+          f" x {h:,})")
     worst = max(padded.row_padding, default=1.0)
     print(f"  padding        {padded.padding_ratio:.2f}x overall; the shortest row padded {worst:,.0f}x")
-    print(f"  x {args.tensors_alive} alive      packed {format_gib(packed.layer_bytes)}, padded {format_gib(padded.layer_bytes)}")
+    print(f"  forward        {format_gib(packed.forward_bytes)} (hidden streams + the widest layer, as the planner "
+          "sizes the profile run)")
+    print(f"  padded layer   {format_gib(padded.padded_layer_bytes)} (hidden streams + {args.tensors_alive} padded "
+          "intermediates alive)")
     print(f"  int32 index    largest tensor {padded.max_tensor_elements:,} elements "
           + ("> 2^31: int32 indexing fails (canUse32BitIndexMath)" if padded.exceeds_int32_index else "< 2^31: ok"))
     if packed.ep_dispatch_bytes:
-        print(f"  EP buffers     dispatch {format_gib(packed.ep_dispatch_bytes)}, combine {format_gib(packed.ep_combine_bytes)}")
-    if widths.vocab_size:
-        print(f"  sampler        {packed.sampler_rows} rows x {widths.vocab_size:,} x 4 B x {args.sampler_copies} = "
-              f"{format_gib(packed.sampler_logits_bytes)}")
+        print(f"  EP buffers     all-gather {format_gib(packed.ep_dispatch_bytes)}, "
+              f"reduce-scatter {format_gib(packed.ep_combine_bytes)}")
+    if packed.sampler_bytes:
+        print(f"  sampler        {packed.sampler_rows} rows: {format_gib(packed.sampler_bytes)} of fp32 logits")
     print(f"  step peak      packed {format_gib(packed.peak_bytes)} ({packed.peak_part}), "
-          f"padded {format_gib(padded.peak_bytes)} ({padded.peak_part})")
+          f"padded {format_gib(padded.peak_bytes)} ({padded.peak_part}), "
+          f"both incl. {format_gib(packed.fixed_bytes)} fixed")
     if free is not None:
         for name, m in (("packed", packed), ("padded", padded)):
             verdict = "OOM" if m.peak_bytes > free else "fits"
