@@ -11,8 +11,9 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from oomguard.diagnose.sources.torch_snapshot import RefusedPickle, load_plain, summarize
 from tests.diagnose.conftest import top
+
+from oomguard.diagnose.sources.torch_snapshot import RefusedPickle, load_plain, summarize
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 "
        "GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in use. Of the "

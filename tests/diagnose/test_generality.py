@@ -139,10 +139,10 @@ def test_v0_stats_at_full_kv_with_preemption_warnings_is_kv_exhaustion(run_diagn
         V0.format(s=10 + i, file="metrics.py:351") + f"Avg prompt throughput: 1520.3 tokens/s, Avg generation "
         f"throughput: 410.2 tokens/s, Running: 112 reqs, Swapped: {i * 3} reqs, Pending: {20 + 9 * i} reqs, GPU KV "
         f"cache usage: {97.1 + i:.1f}%, CPU KV cache usage: {i * 4.0:.1f}%.\n"
-        + "WARNING 11-05 14:02:{:02d} scheduler.py:1089] Sequence group chat-{}a is preempted by "
+        + f"WARNING 11-05 14:02:{10 + i:02d} scheduler.py:1089] Sequence group chat-{i}a is preempted by "
           "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
           "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
-          "total_num_cumulative_preemption=1\n".format(10 + i, i) for i in range(3))
+          "total_num_cumulative_preemption=1\n" for i in range(3))
     _, result, _ = run_diagnose(lines)
     assert top(result) == "kv-exhaustion-at-runtime"
 
@@ -279,3 +279,62 @@ def test_sampler_frames_without_the_warmup_message_are_sampler(run_diagnose):
             + E1 + torch_oom("1.16 GiB", "23.55 GiB", "611.44 MiB", "22.94 GiB") + "\n")
     _, result, _ = run_diagnose(text)
     assert top(result) == "sampler-or-logits"
+
+
+# --- how people hand the evidence over ---------------------------------------------------------------------
+
+def test_grepped_startup_lines_and_an_oom_hours_later_are_runtime_not_graph_capture(run_diagnose):
+    text = ("(EngineCore_DP0 pid=312) INFO 10-14 16:59:40 [gpu_model_runner.py:2653] Model loading took 14.99 GiB "
+            "and 30.1 seconds\n"
+            "(EngineCore_DP0 pid=312) INFO 10-14 17:00:05 [gpu_worker.py:298] Available KV cache memory: 56.61 GiB\n"
+            "(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851] "
+            + torch_oom("3.50 GiB", "79.19 GiB", "1.21 GiB", "77.96 GiB", "75.10 GiB", "1.02 GiB") + "\n")
+    _, result, _ = run_diagnose(text)
+    assert result["phase"] == "runtime" and "min after the last startup step" in result["phase_why"]
+    assert top(result) != "cuda-graph-capture"
+
+
+def test_docker_compose_prefixes_and_crlf_line_ends_are_read(run_diagnose):
+    text = ("vllm-1  | INFO 08-19 07:51:03 model_runner.py:732] Loading model weights took 2.3463 GB\r\n"
+            "vllm-1  | INFO 08-19 07:51:08 distributed_gpu_executor.py:56] # GPU blocks: 22982, # CPU blocks: 6241\r\n"
+            "vllm-1  | INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may lead "
+            "to unexpected consequences if the model is not static.\r\n"
+            "vllm-1  | " + torch_oom("64.00 MiB", "22.05 GiB", "31.12 MiB", "22.01 GiB") + "\r\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "cuda-graph-capture"
+
+
+def test_grep_n_numbered_lines_keep_their_process_tags(run_diagnose):
+    text = "".join(f"{1200 + i}:(EngineCore_DP{i} pid={90 + i}) INFO 01-01 00:00:0{i} [kv_cache_utils.py:2464] GPU KV "
+                   f"cache size: {v:,} tokens, Maximum concurrency for 8,192 tokens per request: 9.0x\n"
+                   for i, v in enumerate((402000, 251000)))
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "dp-replica-kv-accounting"
+
+
+def test_oom_message_listing_another_large_process_is_a_shared_gpu(run_diagnose):
+    text = (E1 + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity "
+            "of 79.19 GiB of which 402.56 MiB is free. Process 1877 has 21.04 GiB memory in use. Process 2210 has "
+            "57.73 GiB memory in use. Of the allocated memory 55.91 GiB is allocated by PyTorch, and 311.20 MiB is "
+            "reserved by PyTorch but unallocated.\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "other-process-or-shared-gpu"
+    fixes = " ".join(f["summary"] for f in result["causes"][0]["fixes"])
+    assert "PID 1877: 21.04 GiB" in fixes
+
+
+def test_idle_engine_holding_kv_with_nothing_running_is_a_leak(run_diagnose):
+    lines = "".join(f"(APIServer pid=1) INFO 03-01 0{h}:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: "
+                    f"0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV "
+                    f"cache usage: {u}%, Prefix cache hit rate: 0.0%\n" for h, u in ((1, 41.0), (2, 57.5), (3, 73.9)))
+    _, result, _ = run_diagnose(lines)
+    assert top(result) == "memory-leak"
+
+
+def test_intel_xpu_out_of_device_memory_at_runtime_with_low_kv_is_activation(run_diagnose):
+    text = ("(APIServer pid=1) INFO 06-02 10:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 800.0 tokens/s, "
+            "Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, XPU KV cache usage: 9.4%, "
+            "Prefix cache hit rate: 0.0%\n"
+            + E1 + "RuntimeError: UR error: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "activation-peak"

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import io
 
+from tests.diagnose.conftest import top
+
 from oomguard.diagnose.evidence import Evidence
 from oomguard.diagnose.planner import calibrated, plan_request, plan_setup
 from oomguard.diagnose.read import read_one
 from oomguard.diagnose.setup import recover_setup
-from tests.diagnose.conftest import top
 
 GIB = 1 << 30
 STARTUP = """\

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 
+from tests.diagnose.conftest import classes, top
+
 from oomguard.diagnose.evidence import OomMessage, ScheduledStep, Where
 from oomguard.diagnose.step_shape import analyse, recommended, reschedule, shape_of
 from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS
 from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, Row, StepShape
-from tests.diagnose.conftest import classes, top
 
 GIB = 1 << 30
 MIXED = (31344, 4, 8, 9, 10, 1352, 12, 29)  # one long new prompt with short multi-turn chunks (seed 002)

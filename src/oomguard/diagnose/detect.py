@@ -25,7 +25,7 @@ CGROUP_FILES = frozenset({
     "memory.max_usage_in_bytes", "memory.failcnt", "memory.oom_control", "memory.memsw.limit_in_bytes",
 })
 
-_PROM_SAMPLE = re.compile(rb"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}\n]*\})?\s+[-+0-9.eEaNIinf]+(\s+-?\d+)?\s*$", re.M)
+_PROM_SAMPLE = re.compile(rb"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}\n]*\})?\s+[-+0-9.eEaNIinf]+(\s+-?\d+)?\s*$", re.MULTILINE)
 
 
 def base_name(name: str) -> str:

@@ -132,8 +132,8 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
             "unknown: kubectl describe pod (Last State) and dmesg -T | grep -i oom")
     return (("1. When did it fail: startup, load test or peak?", phase),
             ("2. KV cache usage at the failure?", kv),
-            ("3. All requests or only long ones?", "not in the evidence: compare prompt+output lengths of the failing "
-             "requests with max_model_len"),
+            ("3. All requests or only long ones?", ("not in the evidence: compare prompt+output lengths of the failing "
+             "requests with max_model_len")),
             ("4. GPU OOM or node memory?", node))
 
 
@@ -171,8 +171,8 @@ def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> t
     if step is not None:
         layout = step.layout or "padded, if this layer pads"
         peak = step.packed if step.layout == "packed" else step.padded
-        out.append((f"failing step's activation ({layout})", f"{peak.peak_bytes / (1 << 30):.2f} GiB "
-                    f"({step.shape.describe()}; {step.step.where})"))
+        out.append((f"failing step's activation ({layout})", (f"{peak.peak_bytes / (1 << 30):.2f} GiB "
+                    f"({step.shape.describe()}; {step.step.where})")))
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     if limits:
         out.append(("container memory limit", f"{limits[0].value / (1 << 30):.2f} GiB ({limits[0].where})"))

@@ -8,8 +8,9 @@ trend), so memory does not grow with the input.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, TypeVar
+from typing import TypeVar
 
 # How many facts of one kind are kept from the start and from the end of the evidence.
 KEEP_FIRST = 64

@@ -13,8 +13,10 @@ import os
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, cast
 
 from oomguard.errors import InputFormatError
 
@@ -68,18 +70,30 @@ def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
 
 
 def _from_file(path: Path, name: str, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
-    try:
-        handle = open(path, "rb")
-    except OSError as err:
-        skipped.append(f"{name}: cannot open ({err.strerror or err})")
-        return
-    with handle:
+    with ExitStack() as stack:
+        try:
+            handle = stack.enter_context(open(path, "rb"))
+        except OSError as err:
+            skipped.append(f"{name}: cannot open ({err.strerror or err})")
+            return
         yield from _from_stream(name, handle, skipped, 0)
 
 
+def _peekable(stream: BinaryIO) -> BinaryIO:
+    """The stream itself when it can peek (files, gzip, buffered tar members), else a buffered view of it."""
+    if hasattr(stream, "peek"):
+        return stream
+    return cast(BinaryIO, io.BufferedReader(cast(io.RawIOBase, stream)))
+
+
+def _peek(stream: BinaryIO, size: int) -> bytes:
+    data: bytes = getattr(stream, "peek")(size)  # noqa: B009 - BinaryIO does not declare peek
+    return data[:size]
+
+
 def _from_stream(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:
-    buffered = stream if hasattr(stream, "peek") else io.BufferedReader(stream)  # type: ignore[arg-type]
-    head = buffered.peek(512)[:512]  # type: ignore[attr-defined]
+    buffered = _peekable(stream)
+    head = _peek(buffered, 512)
     if depth < MAX_ARCHIVE_DEPTH and (head.startswith(GZIP_MAGIC) or _is_tar(head)):
         yield from _from_tar_or_gzip(name, buffered, head, skipped, depth)
     elif depth < MAX_ARCHIVE_DEPTH and head.startswith(ZIP_MAGIC):
@@ -91,9 +105,9 @@ def _from_stream(name: str, stream: BinaryIO, skipped: list[str], depth: int) ->
 def _from_tar_or_gzip(name: str, stream: BinaryIO, head: bytes, skipped: list[str], depth: int
                       ) -> Iterator[tuple[str, BinaryIO]]:
     if head.startswith(GZIP_MAGIC):
-        inner = gzip.GzipFile(fileobj=stream, mode="rb")
+        inner = cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
         try:
-            inner_head = inner.peek(512)[:512]
+            inner_head = _peek(inner, 512)
         except (OSError, EOFError) as err:
             skipped.append(f"{name}: corrupt gzip ({err})")
             return
@@ -101,22 +115,23 @@ def _from_tar_or_gzip(name: str, stream: BinaryIO, head: bytes, skipped: list[st
             yield from _guard(name, _from_stream(name.removesuffix(".gz") + "", inner, skipped, depth + 1), skipped)
             return
         stream = inner  # a .tar.gz: read the tar stream from the decompressed bytes
-    try:
-        archive = tarfile.open(fileobj=stream, mode="r|")
-    except tarfile.TarError as err:
-        skipped.append(f"{name}: not a readable tar archive ({err})")
-        return
-    try:
-        for member in archive:
-            label = f"{name}!{member.name}"
-            if not member.isfile():
-                continue  # directories, links, devices: nothing to read, nothing extracted
-            fileobj = archive.extractfile(member)
-            if fileobj is None:
-                continue
-            yield from _guard(label, _from_stream(label, fileobj, skipped, depth + 1), skipped)  # type: ignore[arg-type]
-    except (tarfile.TarError, OSError, EOFError) as err:
-        skipped.append(f"{name}: archive truncated or corrupt after the members read so far ({err})")
+    with ExitStack() as stack:
+        try:
+            archive = stack.enter_context(tarfile.open(fileobj=stream, mode="r|"))
+        except tarfile.TarError as err:
+            skipped.append(f"{name}: not a readable tar archive ({err})")
+            return
+        try:
+            for member in archive:
+                label = f"{name}!{member.name}"
+                if not member.isfile():
+                    continue  # directories, links, devices: nothing to read, nothing extracted
+                fileobj = archive.extractfile(member)
+                if fileobj is None:
+                    continue
+                yield from _guard(label, _from_stream(label, fileobj, skipped, depth + 1), skipped)  # type: ignore[arg-type]
+        except (tarfile.TarError, OSError, EOFError) as err:
+            skipped.append(f"{name}: archive truncated or corrupt after the members read so far ({err})")
 
 
 def _from_zip(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:

@@ -12,12 +12,12 @@ directory or the bundled catalog, or not at all, and then the fixes come from th
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any
 
 from oomguard.diagnose.setup import EngineSetup
-from oomguard.errors import OomguardError
 from oomguard.simulate.step_memory import ActivationModel
 
 _GIB = float(1 << 30)
@@ -106,7 +106,7 @@ def _planner_flags(setup: EngineSetup) -> tuple[dict[str, Any], dict[str, str]]:
             continue
         try:
             parsed = args_from_mapping({key: value}, where="")
-        except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
+        except PLANNER_FAILURES:
             continue
         if parsed.values:
             flags[key] = value
@@ -178,7 +178,7 @@ def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
         from oomguard.planning import plan
         with _offline():
             return plan(plan_request(calibrated(setup), changes))
-    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
+    except PLANNER_FAILURES:
         return None
 
 
@@ -194,7 +194,7 @@ def calibrated(setup: EngineSetup) -> EngineSetup:
         from oomguard.planning import plan
         with _offline():
             result = plan(plan_request(setup, {}))
-    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
+    except PLANNER_FAILURES:
         return setup
     rank = result.rank0
     activation = int(rank.activation.bytes) + int(rank.available_kv_bytes) - setup.logged_kv_bytes
@@ -220,7 +220,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
         from oomguard.planning.advise import suggest_fixes
         with _offline():
             fixes = suggest_fixes(result, limit=limit)
-    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
+    except PLANNER_FAILURES:
         return []
     out = []
     for f in fixes:
@@ -240,7 +240,7 @@ def activation_model(setup: EngineSetup) -> ActivationModel | None:
         from oomguard.simulate.model_facts import from_planner
         with _offline():
             _, facts, _ = from_planner(plan_request(setup, {}))
-    except PLANNER_FAILURES:  # noqa: BLE001 - see PLANNER_FAILURES
+    except PLANNER_FAILURES:
         return None
     model: ActivationModel = facts.activation
     return model

@@ -13,8 +13,19 @@ from typing import BinaryIO
 from oomguard.diagnose import detect, scan
 from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs
-from oomguard.diagnose.sources import (cgroup, free, kernel_oom, kubectl, metrics, nvidia_smi, prose, sglang_log,
-                                       torch_snapshot, traceback, vllm_log)
+from oomguard.diagnose.sources import (
+    cgroup,
+    free,
+    kernel_oom,
+    kubectl,
+    metrics,
+    nvidia_smi,
+    prose,
+    sglang_log,
+    torch_snapshot,
+    traceback,
+    vllm_log,
+)
 from oomguard.diagnose.sources.base import Context, split_prefix
 from oomguard.errors import InputFormatError
 

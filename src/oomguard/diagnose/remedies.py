@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, Signal, StartupNumber
+from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
 from oomguard.diagnose.planner import plan_setup, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
@@ -69,7 +69,10 @@ def _utilization(setup: EngineSetup, ev: Evidence) -> float | None:
 
 def _first_oom(ev: Evidence) -> OomMessage | None:
     ooms = [o for o in ev.of(OomMessage) if o.requested]
-    return ooms[0] if ooms else (ev.of(OomMessage) or [None])[0]
+    if ooms:
+        return ooms[0]
+    bare = ev.of(OomMessage)
+    return bare[0] if bare else None
 
 
 def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> Advice:
@@ -208,8 +211,8 @@ def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         "The KV pool exists but one request at max_model_len needs more KV than it holds: vLLM refuses to start "
         "rather than fail the first long request.",
         tuple(fixes),
-        ("Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one full-length "
-         "request.",),
+        (("Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one full-length "
+         "request."),),
         "The engine starts and logs 'Maximum concurrency for N tokens per request: >= 1.00x'.",
         "The context length your traffic really needs (p99 prompt + max_tokens).",
     )
@@ -223,13 +226,13 @@ def _step_fixes(step: StepAnalysis, budget_now: int | None) -> tuple[list[Fix], 
     rows, longest = step.padded.num_prefills, step.padded.max_prefill_len
     fixes: list[Fix] = []
     notes = [f"failing step ({step.step.where}): {step.shape.describe()}; layer width {step.width_source}"]
-    if step.available is not None:
-        notes.append(f"the step had at least {step.available * g:.1f} GiB (free at the OOM plus its residual "
-                     "stream)")
+    had = step.available * g if step.available is not None else None
+    if had is not None:
+        notes.append(f"the step had at least {had:.1f} GiB (free at the OOM plus its hidden streams)")
 
     def describe(c: CappedStep) -> str:
-        within = (f"; within the {step.available * g:.1f} GiB the step had" if c.fits else
-                  f"; still above the {step.available * g:.1f} GiB the step had" if c.fits is False else "")
+        within = ("" if had is None or c.fits is None else f"; within the {had:.1f} GiB the step had" if c.fits
+                  else f"; still above the {had:.1f} GiB the step had")
         return (f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most {c.padded.peak_bytes * g:.1f}"
                 f" GiB ({rows} x {longest:,} -> {c.padded.num_prefills} x {c.padded.max_prefill_len:,} rows of "
                 f"{w:,} x {s:g} B){within}")
@@ -300,8 +303,8 @@ def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
         "needed more than the memory left outside the KV pool. KV usage was not the limit.",
         tuple(fixes),
         tuple(not_helpful) or (
-            "Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
-            "grows with the longest chunk in the batch).",
+            ("Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
+            "grows with the longest chunk in the batch)."),
             "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full."),
         "Replay the same traffic (mixed long and short prompts) for hours: no OOM, and the peak tracks the "
         "scheduled tokens per step.",
@@ -352,10 +355,10 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
                          "--gpu-memory-utilization to keep room for the real pool", "evidence"))
     elif u is not None:
         oom = _first_oom(ev)
-        step = 0.01
+        cut = 0.01
         if oom and oom.requested and total:
-            step = max(0.01, math.ceil((oom.requested - (oom.free or 0)) / total * 100 + 0.5) / 100)
-        fixes.append(Fix({"gpu_memory_utilization": f"{u - step:.2f}"}, f"--gpu-memory-utilization {u - step:.2f} "
+            cut = max(0.01, math.ceil((oom.requested - (oom.free or 0)) / total * 100 + 0.5) / 100)
+        fixes.append(Fix({"gpu_memory_utilization": f"{u - cut:.2f}"}, f"--gpu-memory-utilization {u - cut:.2f} "
                          f"(from {u}): the graph pool needs memory outside the KV budget", "evidence"))
     fixes.append(Fix({"max_cudagraph_capture_size": "128"}, "-O.max_cudagraph_capture_size=128 (or "
                      "--max-num-seqs 128): fewer and smaller graphs", "mechanism"))
@@ -509,8 +512,8 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
         "The host or container ran out of RAM (exit 137 / OOMKilled / kernel OOM killer / ENOMEM): the GPU was "
         "not the limit. Weight loading, several TP workers per host and page cache are the usual peak.",
         tuple(fixes),
-        ("Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU settings do not "
-         "change host RAM.",),
+        (("Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU settings do not "
+         "change host RAM."),),
         "memory.events oom_kill stops growing, the pod no longer exits 137, and the node keeps free memory.",
         "kubectl describe pod (Last State), dmesg -T | grep -i oom, cat /sys/fs/cgroup/memory.events and memory.max.",
     )

@@ -14,11 +14,23 @@ Each (class, reason) counts once, however many lines repeat it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
-from oomguard.diagnose.evidence import (Evidence, Fact, Frame, GpuProcess, HostMemory, LoadSample, OomMessage,
-                                        ScheduledStep, Signal, Snapshot, StartupNumber)
+from oomguard.diagnose.evidence import (
+    Evidence,
+    Fact,
+    Frame,
+    GpuProcess,
+    HostMemory,
+    LoadSample,
+    OomMessage,
+    ScheduledStep,
+    Signal,
+    Snapshot,
+    StartupNumber,
+)
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import StepAnalysis
 
@@ -222,7 +234,8 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
     if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
     if samples or "serving" in cats or "forward" in cats:
-        fact: Fact | None = samples[0] if samples else (cats.get("serving") or cats.get("forward") or [None])[0]
+        in_request = cats.get("serving") or cats.get("forward") or []
+        fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
         return "runtime", "the server was serving (stats lines / request frames)", fact
     return "unknown", "no startup step or serving line in the evidence", None
 
@@ -443,7 +456,7 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
         if s.running == 0 and (s.waiting or 0) == 0 and (s.kv_usage or 0) >= 0.5:
             t.add("memory-leak", STRONG, "KV usage stays high with no request running: blocks are not freed", s)
             break
-    if len(samples) >= 3 and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in zip(samples, samples[1:])) \
+    if len(samples) >= 3 and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in itertools.pairwise(samples)) \
             and (samples[-1].kv_usage or 0) >= KV_FULL:
         t.add("memory-leak", WEAK, "KV usage only ever rose until full (a leak if it does not fall when traffic "
               "stops)", samples[-1])
@@ -496,7 +509,7 @@ def _host(ev: Evidence, t: Tally) -> None:
     if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
         t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
     rss = [h for h in ev.of(HostMemory) if h.quantity == "rss"]
-    if len(rss) >= 3 and all(b.value >= a.value for a, b in zip(rss, rss[1:])) and rss[-1].value >= 1.2 * rss[0].value:
+    if len(rss) >= 3 and all(b.value >= a.value for a, b in itertools.pairwise(rss)) and rss[-1].value >= 1.2 * rss[0].value:
         t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
         if t.score("host-ram-oom") > 0:
             t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
@@ -510,7 +523,7 @@ def _processes(ev: Evidence, t: Tally) -> None:
     by_gpu: dict[int | None, list[GpuProcess]] = {}
     for p in procs:
         by_gpu.setdefault(p.gpu, []).append(p)
-    for gpu, plist in by_gpu.items():
+    for plist in by_gpu.values():
         pids = {p.pid for p in plist}
         if len(pids) >= 2:
             ordered = sorted(plist, key=lambda p: -p.used)

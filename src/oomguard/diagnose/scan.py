@@ -10,8 +10,9 @@ to the interesting lines, not to the file). Lines longer than MAX_LINE are cut
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 # Documents up to this size are read whole and parsed line by line (prose included).
 SMALL_DOCUMENT = 4 << 20
@@ -27,7 +28,7 @@ FOLLOWING = 3
 class Line:
     """One line of a document: its 1-based number, its text and (lazily) the next few lines."""
 
-    __slots__ = ("no", "text", "_after")
+    __slots__ = ("_after", "no", "text")
 
     def __init__(self, no: int, text: str, after: tuple[bytes, ...]) -> None:
         self.no = no

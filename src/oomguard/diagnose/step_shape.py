@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 
 from oomguard.diagnose.evidence import OomMessage, ScheduledStep
 from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS
-from oomguard.simulate.step_memory import ActivationModel, Row, StepMemory, StepMemoryOptions, StepShape, step_memory
+from oomguard.simulate.step_memory import (
+    ActivationModel,
+    Row,
+    StepMemory,
+    StepMemoryOptions,
+    StepShape,
+    step_memory,
+)
 
 # Activations are bf16/fp16 unless the planner says otherwise.
 DEFAULT_ACTIVATION_BYTES = 2
@@ -126,12 +133,12 @@ def _widths(shape: StepShape, oom: OomMessage | None, planned: ActivationModel |
         if rows >= 2 and rows * longest > PADDING_WORTH_NAMING * sum(r.tokens for r in prefills):
             width = layer_width(oom.requested, rows * longest, dtype, hidden)
             if width is not None:
-                return (_with_width(planned, width, dtype), f"{width:,} x {dtype:g} B per token per row, read from "
-                        f"the failed {oom.requested / _GIB:.2f} GiB allocation ({oom.where})", "padded")
+                return (_with_width(planned, width, dtype), (f"{width:,} x {dtype:g} B per token per row, read from "
+                        f"the failed {oom.requested / _GIB:.2f} GiB allocation ({oom.where})"), "padded")
         width = layer_width(oom.requested, shape.num_tokens, dtype, hidden)
         if width is not None:
-            return (_with_width(planned, width, dtype), f"{width:,} x {dtype:g} B per token, read from the failed "
-                    f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})", "packed")
+            return (_with_width(planned, width, dtype), (f"{width:,} x {dtype:g} B per token, read from the failed "
+                    f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})"), "packed")
     if planned is not None:
         return planned, planned.source, ""
     return None
@@ -176,7 +183,6 @@ def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: Activat
     widths, source, layout = found
     padded = step_memory(shape, widths, StepMemoryOptions(layout="padded"))
     packed = step_memory(shape, widths, StepMemoryOptions(layout="packed"))
-    now = padded if layout != "packed" else packed
     available = None
     if oom is not None and oom.requested and oom.free is not None and layout:
         # At least what was free plus the step's hidden streams, allocated before any layer ran. (If the

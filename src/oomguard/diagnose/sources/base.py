@@ -122,7 +122,7 @@ _UNIT = {"": 1, "b": 1, "bytes": 1, "byte": 1, "k": 1 << 10, "kb": 1 << 10, "kib
          "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
          "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 SIZE = r"(?:-?[\d,]*\.?\d+)\s*(?:[KMGT]i?B|bytes?|B)\b"
-_SIZE_PARTS = re.compile(r"(-?[\d,]*\.?\d+)\s*([KMGT]i?B|bytes?|B)?", re.I)
+_SIZE_PARTS = re.compile(r"(-?[\d,]*\.?\d+)\s*([KMGT]i?B|bytes?|B)?", re.IGNORECASE)
 
 
 def log_size(text: str) -> int | None:
@@ -134,7 +134,7 @@ def log_size(text: str) -> int | None:
         value = float(m.group(1).replace(",", ""))
     except ValueError:
         return None
-    return int(round(value * _UNIT.get((m.group(2) or "").lower(), 1)))
+    return round(value * _UNIT.get((m.group(2) or "").lower(), 1))
 
 
 def to_int(text: str) -> int | None:

@@ -16,7 +16,7 @@ ANCHORS = (b"OOMKill", b"Exit Code", b"exit code", b"exited with code", b"Restar
 _QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "K": 10**3, "k": 10**3, "M": 10**6,
              "G": 10**9, "T": 10**12, "": 1}
 _MEM_LIMIT = re.compile(r"^\s*memory:\s*(?P<v>\d+(?:\.\d+)?)(?P<u>Ki|Mi|Gi|Ti|K|k|M|G|T)?\s*$")
-_EXIT = re.compile(r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*)(?P<c>\d+)", re.I)
+_EXIT = re.compile(r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*)(?P<c>\d+)", re.IGNORECASE)
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 
 

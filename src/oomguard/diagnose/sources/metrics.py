@@ -54,16 +54,18 @@ class _Scrape:
     def facts(self, name: str) -> list[LoadSample]:
         out = []
         for engine, values in self.engines.items():
-            def value(slot: str) -> float | None:
-                return values[slot][1] if slot in values else None
-            running, waiting = value("running"), value("waiting")
+            running, waiting = _value(values, "running"), _value(values, "waiting")
             out.append(LoadSample(
                 where=Where(name, min(v[2] for v in values.values())), text=f"/metrics scrape ({engine or 'engine'})",
                 running=int(running) if running is not None else None,
                 waiting=int(waiting) if waiting is not None else None,
-                kv_usage=value("kv_usage"), preemptions=value("preemptions"), engine=engine,
+                kv_usage=_value(values, "kv_usage"), preemptions=_value(values, "preemptions"), engine=engine,
             ))
         return out
+
+
+def _value(values: dict[str, tuple[int, float, int]], slot: str) -> float | None:
+    return values[slot][1] if slot in values else None
 
 
 def read_document(name: str, data: bytes, evidence: Evidence) -> tuple[int, list[str]]:

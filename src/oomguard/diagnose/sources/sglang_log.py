@@ -20,7 +20,7 @@ _TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
 _BATCH = re.compile(r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>[\d.]+)(?:.*?#queue-req:\s*(?P<q>\d+))?")
 _ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
 _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
-_VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.I)
+_VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 

@@ -15,7 +15,7 @@ import pickletools
 from collections import defaultdict
 from typing import Any
 
-from oomguard.diagnose.evidence import Evidence, Signal, Snapshot, Where
+from oomguard.diagnose.evidence import Evidence, Snapshot, Where
 
 # Opcodes that push a scalar argument as is.
 _SCALARS = {
@@ -38,6 +38,15 @@ class _Mark:
 
 
 _MARK = _Mark()
+
+
+def _memo_index(arg: object) -> int:
+    """The memo slot of PUT/GET opcodes (pickletools gives it as an int; genops gives str for text PUT)."""
+    if isinstance(arg, int):
+        return arg
+    if isinstance(arg, str) and arg.isdigit():
+        return int(arg)
+    raise RefusedPickle("malformed memo index")
 
 
 def load_plain(data: bytes) -> Any:
@@ -115,11 +124,11 @@ def load_plain(data: bytes) -> Any:
                 items = pop_mark()
                 stack[-1].update(items)
             elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
-                memo[int(arg)] = stack[-1]
+                memo[_memo_index(arg)] = stack[-1]
             elif name == "MEMOIZE":
                 memo[len(memo)] = stack[-1]
             elif name in ("GET", "BINGET", "LONG_BINGET"):
-                stack.append(memo[int(arg)])
+                stack.append(memo[_memo_index(arg)])
             elif name == "POP":
                 stack.pop()
             elif name == "POP_MARK":

@@ -18,29 +18,29 @@ ANCHORS = (
 )
 
 _S = SIZE
-_TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.I)
+_TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
 _GPU = re.compile(
     rf"GPU\s*(?P<dev>\d+)\s*has\s*a\s*total\s*capac\s*ity\s*of\s*(?P<total>{_S})\s*of\s*which\s*(?P<free>{_S})\s*is\s*free",
-    re.I,
+    re.IGNORECASE,
 )
-_PROC = re.compile(rf"Process\s*(?P<pid>\d+)\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.I)
-_THIS = re.compile(rf"this\s*process\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.I)
-_ALLOCATED = re.compile(rf"(?P<v>{_S})\s*is\s*allocated\s*by\s*PyTorch", re.I)
-_PRIVATE = re.compile(rf"(?P<v>{_S})\s*allocated\s*in\s*private\s*pools", re.I)
-_RESERVED = re.compile(rf"(?P<v>{_S})\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.I)
+_PROC = re.compile(rf"Process\s*(?P<pid>\d+)\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
+_THIS = re.compile(rf"this\s*process\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
+_ALLOCATED = re.compile(rf"(?P<v>{_S})\s*is\s*allocated\s*by\s*PyTorch", re.IGNORECASE)
+_PRIVATE = re.compile(rf"(?P<v>{_S})\s*allocated\s*in\s*private\s*pools", re.IGNORECASE)
+_RESERVED = re.compile(rf"(?P<v>{_S})\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.IGNORECASE)
 # PyTorch 1.x: "(GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.44 MiB free; 14.78 GiB reserved
 # in total by PyTorch)"
 _OLD = re.compile(
     rf"\(GPU\s*(?P<dev>\d+);\s*(?P<total>{_S})\s*total\s*capacity;\s*(?P<alloc>{_S})\s*already\s*allocated;\s*"
     rf"(?P<free>{_S})\s*free;\s*(?:(?:{_S})\s*allowed;\s*)?(?P<reserved>{_S})\s*reserved",
-    re.I,
+    re.IGNORECASE,
 )
 # c10 expandable segments: "memory mapping failed with OOM on device 0 while trying to map 20971520 bytes
 # (free: 20578304, total: 25272516608)"
 _MAPPER = re.compile(
     r"memory\s*mapping\s*failed.*?device\s*(?P<dev>\d+).*?map\s*(?P<req>\d+)\s*bytes\s*\(free:\s*(?P<free>\d+),\s*"
-    r"total:\s*(?P<total>\d+)\)", re.I)
-_HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.I)
+    r"total:\s*(?P<total>\d+)\)", re.IGNORECASE)
+_HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
 _FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
@@ -104,9 +104,7 @@ class Parser:
                 func += nxt
                 after = after[1:]
                 nxt = split_body(after[0]) if after else ""
-            if nxt and not nxt.startswith(("File ", "Traceback")) and ":" not in nxt[:40].split("(")[0]:
-                code = nxt.strip()[:200]
-            elif nxt and not nxt.startswith(("File ", "Traceback")) and "=" in nxt:
+            if nxt and not nxt.startswith(("File ", "Traceback")) and ":" not in nxt[:40].split("(")[0] or nxt and not nxt.startswith(("File ", "Traceback")) and "=" in nxt:
                 code = nxt.strip()[:200]
         self.ctx.emit(Frame(where=self.ctx.where(line), text=self.ctx.clip(msg.body), path=m.group("path"),
                             lineno=int(m.group("no")), function=func, code=code))

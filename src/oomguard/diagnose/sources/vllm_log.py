@@ -70,7 +70,7 @@ _SCHED_VALUES = re.compile(r":\s*(\d+)")
 _VERSION = (
     re.compile(r"vLLM API server version (?P<v>[\w.+-]+)"),
     re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[\w.+-]+)\)"),
-    re.compile(r"\bvllm(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.I),
+    re.compile(r"\bvllm(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE),
 )
 _DICT_ITEM = re.compile(r"""'(?P<k>\w+)':\s*(?P<v>'(?:[^'\\]|\\.)*'|"[^"]*"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)""")
 _CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)")
