@@ -1,7 +1,8 @@
-"""The pieces every family reader shares: a typed view of config.json, a tensor-inventory builder, the registry.
+"""The pieces every family reader shares: a typed view of config.json, the headline numbers, a tensor-inventory
+builder, the registry.
 
 A family reader turns one config.json (already unwrapped to its text part for multimodal checkpoints) into
-`FamilyFacts`: the decoder layers, the tensor inventory and the headline numbers. `hf_config.py` adds the
+`FamilyFacts`: the headline numbers (`DecoderShape`), the decoder layers and the tensor inventory. `hf_config.py` adds the
 parts that do not depend on the family (dtype, quantization, name) and freezes the result into a ModelSpec.
 Tensor names are the checkpoint's own (Hugging Face layout), so safetensors headers can be matched by name;
 a stacked routed-expert tensor writes `*` where the expert index goes.
@@ -99,6 +100,10 @@ class Cfg:
         explicit = self.opt_int("head_dim")
         if explicit:
             return explicit
+        return self.hidden_over_heads()
+
+    def hidden_over_heads(self) -> builtins.int:
+        """hidden_size / num_attention_heads, for families whose vLLM attention ignores any `head_dim` key."""
         heads = self.int("num_attention_heads")
         if heads == 0:
             raise ConfigError(f"{self.where}: 'num_attention_heads' must be positive")
@@ -109,6 +114,39 @@ class Cfg:
 
     def max_positions(self) -> builtins.int:
         return self.int("max_position_embeddings", DEFAULT_MAX_POSITIONS)
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """The headline numbers of a decoder, named as ModelSpec names them."""
+
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int
+
+
+def decoder_shape(cfg: Cfg, *, tied_default: bool, head_dim: Callable[[Cfg], int] = Cfg.head_dim,
+                  intermediate: bool = True) -> DecoderShape:
+    """The headline numbers as most configs spell them. `tied_default` is the family's config-class default for
+    tie_word_embeddings (configs often leave it out); `head_dim` says how the family finds the head size;
+    `intermediate` False for families without one dense width (0 then: the reader fills it in)."""
+    return DecoderShape(
+        hidden_size=cfg.int("hidden_size"),
+        num_hidden_layers=cfg.int("num_hidden_layers"),
+        num_attention_heads=cfg.int("num_attention_heads"),
+        num_key_value_heads=cfg.kv_heads(),
+        head_dim=head_dim(cfg),
+        intermediate_size=cfg.int("intermediate_size") if intermediate else 0,
+        vocab_size=cfg.int("vocab_size"),
+        tie_word_embeddings=cfg.bool("tie_word_embeddings", tied_default),
+        max_position_embeddings=cfg.max_positions(),
+    )
 
 
 @dataclass
@@ -154,14 +192,7 @@ class Inventory:
 class FamilyFacts:
     """What a family reader knows; hf_config.py turns it into a ModelSpec."""
 
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    max_position_embeddings: int
-    tie_word_embeddings: bool
+    shape: DecoderShape
     layers: list[DecoderLayer]
     inventory: Inventory
     rotary_dim: int = 0

@@ -3,63 +3,163 @@
 from __future__ import annotations
 
 from oomguard.errors import ConfigError
-from oomguard.models.families.base import Cfg, Inventory
+from oomguard.models.families.base import Cfg, DecoderShape, Inventory
 from oomguard.models.spec import (
     AttentionKind,
     ChunkedLocalAttention,
     FullAttention,
     MambaState,
+    MoeMlp,
     Role,
     SlidingWindowAttention,
     Split,
 )
 
+# ---------------------------------------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------------------------------------
 
-def gqa_attention(inv: Inventory, layer: int, prefix: str, hidden: int, heads: int, kv_heads: int,
-                  head_dim: int, *, qkv_bias: bool = False, o_bias: bool = False, qk_norm: bool = False,
-                  q_multiplier: int = 1, v_head_dim: int | None = None) -> None:
-    """q/k/v/o projections of grouped-query attention (`{prefix}.q_proj` ...), optional q/k RMSNorm per head.
 
-    `q_multiplier` 2 is Qwen3-Next's gated attention (q_proj also emits the output gate)."""
-    v_dim = head_dim if v_head_dim is None else v_head_dim
+def gqa_attention(inv: Inventory, layer: int, prefix: str, shape: DecoderShape, *, qkv_bias: bool = False,
+                  o_bias: bool = False, qk_norm: bool = False, q_multiplier: int = 1, store_v: bool = True,
+                  sinks: bool = False, o_proj: str = "o_proj") -> None:
+    """q/k/v/o projections of grouped-query attention (`{prefix}.q_proj` ...) over `shape`'s heads, then the
+    optional q/k RMSNorm per head and learned sink logits per head.
+
+    `q_multiplier` 2 is Qwen3-Next's gated attention (q_proj also emits the output gate); `store_v` False is
+    Gemma-4's K-equals-V layers (no v_proj stored); `o_proj` names the output projection (Phi-2: `dense`)."""
+    hidden, heads, kv_heads = shape.hidden_size, shape.num_attention_heads, shape.num_key_value_heads
+    head_dim = shape.head_dim
     inv.linear(f"{prefix}.q_proj", heads * head_dim * q_multiplier, hidden, Role.ATTENTION, Split.COLUMN, layer,
                bias=qkv_bias)
     inv.linear(f"{prefix}.k_proj", kv_heads * head_dim, hidden, Role.ATTENTION, Split.KV_COLUMN, layer,
                bias=qkv_bias, kv_heads=kv_heads)
-    inv.linear(f"{prefix}.v_proj", kv_heads * v_dim, hidden, Role.ATTENTION, Split.KV_COLUMN, layer,
-               bias=qkv_bias, kv_heads=kv_heads)
-    inv.linear(f"{prefix}.o_proj", hidden, heads * v_dim, Role.ATTENTION, Split.ROW, layer, bias=o_bias)
+    if store_v:
+        inv.linear(f"{prefix}.v_proj", kv_heads * head_dim, hidden, Role.ATTENTION, Split.KV_COLUMN, layer,
+                   bias=qkv_bias, kv_heads=kv_heads)
+    inv.linear(f"{prefix}.{o_proj}", hidden, heads * head_dim, Role.ATTENTION, Split.ROW, layer, bias=o_bias)
     if qk_norm:
         inv.norm(f"{prefix}.q_norm", head_dim, layer, Role.ATTENTION)
         inv.norm(f"{prefix}.k_norm", head_dim, layer, Role.ATTENTION)
+    if sinks:
+        inv.add(f"{prefix}.sinks", (heads,), Role.ATTENTION, Split.COLUMN, layer, quantizable=False)
+
+
+def fused_qkv_attention(inv: Inventory, layer: int, prefix: str, shape: DecoderShape, *, qkv: str = "qkv_proj",
+                        o_proj: str = "o_proj", bias: bool = False) -> None:
+    """q, k and v stored as one projection (`{prefix}.qkv_proj`). vLLM loads it into QKVParallelLinear, so it
+    splits like its parts: listed as one column-parallel tensor."""
+    hidden, heads, head_dim = shape.hidden_size, shape.num_attention_heads, shape.head_dim
+    inv.linear(f"{prefix}.{qkv}", (heads + 2 * shape.num_key_value_heads) * head_dim, hidden, Role.ATTENTION,
+               Split.COLUMN, layer, bias=bias)
+    inv.linear(f"{prefix}.{o_proj}", hidden, heads * head_dim, Role.ATTENTION, Split.ROW, layer, bias=bias)
+
+
+def pre_norm_attention(inv: Inventory, layer: int, prefix: str, shape: DecoderShape, *, qkv_bias: bool = False,
+                       o_bias: bool = False, qk_norm: bool = False, sinks: bool = False,
+                       norm_bias: bool = False) -> None:
+    """The attention half of a Llama-shaped layer: `{prefix}.input_layernorm`, GQA `{prefix}.self_attn`,
+    `{prefix}.post_attention_layernorm` (RMSNorms, or LayerNorms with a bias when `norm_bias`)."""
+    inv.norm(f"{prefix}.input_layernorm", shape.hidden_size, layer, bias=norm_bias)
+    gqa_attention(inv, layer, f"{prefix}.self_attn", shape, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
+                  sinks=sinks)
+    inv.norm(f"{prefix}.post_attention_layernorm", shape.hidden_size, layer, bias=norm_bias)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Dense MLPs
+# ---------------------------------------------------------------------------------------------------------
 
 
 def gated_mlp(inv: Inventory, layer: int | None, prefix: str, hidden: int, intermediate: int, *,
+              bias: bool = False, role: Role = Role.MLP, gate: str = "gate_proj", up: str = "up_proj",
+              down: str = "down_proj") -> None:
+    """SwiGLU/GeGLU MLP: gate_proj and up_proj (column), down_proj (row); InternLM2 names them w1/w3/w2."""
+    inv.linear(f"{prefix}.{gate}", intermediate, hidden, role, Split.COLUMN, layer, bias=bias)
+    inv.linear(f"{prefix}.{up}", intermediate, hidden, role, Split.COLUMN, layer, bias=bias)
+    inv.linear(f"{prefix}.{down}", hidden, intermediate, role, Split.ROW, layer, bias=bias)
+
+
+def fused_gated_mlp(inv: Inventory, layer: int, prefix: str, hidden: int, intermediate: int, *,
+                    gate_up: str = "gate_up_proj", down: str = "down_proj", role: Role = Role.MLP) -> None:
+    """A gated MLP whose gate and up projections are stored as one [2I, H] tensor (Phi-3 `gate_up_proj`, Granite
+    `input_linear`); vLLM shards it as a merged column-parallel layer, so it splits like its parts."""
+    inv.linear(f"{prefix}.{gate_up}", 2 * intermediate, hidden, role, Split.COLUMN, layer)
+    inv.linear(f"{prefix}.{down}", hidden, intermediate, role, Split.ROW, layer)
+
+
+def plain_mlp(inv: Inventory, layer: int, prefix: str, hidden: int, intermediate: int, *, up: str, down: str,
               bias: bool = False, role: Role = Role.MLP) -> None:
-    """SwiGLU/GeGLU MLP: gate_proj and up_proj (column), down_proj (row)."""
-    inv.linear(f"{prefix}.gate_proj", intermediate, hidden, role, Split.COLUMN, layer, bias=bias)
-    inv.linear(f"{prefix}.up_proj", intermediate, hidden, role, Split.COLUMN, layer, bias=bias)
-    inv.linear(f"{prefix}.down_proj", hidden, intermediate, role, Split.ROW, layer, bias=bias)
+    """A non-gated MLP: one up projection (column), an activation, one down projection (row)."""
+    inv.linear(f"{prefix}.{up}", intermediate, hidden, role, Split.COLUMN, layer, bias=bias)
+    inv.linear(f"{prefix}.{down}", hidden, intermediate, role, Split.ROW, layer, bias=bias)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Mixture of experts
+# ---------------------------------------------------------------------------------------------------------
+
+
+def router(inv: Inventory, layer: int, name: str, hidden: int, num_experts: int, *, bias: bool = False,
+           score_bias: bool = False) -> None:
+    """The MoE gate: a ReplicatedLinear in vLLM (every rank holds it), kept in model dtype by quantizers.
+    `score_bias`: the learned correction added to sigmoid scores before top-k (`e_score_correction_bias`,
+    DeepSeek-V3 / GLM-4.5 / Nemotron-3 noaux_tc routing)."""
+    inv.linear(name, num_experts, hidden, Role.ROUTER, Split.REPLICATED, layer, bias=bias, quantizable=False)
+    if score_bias:
+        inv.add(f"{name}.e_score_correction_bias", (num_experts,), Role.ROUTER, Split.REPLICATED, layer,
+                quantizable=False)
 
 
 def routed_experts(inv: Inventory, layer: int, prefix: str, hidden: int, intermediate: int, num_experts: int,
-                   *, gate: str = "gate_proj", up: str = "up_proj", down: str = "down_proj") -> None:
-    """Per-expert Linear modules stored as `{prefix}.{e}.gate_proj.weight` (Mixtral names them w1/w3/w2)."""
-    inv.experts(f"{prefix}.*.{gate}.weight", (intermediate, hidden), num_experts, layer, row=False)
+                   *, gate: str | None = "gate_proj", up: str = "up_proj", down: str = "down_proj") -> None:
+    """Per-expert Linear modules stored as `{prefix}.{e}.gate_proj.weight` (Mixtral names them w1/w3/w2);
+    `gate` None for non-gated experts (up and down only)."""
+    if gate is not None:
+        inv.experts(f"{prefix}.*.{gate}.weight", (intermediate, hidden), num_experts, layer, row=False)
     inv.experts(f"{prefix}.*.{up}.weight", (intermediate, hidden), num_experts, layer, row=False)
     inv.experts(f"{prefix}.*.{down}.weight", (hidden, intermediate), num_experts, layer, row=True)
 
 
-def router(inv: Inventory, layer: int, name: str, hidden: int, num_experts: int, *, bias: bool = False) -> None:
-    """The MoE gate: a ReplicatedLinear in vLLM (every rank holds it), kept in model dtype by quantizers."""
-    inv.linear(name, num_experts, hidden, Role.ROUTER, Split.REPLICATED, layer, bias=bias, quantizable=False)
+def fused_experts(inv: Inventory, layer: int, prefix: str, hidden: int, intermediate: int, num_experts: int, *,
+                  gate_up: str = "gate_up_proj", down: str = "down_proj", bias: bool = False) -> None:
+    """Routed experts stored as stacked tensors: `{prefix}.gate_up_proj` [E, 2I, H] and `{prefix}.down_proj`
+    [E, H, I] (Llama-4, Gemma-4, gpt-oss; Granite names them input_linear/output_linear), with per-expert biases
+    `{gate_up}_bias` / `{down}_bias` when `bias` (gpt-oss)."""
+    inv.experts(f"{prefix}.{gate_up}", (2 * intermediate, hidden), num_experts, layer, row=False)
+    if bias:
+        inv.add(f"{prefix}.{gate_up}_bias", (2 * intermediate,), Role.EXPERTS, Split.EXPERT, layer,
+                experts=num_experts, quantizable=False, shard_dim=0)
+    inv.experts(f"{prefix}.{down}", (hidden, intermediate), num_experts, layer, row=True)
+    if bias:
+        inv.add(f"{prefix}.{down}_bias", (hidden,), Role.EXPERTS, Split.EXPERT, layer, experts=num_experts,
+                quantizable=False)
 
 
-def embed_and_head(inv: Inventory, vocab: int, hidden: int, tied: bool, *,
-                   embed: str = "model.embed_tokens.weight", head: str = "lm_head.weight") -> None:
-    inv.embedding(embed, vocab, hidden)
-    if not tied:
-        inv.embedding(head, vocab, hidden, Role.LM_HEAD)
+def qwen_moe_block(inv: Inventory, layer: int, prefix: str, hidden: int, num_experts: int, top_k: int,
+                   expert_width: int, shared_width: int) -> MoeMlp:
+    """Qwen's sparse MoE block (Qwen2-MoE, Qwen3-MoE, Qwen3-Next): router `{prefix}.gate`, gated routed
+    `{prefix}.experts`, and when `shared_width` a gated `shared_expert` scaled by a sigmoid `shared_expert_gate`."""
+    router(inv, layer, f"{prefix}.gate", hidden, num_experts)
+    routed_experts(inv, layer, f"{prefix}.experts", hidden, expert_width, num_experts)
+    if shared_width:
+        gated_mlp(inv, layer, f"{prefix}.shared_expert", hidden, shared_width, role=Role.SHARED_EXPERTS)
+        inv.linear(f"{prefix}.shared_expert_gate", 1, hidden, Role.ROUTER, Split.REPLICATED, layer,
+                   quantizable=False)
+    return MoeMlp(num_experts, top_k, expert_width, 1 if shared_width else 0, shared_width)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Embeddings and RoPE
+# ---------------------------------------------------------------------------------------------------------
+
+
+def embed_and_head(inv: Inventory, shape: DecoderShape, *, embed: str = "model.embed_tokens.weight",
+                   head: str = "lm_head.weight") -> None:
+    """The token embedding, and lm_head unless the head reuses the embedding (tied)."""
+    inv.embedding(embed, shape.vocab_size, shape.hidden_size)
+    if not shape.tie_word_embeddings:
+        inv.embedding(head, shape.vocab_size, shape.hidden_size, Role.LM_HEAD)
 
 
 def rotary_dim(cfg: Cfg, head_dim: int) -> int:
@@ -86,6 +186,16 @@ def rope_cache_positions(cfg: Cfg, max_positions: int, scaling: Cfg | None = Non
     return max_positions
 
 
+def single_rope_cache(cfg: Cfg, shape: DecoderShape, rotary_dim: int) -> tuple[tuple[int, int], ...]:
+    """The one cos/sin cache every layer shares: (positions vLLM builds it for, rotated dims)."""
+    return ((rope_cache_positions(cfg, shape.max_position_embeddings), rotary_dim),)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Attention kinds per layer (what sizes the KV cache)
+# ---------------------------------------------------------------------------------------------------------
+
+
 def layer_types(cfg: Cfg, num_layers: int) -> list[str] | None:
     """config.json `layer_types` (transformers >= 4.53 writes it for hybrid and sliding models)."""
     types = cfg.list("layer_types")
@@ -94,6 +204,25 @@ def layer_types(cfg: Cfg, num_layers: int) -> list[str] | None:
     if len(types) < num_layers or not all(isinstance(t, str) for t in types):
         raise ConfigError(f"{cfg.where}: 'layer_types' must list one string per layer ({num_layers})")
     return [str(t) for t in types[:num_layers]]
+
+
+def full_attention(shape: DecoderShape) -> FullAttention:
+    """Full causal attention over `shape`'s KV heads (K and V as wide as the head)."""
+    return FullAttention(shape.num_key_value_heads, shape.head_dim, shape.head_dim)
+
+
+def uniform_attention(cfg: Cfg, shape: DecoderShape) -> FullAttention | SlidingWindowAttention:
+    """One attention kind on every layer: a window of `sliding_window` tokens when the config sets one, else full."""
+    window = cfg.opt_int("sliding_window")
+    if window:
+        return SlidingWindowAttention(shape.num_key_value_heads, shape.head_dim, shape.head_dim, window)
+    return full_attention(shape)
+
+
+def local_global_types(num_layers: int, global_every: int) -> list[str]:
+    """Layer types of a model that slides on most layers and attends globally on every `global_every`-th one
+    (layer i is global when (i + 1) % global_every == 0): Gemma-2 and gpt-oss (2), Cohere2 (4), Gemma-3 (6)."""
+    return ["full_attention" if (i + 1) % global_every == 0 else "sliding_attention" for i in range(num_layers)]
 
 
 def attention_from_layer_type(kind: str, kv_heads: int, head_dim: int, window: int | None,
@@ -111,6 +240,10 @@ def attention_from_layer_type(kind: str, kv_heads: int, head_dim: int, window: i
         return FullAttention(kv_heads, head_dim, v_dim)
     raise ConfigError(f"unknown attention layer type {kind!r} in config.json 'layer_types'")
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Mamba2 mixers
+# ---------------------------------------------------------------------------------------------------------
 
 # NOTE: vLLM keeps recurrent state in the model dtype unless --mamba-cache-dtype / --mamba-ssm-cache-dtype (or a
 # per-model hook) say otherwise; "auto" is resolved to the model dtype by the KV planner.

@@ -11,21 +11,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
+from oomguard.models.families.base import Cfg, DecoderShape, FamilyFacts, Inventory, decoder_shape, family
 from oomguard.models.families.common import (
     embed_and_head,
+    full_attention,
     gated_mlp,
     gqa_attention,
-    rope_cache_positions,
     rotary_dim,
     routed_experts,
     router,
+    single_rope_cache,
 )
 from oomguard.models.spec import (
     AttentionKind,
     DecoderLayer,
     DenseMlp,
-    FullAttention,
     MlaAttention,
     MlpKind,
     MoeMlp,
@@ -56,16 +56,20 @@ def _mla_attention(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: in
 MLA, GQA_BIASED, MHA = "mla", "gqa_biased", "mha"
 
 
+def _mla_head_dim(cfg: Cfg) -> int:
+    """NOTE: an MLA head is qk_nope + qk_rope wide (what the planner calls head_dim); no head_dim key applies."""
+    return cfg.int("qk_nope_head_dim") + cfg.int("qk_rope_head_dim")
+
+
 class _Layout:
-    def __init__(self, cfg: Cfg, attention: str) -> None:
+    """The per-layer layout the three flavours share: which layers are MoE and what each block holds."""
+
+    def __init__(self, cfg: Cfg, attention: str, shape: DecoderShape) -> None:
         self.attention = attention
-        self.hidden = cfg.int("hidden_size")
-        self.heads = cfg.int("num_attention_heads")
-        self.kv_heads = cfg.kv_heads()
-        self.intermediate = cfg.int("intermediate_size")
+        self.shape = shape
         self.num_experts = cfg.int("n_routed_experts", 0)
         self.top_k = cfg.int("num_experts_per_tok", 1)
-        self.expert_width = cfg.int("moe_intermediate_size", self.intermediate)
+        self.expert_width = cfg.int("moe_intermediate_size", shape.intermediate_size)
         self.shared = cfg.int("n_shared_experts", 0)
         self.first_dense = cfg.int("first_k_dense_replace", 0)
         self.freq = cfg.int("moe_layer_freq", 1)
@@ -76,35 +80,32 @@ class _Layout:
         return bool(self.num_experts) and layer >= self.first_dense and layer % max(1, self.freq) == 0
 
     def layer(self, inv: Inventory, cfg: Cfg, i: int, role: Role | None = None) -> MlpKind:
-        h = self.hidden
+        h = self.shape.hidden_size
         p = f"model.layers.{i}"
         start = len(inv.tensors)
         inv.norm(f"{p}.input_layernorm", h, i)
         if self.attention == GQA_BIASED:
-            gqa_attention(inv, i, f"{p}.self_attn", h, self.heads, self.kv_heads, cfg.head_dim(),
-                          qkv_bias=cfg.bool("attention_bias", True), qk_norm=cfg.bool("use_qk_norm", False))
+            gqa_attention(inv, i, f"{p}.self_attn", self.shape, qkv_bias=cfg.bool("attention_bias", True),
+                          qk_norm=cfg.bool("use_qk_norm", False))
         elif self.attention == MHA:
             bias = cfg.bool("attention_bias", False)
-            gqa_attention(inv, i, f"{p}.self_attn", h, self.heads, self.kv_heads, cfg.head_dim(), qkv_bias=bias,
-                          o_bias=bias)
+            gqa_attention(inv, i, f"{p}.self_attn", self.shape, qkv_bias=bias, o_bias=bias)
         else:
-            _mla_attention(inv, cfg, i, f"{p}.self_attn", h, self.heads)
+            _mla_attention(inv, cfg, i, f"{p}.self_attn", h, self.shape.num_attention_heads)
         inv.norm(f"{p}.post_attention_layernorm", h, i)
         mlp: MlpKind
         if self.is_moe(i):
-            router(inv, i, f"{p}.mlp.gate", h, self.num_experts)
-            if self.score_bias:
-                inv.add(f"{p}.mlp.gate.e_score_correction_bias", (self.num_experts,), Role.ROUTER,
-                        Split.REPLICATED, i, quantizable=False)
+            router(inv, i, f"{p}.mlp.gate", h, self.num_experts, score_bias=self.score_bias)
             routed_experts(inv, i, f"{p}.mlp.experts", h, self.expert_width, self.num_experts)
             if self.shared:
+                # NOTE: the n_shared_experts always-on experts are stored fused as one MLP n_shared x wide.
                 gated_mlp(inv, i, f"{p}.mlp.shared_experts", h, self.expert_width * self.shared,
                           role=Role.SHARED_EXPERTS)
             mlp = MoeMlp(self.num_experts, self.top_k, self.expert_width, self.shared,
                          self.expert_width * self.shared)
         else:
-            gated_mlp(inv, i, f"{p}.mlp", h, self.intermediate)
-            mlp = DenseMlp(self.intermediate)
+            gated_mlp(inv, i, f"{p}.mlp", h, self.shape.intermediate_size)
+            mlp = DenseMlp(self.shape.intermediate_size)
         if role is not None:
             inv.tensors[start:] = [_as_role(t, role) for t in inv.tensors[start:]]
         return mlp
@@ -114,10 +115,10 @@ def _as_role(tensor: TensorSpec, role: Role) -> TensorSpec:
     return replace(tensor, role=role)
 
 
-def _mtp_block(inv: Inventory, layout: _Layout, cfg: Cfg, index: int, vocab: int) -> None:
+def _mtp_block(inv: Inventory, layout: _Layout, cfg: Cfg, index: int) -> None:
     """One MTP block: embedding/hidden norms, the 2H -> H projection, a full decoder layer and its own
     head (DeepSeek-V3 stores separate embed_tokens and shared_head copies inside the block)."""
-    h = layout.hidden
+    h, vocab = layout.shape.hidden_size, layout.shape.vocab_size
     p = f"model.layers.{index}"
     start = len(inv.tensors)
     inv.embedding(f"{p}.embed_tokens.weight", vocab, h, Role.MTP)
@@ -131,36 +132,29 @@ def _mtp_block(inv: Inventory, layout: _Layout, cfg: Cfg, index: int, vocab: int
 
 
 def _read(cfg: Cfg, flavour: str) -> FamilyFacts:
-    layout = _Layout(cfg, flavour)
-    per_head_kv = flavour != MLA
-    hidden = layout.hidden
-    num_layers = cfg.int("num_hidden_layers")
-    vocab = cfg.int("vocab_size")
-    tied = cfg.bool("tie_word_embeddings", False)
+    mla = flavour == MLA
+    shape = decoder_shape(cfg, tied_default=False, head_dim=_mla_head_dim if mla else Cfg.head_dim)
+    layout = _Layout(cfg, flavour, shape)
     inv = Inventory()
-    embed_and_head(inv, vocab, hidden, tied)
+    embed_and_head(inv, shape)
     attention: AttentionKind
-    if per_head_kv:
-        head_dim = cfg.head_dim()
-        attention = FullAttention(layout.kv_heads, head_dim, head_dim)
-        rot = rotary_dim(cfg, head_dim)
-    else:
-        head_dim = cfg.int("qk_nope_head_dim") + cfg.int("qk_rope_head_dim")
+    if mla:
         attention = MlaAttention(cfg.int("kv_lora_rank"), cfg.int("qk_rope_head_dim"))
         rot = cfg.int("qk_rope_head_dim")
-    layers = [DecoderLayer(attention, layout.layer(inv, cfg, i)) for i in range(num_layers)]
-    inv.norm("model.norm", hidden, None)
+    else:
+        attention = full_attention(shape)
+        rot = rotary_dim(cfg, shape.head_dim)
+    layers = [DecoderLayer(attention, layout.layer(inv, cfg, i)) for i in range(shape.num_hidden_layers)]
+    inv.norm("model.norm", shape.hidden_size, None)
     mtp = cfg.int("num_nextn_predict_layers", 0)
     for k in range(mtp):
-        _mtp_block(inv, layout, cfg, num_layers + k, vocab)
-    max_pos = cfg.max_positions()
-    return FamilyFacts(
-        hidden_size=hidden, num_attention_heads=layout.heads,
-        num_key_value_heads=layout.kv_heads if per_head_kv else layout.heads, head_dim=head_dim,
-        intermediate_size=layout.intermediate, vocab_size=vocab, max_position_embeddings=max_pos,
-        tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=rot,
-        rope_caches=((rope_cache_positions(cfg, max_pos), rot),), mtp_layers=mtp,
-    )
+        _mtp_block(inv, layout, cfg, shape.num_hidden_layers + k)
+    rope_caches = single_rope_cache(cfg, shape, rot)
+    if mla:
+        # NOTE: MLA has no KV heads of its own (one latent serves every head): one per attention head, as
+        # DeepSeek's own configs spell it.
+        shape = replace(shape, num_key_value_heads=shape.num_attention_heads)
+    return FamilyFacts(shape, layers, inv, rotary_dim=rot, rope_caches=rope_caches, mtp_layers=mtp)
 
 
 @family("deepseek_v2", "deepseek_v3", "kimi_k2")

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
+from oomguard.models.families.base import Cfg, DecoderShape, FamilyFacts, Inventory, decoder_shape, family
 from oomguard.models.families.common import (
     attention_from_layer_type,
     embed_and_head,
+    full_attention,
     gated_mlp,
-    gqa_attention,
     layer_types,
-    rope_cache_positions,
+    pre_norm_attention,
     rotary_dim,
+    single_rope_cache,
 )
-from oomguard.models.spec import AttentionKind, DecoderLayer, DenseMlp, FullAttention, SlidingWindowAttention
+from oomguard.models.spec import AttentionKind, DecoderLayer, DenseMlp, SlidingWindowAttention
 
 
 @dataclass(frozen=True)
@@ -39,14 +40,14 @@ VARIANTS: dict[str, DenseVariant] = {
 }
 
 
-def sliding_pattern(cfg: Cfg, model_type: str, num_layers: int, kv_heads: int,
-                    head_dim: int) -> list[AttentionKind]:
+def sliding_pattern(cfg: Cfg, model_type: str, shape: DecoderShape) -> list[AttentionKind]:
     """Per-layer attention kinds of a dense decoder.
 
     NOTE: Qwen2/2.5/3 configs carry a `sliding_window` that is inert unless `use_sliding_window` is true (then
     only layers >= max_window_layers slide); Mistral v0.1 has a real 4096 window on every layer."""
+    num_layers, kv_heads, head_dim = shape.num_hidden_layers, shape.num_key_value_heads, shape.head_dim
     window = cfg.opt_int("sliding_window")
-    full = FullAttention(kv_heads, head_dim, head_dim)
+    full = full_attention(shape)
     qwen = model_type in ("qwen2", "qwen3")
     if qwen and not cfg.bool("use_sliding_window", False):
         return [full] * num_layers
@@ -62,14 +63,7 @@ def sliding_pattern(cfg: Cfg, model_type: str, num_layers: int, kv_heads: int,
 
 def read_dense(cfg: Cfg, model_type: str) -> FamilyFacts:
     variant = VARIANTS[model_type]
-    hidden = cfg.int("hidden_size")
-    num_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    kv_heads = cfg.kv_heads()
-    head_dim = cfg.head_dim()
-    intermediate = cfg.int("intermediate_size")
-    vocab = cfg.int("vocab_size")
-    tied = cfg.bool("tie_word_embeddings", variant.tied_default)
+    shape = decoder_shape(cfg, tied_default=variant.tied_default)
     qkv_bias = variant.qkv_bias_default
     if variant.qkv_bias_key is not None:
         qkv_bias = cfg.bool(variant.qkv_bias_key, variant.qkv_bias_default)
@@ -78,27 +72,17 @@ def read_dense(cfg: Cfg, model_type: str) -> FamilyFacts:
     mlp_bias = cfg.bool("mlp_bias", False)
 
     inv = Inventory()
-    embed_and_head(inv, vocab, hidden, tied)
-    attention = sliding_pattern(cfg, model_type, num_layers, kv_heads, head_dim)
+    embed_and_head(inv, shape)
+    attention = sliding_pattern(cfg, model_type, shape)
     layers = []
-    for i in range(num_layers):
+    for i in range(shape.num_hidden_layers):
         prefix = f"model.layers.{i}"
-        inv.norm(f"{prefix}.input_layernorm", hidden, i)
-        gqa_attention(inv, i, f"{prefix}.self_attn", hidden, heads, kv_heads, head_dim,
-                      qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=variant.qk_norm)
-        inv.norm(f"{prefix}.post_attention_layernorm", hidden, i)
-        gated_mlp(inv, i, f"{prefix}.mlp", hidden, intermediate, bias=mlp_bias)
-        layers.append(DecoderLayer(attention[i], DenseMlp(intermediate)))
-    inv.norm("model.norm", hidden, None)
-
-    rot = rotary_dim(cfg, head_dim)
-    max_pos = cfg.max_positions()
-    return FamilyFacts(
-        hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
-        intermediate_size=intermediate, vocab_size=vocab, max_position_embeddings=max_pos,
-        tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=rot,
-        rope_caches=((rope_cache_positions(cfg, max_pos), rot),),
-    )
+        pre_norm_attention(inv, i, prefix, shape, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=variant.qk_norm)
+        gated_mlp(inv, i, f"{prefix}.mlp", shape.hidden_size, shape.intermediate_size, bias=mlp_bias)
+        layers.append(DecoderLayer(attention[i], DenseMlp(shape.intermediate_size)))
+    inv.norm("model.norm", shape.hidden_size, None)
+    rot = rotary_dim(cfg, shape.head_dim)
+    return FamilyFacts(shape, layers, inv, rotary_dim=rot, rope_caches=single_rope_cache(cfg, shape, rot))
 
 
 @family("llama")

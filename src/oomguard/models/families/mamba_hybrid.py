@@ -8,21 +8,27 @@ normal KV cache; vLLM sizes both in one hybrid KV pool.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from oomguard.errors import ConfigError
-from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, family
+from oomguard.models.families.base import Cfg, FamilyFacts, Inventory, decoder_shape, family
 from oomguard.models.families.common import (
     embed_and_head,
+    full_attention,
+    fused_experts,
+    fused_gated_mlp,
     gqa_attention,
     mamba2_mixer,
     mamba2_state,
-    rope_cache_positions,
+    plain_mlp,
+    routed_experts,
     router,
+    single_rope_cache,
 )
 from oomguard.models.spec import (
     AttentionKind,
     DecoderLayer,
     DenseMlp,
-    FullAttention,
     MlpKind,
     MoeMlp,
     Role,
@@ -52,17 +58,12 @@ def _granite_layer_types(cfg: Cfg, num_layers: int) -> list[str]:
 
 @family("granitemoehybrid")
 def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
-    hidden = cfg.int("hidden_size")
-    num_layers = cfg.int("num_hidden_layers")
-    heads = cfg.int("num_attention_heads")
-    kv_heads = cfg.kv_heads()
-    # NOTE: vLLM's GraniteMoeHybridAttention takes head_dim = hidden / heads (no head_dim key).
-    head_dim = hidden // heads
-    vocab = cfg.int("vocab_size")
-    tied = cfg.bool("tie_word_embeddings", False)
+    # NOTE: vLLM's GraniteMoeHybridAttention takes head_dim = hidden / heads (no head_dim key); intermediate_size
+    # is the expert width.
+    shape = decoder_shape(cfg, tied_default=False, head_dim=Cfg.hidden_over_heads)
+    hidden, width = shape.hidden_size, shape.intermediate_size
     experts = cfg.int("num_local_experts", 0)
     top_k = cfg.int("num_experts_per_tok", 2)
-    width = cfg.int("intermediate_size")
     shared = cfg.int("shared_intermediate_size", GRANITE_SHARED_DEFAULT)
     bias = cfg.bool("attention_bias", False)
     m_heads = cfg.int("mamba_n_heads", GRANITE_MAMBA_DEFAULTS["mamba_n_heads"])
@@ -75,10 +76,10 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
     d_state = cfg.int("mamba_d_state", GRANITE_MAMBA_DEFAULTS["mamba_d_state"])
     d_conv = cfg.int("mamba_d_conv", GRANITE_MAMBA_DEFAULTS["mamba_d_conv"])
     state = mamba2_state(m_heads, m_head_dim, d_state, groups, d_conv)
-    types = _granite_layer_types(cfg, num_layers)
+    types = _granite_layer_types(cfg, shape.num_hidden_layers)
 
     inv = Inventory()
-    embed_and_head(inv, vocab, hidden, tied)
+    embed_and_head(inv, shape)
     layers = []
     for i, kind in enumerate(types):
         p = f"model.layers.{i}"
@@ -89,33 +90,27 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
                          conv_bias=cfg.bool("mamba_conv_bias", True), proj_bias=cfg.bool("mamba_proj_bias", False))
             attention = state
         else:
-            gqa_attention(inv, i, f"{p}.self_attn", hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
-            attention = FullAttention(kv_heads, head_dim, head_dim)
+            gqa_attention(inv, i, f"{p}.self_attn", shape, qkv_bias=bias, o_bias=bias)
+            attention = full_attention(shape)
         inv.norm(f"{p}.post_attention_layernorm", hidden, i)
-        mlp: MlpKind
         if experts:
             # NOTE: routed experts are stored fused: input_linear [E, 2I, H] (gate and up), output_linear [E, H, I].
             moe = f"{p}.block_sparse_moe"
-            inv.experts(f"{moe}.input_linear.weight", (2 * width, hidden), experts, i, row=False)
-            inv.experts(f"{moe}.output_linear.weight", (hidden, width), experts, i, row=True)
+            fused_experts(inv, i, moe, hidden, width, experts, gate_up="input_linear.weight",
+                          down="output_linear.weight")
             router(inv, i, f"{moe}.router.layer", hidden, experts)
         if shared:
-            inv.linear(f"{p}.shared_mlp.input_linear", 2 * shared, hidden, Role.SHARED_EXPERTS if experts else Role.MLP,
-                       Split.COLUMN, i)
-            inv.linear(f"{p}.shared_mlp.output_linear", hidden, shared, Role.SHARED_EXPERTS if experts else Role.MLP,
-                       Split.ROW, i)
+            # NOTE: the shared MLP beside the experts (the only MLP of a dense Granite-4.0) is a fused gated MLP.
+            fused_gated_mlp(inv, i, f"{p}.shared_mlp", hidden, shared, gate_up="input_linear", down="output_linear",
+                            role=Role.SHARED_EXPERTS if experts else Role.MLP)
         mlp = MoeMlp(experts, top_k, width, 1 if shared else 0, shared) if experts else DenseMlp(shared)
         layers.append(DecoderLayer(attention, mlp))
     inv.norm("model.norm", hidden, None)
-    max_pos = cfg.max_positions()
     # NOTE: position_embedding_type "nope" (Granite-4.0-H) builds no RoPE cache; "rope" (Granite-4.0 dense) does.
     rope = cfg.str("position_embedding_type", "nope") == "rope"
-    return FamilyFacts(
-        hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
-        intermediate_size=shared or width, vocab_size=vocab, max_position_embeddings=max_pos,
-        tie_word_embeddings=tied, layers=layers, inventory=inv, rotary_dim=head_dim if rope else 0,
-        rope_caches=((rope_cache_positions(cfg, max_pos), head_dim),) if rope else (),
-    )
+    return FamilyFacts(replace(shape, intermediate_size=shared or width), layers, inv,
+                       rotary_dim=shape.head_dim if rope else 0,
+                       rope_caches=single_rope_cache(cfg, shape, shape.head_dim) if rope else ())
 
 
 # Nemotron-H block letters (NemotronHConfig.hybrid_override_pattern).
@@ -137,14 +132,9 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
     """NOTE: each Nemotron-H layer is a single block: a Mamba2 mixer, an attention mixer, an MLP or an MoE. The
     planner's DecoderLayer pairs a cache-holding mixer with an MLP, so each MLP/MoE block is folded into the mixer
     before it (the KV cache and the weights are exact; num_hidden_layers counts mixers, not blocks)."""
-    hidden = cfg.int("hidden_size")
-    blocks = cfg.int("num_hidden_layers")
+    shape = decoder_shape(cfg, tied_default=False, intermediate=False)
+    hidden, blocks = shape.hidden_size, shape.num_hidden_layers
     pattern = _nemotron_pattern(cfg, blocks)
-    heads = cfg.int("num_attention_heads")
-    kv_heads = cfg.kv_heads()
-    head_dim = cfg.head_dim()
-    vocab = cfg.int("vocab_size")
-    tied = cfg.bool("tie_word_embeddings", False)
     raw_inter = cfg.raw("intermediate_size")
     m_heads, m_head_dim = cfg.int("mamba_num_heads"), cfg.int("mamba_head_dim")
     groups, d_state, d_conv = cfg.int("n_groups", 8), cfg.int("ssm_state_size", 128), cfg.int("conv_kernel", 4)
@@ -154,7 +144,7 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
     bias = cfg.bool("attention_bias", False)
 
     inv = Inventory()
-    embed_and_head(inv, vocab, hidden, tied, embed="backbone.embeddings.weight")
+    embed_and_head(inv, shape, embed="backbone.embeddings.weight")
     mixers: list[AttentionKind] = []
     mlps: list[MlpKind | None] = []
     mlp_index = 0
@@ -168,8 +158,8 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
             mixers.append(state)
             mlps.append(None)
         elif block == ATTENTION_BLOCK:
-            gqa_attention(inv, merged, f"{p}.mixer", hidden, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
-            mixers.append(FullAttention(kv_heads, head_dim, head_dim))
+            gqa_attention(inv, merged, f"{p}.mixer", shape, qkv_bias=bias, o_bias=bias)
+            mixers.append(full_attention(shape))
             mlps.append(None)
         elif block == MLP_BLOCK:
             # NOTE: intermediate_size may be a list, one width per MLP block in order.
@@ -177,21 +167,18 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
                         (raw_inter[0] if isinstance(raw_inter, list) else cfg.int("intermediate_size")))
             mlp_index += 1
             # NOTE: Nemotron-H MLPs are not gated: up_proj, squared ReLU, down_proj.
-            inv.linear(f"{p}.mixer.up_proj", width, hidden, Role.MLP, Split.COLUMN, merged, bias=mlp_bias)
-            inv.linear(f"{p}.mixer.down_proj", hidden, width, Role.MLP, Split.ROW, merged, bias=mlp_bias)
+            plain_mlp(inv, merged, f"{p}.mixer", hidden, width, up="up_proj", down="down_proj", bias=mlp_bias)
             mlps[merged] = DenseMlp(width)
         else:
             mlps[merged] = _nemotron_moe(inv, cfg, merged, f"{p}.mixer", hidden)
     inv.norm("backbone.norm_f", hidden, None)
     layers = [DecoderLayer(mixer, mlp or DenseMlp(0)) for mixer, mlp in zip(mixers, mlps)]
-    max_pos = cfg.max_positions()
     dense_widths = [m.intermediate_size for m in mlps if isinstance(m, DenseMlp)]
     moe = next((m for m in mlps if isinstance(m, MoeMlp)), None)
+    intermediate = max(dense_widths) if dense_widths else (moe.expert_intermediate_size if moe else 0)
     # NOTE: Nemotron-H attention layers use no positional embedding: no RoPE cache.
     return FamilyFacts(
-        hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
-        intermediate_size=max(dense_widths) if dense_widths else (moe.expert_intermediate_size if moe else 0),
-        vocab_size=vocab, max_position_embeddings=max_pos, tie_word_embeddings=tied, layers=layers, inventory=inv,
+        replace(shape, intermediate_size=intermediate), layers, inv,
         notes=[(f"{blocks} Nemotron-H blocks ({pattern.count(MAMBA_BLOCK)} Mamba2, {pattern.count(ATTENTION_BLOCK)} "
                 f"attention, {pattern.count(MLP_BLOCK)} MLP, {pattern.count(MOE_BLOCK)} MoE) folded into "
                 f"{len(layers)} mixer layers")],
@@ -208,15 +195,12 @@ def _nemotron_moe(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int
     shared = n_shared * cfg.int("moe_shared_expert_intermediate_size", 0)
     latent = cfg.opt_int("moe_latent_size")
     expert_in = latent or hidden
-    router(inv, layer, f"{prefix}.gate", hidden, experts)
-    inv.add(f"{prefix}.gate.e_score_correction_bias", (experts,), Role.ROUTER, Split.REPLICATED, layer,
-            quantizable=False)
-    inv.experts(f"{prefix}.experts.*.up_proj.weight", (width, expert_in), experts, layer, row=False)
-    inv.experts(f"{prefix}.experts.*.down_proj.weight", (expert_in, width), experts, layer, row=True)
+    router(inv, layer, f"{prefix}.gate", hidden, experts, score_bias=True)
+    routed_experts(inv, layer, f"{prefix}.experts", expert_in, width, experts, gate=None)
     if latent:
         inv.linear(f"{prefix}.fc1_latent_proj", latent, hidden, Role.EXPERTS, Split.REPLICATED, layer)
         inv.linear(f"{prefix}.fc2_latent_proj", hidden, latent, Role.EXPERTS, Split.REPLICATED, layer)
     if shared:
-        inv.linear(f"{prefix}.shared_experts.up_proj", shared, hidden, Role.SHARED_EXPERTS, Split.COLUMN, layer)
-        inv.linear(f"{prefix}.shared_experts.down_proj", hidden, shared, Role.SHARED_EXPERTS, Split.ROW, layer)
+        plain_mlp(inv, layer, f"{prefix}.shared_experts", hidden, shared, up="up_proj", down="down_proj",
+                  role=Role.SHARED_EXPERTS)
     return MoeMlp(experts, cfg.int("num_experts_per_tok"), width, 1 if shared else 0, shared)

@@ -16,7 +16,7 @@ def read_mistral3(cfg: Cfg) -> FamilyFacts:
     facts = read_dense(text, "mistral")
     vision = cfg.sub("vision_config")
     if vision is not None:
-        facts.vision = pixtral_tower(facts.inventory, vision, facts.hidden_size, cfg.int("spatial_merge_size", 2),
+        facts.vision = pixtral_tower(facts.inventory, vision, facts.shape.hidden_size, cfg.int("spatial_merge_size", 2),
                                      cfg.bool("multimodal_projector_bias", False))
     return facts
 
@@ -28,7 +28,7 @@ def _qwen_vl(cfg: Cfg, qwen25: bool) -> FamilyFacts:
     facts = read_dense(text, "qwen2")
     vision = cfg.sub("vision_config")
     if vision is not None:
-        facts.vision = qwen2_vl_tower(facts.inventory, vision, facts.hidden_size, qwen25)
+        facts.vision = qwen2_vl_tower(facts.inventory, vision, facts.shape.hidden_size, qwen25)
     return facts
 
 

@@ -19,8 +19,26 @@ def _norm(inv: Inventory, name: str, width: int, bias: bool = True) -> None:
     inv.norm(name, width, None, Role.VISION, bias=bias)
 
 
+def _tensor(inv: Inventory, name: str, shape: tuple[int, ...]) -> None:
+    inv.add(name, shape, Role.VISION, Split.REPLICATED, quantizable=False)
+
+
 def _count(inv: Inventory, start: int) -> int:
     return sum(t.numel for t in inv.tensors[start:])
+
+
+def _vit_blocks(inv: Inventory, prefix: str, layers: int, hidden: int, inter: int, *, norms: tuple[str, str],
+                o_proj: str) -> None:
+    """Pre-norm ViT blocks `{prefix}.{i}` as SigLIP and Llama-4 store them: a LayerNorm, q/k/v/o with biases
+    (`self_attn`), a LayerNorm, then a GELU MLP fc1/fc2 with biases."""
+    for i in range(layers):
+        p = f"{prefix}.{i}"
+        _norm(inv, f"{p}.{norms[0]}", hidden)
+        for proj in ("q_proj", "k_proj", "v_proj", o_proj):
+            _linear(inv, f"{p}.self_attn.{proj}", hidden, hidden)
+        _norm(inv, f"{p}.{norms[1]}", hidden)
+        _linear(inv, f"{p}.mlp.fc1", inter, hidden)
+        _linear(inv, f"{p}.mlp.fc2", hidden, inter)
 
 
 def siglip_tower(inv: Inventory, vc: Cfg, prefix: str = "vision_tower.vision_model") -> VisionTower:
@@ -32,22 +50,23 @@ def siglip_tower(inv: Inventory, vc: Cfg, prefix: str = "vision_tower.vision_mod
     patch = vc.int("patch_size", 14)
     image = vc.int("image_size", 224)
     channels = vc.int("num_channels", 3)
-    inv.add(f"{prefix}.embeddings.patch_embedding.weight", (hidden, channels, patch, patch), Role.VISION,
-            Split.REPLICATED, quantizable=False)
-    inv.add(f"{prefix}.embeddings.patch_embedding.bias", (hidden,), Role.VISION, Split.REPLICATED,
-            quantizable=False)
-    inv.add(f"{prefix}.embeddings.position_embedding.weight", ((image // patch) ** 2, hidden), Role.VISION,
-            Split.REPLICATED, quantizable=False)
-    for i in range(layers):
-        p = f"{prefix}.encoder.layers.{i}"
-        _norm(inv, f"{p}.layer_norm1", hidden)
-        for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            _linear(inv, f"{p}.self_attn.{proj}", hidden, hidden)
-        _norm(inv, f"{p}.layer_norm2", hidden)
-        _linear(inv, f"{p}.mlp.fc1", inter, hidden)
-        _linear(inv, f"{p}.mlp.fc2", hidden, inter)
+    _tensor(inv, f"{prefix}.embeddings.patch_embedding.weight", (hidden, channels, patch, patch))
+    _tensor(inv, f"{prefix}.embeddings.patch_embedding.bias", (hidden,))
+    _tensor(inv, f"{prefix}.embeddings.position_embedding.weight", ((image // patch) ** 2, hidden))
+    _vit_blocks(inv, f"{prefix}.encoder.layers", layers, hidden, inter, norms=("layer_norm1", "layer_norm2"),
+                o_proj="out_proj")
     _norm(inv, f"{prefix}.post_layernorm", hidden)
     return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers)
+
+
+def gemma3_tower(inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int) -> VisionTower:
+    """Gemma-3: the SigLIP tower, then a projection matrix to the text width and a soft-embedding RMSNorm."""
+    start = len(inv.tensors)
+    tower = siglip_tower(inv, vc)
+    _tensor(inv, "multi_modal_projector.mm_input_projection_weight", (tower.hidden_size, text_hidden))
+    _norm(inv, "multi_modal_projector.mm_soft_emb_norm", tower.hidden_size, bias=False)
+    return VisionTower(num_params=_count(inv, start), hidden_size=tower.hidden_size, num_layers=tower.num_layers,
+                       tokens_per_item=tokens_per_item)
 
 
 def pixtral_tower(inv: Inventory, vc: Cfg, text_hidden: int, spatial_merge: int, projector_bias: bool,
@@ -60,8 +79,7 @@ def pixtral_tower(inv: Inventory, vc: Cfg, text_hidden: int, spatial_merge: int,
     layers = vc.int("num_hidden_layers", 24)
     patch = vc.int("patch_size", 14)
     channels = vc.int("num_channels", 3)
-    inv.add(f"{prefix}.patch_conv.weight", (hidden, channels, patch, patch), Role.VISION, Split.REPLICATED,
-            quantizable=False)
+    _tensor(inv, f"{prefix}.patch_conv.weight", (hidden, channels, patch, patch))
     _norm(inv, f"{prefix}.ln_pre", hidden, bias=False)
     for i in range(layers):
         p = f"{prefix}.transformer.layers.{i}"
@@ -92,8 +110,7 @@ def qwen2_vl_tower(inv: Inventory, vc: Cfg, text_hidden: int, qwen25: bool) -> V
     merge = vc.int("spatial_merge_size", 2)
     out_hidden = vc.int("out_hidden_size", text_hidden) if qwen25 else vc.int("hidden_size", text_hidden)
     inter = vc.int("intermediate_size", 3420) if qwen25 else int(hidden * vc.float("mlp_ratio", 4.0))
-    inv.add("visual.patch_embed.proj.weight", (hidden, channels, temporal, patch, patch), Role.VISION,
-            Split.REPLICATED, quantizable=False)
+    _tensor(inv, "visual.patch_embed.proj.weight", (hidden, channels, temporal, patch, patch))
     for i in range(depth):
         p = f"visual.blocks.{i}"
         _norm(inv, f"{p}.norm1", hidden, bias=not qwen25)
@@ -112,3 +129,66 @@ def qwen2_vl_tower(inv: Inventory, vc: Cfg, text_hidden: int, qwen25: bool) -> V
     _linear(inv, "visual.merger.mlp.0", merged, merged)
     _linear(inv, "visual.merger.mlp.2", out_hidden, merged)
     return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=depth)
+
+
+def llama4_tower(inv: Inventory, vc: Cfg, text_hidden: int) -> VisionTower:
+    """Llama-4 ViT: linear patch embedding, class token and positions, pre/post LayerNorms around pre-norm blocks,
+    then the pixel-shuffle adapter MLP and a projector to the text width."""
+    start = len(inv.tensors)
+    hidden = vc.int("hidden_size", 1408)
+    inter = vc.int("intermediate_size", 5632)
+    layers = vc.int("num_hidden_layers", 34)
+    patch = vc.int("patch_size", 14)
+    image = vc.int("image_size", 336)
+    channels = vc.int("num_channels", 3)
+    ratio = vc.float("pixel_shuffle_ratio", 0.5)
+    # NOTE: pixel shuffle folds ratio^-2 patches into one token before the adapter.
+    adapter_in = int(hidden / (ratio * ratio))
+    adapter_dim = vc.int("projector_input_dim", 4096)
+    adapter_out = vc.int("projector_output_dim", 4096)
+    p = "vision_model"
+    _linear(inv, f"{p}.patch_embedding.linear", hidden, channels * patch * patch, bias=False)
+    _tensor(inv, f"{p}.class_embedding", (hidden,))
+    _tensor(inv, f"{p}.positional_embedding_vlm", ((image // patch) ** 2 + 1, hidden))
+    _norm(inv, f"{p}.layernorm_pre", hidden)
+    _norm(inv, f"{p}.layernorm_post", hidden)
+    _vit_blocks(inv, f"{p}.model.layers", layers, hidden, inter,
+                norms=("input_layernorm", "post_attention_layernorm"), o_proj="o_proj")
+    _linear(inv, f"{p}.vision_adapter.mlp.fc1", adapter_dim, adapter_in, bias=False)
+    _linear(inv, f"{p}.vision_adapter.mlp.fc2", adapter_out, adapter_dim, bias=False)
+    _linear(inv, "multi_modal_projector.linear_1", text_hidden, adapter_out, bias=False)
+    return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers)
+
+
+def gemma4_tower(inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int,
+                 prefix: str = "model.vision_tower") -> VisionTower:
+    """Gemma 4 vision encoder: a linear patch embedding, a 2 x positions x hidden position table, blocks with
+    q/k norms and four RMSNorms around a GeGLU MLP, then a bias-free projection to the text width."""
+    start = len(inv.tensors)
+    hidden = vc.int("hidden_size")
+    inter = vc.int("intermediate_size")
+    layers = vc.int("num_hidden_layers")
+    heads = vc.int("num_attention_heads")
+    kv_heads = vc.int("num_key_value_heads", heads)
+    head_dim = vc.int("head_dim", hidden // max(1, heads))
+    patch = vc.int("patch_size", 16)
+    positions = vc.int("position_embedding_size")
+    _linear(inv, f"{prefix}.patch_embedder.input_proj", hidden, 3 * patch * patch, bias=False)
+    _tensor(inv, f"{prefix}.patch_embedder.position_embedding_table", (2, positions, hidden))
+    for i in range(layers):
+        p = f"{prefix}.encoder.layers.{i}"
+        # NOTE: each projection is a clippable linear (`.linear.weight` plus scalar clip bounds, not counted).
+        _linear(inv, f"{p}.self_attn.q_proj.linear", heads * head_dim, hidden, bias=False)
+        _linear(inv, f"{p}.self_attn.k_proj.linear", kv_heads * head_dim, hidden, bias=False)
+        _linear(inv, f"{p}.self_attn.v_proj.linear", kv_heads * head_dim, hidden, bias=False)
+        _linear(inv, f"{p}.self_attn.o_proj.linear", hidden, heads * head_dim, bias=False)
+        _norm(inv, f"{p}.self_attn.q_norm", head_dim, bias=False)
+        _norm(inv, f"{p}.self_attn.k_norm", head_dim, bias=False)
+        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                     "post_feedforward_layernorm"):
+            _norm(inv, f"{p}.{norm}", hidden, bias=False)
+        for proj, out_f, in_f in (("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)):
+            _linear(inv, f"{p}.mlp.{proj}.linear", out_f, in_f, bias=False)
+    _linear(inv, "model.embed_vision.embedding_projection", text_hidden, hidden, bias=False)
+    return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers,
+                       tokens_per_item=tokens_per_item)
