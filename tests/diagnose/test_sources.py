@@ -6,10 +6,12 @@ from __future__ import annotations
 import io
 
 from tests.diagnose.conftest import top
+from tests.test_hardware import SMI_TABLE_SHARED_A100
 
 from oomguard.diagnose.evidence import Evidence, GpuMemory, GpuProcess, HostMemory, LoadSample, StartupNumber
 from oomguard.diagnose.read import read_one
 from oomguard.diagnose.setup import recover_setup
+from oomguard.hardware import find_gpu
 from oomguard.units import MiB
 
 
@@ -68,37 +70,17 @@ def test_host_with_almost_nothing_available_and_a_killed_worker_is_host_ram(run_
 
 # --- nvidia-smi ------------------------------------------------------------------------------------------
 
-SMI_IN_A_LOG = """(APIServer pid=1) INFO 06-01 09:20:16 [utils.py:278] non-default args: {'model': 'Qwen/Qwen3-8B'}
-$ nvidia-smi
-Mon Jun  1 09:19:58 2026
-+---------------------------------------------------------------------------------------+
-| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |
-|-----------------------------------------+----------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
-|=========================================+======================+======================|
-|   0  NVIDIA H100 80GB HBM3          On  | 00000000:07:00.0 Off |                    0 |
-| N/A   33C    P0              62W / 700W |  79872MiB / 81559MiB |      0%      Default |
-+-----------------------------------------+----------------------+----------------------+
-
-+---------------------------------------------------------------------------------------+
-| Processes:                                                                            |
-|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
-|        ID   ID                                                             Usage      |
-|=======================================================================================|
-|    0   N/A  N/A     48213      C   /opt/conda/bin/python3                    61440MiB |
-|    0   N/A  N/A     51877      C   python train_lora.py                      18420MiB |
-+---------------------------------------------------------------------------------------+
-(APIServer pid=1) INFO 06-01 09:20:17 [api_server.py:1] vLLM API server version 0.11.0
-"""
+SMI_IN_A_LOG = ("(APIServer pid=1) INFO 06-01 09:20:16 [utils.py:278] non-default args: {'model': 'Qwen/Qwen3-8B'}\n"
+                "$ nvidia-smi\n" + SMI_TABLE_SHARED_A100
+                + "(APIServer pid=1) INFO 06-01 09:20:17 [api_server.py:1] vLLM API server version 0.11.0\n")
 
 
 def test_nvidia_smi_table_inside_a_log_gives_the_gpu_and_its_processes_at_their_lines():
     evidence = read(SMI_IN_A_LOG)
     [gpu] = evidence.of(GpuMemory)
     lines = SMI_IN_A_LOG.splitlines()
-    assert gpu.name == "NVIDIA H100 80GB HBM3" and gpu.used == 79872 * MiB and gpu.total == 81559 * MiB
-    assert lines[gpu.where.line - 1].startswith("|   0  NVIDIA H100")
+    assert gpu.name == "NVIDIA A100-SXM4-80GB" and gpu.used == 79872 * MiB and gpu.total == 81920 * MiB
+    assert lines[gpu.where.line - 1].startswith("|   0  NVIDIA A100-SXM4-80GB")
     procs = evidence.of(GpuProcess)
     assert [(p.pid, p.used) for p in procs] == [(48213, 61440 * MiB), (51877, 18420 * MiB)]
     assert "train_lora" in lines[procs[1].where.line - 1]
@@ -106,8 +88,9 @@ def test_nvidia_smi_table_inside_a_log_gives_the_gpu_and_its_processes_at_their_
 
 def test_the_setup_takes_the_cuda_total_of_the_nvidia_smi_gpu_not_its_memory_total():
     setup = recover_setup(read(SMI_IN_A_LOG))
-    assert setup.gpu_name == "NVIDIA H100 80GB HBM3"
-    assert setup.gpu_total_bytes == 85_029_158_912  # what cudaMemGetInfo reports (79.19 GiB), not 81559 MiB
+    assert setup.gpu_name == "NVIDIA A100-SXM4-80GB"
+    cuda_total = find_gpu("NVIDIA A100-SXM4-80GB").total_bytes  # what cudaMemGetInfo reports
+    assert setup.gpu_total_bytes == cuda_total and cuda_total < 81920 * MiB
 
 
 def test_an_oom_message_total_beats_the_catalog():
@@ -119,7 +102,7 @@ def test_an_oom_message_total_beats_the_catalog():
 
 def test_a_second_process_in_the_nvidia_smi_table_is_a_shared_gpu(run_diagnose):
     oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
-           "79.19 GiB of which 420.00 MiB is free.\n")
+           "79.15 GiB of which 420.00 MiB is free.\n")
     _, result, _ = run_diagnose(SMI_IN_A_LOG + oom)
     assert top(result) == "other-process-or-shared-gpu"
 

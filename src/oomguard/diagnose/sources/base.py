@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from oomguard.diagnose.evidence import Evidence, Fact, Where, clip
+from oomguard.diagnose.evidence import Evidence, Fact, Signal, StartupNumber, Where, clip
 from oomguard.diagnose.scan import Line
 
 
@@ -28,6 +28,17 @@ class Context:
     def emit(self, fact: Fact) -> None:
         self.evidence.add(fact)
         self.facts += 1
+
+    def signal(self, line: Line, text: str, name: str, **numbers: float | None) -> None:
+        """A Signal at `line` with the named numbers that are known (None ones are left out)."""
+        nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
+        self.emit(Signal(where=self.where(line), text=clip(text), name=name, numbers=nums))
+
+    def startup_number(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
+        """A StartupNumber at `line`, when the value was read."""
+        if value is not None:
+            self.emit(StartupNumber(where=self.where(line), text=clip(msg.body), quantity=quantity, value=value,
+                                    process_tag=msg.tag))
 
     def clip(self, text: str) -> str:
         return clip(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.evidence import HostMemory, Signal
+from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
@@ -24,20 +24,17 @@ class Parser:
     def finish(self) -> None:
         pass
 
-    def _signal(self, line: Line, text: str, name: str) -> None:
-        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
-
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "Killed process" in body:
             m = _KILLED.search(body)
-            self._signal(line, body, "kernel-oom-kill")
+            self.ctx.signal(line, body, "kernel-oom-kill")
             if m and m.group("rss"):
                 self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="killed_rss",
                                          value=int(m.group("rss")) * _KIB, scope=m.group("name")))
         elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
-            self._signal(line, body, "kernel-oom-kill")
+            self.ctx.signal(line, body, "kernel-oom-kill")
         elif body.strip() in ("Killed", "Killed.") or re.search(r"\bline \d+:\s*\d+ Killed\b", body):
-            self._signal(line, body, "host-killed")
+            self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
-            self._signal(line, body, "unified-memory-exhausted")
+            self.ctx.signal(line, body, "unified-memory-exhausted")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.evidence import HostMemory, Signal
+from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
@@ -28,10 +28,6 @@ class Parser:
     def finish(self) -> None:
         pass
 
-    def _signal(self, line: Line, text: str, name: str, **numbers: float) -> None:
-        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name,
-                             numbers=tuple(numbers.items())))
-
     def feed(self, line: Line, msg: Message) -> None:
         body = line.text.strip()
         if not any(k in body for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted",
@@ -44,14 +40,14 @@ class Parser:
             self.section = "requests"
             return
         if "OOMKill" in body:
-            self._signal(line, body, "oom-killed")
+            self.ctx.signal(line, body, "oom-killed")
         m = _EXIT.search(body)
         if m and int(m.group("c")) == 137:
-            self._signal(line, body, "exit-137")
+            self.ctx.signal(line, body, "exit-137")
         if "status=9/KILL" in body:
-            self._signal(line, body, "exit-137")
+            self.ctx.signal(line, body, "exit-137")
         if "Evicted" in body and "memory" in body.lower():
-            self._signal(line, body, "oom-killed")
+            self.ctx.signal(line, body, "oom-killed")
         r = _RESTARTS.search(body)
         if r:
             self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="restarts",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.evidence import Flags, LoadSample, Signal, StartupNumber, Version
+from oomguard.diagnose.evidence import Flags, LoadSample, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message, to_float
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
@@ -31,15 +31,6 @@ class Parser:
     def finish(self) -> None:
         pass
 
-    def _signal(self, line: Line, text: str, name: str, **numbers: float | None) -> None:
-        nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
-        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name, numbers=nums))
-
-    def _num(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
-        if value is not None:
-            self.ctx.emit(StartupNumber(where=self.ctx.where(line), text=self.ctx.clip(msg.body), quantity=quantity,
-                                        value=value, process_tag=msg.tag))
-
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "token usage" in body and "#running-req" in body:
@@ -53,37 +44,37 @@ class Parser:
         if "Load weight end" in body:
             m = _LOAD_END.search(body)
             if m:
-                self._num(line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB)
-                self._num(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
-            self._signal(line, body, "milestone-weights-loaded")
+                self.ctx.startup_number(line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB)
+                self.ctx.startup_number(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
+            self.ctx.signal(line, body, "milestone-weights-loaded")
         if "Load weight begin" in body:
-            self._signal(line, body, "milestone-weights-loading")
+            self.ctx.signal(line, body, "milestone-weights-loading")
         if "profiled value" in body:
             m = _PROFILED.search(body)
             if m and int(m.group("v")) <= 0:
-                self._signal(line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v")))
+                self.ctx.signal(line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v")))
         if "max_total_num_tokens" in body:
             m = _TOTAL_TOKENS.search(body)
             if m:
                 value = int(m.group("v"))
-                self._num(line, msg, "sglang_max_total_tokens", value)
+                self.ctx.startup_number(line, msg, "sglang_max_total_tokens", value)
                 if value <= 0:
-                    self._signal(line, body, "sglang-negative-token-budget", profiled_tokens=value)
+                    self.ctx.signal(line, body, "sglang-negative-token-budget", profiled_tokens=value)
             elif "negative" in body.lower():
-                self._signal(line, body, "sglang-negative-token-budget")
+                self.ctx.signal(line, body, "sglang-negative-token-budget")
         if "KV Cache is allocated" in body or "Memory pool end" in body:
-            self._signal(line, body, "milestone-kv-sized")
+            self.ctx.signal(line, body, "milestone-kv-sized")
         if "Capture cuda graph begin" in body:
-            self._signal(line, body, "milestone-cudagraph-start")
+            self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "Capture cuda graph end" in body:
-            self._signal(line, body, "milestone-cudagraph-done")
+            self.ctx.signal(line, body, "milestone-cudagraph-done")
         if "Not enough memory" in body and "mem-fraction-static" in body:
-            self._signal(line, body, "sglang-not-enough-memory")
+            self.ctx.signal(line, body, "sglang-not-enough-memory")
         if "memory capacity is unbalanced" in body:
-            self._signal(line, body, "sglang-unbalanced-memory")
+            self.ctx.signal(line, body, "sglang-unbalanced-memory")
         if ("Retract" in body or "retract" in body) and ("KV cache pool is full" in body or "#retracted" in body
                                                          or "Retract requests" in body):
-            self._signal(line, body, "sglang-retract")
+            self.ctx.signal(line, body, "sglang-retract")
         if "ServerArgs(" in body:
             m = _ARGS.search(body)
             if m:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.evidence import Frame, OomMessage, Signal
+from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import SIZE, Context, Message, continuation, log_size, to_int
 
@@ -69,27 +69,24 @@ class Parser:
             free = _size(_HSA_FREE.search(body))
             self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="hsa", free=free,
                                      process_tag=msg.tag))
-            self._signal(line, body, "hsa-out-of-resources")
+            self.ctx.signal(line, body, "hsa-out-of-resources")
         if "OUT_OF_DEVICE_MEMORY" in body:
             self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu",
                                      process_tag=msg.tag))
         if "canUse32BitIndexMath" in body or "INT32_MAX" in body:
-            self._signal(line, body, "int32-index-math")
+            self.ctx.signal(line, body, "int32-index-math")
         if "illegal memory access" in body:
-            self._signal(line, body, "illegal-memory-access")
+            self.ctx.signal(line, body, "illegal-memory-access")
         low = body.lower()
         if ("deep_ep" in low or "deepep" in low) and any(w in low for w in ("error", "invalid", "fail", "assert")):
-            self._signal(line, body, "deepep-error")
+            self.ctx.signal(line, body, "deepep-error")
         if "nvshmem" in low and any(w in low for w in ("alloc", "fail", "error", "out of")):
-            self._signal(line, body, "nvshmem-alloc")
+            self.ctx.signal(line, body, "nvshmem-alloc")
         if "NCCL error" in body:
-            self._signal(line, body, "nccl-error")
+            self.ctx.signal(line, body, "nccl-error")
         if ("Cannot allocate memory" in body or "bad_alloc" in body or re.search(r"\bMemoryError\b", body)) and \
                 "CUDA" not in body:
-            self._signal(line, body, "host-enomem")
-
-    def _signal(self, line: Line, body: str, name: str) -> None:
-        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(body), name=name))
+            self.ctx.signal(line, body, "host-enomem")
 
     def _frame(self, line: Line, msg: Message) -> None:
         m = _FRAME.search(msg.body)
@@ -134,7 +131,7 @@ class Parser:
             private_pools=_size(_PRIVATE.search(text)), reserved_unallocated=reserved_unalloc, process_tag=msg.tag,
         ))
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
-            self._signal(line, text, "cudagraph-estimate-hint")
+            self.ctx.signal(line, text, "cudagraph-estimate-hint")
 
     def _bare_oom(self, line: Line, msg: Message) -> None:
         body = msg.body

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Signal, StartupNumber, Version
+from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message, continuation, to_float, to_int
 
@@ -107,15 +107,6 @@ class Parser:
         pass
 
     # -- helpers --
-    def _num(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
-        if value is not None:
-            self.ctx.emit(StartupNumber(where=self.ctx.where(line), text=self.ctx.clip(msg.body), quantity=quantity,
-                                        value=value, process_tag=msg.tag))
-
-    def _signal(self, line: Line, text: str, name: str, **numbers: float | None) -> None:
-        nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
-        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name, numbers=nums))
-
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "KV cache usage" in body and "Running:" in body:
@@ -123,50 +114,50 @@ class Parser:
             return
         if "Model loading took" in body or "Loading model weights took" in body:
             m = _WEIGHTS.search(body)
-            self._num(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
-            self._signal(line, body, "milestone-weights-loaded")
+            self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
+            self.ctx.signal(line, body, "milestone-weights-loaded")
         elif "Starting to load model" in body or "Loading model from scratch" in body or \
                 "Loading safetensors checkpoint shards" in body or "Loading weights took" in body:
-            self._signal(line, body, "milestone-weights-loading")
+            self.ctx.signal(line, body, "milestone-weights-loading")
         if "Available KV cache memory" in body:
             m = _KV_AVAIL.search(body)
             value = _gib(m.group("v")) if m else None
-            self._num(line, msg, "kv_available_bytes", value)
+            self.ctx.startup_number(line, msg, "kv_available_bytes", value)
             if value is not None and value < 0:
-                self._signal(line, body, "negative-kv-memory", kv_available_bytes=value)
-            self._signal(line, body, "milestone-kv-sized")
+                self.ctx.signal(line, body, "negative-kv-memory", kv_available_bytes=value)
+            self.ctx.signal(line, body, "milestone-kv-sized")
         if "KV cache size" in body:
             m = _KV_TOKENS.search(body)
-            self._num(line, msg, "kv_cache_tokens", to_int(m.group("v")) if m else None)
+            self.ctx.startup_number(line, msg, "kv_cache_tokens", to_int(m.group("v")) if m else None)
         if "Maximum concurrency" in body:
             m = _CONCURRENCY.search(body)
             if m:
-                self._num(line, msg, "concurrency_tokens", to_int(m.group("len")))
-                self._num(line, msg, "max_concurrency", to_float(m.group("x")))
-                self._signal(line, body, "milestone-kv-sized")
+                self.ctx.startup_number(line, msg, "concurrency_tokens", to_int(m.group("len")))
+                self.ctx.startup_number(line, msg, "max_concurrency", to_float(m.group("x")))
+                self.ctx.signal(line, body, "milestone-kv-sized")
         if "blocks:" in body:
             m = _BLOCKS.search(body)
             if m:
-                self._num(line, msg, "num_gpu_blocks", to_int(m.group("v")))
-                self._signal(line, body, "milestone-kv-sized")
+                self.ctx.startup_number(line, msg, "num_gpu_blocks", to_int(m.group("v")))
+                self.ctx.signal(line, body, "milestone-kv-sized")
         if "total_gpu_memory" in body:
             self._profile_v0(line, msg)
         if "model weights take" in body:
             m = _V0_TERMS.search(body)
             if m:
-                self._num(line, msg, "weights_bytes", _gib(m.group("w")))
-                self._num(line, msg, "non_torch_bytes", _gib(m.group("n")))
-                self._num(line, msg, "activation_bytes", _gib(m.group("a")))
+                self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("w")))
+                self.ctx.startup_number(line, msg, "non_torch_bytes", _gib(m.group("n")))
+                self.ctx.startup_number(line, msg, "activation_bytes", _gib(m.group("a")))
                 kv = _gib(m.group("kv"))
-                self._num(line, msg, "kv_available_bytes", kv)
+                self.ctx.startup_number(line, msg, "kv_available_bytes", kv)
                 if kv is not None and kv < 0:
-                    self._signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
+                    self.ctx.signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
         if "torch peak memory increase" in body:
             m = _V1_DEBUG.search(body)
             if m:
-                self._num(line, msg, "activation_bytes", _gib(m.group("a")))
-                self._num(line, msg, "non_torch_bytes", _gib(m.group("n")))
-                self._num(line, msg, "weights_bytes", _gib(m.group("w")))
+                self.ctx.startup_number(line, msg, "activation_bytes", _gib(m.group("a")))
+                self.ctx.startup_number(line, msg, "non_torch_bytes", _gib(m.group("n")))
+                self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("w")))
         if "Free memory on device" in body:
             self._free_memory(line, msg)
         if "graph" in body or "Graph" in body or "Capturing" in body:
@@ -174,27 +165,27 @@ class Parser:
         if "max seq len" in body:
             self._max_len(line, msg)
         if "No available memory for the cache blocks" in body:
-            self._signal(line, body, "no-kv-cache-memory")
+            self.ctx.signal(line, body, "no-kv-cache-memory")
         if "Cannot auto-fit max_model_len" in body:
-            self._signal(line, body, "cannot-auto-fit")
+            self.ctx.signal(line, body, "cannot-auto-fit")
         if "Failed to load model - not enough GPU memory" in body:
-            self._signal(line, body, "load-model-failed")
+            self.ctx.signal(line, body, "load-model-failed")
         if "warming up sampler" in body:
             m = _SAMPLER.search(body)
-            self._signal(line, body, "sampler-warmup-oom", num_requests=to_float(m.group("n")) if m else None)
+            self.ctx.signal(line, body, "sampler-warmup-oom", num_requests=to_float(m.group("n")) if m else None)
         if "warming up pooler" in body:
-            self._signal(line, body, "pooler-warmup-oom")
+            self.ctx.signal(line, body, "pooler-warmup-oom")
         if "Error in memory profiling" in body:
-            self._signal(line, body, "profiling-memory-released")
+            self.ctx.signal(line, body, "profiling-memory-released")
         if "EngineDeadError" in body or "EngineCore encountered a fatal error" in body or \
                 "EngineCore encountered an issue" in body:
-            self._signal(line, body, "engine-dead")
+            self.ctx.signal(line, body, "engine-dead")
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
-            self._signal(line, body, name)
+            self.ctx.signal(line, body, name)
         if "Encoder cache will be initialized" in body:
             m = _MM_PROFILE.search(body)
-            self._signal(line, body, "milestone-mm-profile", items=to_float(m.group("n")) if m else None,
+            self.ctx.signal(line, body, "milestone-mm-profile", items=to_float(m.group("n")) if m else None,
                          budget_tokens=to_float(m.group("b")) if m else None)
         if "num_scheduled_tokens" in body:
             self._scheduled(line, msg)
@@ -202,7 +193,7 @@ class Parser:
             self._keyval_stats(line, msg)
         if not self.serving_seen and any(k in body for k in SERVING_MARKERS):
             self.serving_seen = True
-            self._signal(line, body, "milestone-serving")
+            self.ctx.signal(line, body, "milestone-serving")
         if "version" in body or "LLM engine" in body:
             self._version(line, msg)
         if "non-default args" in body or "llm_kwargs" in body or "engine_args" in body:
@@ -233,7 +224,7 @@ class Parser:
         ))
         if not self.serving_seen:
             self.serving_seen = True
-            self._signal(line, msg.body, "milestone-serving")
+            self.ctx.signal(line, msg.body, "milestone-serving")
 
     def _keyval_stats(self, line: Line, msg: Message) -> None:
         values = {m.group("k"): float(m.group("v")) for m in _KEYVAL_STATS.finditer(msg.body)}
@@ -260,74 +251,74 @@ class Parser:
         body = msg.body
         m = _V0_BUDGET.search(body)
         if m:
-            self._num(line, msg, "gpu_total_bytes", _gib(m.group("t")))
-            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
-            self._num(line, msg, "budget_bytes", _gib(m.group("r")))
+            self.ctx.startup_number(line, msg, "gpu_total_bytes", _gib(m.group("t")))
+            self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+            self.ctx.startup_number(line, msg, "budget_bytes", _gib(m.group("r")))
         elif "Memory profiling results" in body:  # V0 <= 0.6.4: key=value pairs
             values = {k.group("k"): _gib(k.group("v")) for k in _KEYVAL_GIB.finditer(body)}
-            self._num(line, msg, "gpu_total_bytes", values.get("total_gpu_memory"))
-            self._num(line, msg, "non_torch_bytes", values.get("non_torch_memory"))
+            self.ctx.startup_number(line, msg, "gpu_total_bytes", values.get("total_gpu_memory"))
+            self.ctx.startup_number(line, msg, "non_torch_bytes", values.get("non_torch_memory"))
             kv = values.get("kv_cache_size")
-            self._num(line, msg, "kv_available_bytes", kv)
+            self.ctx.startup_number(line, msg, "kv_available_bytes", kv)
             if kv is not None and kv < 0:
-                self._signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
+                self.ctx.signal(line, body, "negative-kv-memory", kv_available_bytes=kv)
             u = re.search(r"gpu_memory_utilization=([\d.]+)", body)
-            self._num(line, msg, "gpu_memory_utilization", to_float(u.group(1)) if u else None)
+            self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(u.group(1)) if u else None)
 
     def _free_memory(self, line: Line, msg: Message) -> None:
         text = msg.body + "".join(continuation(line.following(), 2))
         low = _FREE_LOW.search(text)
         if low:
-            self._signal(line, text, "free-memory-below-utilization", free_bytes=_gib(low.group("free")),
+            self.ctx.signal(line, text, "free-memory-below-utilization", free_bytes=_gib(low.group("free")),
                          total_bytes=_gib(low.group("t")), utilization=to_float(low.group("u")),
                          requested_bytes=_gib(low.group("r")))
-            self._num(line, msg, "free_at_start_bytes", _gib(low.group("free")))
-            self._num(line, msg, "gpu_total_bytes", _gib(low.group("t")))
-            self._num(line, msg, "gpu_memory_utilization", to_float(low.group("u")))
+            self.ctx.startup_number(line, msg, "free_at_start_bytes", _gib(low.group("free")))
+            self.ctx.startup_number(line, msg, "gpu_total_bytes", _gib(low.group("t")))
+            self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(low.group("u")))
             return
         m = _SUGGEST.search(text)
         if m:
-            self._num(line, msg, "free_at_start_bytes", _gib(m.group("free")))
-            self._num(line, msg, "gpu_total_bytes", _gib(m.group("t")))
-            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
-            self._num(line, msg, "budget_bytes", _gib(m.group("r")))
-            self._num(line, msg, "activation_bytes", _gib(m.group("a")))
-            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("g")))
+            self.ctx.startup_number(line, msg, "free_at_start_bytes", _gib(m.group("free")))
+            self.ctx.startup_number(line, msg, "gpu_total_bytes", _gib(m.group("t")))
+            self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+            self.ctx.startup_number(line, msg, "budget_bytes", _gib(m.group("r")))
+            self.ctx.startup_number(line, msg, "activation_bytes", _gib(m.group("a")))
+            self.ctx.startup_number(line, msg, "cuda_graph_actual_bytes", _gib(m.group("g")))
 
     def _graphs(self, line: Line, msg: Message) -> None:
         body = msg.body
         m = _CG_EST.search(body)
         if m:
-            self._num(line, msg, "cuda_graph_estimate_bytes", _gib(m.group("v")))
+            self.ctx.startup_number(line, msg, "cuda_graph_estimate_bytes", _gib(m.group("v")))
         m = _CG_POOL.search(body)
         if m:
-            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("a")))
+            self.ctx.startup_number(line, msg, "cuda_graph_actual_bytes", _gib(m.group("a")))
         m = _CG_TOOK.search(body)
         if m:
-            self._num(line, msg, "cuda_graph_actual_bytes", _gib(m.group("v")))
-            self._signal(line, body, "milestone-cudagraph-done")
+            self.ctx.startup_number(line, msg, "cuda_graph_actual_bytes", _gib(m.group("v")))
+            self.ctx.signal(line, body, "milestone-cudagraph-done")
         m = _CG_EQUIV.search(body)
         if m:
-            self._num(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
+            self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
         if ("Capturing CUDA graph" in body or "Capturing cudagraph" in body or "Capturing the model for CUDA graphs"
                 in body or "CUDA graphs can take additional" in body or "Capturing CUDA graphs" in body):
-            self._signal(line, body, "milestone-cudagraph-start")
+            self.ctx.signal(line, body, "milestone-cudagraph-start")
 
     def _max_len(self, line: Line, msg: Message) -> None:
         text = msg.body + "".join(continuation(line.following(), 3))
         v0 = _MAXLEN_V0.search(text)
         if v0:
-            self._signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v0.group("L")),
+            self.ctx.signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v0.group("L")),
                          kv_cache_tokens=to_float(v0.group("kv")))
             return
         v1 = _MAXLEN_V1.search(text)
         if v1:
             est = _EST_LEN.search(text)
-            self._signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v1.group("L")),
+            self.ctx.signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v1.group("L")),
                          kv_needed_bytes=_gib(v1.group("need")), kv_available_bytes=_gib(v1.group("avail")),
                          estimated_max_model_len=to_float(est.group("v")) if est else None)
         elif "To serve at least one request" in text:
-            self._signal(line, text, "max-model-len-exceeds-kv")
+            self.ctx.signal(line, text, "max-model-len-exceeds-kv")
 
     def _version(self, line: Line, msg: Message) -> None:
         for pattern in _VERSION:
