@@ -1,0 +1,123 @@
+"""The `--html` page in a real headless Chromium: its charts render, its script runs, the console stays clean."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from oomguard.cli import main as oomguard
+
+# Debian ships `chromium-headless-shell` (small) and `chromium`; other systems name Chrome differently.
+BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)
+pytestmark = pytest.mark.skipif(
+    BROWSER is None, reason="no headless Chromium on PATH (Debian: apt-get install chromium-headless-shell)")
+
+ORACLE_LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
+KV_BLUE = (0x1F, 0x77, 0xB4)  # .kv stroke in the page's style
+PEAK_GREEN = (0x2C, 0xA0, 0x2C)  # .pk stroke
+
+
+class Page:
+    def __init__(self, path: Path, summary: dict) -> None:
+        self.path = path
+        self.summary = summary
+
+
+@pytest.fixture(scope="module")
+def page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Page:
+    """Seed 002's traffic (a 153,853-token prompt among short requests), padded layout: one OOM step."""
+    tmp = tmp_path_factory.mktemp("html")
+    rows = [{"arrival_s": 0.05 * i, "prompt_tokens": 600 + 37 * i, "output_tokens": 200} for i in range(30)]
+    rows.append({"arrival_s": 0.5, "prompt_tokens": 153_853, "output_tokens": 50})
+    rows.sort(key=lambda r: r["arrival_s"])
+    trace = tmp / "agentic.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = tmp / "sim.html"
+    out = tmp / "summary.json"
+    argv = ["simulate", str(trace), "--model", str(shared_data.parent / ORACLE_LLAMA),
+            "--num-gpu-blocks-override", "30000", "--max-num-batched-tokens", "32768", "--max-num-seqs", "64",
+            "--max-model-len", "163840", "--hidden-size", "10240", "--layout", "padded", "--headroom", "11.8GiB",
+            "--step-time", "20,0.05,0.01", "--html", str(html), "--json"]
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert oomguard(argv) == 0
+    out.write_text(buffer.getvalue())
+    return Page(html, json.loads(buffer.getvalue()))
+
+
+def _chromium(page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert BROWSER is not None
+    command = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
+               "--virtual-time-budget=3000", *args, page.as_uri()]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+
+
+class Dom(HTMLParser):
+    """Elements of the dumped DOM: (tag, attributes) in document order, and the readout's text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.readout = ""
+        self._in_readout = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.elements.append((tag, a))
+        self._in_readout = a.get("id") == "readout"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_readout = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_readout:
+            self.readout += data
+
+    def find(self, tag: str, **attrs: str) -> list[dict[str, str]]:
+        return [a for t, a in self.elements if t == tag and all(a.get(k) == v for k, v in attrs.items())]
+
+
+def test_the_charts_render_and_the_script_ran(page: Page, tmp_path: Path) -> None:
+    done = _chromium(page.path, tmp_path, "--dump-dom")
+    dom = Dom()
+    dom.feed(done.stdout)
+    assert dom.find("html")[0].get("data-chart") == "ready"  # set by the page's script, last
+    kv_line = dom.find("polyline", **{"class": "kv"})
+    peak_line = dom.find("polyline", **{"class": "pk"})
+    assert len(kv_line) == len(peak_line) == 1
+    steps = page.summary["steps"]
+    assert len(kv_line[0]["points"].split()) == len(peak_line[0]["points"].split()) == steps  # < 2,000: one each
+    assert len(dom.find("circle", **{"class": "oom"})) == page.summary["oom_events"] >= 1
+    assert len(dom.find("line", **{"class": "cross"})) == 2  # the script's crosshair, one per chart
+    # The readout starts at the step with the highest activation peak.
+    assert dom.readout.startswith(f"step {page.summary['peak_step']} at ")
+    assert f"activation peak {page.summary['peak_bytes'] / 2**30:.2f} GiB of 11.80 GiB" in dom.readout
+
+
+def test_the_console_stays_clean(page: Page, tmp_path: Path) -> None:
+    done = _chromium(page.path, tmp_path, "--dump-dom")
+    console = [line for line in done.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+
+
+def test_the_screenshot_shows_both_plot_lines(page: Page, tmp_path: Path) -> None:
+    image = pytest.importorskip("matplotlib.image")
+    shot = tmp_path / "page.png"
+    _chromium(page.path, tmp_path, f"--screenshot={shot}", "--window-size=1100,1300", "--hide-scrollbars")
+    pixels = (image.imread(str(shot))[:, :, :3] * 255).round().astype(int)
+
+    def count(rgb: tuple[int, int, int]) -> int:
+        return int(((abs(pixels - rgb) <= 24).all(axis=2)).sum())
+
+    assert count(KV_BLUE) > 200
+    assert count(PEAK_GREEN) > 200
