@@ -338,3 +338,26 @@ def test_intel_xpu_out_of_device_memory_at_runtime_with_low_kv_is_activation(run
             + E1 + "RuntimeError: UR error: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n")
     _, result, _ = run_diagnose(text)
     assert top(result) == "activation-peak"
+
+
+def cudagraph_startup(version: str) -> str:
+    return (f"(APIServer pid=1) INFO 05-02 11:59:00 [api_server.py:1] vLLM API server version {version}\n"
+            "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_model_runner.py:5301] Estimated CUDA graph memory: "
+            "9.50 GiB total\n"
+            "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_worker.py:402] Available KV cache memory: -2.25 GiB\n"
+            + E1 + "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.\n")
+
+
+def test_from_v021_an_estimate_larger_than_the_kv_deficit_is_what_left_no_kv(run_diagnose):
+    _, result, _ = run_diagnose(cudagraph_startup("0.21.0"))
+    assert top(result) == "cuda-graph-capture"
+    support = " ".join(e["why"] for e in result["causes"][0]["evidence"])
+    assert "without it 7.25 GiB would remain" in support
+    fixes = " ".join(f["summary"] for f in result["causes"][0]["fixes"])
+    assert "KV gets 7.25 GiB instead of -2.25 GiB" in fixes
+
+
+def test_before_v021_the_estimate_was_only_logged_so_it_does_not_explain_the_empty_pool(run_diagnose):
+    _, result, _ = run_diagnose(cudagraph_startup("0.19.1"))
+    assert top(result) == "kv-cache-insufficient-at-startup"

@@ -348,11 +348,14 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
     estimates = _numbers(ev, "cuda_graph_estimate_bytes")
     u = _utilization(setup, ev)
     total = setup.gpu_total_bytes
+    kvs = _numbers(ev, "kv_available_bytes")
     if estimates and max(estimates) >= 4 * GIB:
+        back = (f"; KV gets {_g(min(kvs) + max(estimates))} instead of {_g(min(kvs))}"
+                if kvs and min(kvs) + max(estimates) > 0 else "")
         fixes.append(Fix({"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0", "gpu_memory_utilization":
                           f"{(u or 0.9) - 0.05:.2f}"}, f"the graph estimate ({_g(max(estimates))}) is far above real "
                          "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "
-                         "--gpu-memory-utilization to keep room for the real pool", "evidence"))
+                         f"--gpu-memory-utilization to keep room for the real pool{back}", "evidence"))
     elif u is not None:
         oom = _first_oom(ev)
         cut = 0.01

@@ -67,6 +67,8 @@ SERVING_GAP_S = 15 * 60
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
 NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
+# From this version the CUDA-graph memory estimate is charged to the budget by default (ACCOUNTING.md §0, #38284).
+CUDAGRAPH_ESTIMATE_CHARGED = (0, 21)
 # Configuration risks.
 HIGH_UTILIZATION = 0.97
 HUGE_BATCHED_TOKENS = 32768
@@ -275,7 +277,12 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
     for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit"):
         t.add("kv-cache-insufficient-at-startup", STRONG, "the engine found no memory left for KV blocks", s)
         huge = [e for e in estimates if e.value >= CUDAGRAPH_HUGE or (total and e.value >= CUDAGRAPH_HUGE_SHARE * total)]
-        if huge:
+        decisive = _estimate_left_no_kv(ev, setup)
+        if decisive is not None:
+            estimate, kv = decisive
+            t.add("cuda-graph-capture", STRONG + 1.0, f"the {estimate.value / GIB:.2f} GiB CUDA-graph estimate is what "
+                  f"left no KV: without it {(kv.value + estimate.value) / GIB:.2f} GiB would remain", estimate, kv, s)
+        elif huge:
             t.add("cuda-graph-capture", STRONG + 1.0, "the CUDA-graph memory estimate alone is a large share of the "
                   "budget and left nothing for KV", huge[0], s)
         weights = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes"]
@@ -324,6 +331,21 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         t.add("other-process-or-shared-gpu", STRONG, "SGLang saw unequal free memory across GPUs: another process", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
+
+
+def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
+    """(estimate, KV) when the logged KV memory is <= 0 but would be positive without the CUDA-graph estimate,
+    and the estimate was charged to the budget (v0.21+ by default; earlier only with the env var set to 1)."""
+    version = setup.version_tuple
+    charged = setup.flag("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    if charged == "0" or (version is not None and version < CUDAGRAPH_ESTIMATE_CHARGED and charged != "1"):
+        return None
+    estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
+    kvs = [n for n in ev.of(StartupNumber) if n.quantity == "kv_available_bytes"]
+    if not estimates or not kvs:
+        return None
+    estimate, kv = max(estimates, key=lambda n: n.value), min(kvs, key=lambda n: n.value)
+    return (estimate, kv) if kv.value <= 0 < kv.value + estimate.value else None
 
 
 def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
