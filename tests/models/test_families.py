@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from oomguard.engines.vllm.kv import layer_specs
 from oomguard.errors import ConfigError
 from oomguard.models.families.common import mamba2_state
 from oomguard.models.hf_config import spec_from_config
 from oomguard.models.resolve import catalog_ids, resolve_model
 from oomguard.models.spec import FullAttention, MambaState, ModelSpec, MoeMlp, Role, SlidingWindowAttention
+from oomguard.models.weights import RankPlacement, rank_weight_bytes
+from oomguard.planning import PlanRequest, plan
 
 
 @pytest.mark.parametrize("model_id", catalog_ids())
@@ -218,13 +221,38 @@ NEMOTRON_H_SMALL: dict[str, Any] = {
 }
 
 
-def test_nemotron_h_folds_mlp_blocks_into_the_mixer_before_them() -> None:
+def test_nemotron_h_numbers_every_block_as_its_own_layer() -> None:
     spec = spec_from_config(NEMOTRON_H_SMALL)
-    # M- M* - M M E: five mixers (four Mamba2, one attention) hold the cache; MLP/MoE blocks hold none.
-    assert [layer.attention.kind for layer in spec.layers] == ["mamba", "mamba", "full", "mamba", "mamba"]
-    assert [layer.mlp.kind for layer in spec.layers] == ["dense", "dense", "dense", "dense", "moe"]
-    names = {t.name for t in spec.tensors}
-    assert "backbone.layers.1.mixer.up_proj.weight" in names and "backbone.layers.7.mixer.gate.weight" in names
+    # vLLM builds one decoder layer per hybrid_override_pattern character ("M-M*-MME"): mixers without an MLP,
+    # MLP and MoE blocks without a mixer.
+    assert spec.num_hidden_layers == len(NEMOTRON_H_SMALL["hybrid_override_pattern"]) == 8
+    assert [layer.attention.kind for layer in spec.layers] == [
+        "mamba", "none", "mamba", "full", "none", "mamba", "mamba", "none"]
+    assert [layer.mlp.kind for layer in spec.layers] == [
+        "none", "dense", "none", "none", "dense", "none", "none", "moe"]
+
+
+def test_nemotron_h_tensors_sit_on_the_layer_their_name_numbers() -> None:
+    spec = spec_from_config(NEMOTRON_H_SMALL)
+    numbered = [t for t in spec.tensors if t.name.startswith("backbone.layers.")]
+    assert numbered and all(t.layer == int(t.name.split(".")[2]) for t in numbered)
+
+
+def test_nemotron_h_pipeline_stages_split_the_blocks_as_vllm_does() -> None:
+    spec = spec_from_config(NEMOTRON_H_SMALL)
+    first, last = (RankPlacement.for_stage(spec, pp_size=2, pp_rank=rank) for rank in (0, 1))
+    # get_pp_indices over 8 blocks: 4 + 4, so the MoE block (7) is on the last stage only
+    assert (first.layers, last.layers) == (range(4), range(4, 8))
+    assert rank_weight_bytes(spec, first).of(Role.EXPERTS) == 0 < rank_weight_bytes(spec, last).of(Role.EXPERTS)
+
+
+def test_nemotron_h_mlp_and_moe_layers_hold_no_kv_cache(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(NEMOTRON_H_SMALL))
+    result = plan(PlanRequest(model=str(tmp_path), gpu="H100"))
+    specs = layer_specs(result.model, result.engine, range(result.model.num_hidden_layers))
+    pattern = NEMOTRON_H_SMALL["hybrid_override_pattern"]
+    assert len(specs) == pattern.count("M") + pattern.count("*") == 5
+    assert [type(s).__name__ for s in specs].count("MambaSpec") == 4
 
 
 def test_nemotron_h_ssm_state_defaults_to_float32() -> None:

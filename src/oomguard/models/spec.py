@@ -93,8 +93,16 @@ class SharedKvAttention:
     kind: Literal["shared_kv"] = "shared_kv"
 
 
+@dataclass(frozen=True)
+class NoAttention:
+    """A layer without a token mixer (Nemotron-H MLP and MoE blocks, which vLLM numbers as layers of their own):
+    no KV cache and no state."""
+
+    kind: Literal["none"] = "none"
+
+
 AttentionKind = (FullAttention | SlidingWindowAttention | ChunkedLocalAttention | MlaAttention | MambaState
-                 | SharedKvAttention)
+                 | SharedKvAttention | NoAttention)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,7 +126,15 @@ class MoeMlp:
     kind: Literal["moe"] = "moe"
 
 
-MlpKind = DenseMlp | MoeMlp
+@dataclass(frozen=True)
+class NoMlp:
+    """A layer that is only a token mixer (Nemotron-H Mamba2 and attention blocks): no MLP weights, no MLP
+    activations."""
+
+    kind: Literal["none"] = "none"
+
+
+MlpKind = DenseMlp | MoeMlp | NoMlp
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from oomguard.models.spec import (
     MambaState,
     MlaAttention,
     ModelSpec,
+    NoAttention,
     SharedKvAttention,
     SlidingWindowAttention,
 )
@@ -141,8 +142,8 @@ def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int]
     hybrid_allocator = cfg.behaviour.version >= V("0.10.0") and not cfg.disable_hybrid_kv_cache_manager
     attentions = [spec.layers[index].attention for index in layer_indices] + list(extra_layers)
     for attention in attentions:
-        if isinstance(attention, SharedKvAttention):
-            continue    # NOTE: KV-sharing layers read an earlier layer's cache; vLLM allocates none for them
+        if isinstance(attention, (SharedKvAttention, NoAttention)):
+            continue    # NOTE: KV-sharing layers read an earlier layer's cache, MLP-only layers keep none
         if isinstance(attention, MlaAttention):
             if cfg.kv_cache_dtype == "fp8_ds_mla":
                 page = block * FP8_DS_MLA_BYTES_PER_TOKEN

@@ -29,8 +29,9 @@ from oomguard.models.spec import (
     AttentionKind,
     DecoderLayer,
     DenseMlp,
-    MlpKind,
     MoeMlp,
+    NoAttention,
+    NoMlp,
     Role,
     Split,
 )
@@ -122,20 +123,25 @@ def _nemotron_pattern(cfg: Cfg, num_layers: int) -> str:
     if len(pattern) != num_layers or set(pattern) - {MAMBA_BLOCK, ATTENTION_BLOCK, MLP_BLOCK, MOE_BLOCK}:
         raise ConfigError(f"{cfg.where}: 'hybrid_override_pattern' must spell one of M * - E for each of the "
                           f"{num_layers} layers")
-    if pattern[0] in (MLP_BLOCK, MOE_BLOCK):
-        raise ConfigError(f"{cfg.where}: 'hybrid_override_pattern' must start with a mixer (M or *)")
     return pattern
+
+
+def _nemotron_mlp_width(cfg: Cfg, mlp_index: int) -> int:
+    """NOTE: intermediate_size may be a list: one width per MLP block in order, or a single shared width."""
+    raw = cfg.raw("intermediate_size")
+    if isinstance(raw, list):
+        return int(raw[mlp_index] if len(raw) > 1 else raw[0])
+    return cfg.int("intermediate_size")
 
 
 @family("nemotron_h")
 def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
-    """NOTE: each Nemotron-H layer is a single block: a Mamba2 mixer, an attention mixer, an MLP or an MoE. The
-    planner's DecoderLayer pairs a cache-holding mixer with an MLP, so each MLP/MoE block is folded into the mixer
-    before it (the KV cache and the weights are exact; num_hidden_layers counts mixers, not blocks)."""
+    """NOTE: each Nemotron-H block is a layer of its own, as vLLM numbers them (NemotronHModel builds one decoder
+    layer per `hybrid_override_pattern` character, and the PP split counts them): a Mamba2 or attention mixer
+    without an MLP, or an MLP or MoE without a mixer (no cache)."""
     shape = decoder_shape(cfg, tied_default=False, intermediate=False)
-    hidden, blocks = shape.hidden_size, shape.num_hidden_layers
-    pattern = _nemotron_pattern(cfg, blocks)
-    raw_inter = cfg.raw("intermediate_size")
+    hidden = shape.hidden_size
+    pattern = _nemotron_pattern(cfg, shape.num_hidden_layers)
     m_heads, m_head_dim = cfg.int("mamba_num_heads"), cfg.int("mamba_head_dim")
     groups, d_state, d_conv = cfg.int("n_groups", 8), cfg.int("ssm_state_size", 128), cfg.int("conv_kernel", 4)
     state = mamba2_state(m_heads, m_head_dim, d_state, groups, d_conv,
@@ -145,43 +151,36 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
 
     inv = Inventory()
     embed_and_head(inv, shape, embed="backbone.embeddings.weight")
-    mixers: list[AttentionKind] = []
-    mlps: list[MlpKind | None] = []
-    mlp_index = 0
+    layers = []
+    mlp_count = 0
     for i, block in enumerate(pattern):
         p = f"backbone.layers.{i}"
-        merged = len(mixers) - (0 if block in (MAMBA_BLOCK, ATTENTION_BLOCK) else 1)
-        inv.norm(f"{p}.norm", hidden, merged)
+        inv.norm(f"{p}.norm", hidden, i)
         if block == MAMBA_BLOCK:
-            mamba2_mixer(inv, merged, f"{p}.mixer", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
+            mamba2_mixer(inv, i, f"{p}.mixer", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
                          conv_bias=cfg.bool("use_conv_bias", True), proj_bias=cfg.bool("use_bias", False))
-            mixers.append(state)
-            mlps.append(None)
+            layers.append(DecoderLayer(state, NoMlp()))
         elif block == ATTENTION_BLOCK:
-            gqa_attention(inv, merged, f"{p}.mixer", shape, qkv_bias=bias, o_bias=bias)
-            mixers.append(full_attention(shape))
-            mlps.append(None)
+            gqa_attention(inv, i, f"{p}.mixer", shape, qkv_bias=bias, o_bias=bias)
+            layers.append(DecoderLayer(full_attention(shape), NoMlp()))
         elif block == MLP_BLOCK:
-            # NOTE: intermediate_size may be a list, one width per MLP block in order.
-            width = int(raw_inter[mlp_index] if isinstance(raw_inter, list) and len(raw_inter) > 1 else
-                        (raw_inter[0] if isinstance(raw_inter, list) else cfg.int("intermediate_size")))
-            mlp_index += 1
+            width = _nemotron_mlp_width(cfg, mlp_count)
+            mlp_count += 1
             # NOTE: Nemotron-H MLPs are not gated: up_proj, squared ReLU, down_proj.
-            plain_mlp(inv, merged, f"{p}.mixer", hidden, width, up="up_proj", down="down_proj", bias=mlp_bias)
-            mlps[merged] = DenseMlp(width)
+            plain_mlp(inv, i, f"{p}.mixer", hidden, width, up="up_proj", down="down_proj", bias=mlp_bias)
+            layers.append(DecoderLayer(NoAttention(), DenseMlp(width)))
         else:
-            mlps[merged] = _nemotron_moe(inv, cfg, merged, f"{p}.mixer", hidden)
+            layers.append(DecoderLayer(NoAttention(), _nemotron_moe(inv, cfg, i, f"{p}.mixer", hidden)))
     inv.norm("backbone.norm_f", hidden, None)
-    layers = [DecoderLayer(mixer, mlp or DenseMlp(0)) for mixer, mlp in zip(mixers, mlps)]
-    dense_widths = [m.intermediate_size for m in mlps if isinstance(m, DenseMlp)]
-    moe = next((m for m in mlps if isinstance(m, MoeMlp)), None)
+    dense_widths = [layer.mlp.intermediate_size for layer in layers if isinstance(layer.mlp, DenseMlp)]
+    moe = next((layer.mlp for layer in layers if isinstance(layer.mlp, MoeMlp)), None)
     intermediate = max(dense_widths) if dense_widths else (moe.expert_intermediate_size if moe else 0)
     # NOTE: Nemotron-H attention layers use no positional embedding: no RoPE cache.
     return FamilyFacts(
         replace(shape, intermediate_size=intermediate), layers, inv,
-        notes=[(f"{blocks} Nemotron-H blocks ({pattern.count(MAMBA_BLOCK)} Mamba2, {pattern.count(ATTENTION_BLOCK)} "
-                f"attention, {pattern.count(MLP_BLOCK)} MLP, {pattern.count(MOE_BLOCK)} MoE) folded into "
-                f"{len(layers)} mixer layers")],
+        notes=[(f"{len(pattern)} Nemotron-H layers: {pattern.count(MAMBA_BLOCK)} Mamba2, "
+                f"{pattern.count(ATTENTION_BLOCK)} attention, {pattern.count(MLP_BLOCK)} MLP, "
+                f"{pattern.count(MOE_BLOCK)} MoE")],
     )
 
 
