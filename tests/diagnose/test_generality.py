@@ -361,3 +361,11 @@ def test_from_v021_an_estimate_larger_than_the_kv_deficit_is_what_left_no_kv(run
 def test_before_v021_the_estimate_was_only_logged_so_it_does_not_explain_the_empty_pool(run_diagnose):
     _, result, _ = run_diagnose(cudagraph_startup("0.19.1"))
     assert top(result) == "kv-cache-insufficient-at-startup"
+
+
+def test_a_long_weight_load_is_still_startup_however_late_the_oom(run_diagnose):
+    text = ("(EngineCore_DP0 pid=88) INFO 11-20 10:00:02 [gpu_model_runner.py:3051] Starting to load model "
+            "deepseek-ai/DeepSeek-R1...\n"
+            + E1.replace("02-14 09:31:12", "11-20 10:48:40") + torch_oom("3.50 GiB", "139.80 GiB", "1.02 GiB", "138.7 GiB") + "\n")
+    _, result, _ = run_diagnose(text)
+    assert result["phase"] == "startup-weights" and top(result) == "weights-dont-fit"

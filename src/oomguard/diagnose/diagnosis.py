@@ -153,7 +153,8 @@ def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> t
         if q in seen:
             out.append((label, f"{seen[q].value / (1 << 30):.2f} GiB (logged, {seen[q].where})"))
     if ledger is not None:
-        verdict = "fits" if ledger.fits else "does not fit: " + (ledger.errors[0][:120] if ledger.errors else "")
+        error = ledger.errors[0] if ledger.errors else ""
+        verdict = "fits" if ledger.fits else "does not fit: " + (error if len(error) <= 200 else error[:197] + "...")
         for label, gib, source in ledger.lines():
             if not any(o[0].startswith(label) for o in out):
                 out.append((label, f"{gib:.2f} GiB ({source}, planner's ledger for rank 0)"))

@@ -56,8 +56,11 @@ def render_text(d: Diagnosis) -> str:
         out.append(f"{i}. {c.cls}  {c.confidence:.0%}")
         if i > 1:
             out.append(f"   {c.explanation}")
+        last_why = ""
         for e in c.support:
-            out.append(f"   + {e.where}: {e.why}" + (f"\n       {e.text}" if e.text and i == 1 else ""))
+            why = e.why if e.why != last_why else "(same)"
+            last_why = e.why
+            out.append(f"   + {e.where}: {why}" + (f"\n       {e.text}" if e.text and i == 1 else ""))
         for e in c.contradict:
             out.append(f"   - {e.where}: {e.why}")
         fixes = c.fixes if i == 1 else c.fixes[:2]
@@ -66,6 +69,8 @@ def render_text(d: Diagnosis) -> str:
         if i == 1:
             for n in c.not_helpful:
                 out.append(f"   does not help: {n}")
+            for n in c.notes:
+                out.append(f"   note: {n}")
             out.append(f"   verify: {c.verify}")
     out.append("")
     out.append("The four questions:")
@@ -94,6 +99,9 @@ def _md_cause(i: int, c: Cause) -> list[str]:
     if c.not_helpful:
         lines.append("Does not help:")
         lines += [f"- {n}" for n in c.not_helpful]
+    if c.notes:
+        lines.append("Notes:")
+        lines += [f"- {n}" for n in c.notes]
     lines += [f"Verify: {c.verify}", ""]
     return lines
 
@@ -101,7 +109,7 @@ def _md_cause(i: int, c: Cause) -> list[str]:
 def render_markdown(d: Diagnosis) -> str:
     lines = ["## oomguard diagnose", "", f"**Phase:** {d.phase} ({d.phase_why})  ", f"**Setup:** {_setup_line(d)}", ""]
     if d.memory:
-        lines += ["| where the memory went | GiB |", "|---|---|"] + [f"| {k} | {v} |" for k, v in d.memory] + [""]
+        lines += ["| where the memory went | amount (source) |", "|---|---|"] + [f"| {k} | {v} |" for k, v in d.memory] + [""]
     for i, c in enumerate(d.causes, 1):
         lines += _md_cause(i, c)
     lines += ["**The four questions**", ""] + [f"- {q} {a}" for q, a in d.questions] + [""]

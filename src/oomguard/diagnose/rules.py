@@ -62,6 +62,8 @@ PADDING_RATIO = 4.0
 # A failure this long after the last startup step was at runtime: after KV sizing only graph capture and
 # warm-up remain, which take seconds to a few minutes (torch.compile runs before KV sizing, in the profile).
 SERVING_GAP_S = 15 * 60
+# The milestones the gap applies after (weight loading and the profile run can take far longer).
+AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone-cudagraph-done")
 # A step of this many tokens has more than 2^31 elements in the MLP's gate_up output (2 x intermediate per
 # token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
 INT32_RISK_TOKENS = 131072
@@ -69,6 +71,8 @@ INT32_RISK_TOKENS = 131072
 NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
 # From this version the CUDA-graph memory estimate is charged to the budget by default (ACCOUNTING.md §0, #38284).
 CUDAGRAPH_ESTIMATE_CHARGED = (0, 21)
+# Causes that can only stop an engine from starting.
+STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
 # Configuration risks.
 HIGH_UTILIZATION = 0.97
 HUGE_BATCHED_TOKENS = 32768
@@ -229,7 +233,7 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
     if milestones:
         last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
         gap = _gap(last, first)
-        if gap is not None and gap >= SERVING_GAP_S and MILESTONE_PHASE[last.name] != "runtime":
+        if gap is not None and gap >= SERVING_GAP_S and last.name in AFTER_KV_SIZING:
             return "runtime", (f"the failure came {gap / 60:.0f} min after the last startup step "
                                f"({last.name[10:]}): the server had been serving"), first
         return MILESTONE_PHASE[last.name], f"the last startup step logged before the failure: {last.name[10:]}", last
@@ -653,3 +657,6 @@ def _priors(t: Tally, sit: Situation) -> None:
                        ("weights-dont-fit", PRIOR), ("fragmentation", PRIOR * 0.5),
                        ("kv-exhaustion-at-runtime", PRIOR * 0.5)):
             t.add(cls, w, "a GPU OOM with little context: a usual cause")
+    if sit.phase == "runtime":
+        for cls in STARTUP_ONLY:
+            t.add(cls, -MEDIUM, "the server had been serving: this happens before the first request", sit.phase_fact)
