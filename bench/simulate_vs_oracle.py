@@ -52,29 +52,29 @@ def mooncake(name: str, n: int, ms_per_step: float, cap: int = 30000) -> list[di
 # name -> (workload builder, oracle args)
 SCENARIOS = {
     "mooncake_conv_llama_pc": (lambda: mooncake("conversation", 300, 40),
-        dict(model="Llama-3.1-8B", blocks=6000, mnbt=4096, seqs=64, L=32768, pc=True)),
+        {"model": "Llama-3.1-8B", "blocks": 6000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True}),
     "mooncake_conv_llama_pc_tight": (lambda: mooncake("conversation", 300, 10),
-        dict(model="Llama-3.1-8B", blocks=2500, mnbt=2048, seqs=64, L=32768, pc=True)),
+        {"model": "Llama-3.1-8B", "blocks": 2500, "mnbt": 2048, "seqs": 64, "L": 32768, "pc": True}),
     "mooncake_synth_gptoss_pc": (lambda: mooncake("synthetic", 200, 50),
-        dict(model="gpt-oss-20b", blocks=5000, mnbt=4096, seqs=64, L=32768, pc=True)),
+        {"model": "gpt-oss-20b", "blocks": 5000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True}),
     "azure_conv_llama_lpt_preempt": (lambda: azure("conv", 600, 1),
-        dict(model="Llama-3.1-8B", blocks=1200, mnbt=2048, seqs=128, L=16384, pc=False, lpt=256)),
+        {"model": "Llama-3.1-8B", "blocks": 1200, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": False, "lpt": 256}),
     "azure_conv_llama_pc_preempt": (lambda: azure("conv", 600, 1),
-        dict(model="Llama-3.1-8B", blocks=1200, mnbt=2048, seqs=128, L=16384, pc=True)),
+        {"model": "Llama-3.1-8B", "blocks": 1200, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True}),
     "azure_code_gemma2_sw": (lambda: azure("code", 300, 2),
-        dict(model="gemma-2-9b", blocks=6000, mnbt=2048, seqs=64, L=8192, pc=False)),
+        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": False}),
     "azure_code_gemma2_sw_pc": (lambda: azure("code", 300, 2),
-        dict(model="gemma-2-9b", blocks=6000, mnbt=2048, seqs=64, L=8192, pc=True)),
+        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": True}),
     "azure_code_qwen3moe_bs32": (lambda: azure("code", 400, 0),
-        dict(model="Qwen3-30B-A3B", blocks=4000, mnbt=8192, seqs=256, L=16384, pc=False, bs=32)),
+        {"model": "Qwen3-30B-A3B", "blocks": 4000, "mnbt": 8192, "seqs": 256, "L": 16384, "pc": False, "bs": 32}),
     # Sparse arrivals: long runs of identical decode steps (simulate advances them together), block
     # boundaries and preemptions falling inside those runs.
     "azure_conv_llama_sparse_decode_runs": (lambda: azure("conv", 400, 12),
-        dict(model="Llama-3.1-8B", blocks=1100, mnbt=2048, seqs=64, L=16384, pc=False)),
+        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": False}),
     "azure_conv_llama_pc_sparse_decode_runs": (lambda: azure("conv", 400, 12),
-        dict(model="Llama-3.1-8B", blocks=1100, mnbt=2048, seqs=64, L=16384, pc=True)),
+        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": True}),
     "mooncake_conv_llama_pc_sparse_decode_runs": (lambda: mooncake("conversation", 250, 10),
-        dict(model="Llama-3.1-8B", blocks=2100, mnbt=2048, seqs=32, L=32768, pc=True)),
+        {"model": "Llama-3.1-8B", "blocks": 2100, "mnbt": 2048, "seqs": 32, "L": 32768, "pc": True}),
 }
 
 
@@ -94,7 +94,7 @@ def oracle_run(name: str, work: list[dict], a: dict) -> Path | None:
            "--long-prefill-token-threshold", str(a.get("lpt", 0)), "--allow-long-max-model-len"]
     if a.get("pc"):
         cmd.append("--prefix-caching")
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         print(f"{name}: oracle failed: {res.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
         return None
@@ -141,9 +141,9 @@ def main() -> None:
     for ref in sorted(REFS.iterdir()):
         if ref.is_dir():
             p = json.loads((ref / "params.json").read_text())["oracle_args"]
-            dirs.append((ref.name, ref, dict(model=Path(p["model_dir"]).name, blocks=p["num_gpu_blocks"],
-                         mnbt=p["max_num_batched_tokens"], seqs=p["max_num_seqs"], L=p["max_model_len"],
-                         pc=p["prefix_caching"], bs=p["block_size"], lpt=p["long_prefill_token_threshold"])))
+            dirs.append((ref.name, ref, {"model": Path(p["model_dir"]).name, "blocks": p["num_gpu_blocks"],
+                         "mnbt": p["max_num_batched_tokens"], "seqs": p["max_num_seqs"], "L": p["max_model_len"],
+                         "pc": p["prefix_caching"], "bs": p["block_size"], "lpt": p["long_prefill_token_threshold"]}))
     for name, (build, a) in SCENARIOS.items():
         if args.only and args.only != name:
             continue

@@ -8,7 +8,14 @@ import pytest
 
 from oomguard.cli import main as oomguard
 from oomguard.simulate.step_cli import parse_scheduled
-from oomguard.simulate.step_memory import ActivationModel, ModelWidths, Row, StepMemoryOptions, StepShape, step_memory
+from oomguard.simulate.step_memory import (
+    ActivationModel,
+    ModelWidths,
+    Row,
+    StepMemoryOptions,
+    StepShape,
+    step_memory,
+)
 
 SEED002 = "31344,1352,4,8,9,10,20,18,1d,1d"
 GiB = 1 << 30

@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.simulate import workload as wl
@@ -33,11 +33,19 @@ from oomguard.simulate.report import (
     write_png,
     write_timeline,
 )
-from oomguard.simulate.run import SimulationConfig, SimulationResult, Summary, simulate, summarize
+from oomguard.simulate.run import ProgressFn, SimulationConfig, SimulationResult, Summary, simulate, summarize
 from oomguard.simulate.scheduler import SchedulerConfig
-from oomguard.simulate.step_memory import DEFAULT_TENSORS_ALIVE, ActivationModel, ModelWidths, StepMemoryOptions
+from oomguard.simulate.step_memory import (
+    DEFAULT_TENSORS_ALIVE,
+    ActivationModel,
+    ModelWidths,
+    StepMemoryOptions,
+)
 from oomguard.simulate.step_time import StepTimeModel
 from oomguard.units import parse_bytes
+
+if TYPE_CHECKING:
+    from oomguard.engines.vllm.flags import ServeArgs
 
 # vLLM's fallbacks when nothing else sets them (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / _SEQS)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -151,7 +159,7 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(own), command + vllm
 
 
-def _serve_args(model: str | None, vllm_argv: list[str]) -> Any:
+def _serve_args(model: str | None, vllm_argv: list[str]) -> ServeArgs:
     from oomguard.engines.vllm.flags import parse_serve_command
 
     words = list(vllm_argv)
@@ -208,7 +216,11 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
             raise ConfigError("--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
                               "for the KV cache groups")
         # The model directory's own layer kinds when there is one (how the scheduler oracle is replayed).
-        groups = kv_groups(local_facts, block_size) if local_facts is not None else pool.groups  # type: ignore[union-attr]
+        if local_facts is not None:
+            groups = kv_groups(local_facts, block_size)
+        else:
+            assert pool is not None  # facts without a local config come from the planner, with its pool
+            groups = pool.groups
         num_blocks = int(override_blocks)
         source = f"--num-gpu-blocks-override {num_blocks:,}"
     elif pool is not None:
@@ -334,7 +346,7 @@ def load_workload(args: argparse.Namespace) -> wl.Workload:
     return workload
 
 
-def _progress_fn(enabled: bool):  # type: ignore[no-untyped-def]
+def _progress_fn(enabled: bool) -> ProgressFn | None:
     if not enabled:
         return None
 

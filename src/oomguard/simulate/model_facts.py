@@ -20,11 +20,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomguard.errors import ConfigError
 from oomguard.simulate.kv_pool import KvGroupSpec, cdiv
 from oomguard.simulate.step_memory import ActivationModel, ModelWidths
+
+if TYPE_CHECKING:  # the planner is imported when first used, so `oomguard step` alone stays light
+    from oomguard.planning import Plan, PlanRequest, RankLedger
 
 GROUP_PADDING_RATIO = 1.5  # vLLM get_kv_cache_groups: pad to the largest count when max < 1.5 x min
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "fp8": 1}
@@ -94,7 +97,8 @@ def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | No
 
 
 def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    nested = cfg.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg  # multimodal configs nest the LM
     try:
         hidden = int(text["hidden_size"])
         layers = int(text["num_hidden_layers"])
@@ -166,7 +170,7 @@ def _group(kind: str, window: int | None, block_size: int) -> KvGroupSpec:
     return KvGroupSpec("mla" if kind == "mla" else "full", block_size)
 
 
-def from_planner(request: Any) -> tuple[PoolFacts, ModelFacts, Any]:
+def from_planner(request: PlanRequest) -> tuple[PoolFacts, ModelFacts, Plan]:
     """Pool, groups, step headroom and activation costs from `oomguard.planning.plan` for a `PlanRequest`."""
     from oomguard.planning import plan
 
@@ -202,7 +206,7 @@ def from_planner(request: Any) -> tuple[PoolFacts, ModelFacts, Any]:
     return pool, facts, result
 
 
-def activation_of_rank(result: Any, rank: Any) -> ActivationModel:
+def activation_of_rank(result: Plan, rank: RankLedger) -> ActivationModel:
     """The planner's activation mechanism on one rank, per token and per sampled row.
 
     `forward_peak_bytes` is linear in the step's tokens (hidden streams and each layer's transient all scale
@@ -228,11 +232,11 @@ def activation_of_rank(result: Any, rank: Any) -> ActivationModel:
     )
 
 
-def binding_rank(result: Any) -> tuple[Any, ActivationModel, int]:
+def binding_rank(result: Plan) -> tuple[RankLedger, ActivationModel, int]:
     """(rank, its activation model, its step headroom) for the distinct rank with the least room to spare at
     the profile run's own shape. Headroom = the ledger's free memory + the rank's activation line."""
     cfg = result.engine
-    best: tuple[int, Any, ActivationModel, int] | None = None
+    best: tuple[int, RankLedger, ActivationModel, int] | None = None
     for rank in result.ranks:
         model = activation_of_rank(result, rank)
         headroom = int(rank.gpu.free_bytes) + int(rank.activation.bytes)

@@ -70,17 +70,17 @@ def summary_text(result: SimulationResult, summary: Summary, setup: dict[str, An
     lines = [
         f"oomguard simulate: {result.workload_source}",
         f"  setup          {setup.get('describe', '')}",
-        f"  requests       {summary.requests:,} arrived, {summary.finished:,} finished"
-        + (f", {summary.rejected} rejected (prompt >= max_model_len)" if summary.rejected else "")
-        + (f", {summary.unservable} never fit the pool" if summary.unservable else ""),
+        (f"  requests       {summary.requests:,} arrived, {summary.finished:,} finished"
+         + (f", {summary.rejected} rejected (prompt >= max_model_len)" if summary.rejected else "")
+         + (f", {summary.unservable} never fit the pool" if summary.unservable else "")),
         f"  steps          {summary.steps:,} over {summary.simulated_time:,.1f} {unit}",
-        f"  KV blocks      peak {summary.max_kv_blocks_used:,} / {summary.usable_blocks:,}; usage p50 "
-        f"{summary.kv_usage_p50:.1%}, p99 {summary.kv_usage_p99:.1%}, max {summary.kv_usage_max:.1%}",
+        (f"  KV blocks      peak {summary.max_kv_blocks_used:,} / {summary.usable_blocks:,}; usage p50 "
+         f"{summary.kv_usage_p50:.1%}, p99 {summary.kv_usage_p99:.1%}, max {summary.kv_usage_max:.1%}"),
         f"  saturated      {summary.time_saturated:,.1f} {unit} with requests waiting on a >=95% full pool",
         f"  preemptions    {summary.preemptions:,}; max running {summary.max_running:,}",
         f"  queue p99      {summary.queue_p99:,.3f} {unit}; TTFT p50 {summary.ttft_p50:,.3f}, p99 {summary.ttft_p99:,.3f} {unit}",
-        f"  throughput     {summary.output_tokens_per_s:,.1f} output tokens/{unit} "
-        f"({summary.total_tokens_per_s:,.1f} scheduled tokens/{unit} while busy)",
+        (f"  throughput     {summary.output_tokens_per_s:,.1f} output tokens/{unit} "
+         f"({summary.total_tokens_per_s:,.1f} scheduled tokens/{unit} while busy)"),
     ]
     if summary.prefix_hit_rate is not None:
         lines.append(f"  prefix cache   {summary.prefix_hit_rate:.1%} of prompt tokens hit")

@@ -29,7 +29,7 @@ SATURATED_KV_USAGE = 0.95  # "saturated": requests wait while the pool is at lea
 class SimulationConfig:
     scheduler: SchedulerConfig
     activation: ActivationModel | None = None  # None: no step memory (the scheduler alone)
-    memory: StepMemoryOptions = StepMemoryOptions()
+    memory: StepMemoryOptions = field(default_factory=StepMemoryOptions)
     headroom_bytes: int | None = None
     step_time: StepTimeModel | None = None
     record_chunks: bool = False
@@ -244,8 +244,7 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
         prefills = max_prefill = prefill_attn = 0
         for request, k, before in rows_chunks:
             prefills += 1
-            if k > max_prefill:
-                max_prefill = k
+            max_prefill = max(max_prefill, k)
             prefill_attn += k * (before + k // 2)
             if before + k >= request.num_tokens:
                 sampling += 1

@@ -233,10 +233,8 @@ class Scheduler:
             n = request.num_tokens - computed
             if 0 < threshold < n:
                 n = threshold
-            if n > budget:
-                n = budget
-            if n > max_len - computed - 1:
-                n = max_len - computed - 1
+            n = min(n, budget)
+            n = min(n, max_len - computed - 1)
             if n <= 0:
                 i += 1
                 continue
@@ -262,8 +260,7 @@ class Scheduler:
                 n = request.num_tokens - hit_tokens
                 if 0 < threshold < n:
                     n = threshold
-                if n > budget:
-                    n = budget
+                n = min(n, budget)
                 if not kv.allocate_slots(
                     request, 0, n, hit_tokens, hit_blocks if hit_tokens else None,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,

@@ -221,12 +221,10 @@ def step_peak_bytes(
     """`step_memory(...).peak_bytes` from the shape's summary numbers, for the simulator's inner loop."""
     peak = int(num_tokens * model.forward_bytes_per_token)
     sampler = int(num_sampling * model.sampler_bytes_per_row)
-    if sampler > peak:
-        peak = sampler
+    peak = max(peak, sampler)
     if options.layout == "padded":
         padded = int((FORWARD_HIDDEN_STREAMS * num_tokens
                       + options.tensors_alive * (num_prefills * max_prefill + num_decodes))
                      * model.hidden_size * model.dtype_bytes)
-        if padded > peak:
-            peak = padded
+        peak = max(peak, padded)
     return peak + model.fixed_bytes

@@ -94,7 +94,7 @@ class _Rows:
 
 def _int_field(value: Any, name: str) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"{name} is not a number: {value!r}")
+        raise TypeError(f"{name} is not a number: {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -135,7 +135,7 @@ def _ids_field(value: Any) -> tuple[int, ...]:
         else:
             value = [v for v in text.replace(";", " ").replace(",", " ").split() if v]
     if not isinstance(value, list):
-        raise ValueError(f"prefix ids must be a list, got {type(value).__name__}")
+        raise TypeError(f"prefix ids must be a list, got {type(value).__name__}")
     return tuple(_int_field(v, "prefix id") for v in value)
 
 
@@ -296,22 +296,24 @@ def _read_csv(text: str, path: str, skip_bad_rows: bool) -> Workload:
                 return names.index(c)
         return None
 
+    i_ids: int | None
     if azure:
         i_time, i_prompt, i_output, i_ids, time_scale = 0, 1, 2, None, 1.0
     else:
-        i_prompt = col(*_PROMPT_KEYS)
-        i_output = col(*_OUTPUT_KEYS)
-        i_time = col("timestamp_ms")
+        prompt_col = col(*_PROMPT_KEYS)
+        output_col = col(*_OUTPUT_KEYS)
+        time_col = col("timestamp_ms")
         time_scale = 0.001
-        if i_time is None:
-            i_time = col(*_ARRIVAL_SECONDS)
+        if time_col is None:
+            time_col = col(*_ARRIVAL_SECONDS)
             time_scale = 1.0
         i_ids = col("prefix_ids", "hash_ids")
-        if i_prompt is None or i_output is None or i_time is None:
+        if prompt_col is None or output_col is None or time_col is None:
             raise InputFormatError(
                 f"{path}:1: unknown CSV trace format (header {header[:6]}); expected Azure "
                 "(TIMESTAMP,ContextTokens,GeneratedTokens) or arrival_s,prompt_tokens,output_tokens[,prefix_ids]"
             )
+        i_time, i_prompt, i_output = time_col, prompt_col, output_col
     origin: float | None = None
     width = len(names)
     while True:
@@ -343,7 +345,7 @@ def _read_csv(text: str, path: str, skip_bad_rows: bool) -> Workload:
                 output_tokens=_int_field(fields[i_output], header[i_output]),
                 prefix_ids=_ids_field(fields[i_ids]) if i_ids is not None else (),
             )
-        except (ValueError, json.JSONDecodeError) as err:
+        except (ValueError, TypeError, json.JSONDecodeError) as err:
             rows.bad(line_no, str(err))
             continue
         rows.add(line_no, request, need_sorted=True)
@@ -417,7 +419,7 @@ class LengthDist:
             return rng.randint(int(self.a), int(self.b))
         # lognormal whose mean is `a`: mu = ln(a) - sigma^2 / 2
         mu = math.log(self.a) - self.b * self.b / 2
-        return max(1, int(round(rng.lognormvariate(mu, self.b))))
+        return max(1, round(rng.lognormvariate(mu, self.b)))
 
     @classmethod
     def parse(cls, text: str) -> LengthDist:
@@ -446,7 +448,8 @@ def poisson(rate: float, duration: float, prompt: LengthDist, output: LengthDist
     if rate <= 0 or duration <= 0:
         raise ValueError("rate and duration must be > 0")
     rng = random.Random(seed)
-    t, out = 0.0, []
+    t = 0.0
+    out: list[TraceRequest] = []
     while True:
         t += rng.expovariate(rate)
         if t >= duration:
@@ -466,7 +469,8 @@ def bursty(
         raise ValueError("need rate, duration, burst factor > 0 and 0 < burst_s <= period_s")
     rng = random.Random(seed)
     peak = rate * burst_factor
-    t, out = 0.0, []
+    t = 0.0
+    out: list[TraceRequest] = []
     while True:
         # Thinning: draw at the peak rate, keep with probability rate(t) / peak.
         t += rng.expovariate(max(peak, rate))
