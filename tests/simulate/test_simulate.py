@@ -143,3 +143,40 @@ def test_sweep_names_the_largest_safe_value(shared_data: Path, tmp_path: Path, c
     assert by_value["2048"]["oom_events"] == 0
     safe = [v for v, run in by_value.items() if run["oom_events"] == 0]
     assert out["largest_safe"] == max(safe, key=int)
+
+
+def _one_full_length_request(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, blocks: int) -> dict:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": FULL_LENGTH - 1, "output_tokens": 1}) + "\n")
+    return _simulate(capsys, str(trace), "--model", model, "--gpu", "H100", "--max-model-len", str(FULL_LENGTH),
+                     "--num-gpu-blocks-override", str(blocks))
+
+
+FULL_LENGTH = 16384
+
+
+def test_a_pool_of_the_planners_blocks_per_request_admits_one_full_length_request_and_no_fewer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oomguard.planning import PlanRequest, plan
+
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    planned = plan(PlanRequest(model=model, gpu="H100", flags={"max_model_len": FULL_LENGTH}))
+    # vLLM reserves the whole sequence at admission; block 0 is the null block.
+    enough = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request + 1)
+    assert (enough["finished"], enough["unservable"]) == (1, 0)
+    short = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request)
+    assert (short["finished"], short["unservable"]) == (0, 1)
+
+
+def test_a_hybrid_models_blocks_per_request_from_the_planner_are_enough_for_one_full_length_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oomguard.planning import PlanRequest, plan
+
+    model = "openai/gpt-oss-20b"  # sliding-window and full-attention groups in one pool
+    planned = plan(PlanRequest(model=model, gpu="H100", flags={"max_model_len": FULL_LENGTH}))
+    enough = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request + 1)
+    assert (enough["finished"], enough["unservable"]) == (1, 0)
+    # The sliding-window group held far fewer blocks than its admission reservation at the peak.
+    assert enough["max_kv_blocks_used"] < planned.kv.blocks_per_request
