@@ -17,7 +17,7 @@ from oomguard.models.families.common import mamba2_state
 from oomguard.models.hf_config import spec_from_config
 from oomguard.models.resolve import catalog_ids, resolve_model
 from oomguard.models.spec import FullAttention, MambaState, ModelSpec, MoeMlp, Role, SlidingWindowAttention
-from oomguard.models.weights import RankPlacement, rank_weight_bytes
+from oomguard.models.weights import RankPlacement, rank_tensor_bytes, rank_weight_bytes
 from oomguard.planning import PlanRequest, plan
 
 
@@ -219,6 +219,37 @@ NEMOTRON_H_SMALL: dict[str, Any] = {
     "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "n_shared_experts": 1,
     "moe_shared_expert_intermediate_size": 128,
 }
+
+
+def vllm_padded_groups(groups: int, tp: int) -> int:
+    """MambaMixer2: n_groups + extra_groups_for_head_shards(n_groups, tp)."""
+    return groups + (0 if groups % tp == 0 else tp - groups)
+
+
+def vllm_mixer2_rank_rows(heads: int, head_dim: int, state: int, groups: int, tp: int) -> dict[str, int]:
+    """MambaMixer2's column-parallel layers, written out: in_proj emits I + conv_dim + heads rows and conv1d
+    conv_dim = I + 2·G'·N rows (G' the padded groups), each rank holding 1/TP of them."""
+    conv_dim = heads * head_dim + 2 * vllm_padded_groups(groups, tp) * state
+    return {"in_proj.weight": (heads * head_dim + conv_dim + heads) // tp, "conv1d.weight": conv_dim // tp}
+
+
+MIXER2_CASES = [  # (config, mamba heads, head dim, N, groups)
+    (GRANITE_H_SMALL, 128, 64, 128, 1),
+    (NEMOTRON_H_SMALL, 8, 64, 16, 2),
+]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("case", range(len(MIXER2_CASES)))
+def test_mamba2_projections_hold_whole_groups_per_rank_like_vllm(case: int, tp: int) -> None:
+    config, heads, head_dim, state, groups = MIXER2_CASES[case]
+    spec = spec_from_config(config)
+    expected = vllm_mixer2_rank_rows(heads, head_dim, state, groups, tp)
+    place = RankPlacement(tp_size=tp)
+    for suffix, rows in expected.items():
+        tensor = next(t for t in spec.tensors if t.role == Role.MAMBA and t.name.endswith(suffix))
+        per_row = tensor.numel // tensor.shape[0]
+        assert rank_tensor_bytes(tensor, spec, place) == rows * per_row * spec.dtype_bytes, suffix
 
 
 def test_nemotron_h_numbers_every_block_as_its_own_layer() -> None:

@@ -157,6 +157,8 @@ class Split(str, Enum):
     VOCAB = "vocab"              # embedding / lm_head rows: padded to a multiple of 64, then divided by TP
     REPLICATED = "replicated"    # norms, routers, MLA's fused q_a/kv_a, biases of row-parallel layers
     EXPERT = "expert"            # routed-expert weights: whole experts per EP rank, or TP-sharded inside
+    GROUPED_COLUMN = "grouped_column"   # Mamba2 in_proj / conv1d: divided by TP, but their B/C rows keep at least
+                                        # one whole group per rank (vLLM pads n_groups up to TP)
 
 
 class Role(str, Enum):
@@ -189,6 +191,8 @@ class TensorSpec:
     stored_bytes: int | None = None    # exact bytes from safetensors headers, all experts included
     kv_heads: int = 0                  # KV_COLUMN: the KV heads along dim 0 (replicated when TP > kv_heads)
     shard_dim: int | None = None       # EXPERT: the dim TP divides without EP (0: gate/up, 1: down)
+    groups: int = 0                    # GROUPED_COLUMN: the B/C groups along dim 0
+    group_rows: int = 0                # GROUPED_COLUMN: how many rows of dim 0 they span (all groups together)
 
     @property
     def numel(self) -> int:

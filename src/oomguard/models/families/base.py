@@ -156,10 +156,11 @@ class Inventory:
     tensors: list[TensorSpec] = field(default_factory=list)
 
     def add(self, name: str, shape: tuple[int, ...], role: Role, split: Split, layer: int | None = None, *,
-            experts: int = 0, quantizable: bool = True, kv_heads: int = 0, shard_dim: int | None = None) -> None:
+            experts: int = 0, quantizable: bool = True, kv_heads: int = 0, shard_dim: int | None = None,
+            groups: int = 0, group_rows: int = 0) -> None:
         self.tensors.append(TensorSpec(name=name, shape=shape, role=role, split=split, layer=layer,
                                        experts=experts, quantizable=quantizable, kv_heads=kv_heads,
-                                       shard_dim=shard_dim))
+                                       shard_dim=shard_dim, groups=groups, group_rows=group_rows))
 
     def norm(self, name: str, width: int, layer: int | None, role: Role = Role.NORM, bias: bool = False) -> None:
         self.add(f"{name}.weight", (width,), role, Split.REPLICATED, layer, quantizable=False)

@@ -279,15 +279,25 @@ def mamba2_mixer(inv: Inventory, layer: int, prefix: str, hidden: int, num_heads
                  state_size: int, n_groups: int, conv_kernel: int, *, conv_bias: bool, proj_bias: bool) -> None:
     """Mamba2 mixer weights as checkpoints store them (MambaMixer2): in_proj emits x, z, B, C and dt
     (2·I + 2·G·N + heads), a depthwise conv over x, B, C, per-head A_log / D / dt_bias, a gated RMSNorm over I
-    and out_proj back to the hidden size."""
+    and out_proj back to the hidden size.
+
+    NOTE: in_proj and conv1d (weight and bias) are sized for n_groups padded up to TP when TP does not divide it,
+    so each rank holds its heads' share plus ceil(G / TP) whole B/C groups (GROUPED_COLUMN)."""
     intermediate = num_heads * head_dim
-    conv_dim = intermediate + 2 * n_groups * state_size
-    inv.linear(f"{prefix}.in_proj", 2 * intermediate + 2 * n_groups * state_size + num_heads, hidden, Role.MAMBA,
-               Split.COLUMN, layer, bias=proj_bias)
-    inv.add(f"{prefix}.conv1d.weight", (conv_dim, 1, conv_kernel), Role.MAMBA, Split.COLUMN, layer,
-            quantizable=False)
+    group_rows = 2 * n_groups * state_size
+    conv_dim = intermediate + group_rows
+    projected = 2 * intermediate + group_rows + num_heads
+
+    def grouped(name: str, shape: tuple[int, ...], quantizable: bool) -> None:
+        inv.add(f"{prefix}.{name}", shape, Role.MAMBA, Split.GROUPED_COLUMN, layer, quantizable=quantizable,
+                groups=n_groups, group_rows=group_rows)
+
+    grouped("in_proj.weight", (projected, hidden), True)
+    if proj_bias:
+        grouped("in_proj.bias", (projected,), False)
+    grouped("conv1d.weight", (conv_dim, 1, conv_kernel), False)
     if conv_bias:
-        inv.add(f"{prefix}.conv1d.bias", (conv_dim,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
+        grouped("conv1d.bias", (conv_dim,), False)
     for name in ("dt_bias", "A_log", "D"):
         inv.add(f"{prefix}.{name}", (num_heads,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
     inv.add(f"{prefix}.norm.weight", (intermediate,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
