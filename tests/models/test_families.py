@@ -87,6 +87,15 @@ def test_internlm2_fuses_qkv_with_the_kv_heads() -> None:
     assert {layer.attention for layer in spec.layers} == {FullAttention(8, 128, 128)}
 
 
+@pytest.mark.parametrize("model_type", ["starcoder2", "stablelm", "internlm2", "granitemoehybrid"])
+def test_zero_attention_heads_is_a_config_error_in_readers_that_divide_by_them(model_type: str) -> None:
+    # these families take head_dim = hidden / heads whatever the config says
+    config = {"model_type": model_type, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 0,
+              "intermediate_size": 128, "vocab_size": 100}
+    with pytest.raises(ConfigError, match="num_attention_heads"):
+        spec_from_config(config)
+
+
 def test_stablelm2_has_layernorm_biases_and_qkv_bias() -> None:
     names = {t.name for t in resolve_model("stabilityai/stablelm-2-zephyr-1_6b").tensors}
     assert {"model.layers.0.input_layernorm.bias", "model.layers.0.self_attn.q_proj.bias", "model.norm.bias"} <= names
