@@ -9,6 +9,13 @@ whole sequence needs more blocks than exist) would hang vLLM's FCFS queue; here 
 Per executed step the timeline keeps: time, duration, scheduled tokens, prefill/decode counts, the longest
 prefill chunk, running/waiting, KV blocks in use, preemptions, admissions, finishes, and the step's activation
 peak (`step_memory`). A step whose peak passes the headroom is an OOM event. Nothing here prints.
+
+Most steps of a long trace repeat the one before: every running request decodes one token, nothing arrives,
+finishes, is admitted or preempted. After such a step the loop hands the next ones to
+`Scheduler.decode_run`, which advances them without re-scheduling every request and replays only the KV
+events (a request needing a new block) in vLLM's order; the timeline still gets one row per step, identical
+to step-by-step scheduling (`fast_forward=False` does that, for checking). The run stops before an arrival,
+a finish, a step whose new blocks would not fit, an OOM step, or `max_steps`.
 """
 
 from __future__ import annotations

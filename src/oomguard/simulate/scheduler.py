@@ -20,6 +20,8 @@ One step (`schedule`):
    samples one token (a partial prefill chunk samples nothing). A request stops at `max_tokens` generated
    tokens or at `max_model_len` total tokens; its blocks go back to the pool before the next step.
 
+Runs of identical decode steps can be advanced together (`decode_run`, `DecodeRun`) with the same result.
+
 Not modelled (off by default or not reachable from a trace): speculative decoding, KV connectors, encoder
 inputs, LoRA limits, priority scheduling, Mamba alignment, async scheduling's output placeholders (async only
 changes the sliding-window reserve here, through `in_flight_tokens`).
