@@ -369,3 +369,47 @@ def test_a_long_weight_load_is_still_startup_however_late_the_oom(run_diagnose):
             + E1.replace("02-14 09:31:12", "11-20 10:48:40") + torch_oom("3.50 GiB", "139.80 GiB", "1.02 GiB", "138.7 GiB") + "\n")
     _, result, _ = run_diagnose(text)
     assert result["phase"] == "startup-weights" and top(result) == "weights-dont-fit"
+
+
+def test_ray_memory_monitor_kill_is_host_ram_not_a_gpu_oom(run_diagnose):
+    text = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+            "Memory on the node (IP: 10.0.3.17, ID: 8c1e) where the task (actor ID: 5f2a, name=RayWorkerWrapper."
+            "__init__, pid=4101) was running was 241.07GB / 251.53GB (0.958414), which exceeds the memory usage "
+            "threshold of 0.95. Ray killed this worker (ID: 31aa) because it was the most recently scheduled task.\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "host-ram-oom"
+    assert "node/container memory" in result["questions"][3]["answer"]
+
+
+def test_cpu_allocator_refusal_is_host_ram(run_diagnose):
+    text = ("RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
+            "to allocate 8589934592 bytes.\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "host-ram-oom"
+
+
+def test_sglang_decode_out_of_memory_is_the_kv_pool_running_full(run_diagnose):
+    text = ("[2025-05-11 03:12:40 TP0] Decode batch. #running-req: 212, #token: 480331, token usage: 0.99, "
+            "gen throughput (token/s): 4120.77, #queue-req: 57\n"
+            "[2025-05-11 03:12:41 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            "RuntimeError: Decode out of memory. Try to lower your batch size.\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "kv-exhaustion-at-runtime"
+
+
+def test_v0_preemption_warning_alone_is_kv_exhaustion(run_diagnose):
+    text = ("WARNING 04-02 18:11:07 scheduler.py:1560] Sequence group cmpl-9f1c2 is preempted by "
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
+            "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+            "total_num_cumulative_preemption=51\n")
+    _, result, _ = run_diagnose(text)
+    assert top(result) == "kv-exhaustion-at-runtime"
+
+
+def test_engine_init_failure_places_a_bare_oom_at_startup(run_diagnose):
+    text = (E1 + torch_oom("1.00 GiB", "23.55 GiB", "706.12 MiB", "22.86 GiB") + "\n"
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+            "proc(s): {}\n")
+    _, result, _ = run_diagnose(text)
+    assert result["phase"] == "startup"
+    assert not {"kv-exhaustion-at-runtime", "memory-leak"} & set(classes(result))

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
+from oomguard.diagnose.evidence import (
+    HOST_SIGNALS,
+    Evidence,
+    HostMemory,
+    OomMessage,
+    ScheduledStep,
+    StartupNumber,
+)
 from oomguard.diagnose.planner import Ledger, activation_model, plan_setup
 from oomguard.diagnose.remedies import Fix, advise
 from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
@@ -123,8 +130,7 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
     crash = sit.kv_at_crash
     kv = (f"{crash.kv_usage:.0%} at {crash.where}" if crash and crash.kv_usage is not None else
           "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure")
-    host = bool(ev.signals("host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "cgroup-oom-kill",
-                           "host-enomem", "unified-memory-exhausted"))
+    host = ev.has(*HOST_SIGNALS)
     gpu = bool(ev.of(OomMessage)) or ev.has(*GPU_MEMORY_ERRORS)
     node = ("node/container memory (exit 137, OOMKilled, kernel OOM or ENOMEM)" if host and not gpu else
             "both a GPU OOM and a host kill are in the evidence" if host and gpu else

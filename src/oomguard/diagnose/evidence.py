@@ -106,6 +106,8 @@ SIGNALS = frozenset({
     "profiling-memory-released",      # "Error in memory profiling ... other processes ... release"
     "cudagraph-estimate-hint",        # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
     "engine-dead",
+    "engine-init-failed",             # "Engine core initialization failed" / "EngineCore failed to start"
+    "kv-preempted",                   # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
     # kernels / indexing
     "int32-index-math",               # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
     "illegal-memory-access",
@@ -119,6 +121,7 @@ SIGNALS = frozenset({
     "sglang-not-enough-memory",       # "Not enough memory. Please try to increase --mem-fraction-static."
     "sglang-unbalanced-memory",       # "The memory capacity is unbalanced"
     "sglang-retract",                 # KV pool full, requests retracted
+    "sglang-kv-alloc-failed",         # "Prefill/Decode out of memory. Try to lower your batch size."
     # host
     "host-killed",                    # a bare "Killed" line from the shell / kernel SIGKILL
     "exit-137",
@@ -129,6 +132,7 @@ SIGNALS = frozenset({
     "cgroup-oom-kill",                # memory.events oom_kill > 0
     "cgroup-at-limit",                # memory.current within a few % of memory.max
     "host-memory-low",                # free -m: available tiny
+    "ray-memory-kill",                # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
     # milestones (phase markers)
     "milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-kv-sized",
     "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving", "milestone-mm-profile",
@@ -138,6 +142,11 @@ SIGNALS = frozenset({
     "prose-library-regression", "prose-logprobs", "prose-kv-full", "prose-other-process",
     "prose-not-cudagraph", "prose-multimodal",
 })
+
+
+# The signals of the host/container killing the process or refusing it memory (not the GPU).
+HOST_SIGNALS = frozenset({"host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "host-enomem",
+                          "unified-memory-exhausted", "cgroup-oom-kill", "ray-memory-kill"})
 
 
 @dataclass(frozen=True, kw_only=True)

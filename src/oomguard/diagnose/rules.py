@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnose.evidence import (
+    HOST_SIGNALS,
     Evidence,
     Fact,
     Frame,
@@ -73,6 +74,8 @@ NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl
 CUDAGRAPH_ESTIMATE_CHARGED = (0, 21)
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
+# Causes that need traffic.
+RUNTIME_ONLY = ("kv-exhaustion-at-runtime", "memory-leak")
 # Configuration risks.
 HIGH_UTILIZATION = 0.97
 HUGE_BATCHED_TOKENS = 32768
@@ -171,9 +174,8 @@ FAILURE_SIGNALS = {
     "free-memory-below-utilization", "no-kv-cache-memory", "negative-kv-memory", "max-model-len-exceeds-kv",
     "cannot-auto-fit", "load-model-failed", "sampler-warmup-oom", "pooler-warmup-oom", "profiling-memory-released",
     "int32-index-math", "illegal-memory-access", "hsa-out-of-resources", "deepep-error", "nvshmem-alloc",
-    "sglang-negative-token-budget", "sglang-not-enough-memory", "host-killed", "exit-137", "oom-killed",
-    "kernel-oom-kill", "host-enomem", "unified-memory-exhausted", "cgroup-oom-kill", "engine-dead",
-}
+    "sglang-negative-token-budget", "sglang-not-enough-memory", "sglang-kv-alloc-failed", "engine-dead",
+} | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights", "milestone-weights-loaded": "startup-profile",
     "milestone-profile": "startup-profile", "milestone-mm-profile": "startup-profile",
@@ -186,8 +188,8 @@ SIGNAL_PHASE = {
     "no-kv-cache-memory": "startup-kv-alloc", "negative-kv-memory": "startup-kv-alloc",
     "max-model-len-exceeds-kv": "startup-kv-alloc", "cannot-auto-fit": "startup-kv-alloc",
     "sampler-warmup-oom": "startup-warmup", "sglang-negative-token-budget": "startup-kv-alloc",
-    "sglang-not-enough-memory": "startup-kv-alloc", "host-killed": "host", "exit-137": "host", "oom-killed": "host",
-    "kernel-oom-kill": "host", "cgroup-oom-kill": "host", "host-enomem": "host", "unified-memory-exhausted": "host",
+    "sglang-not-enough-memory": "startup-kv-alloc", "sglang-kv-alloc-failed": "runtime",
+    **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = ("milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-mm-profile",
                    "milestone-kv-sized", "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving")
@@ -211,10 +213,8 @@ def situation(ev: Evidence) -> Situation:
             before = [s for s in with_kv if s.where.source == first.where.source and s.where.line <= first.where.line]
             kv_at_crash = before[-1] if before else kv_at_crash
     phase, why, fact = _phase(ev, first, categories, samples)
-    host = {"host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "host-enomem", "unified-memory-exhausted",
-            "cgroup-oom-kill"}
-    host_failure = any(isinstance(f, Signal) and f.name in host for f in failures)
-    gpu_failure = any(not (isinstance(f, Signal) and f.name in host) for f in failures) or (
+    host_failure = any(isinstance(f, Signal) and f.name in HOST_SIGNALS for f in failures)
+    gpu_failure = any(not (isinstance(f, Signal) and f.name in HOST_SIGNALS) for f in failures) or (
         bool(ev.of(Frame)) and not host_failure)
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
 
@@ -239,6 +239,9 @@ def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], sampl
         return MILESTONE_PHASE[last.name], f"the last startup step logged before the failure: {last.name[10:]}", last
     if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    if ev.has("engine-init-failed") and not ev.has("milestone-serving"):
+        return "startup", "the engine reported that its initialization failed (step not in the evidence)", (
+            ev.signals("engine-init-failed")[0])
     if samples or "serving" in cats or "forward" in cats:
         in_request = cats.get("serving") or cats.get("forward") or []
         fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
@@ -335,6 +338,11 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         t.add("other-process-or-shared-gpu", STRONG, "SGLang saw unequal free memory across GPUs: another process", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
+    for s in ev.signals("sglang-kv-alloc-failed"):
+        t.add("kv-exhaustion-at-runtime", STRONG, "SGLang could not allocate KV slots for the batch: the pool was "
+              "full", s)
+    for s in ev.signals("kv-preempted"):
+        t.add("kv-exhaustion-at-runtime", MEDIUM + 0.5, "the scheduler preempted requests for lack of KV space", s)
 
 
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
@@ -518,7 +526,8 @@ def _host(ev: Evidence, t: Tally) -> None:
              "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
              "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
              "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
-                                         "allocations are host RAM there"}
+                                         "allocations are host RAM there",
+             "ray-memory-kill": "Ray's memory monitor killed the worker: the node ran low on RAM"}
     # Exit 137, OOMKilled, the kernel's report and the cgroup counter are views of one kill: the clearest
     # counts in full, the others corroborate.
     seen = [(name, why, ev.signals(name)) for name, why in names.items() if ev.signals(name)]
@@ -660,3 +669,6 @@ def _priors(t: Tally, sit: Situation) -> None:
     if sit.phase == "runtime":
         for cls in STARTUP_ONLY:
             t.add(cls, -MEDIUM, "the server had been serving: this happens before the first request", sit.phase_fact)
+    elif sit.phase.startswith("startup"):
+        for cls in RUNTIME_ONLY:
+            t.add(cls, -MEDIUM, "the engine never started serving: this needs traffic", sit.phase_fact)

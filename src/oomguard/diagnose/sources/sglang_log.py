@@ -68,6 +68,8 @@ class Parser:
             self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "Capture cuda graph end" in body:
             self.ctx.signal(line, body, "milestone-cudagraph-done")
+        if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:
+            self.ctx.signal(line, body, "sglang-kv-alloc-failed")
         if "Not enough memory" in body and "mem-fraction-static" in body:
             self.ctx.signal(line, body, "sglang-not-enough-memory")
         if "memory capacity is unbalanced" in body:

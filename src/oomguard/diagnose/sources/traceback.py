@@ -58,6 +58,9 @@ class Parser:
         if 'File "' in body:
             self._frame(line, msg)
             return
+        if "ray.exceptions.OutOfMemoryError" in body or "running low on memory" in body:
+            self.ctx.signal(line, body, "ray-memory-kill")  # Ray's memory monitor: host RAM, not the GPU
+            return
         oom_words = "out of memory" in body or "OutOfMemory" in body
         if "Tried to allocate" in body or (oom_words and "Tried to allocate" in _join_head(body, line)):
             self._torch_oom(line, msg)
@@ -84,8 +87,8 @@ class Parser:
             self.ctx.signal(line, body, "nvshmem-alloc")
         if "NCCL error" in body:
             self.ctx.signal(line, body, "nccl-error")
-        if ("Cannot allocate memory" in body or "bad_alloc" in body or re.search(r"\bMemoryError\b", body)) and \
-                "CUDA" not in body:
+        if ("Cannot allocate memory" in body or "bad_alloc" in body or "DefaultCPUAllocator: not enough memory" in body
+                or re.search(r"\bMemoryError\b", body)) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
 
     def _frame(self, line: Line, msg: Message) -> None:

@@ -18,7 +18,7 @@ from oomguard.diagnose.sources.base import Context, Message, continuation, to_fl
 ANCHORS = (
     b" took ", b"KV cache", b"blocks:", b"emory", b"max seq len", b"args:", b"kwargs", b"with config",
     b"version", b"graph", b"Capturing", b"rofile", b"concurrency", b"serve", b"warming up", b"scheduled_tokens",
-    b"kv_cache_usage", b"EngineDead", b"Engine core", b"Loading", b"--",
+    b"kv_cache_usage", b"EngineDead", b"Engine core", b"Loading", b"--", b"preempted",
 )
 
 _GIB = 1 << 30
@@ -180,6 +180,10 @@ class Parser:
         if "EngineDeadError" in body or "EngineCore encountered a fatal error" in body or \
                 "EngineCore encountered an issue" in body:
             self.ctx.signal(line, body, "engine-dead")
+        if "Engine core initialization failed" in body or "EngineCore failed to start" in body:
+            self.ctx.signal(line, body, "engine-init-failed")
+        if "is preempted by PreemptionMode" in body:
+            self.ctx.signal(line, body, "kv-preempted")
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
             self.ctx.signal(line, body, name)
