@@ -33,8 +33,9 @@ LINE_SOURCES: tuple[ModuleType, ...] = (vllm_log, sglang_log, traceback, nvidia_
 # Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
 # HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
 # allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
-# status ("xit": exit code 137). Few gates keep the scan fast; the head and tail are read in full anyway.
-GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage")
+# status ("xit": exit code 137), stack frames of unprefixed tracebacks ('File "'). Few gates keep the scan fast;
+# the head and tail are read in full anyway.
+GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage", b'File "')
 # Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
 MAX_WHOLE_DOCUMENT = 1 << 30
 

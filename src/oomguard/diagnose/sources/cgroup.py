@@ -10,8 +10,6 @@ from oomguard.diagnose.evidence import Evidence, HostMemory, Signal, Where
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
-ANCHORS = (b"oom_kill", b"memory.max", b"memory.current", b"memory.peak", b"limit_in_bytes", b"usage_in_bytes")
-
 # memory.current within this fraction of memory.max counts as "at the limit" (the kernel reclaims, then kills).
 AT_LIMIT_FRACTION = 0.97
 _KEYVAL = re.compile(r"^\s*(?P<k>oom_kill|oom|max|high|oom_group_kill|under_oom)\s+(?P<v>\d+)\s*$")

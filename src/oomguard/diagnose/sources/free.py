@@ -8,8 +8,6 @@ from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
-ANCHORS = (b"Mem:", b"available")
-
 _HUMAN = {"B": 1, "K": 1 << 10, "Ki": 1 << 10, "M": 1 << 20, "Mi": 1 << 20, "G": 1 << 30, "Gi": 1 << 30,
           "T": 1 << 40, "Ti": 1 << 40}
 _CELL = re.compile(r"^(?P<v>[\d.]+)(?P<u>[KMGT]i?|B)?$")

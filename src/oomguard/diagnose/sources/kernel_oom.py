@@ -9,8 +9,6 @@ from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
-ANCHORS = (b"Killed", b"oom", b"NV_ERR_NO_MEMORY", b"Out of memory")
-
 _KILLED = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
                      r"(?:.*?anon-rss:(?P<rss>\d+)kB)?")
 _OOM_KILL = re.compile(r"oom-kill:.*?(?:oom_memcg=(?P<memcg>[^,]+))?.*?task=(?P<task>[^,]+),pid=(?P<pid>\d+)")

@@ -9,9 +9,6 @@ from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
-ANCHORS = (b"OOMKill", b"Exit Code", b"exit code", b"exited with code", b"Restart Count", b"Evicted",
-           b"status=9/KILL", b"memory:")
-
 # Kubernetes quantities (binary and decimal suffixes).
 _QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "K": 10**3, "k": 10**3, "M": 10**6,
              "G": 10**9, "T": 10**12, "": 1}

@@ -18,8 +18,6 @@ from oomguard.diagnose.sources.base import Context, Message
 from oomguard.errors import InputFormatError
 from oomguard.hardware import parse_nvidia_smi, parse_nvidia_smi_processes
 
-ANCHORS = (b"MiB", b"memory.total", b"used_memory", b"used_gpu_memory", b"process_name")
-
 # A block longer than this is handed over in parts (memory stays bounded on a hostile input).
 MAX_BLOCK_LINES = 512
 # Headers of the two CSV queries (`memory.total [MiB]`, `used_gpu_memory [MiB]`).

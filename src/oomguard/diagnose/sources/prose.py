@@ -14,8 +14,6 @@ from oomguard.diagnose.evidence import Signal
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message
 
-ANCHORS: tuple[bytes, ...] = ()  # prose is only read in small documents, where every line is seen
-
 # Text that appears inside tool output and says nothing about this failure.
 BOILERPLATE = ("to avoid fragmentation", "reserved but unallocated memory is large", "Tried to allocate",
                "If you are running out of memory", "CUDA graphs can take additional", "To disable, set",

@@ -10,9 +10,6 @@ from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message, to_float
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
 
-ANCHORS = (b"avail mem", b"token usage", b"profiled value", b"max_total_num_tokens", b"mem-fraction-static",
-           b"unbalanced", b"Retract", b"retract", b"sglang", b"KV Cache is allocated", b"cuda graph")
-
 _GIB = 1 << 30
 _LOAD_END = re.compile(r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")

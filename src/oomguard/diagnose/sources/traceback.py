@@ -11,12 +11,6 @@ from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import SIZE, Context, Message, continuation, log_size, to_int
 
-ANCHORS = (
-    b"File \"", b"out of memory", b"OutOfMemory", b"Tried to allocate", b"HSA_STATUS", b"canUse32", b"INT32_MAX",
-    b"illegal memory", b"memory mapping failed", b"deep_ep", b"DeepEP", b"NVSHMEM", b"nvshmem", b"NCCL error",
-    b"Cannot allocate memory", b"bad_alloc", b"MemoryError", b"OUT_OF_DEVICE_MEMORY", b"cudaErrorMemoryAllocation",
-)
-
 _S = SIZE
 _TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
 _GPU = re.compile(
@@ -186,4 +180,4 @@ def split_prefix_flag(raw: str) -> bool:
     return bool(m.level or m.tag)
 
 
-__all__ = ["ANCHORS", "Parser", "continuation"]
+__all__ = ["Parser", "continuation"]

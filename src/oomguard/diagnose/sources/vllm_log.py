@@ -15,12 +15,6 @@ from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, Message, continuation, to_float, to_int
 
-ANCHORS = (
-    b" took ", b"KV cache", b"blocks:", b"emory", b"max seq len", b"args:", b"kwargs", b"with config",
-    b"version", b"graph", b"Capturing", b"rofile", b"concurrency", b"serve", b"warming up", b"scheduled_tokens",
-    b"kv_cache_usage", b"EngineDead", b"Engine core", b"Loading", b"--", b"preempted",
-)
-
 _GIB = 1 << 30
 _NUM = r"-?[\d,]*\.?\d+"
 
