@@ -73,6 +73,9 @@ SCENARIOS = {
         {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": False}),
     "azure_conv_llama_pc_sparse_decode_runs": (lambda: azure("conv", 400, 12),
         {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": True}),
+    # Sliding-window + full-attention groups with prefix caching, preempting (own blocks found again).
+    "azure_conv_gptoss_pc_preempt": (lambda: azure("conv", 500, 2),
+        {"model": "gpt-oss-20b", "blocks": 2300, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True}),
     "mooncake_conv_llama_pc_sparse_decode_runs": (lambda: mooncake("conversation", 250, 10),
         {"model": "Llama-3.1-8B", "blocks": 2100, "mnbt": 2048, "seqs": 32, "L": 32768, "pc": True}),
 }
