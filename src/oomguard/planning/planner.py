@@ -282,6 +282,11 @@ def plan(request: PlanRequest) -> Plan:
     drafter = drafter_for(spec, cfg)
     if drafter is not None:
         notes.append(drafter.note)
+    if gpu.unified_memory:
+        warnings.append(
+            f"{gpu.name} shares memory with the host: vLLM's free-memory check reads the host's available memory, "
+            "other host processes shrink it, and the KV cache takes the whole budget however small the workload; "
+            "cap it with --kv-cache-memory-bytes (max_num_seqs x max_model_len tokens is all a workload can use)")
     if cfg.unknown_flags:
         notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
     return Plan(request, spec, gpu, cfg, ranks, kv_plan, failure is None, tuple(errors), failure,

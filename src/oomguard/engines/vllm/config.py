@@ -34,6 +34,7 @@ BATCHED_DP_MAX_NUM_BATCHED_TOKENS = 256
 CUDA_GRAPH_CEILING = 512
 CUDA_GRAPH_CEILING_SM100 = 1024
 MODEL_CAPTURE_CEILING = {"gpt_oss": 1024}
+INTERACTIVITY_CAPTURE_MAX = 32
 KV_CACHE_DTYPE_BYTES = {
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
     "bfloat16": 2, "float16": 2, "half": 2, "float32": 4,
@@ -238,6 +239,7 @@ def resolve_engine_config(
         why["gpu_memory_utilization"] = "--gpu-memory-utilization"
 
     # scheduler limits
+    performance_mode = str(get("performance_mode") or "balanced").lower()
     chunked = get("enable_chunked_prefill")
     enable_chunked = True if behaviour.engine == "v1" and chunked is None else bool(chunked)
     s_flag, mnbt_flag = get("max_num_seqs"), get("max_num_batched_tokens")
@@ -250,6 +252,10 @@ def resolve_engine_config(
             default_mnbt = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
             tier_text = "batched-DP MoE with " + all2all
         default_why = f"vLLM {behaviour.version} default for `{'vllm serve' if usage == 'serve' else 'LLM()'}` on {tier_text} GPUs"
+        if performance_mode == "throughput":
+            # EngineArgs.get_batch_defaults: performance_mode=throughput doubles both defaults.
+            default_mnbt, default_s = 2 * default_mnbt, 2 * default_s
+            default_why += ", doubled by --performance-mode throughput"
     else:
         default_mnbt, default_s = max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
         default_why = f"vLLM {behaviour.version} (V0) default"
@@ -315,6 +321,8 @@ def resolve_engine_config(
         sizes: tuple[int, ...] = ()
     elif isinstance(explicit_sizes, list) and explicit_sizes:
         sizes = tuple(sorted(int(s) for s in explicit_sizes))
+    elif performance_mode == "interactivity":
+        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))       # 1...32 (Part 2 §6)
     else:
         explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
         if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:
