@@ -89,7 +89,7 @@ _L40S_TOTAL = _mib(46068)
 CATALOG: tuple[Gpu, ...] = (
     # --- Hopper -------------------------------------------------------------------------------------
     _nv("h100-sxm-80gb", "NVIDIA H100 80GB HBM3", _H100_SXM_TOTAL,
-        "85,029,158,912 B = 79.19 GiB: vLLM startup logs (llm-d sweep, ../shared/data/validation) and "
+        "85,029,158,912 B = 79.19 GiB: vLLM startup logs (llm-d planner accuracy sweep, v0.19 on H100) and "
         "torch total_memory=81090MB (ml-engineering output); older drivers print 81082-81089MB",
         (9, 0), ("h100 sxm", "h100 sxm5", "h100 sxm 80gb"), smi=81559),
     _nv("h100-pcie-80gb", "NVIDIA H100 PCIe", _mib(81008), _PROPS.format(81008), (9, 0),
@@ -165,7 +165,7 @@ CATALOG: tuple[Gpu, ...] = (
         "derived: same 48 GB GDDR6 and nvidia-smi total (46068 MiB) as the L40S", (8, 9),
         ("l40", "l40 48gb"), smi=46068),
     _nv("l40s-48gb", "NVIDIA L40S", _L40S_TOTAL,
-        "vLLM logs 44.99 GiB on an L40S (../shared/data/validation), = nvidia-smi 46068 MiB; with ECC on "
+        "vLLM logs 44.99 GiB on an L40S (public issue logs), = nvidia-smi 46068 MiB; with ECC on "
         "torch has printed total_memory=45589MB", (8, 9), ("l40s", "l40s 48gb"), smi=46068),
     _nv("rtx-a6000", "NVIDIA RTX A6000", _mib(48676), _PROPS.format(48676), (8, 6),
         ("a6000", "rtx a6000", "rtx a6000 48gb"), smi=49140),
@@ -177,7 +177,7 @@ CATALOG: tuple[Gpu, ...] = (
     _nv("rtx-4090", "NVIDIA GeForce RTX 4090", _mib(24563), _PROPS.format(24563), (8, 9),
         ("4090", "rtx 4090", "rtx4090", "geforce rtx 4090"), smi=24564),
     _nv("t4-16gb", "Tesla T4", _gib2(14.56),
-        "vLLM 'total_gpu_memory (14.56GiB)' on a Colab T4 (../shared/data/validation); the total depends on "
+        "vLLM 'total_gpu_memory (14.56GiB)' on a Colab T4 (a public training log); the total depends on "
         "driver and ECC: torch has printed 15079-15109MB, and 15.0 GiB with ECC off", (7, 5),
         ("t4", "tesla t4", "nvidia t4", "t4 16gb")),
     _nv("v100-sxm2-16gb", "Tesla V100-SXM2-16GB", _mib(16130), _PROPS.format(16130), (7, 0),
