@@ -6,6 +6,7 @@ A bare number given to a memory option is read as GiB, the unit every vLLM log l
 
 from __future__ import annotations
 
+import math
 import re
 
 from oomguard.errors import ConfigError
@@ -32,6 +33,8 @@ def parse_bytes(text: str, *, bare_unit: int = GiB) -> int:
     if not match:
         raise ConfigError(f"cannot read {text!r} as a memory size (try e.g. 79.19GiB or 81559MiB)")
     value, unit = float(match.group(1)), match.group(2).lower()
+    if not math.isfinite(value):
+        raise ConfigError(f"cannot read {text!r} as a memory size: not a finite number")
     if unit not in _UNITS:
         raise ConfigError(f"unknown memory unit {match.group(2)!r} in {text!r} (use B, MiB, GiB, MB, GB ...)")
     scale = bare_unit if unit == "" else _UNITS[unit]

@@ -25,6 +25,7 @@ from oomguard.hardware import find_gpu
 from oomguard.planning.advise import suggest_fixes
 from oomguard.planning.planner import Plan, PlanRequest, plan
 from oomguard.units import parse_bytes
+from oomguard.yaml_input import load_yaml_documents
 
 GiB = 1 << 30
 GPU_RESOURCE_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
@@ -99,8 +100,6 @@ def check_command(command: str, **kwargs: Any) -> CheckResult:
 
 def deployments_in_file(path: str) -> list[Deployment]:
     """Kubernetes manifests (one or many documents), a vLLM --config YAML, or a text file holding a command."""
-    import yaml  # deferred: only files need it
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -109,11 +108,7 @@ def deployments_in_file(path: str) -> list[Deployment]:
     if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
         args = parse_serve_command(text)
         return [Deployment(args.model or path, args, None, None, path)]
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise InputFormatError(f"{path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "")) from None
+    documents = [d for d in load_yaml_documents(text, path, InputFormatError) if d is not None]
     found: list[Deployment] = []
     for index, document in enumerate(documents):
         if not isinstance(document, Mapping):
@@ -141,8 +136,35 @@ def _walk_pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
             yield from _walk_pod_specs(item)
 
 
-def _container_command(container: Mapping[str, Any]) -> list[str] | None:
-    words = [str(w) for w in (container.get("command") or [])] + [str(w) for w in (container.get("args") or [])]
+def _string_list(container: Mapping[str, Any], key: str, where: str) -> list[str]:
+    """A container's `command` / `args`: Kubernetes requires a list of strings (kubectl refuses anything else)."""
+    value = container.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or any(isinstance(w, (dict, list)) for w in value):
+        raise InputFormatError(f"{where}: container {container.get('name', '?')!r}: `{key}` must be a list of "
+                               f"strings, got {type(value).__name__}")
+    return [str(w) for w in value]
+
+
+def _mapping(node: Any) -> Mapping[str, Any]:
+    """A manifest field that should be a mapping; anything else reads as empty (kubectl would refuse it)."""
+    return node if isinstance(node, Mapping) else {}
+
+
+def _gpu_count(limits: Mapping[str, Any], where: str) -> int | None:
+    for key in GPU_RESOURCE_KEYS:
+        if key in limits:
+            try:
+                return int(str(limits[key]))
+            except ValueError:
+                raise InputFormatError(f"{where}: resources.limits {key} must be a whole number of GPUs, "
+                                       f"got {limits[key]!r}") from None
+    return None
+
+
+def _container_command(container: Mapping[str, Any], where: str) -> list[str] | None:
+    words = _string_list(container, "command", where) + _string_list(container, "args", where)
     image = str(container.get("image") or "")
     joined = " ".join(words)
     if len(words) >= 2 and words[0].endswith("sh") and words[1] in ("-c", "-lc", "-ec"):
@@ -163,9 +185,9 @@ def _container_command(container: Mapping[str, Any]) -> list[str] | None:
 
 
 def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployment]:
-    name = str((manifest.get("metadata") or {}).get("name") or manifest.get("kind"))
+    name = str(_mapping(manifest.get("metadata")).get("name") or manifest.get("kind"))
     for pod in _walk_pod_specs(manifest):
-        selector = pod.get("nodeSelector") or {}
+        selector = _mapping(pod.get("nodeSelector"))
         gpu = None
         for label in GPU_PRODUCT_LABELS:
             if label in selector:
@@ -178,12 +200,12 @@ def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployme
         for container in pod.get("containers") or []:
             if not isinstance(container, Mapping):
                 continue
-            command = _container_command(container)
+            command = _container_command(container, where)
             if command is None:
                 continue
-            env = {str(e.get("name")): str(e.get("value")) for e in container.get("env") or []
+            env_list = container.get("env")
+            env = {str(e.get("name")): str(e.get("value")) for e in (env_list if isinstance(env_list, list) else [])
                    if isinstance(e, Mapping) and "value" in e}
             args = parse_serve_command([f"{k}={v}" for k, v in env.items()] + command)
-            limits = ((container.get("resources") or {}).get("limits") or {})
-            gpus = next((int(limits[k]) for k in GPU_RESOURCE_KEYS if k in limits), None)
+            gpus = _gpu_count(_mapping(_mapping(container.get("resources")).get("limits")), where)
             yield Deployment(f"{name}/{container.get('name', 'vllm')}", args, gpu, gpus, where)

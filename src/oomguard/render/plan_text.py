@@ -53,7 +53,8 @@ def _bar(rank: RankLedger) -> str:
     total = rank.gpu.total_bytes
     cells: list[str] = []
     for line in rank.gpu.lines:
-        n = round(line.bytes * rank.gpu.replicas / total * BAR_WIDTH)
+        # NOTE: absurd inputs (1e23 tokens) give lines many times the device; the bar shows at most its width.
+        n = min(BAR_WIDTH, max(0, round(line.bytes * rank.gpu.replicas / total * BAR_WIDTH)))
         cells.append(BAR_GLYPHS.get(line.key, "?") * n)
     bar = "".join(cells)[:BAR_WIDTH]
     return "[" + bar + "." * (BAR_WIDTH - len(bar)) + "]"

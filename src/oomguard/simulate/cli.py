@@ -35,6 +35,7 @@ from oomguard.simulate.report import (
 )
 from oomguard.simulate.run import ProgressFn, SimulationConfig, SimulationResult, Summary, simulate, summarize
 from oomguard.simulate.scheduler import SchedulerConfig
+from oomguard.simulate.step_cli import positive_int
 from oomguard.simulate.step_memory import (
     DEFAULT_TENSORS_ALIVE,
     ActivationModel,
@@ -72,13 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model id or local directory with config.json")
     p.add_argument("--gpu", help="GPU name (H100, H200, A100-80GB, ...); default H100")
     p.add_argument("--gpu-memory", help="device memory instead of a GPU name (e.g. 79.19GiB)")
-    p.add_argument("--hidden-size", type=int, help="activation width for step memory (overrides the model's)")
-    p.add_argument("--intermediate-size", type=int)
-    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--hidden-size", type=positive_int, help="activation width for step memory (overrides the model's)")
+    p.add_argument("--intermediate-size", type=positive_int)
+    p.add_argument("--vocab-size", type=positive_int)
     p.add_argument("--dtype", help="activation dtype (bfloat16, float16, float32)")
     p.add_argument("--layout", choices=("packed", "padded"), default="packed",
                    help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)")
-    p.add_argument("--tensors-alive", type=int, default=DEFAULT_TENSORS_ALIVE,
+    p.add_argument("--tensors-alive", type=positive_int, default=DEFAULT_TENSORS_ALIVE,
                    help=f"intermediates of the step's widest layer alive at once (default {DEFAULT_TENSORS_ALIVE})")
     p.add_argument("--headroom", help="memory a step's activations may use (default: from the planner)")
     p.add_argument("--step-time", help="A,B,C: ms per step, ms per token, ms per 1k decode-context tokens")
@@ -233,32 +234,36 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
         max_model_len = facts.max_position_embeddings if facts is not None and facts.max_position_embeddings else None
     if not max_model_len:
         raise ConfigError("give --max-model-len (the model's config does not say)")
-    sched = SchedulerConfig(
-        max_num_batched_tokens=int(pick("max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)),
-        max_num_seqs=int(pick("max_num_seqs", DEFAULT_MAX_NUM_SEQS)),
-        max_model_len=int(max_model_len),
-        num_gpu_blocks=num_blocks,
-        kv_groups=tuple(groups),
-        enable_prefix_caching=bool(pick("enable_prefix_caching", True)),
-        long_prefill_token_threshold=int(pick("long_prefill_token_threshold", 0) or 0),
-        async_scheduling=bool(pick("async_scheduling", True)),
-        pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
-    )
-    activation = _activation(args, facts)
-    headroom = parse_bytes(args.headroom) if args.headroom else (pool.headroom_bytes if pool is not None else None)
-    step_time = None
-    if args.step_time:
-        step_time = StepTimeModel.from_coefficients(args.step_time)
-    elif facts is not None:
-        tp = int(pick("tensor_parallel_size", 1))
-        step_time = StepTimeModel.from_hardware(
-            args.gpu, facts.num_params * facts.widths.dtype_bytes, facts.active_params,
-            facts.kv_bytes_per_token, facts.num_layers, facts.widths.hidden_size, tp)
-    config = SimulationConfig(
-        scheduler=sched, activation=activation,
-        memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
-        headroom_bytes=headroom, step_time=step_time, max_steps=args.max_steps,
-    )
+    # The scheduler and step-memory configs check their own ranges (ValueError): here those are the user's flags.
+    try:
+        sched = SchedulerConfig(
+            max_num_batched_tokens=int(pick("max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)),
+            max_num_seqs=int(pick("max_num_seqs", DEFAULT_MAX_NUM_SEQS)),
+            max_model_len=int(max_model_len),
+            num_gpu_blocks=num_blocks,
+            kv_groups=tuple(groups),
+            enable_prefix_caching=bool(pick("enable_prefix_caching", True)),
+            long_prefill_token_threshold=int(pick("long_prefill_token_threshold", 0) or 0),
+            async_scheduling=bool(pick("async_scheduling", True)),
+            pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
+        )
+        activation = _activation(args, facts)
+        headroom = parse_bytes(args.headroom) if args.headroom else (pool.headroom_bytes if pool is not None else None)
+        step_time = None
+        if args.step_time:
+            step_time = StepTimeModel.from_coefficients(args.step_time)
+        elif facts is not None:
+            tp = int(pick("tensor_parallel_size", 1))
+            step_time = StepTimeModel.from_hardware(
+                args.gpu, facts.num_params * facts.widths.dtype_bytes, facts.active_params,
+                facts.kv_bytes_per_token, facts.num_layers, facts.widths.hidden_size, tp)
+        config = SimulationConfig(
+            scheduler=sched, activation=activation,
+            memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
+            headroom_bytes=headroom, step_time=step_time, max_steps=args.max_steps,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     describe = (f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
                 f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
                 f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
@@ -406,6 +411,8 @@ def _write_outputs(args: argparse.Namespace, result: SimulationResult, summary: 
 
 
 def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload, progress: bool) -> int:
+    from oomguard.engines.vllm.flags import parse_serve_command
+
     flag, _, raw = args.sweep.partition("=")
     name = flag.strip().lstrip("-").replace("-", "_")
     values = [v.strip() for v in raw.split(",") if v.strip()]
@@ -423,6 +430,9 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
                 continue
         if value.lower() in ("true", "false"):
             parsed = value.lower() == "true"
+        else:   # a vLLM flag's value is parsed as vLLM parses it (one-line error when it is not one)
+            typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
+            parsed = typed.get(name, parsed)
         setup = build_setup(args, vllm_argv, {name: parsed})
         result, summary = run_one(workload, setup, progress)
         safe = summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomguard.errors import ConfigError
+from oomguard.models.families.base import Cfg
 from oomguard.simulate.kv_pool import KvGroupSpec, cdiv
 from oomguard.simulate.step_memory import ActivationModel, ModelWidths
 
@@ -75,7 +76,8 @@ def read_config_dir(model: str) -> dict[str, Any] | None:
 def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | None]]:
     if cfg.get("kv_lora_rank"):
         return [("mla", None)] * n_layers
-    window = cfg.get("sliding_window")
+    view = Cfg(cfg)
+    window = view.int("sliding_window", 0) or None
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) >= n_layers:
         return [("sliding_window", window) if t == "sliding_attention" and window else ("full", None)
@@ -89,7 +91,7 @@ def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | No
         return [("sliding_window", window) if i % 2 == 0 else ("full", None) for i in range(n_layers)]
     if window and cfg.get("use_sliding_window", model_type in ("mistral",)):
         return [("sliding_window", window)] * n_layers
-    chunk = cfg.get("attention_chunk_size")
+    chunk = view.int("attention_chunk_size", 0)
     if chunk:
         # Llama-4: every 4th layer is global (no RoPE), the others chunked-local.
         return [("full", None) if (i + 1) % 4 == 0 else ("chunked_local", chunk) for i in range(n_layers)]
@@ -99,27 +101,26 @@ def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | No
 def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
     nested = cfg.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else cfg  # multimodal configs nest the LM
-    try:
-        hidden = int(text["hidden_size"])
-        layers = int(text["num_hidden_layers"])
-        heads = int(text.get("num_attention_heads", 1))
-    except (KeyError, TypeError, ValueError) as err:
-        raise ConfigError(f"{name}: config.json lacks {err} (hidden_size, num_hidden_layers)") from None
-    kv_heads = int(text.get("num_key_value_heads", heads) or heads)
-    head_dim = int(text.get("head_dim") or hidden // max(heads, 1))
-    inter = int(text.get("intermediate_size", 4 * hidden) or 4 * hidden)
-    vocab = int(text.get("vocab_size", cfg.get("vocab_size", 0)) or 0)
+    # The planner's typed view: a missing, mistyped or absurd value is one ConfigError naming the key.
+    view, outer = Cfg(text, f"{name}: config.json"), Cfg(cfg, f"{name}: config.json")
+    hidden = view.int("hidden_size")
+    layers = view.int("num_hidden_layers")
+    heads = view.int("num_attention_heads", 1)
+    kv_heads = view.int("num_key_value_heads", heads) or heads
+    head_dim = view.int("head_dim", 0) or hidden // max(heads, 1)
+    inter = view.int("intermediate_size", 4 * hidden) or 4 * hidden
+    vocab = view.int("vocab_size") if view.has("vocab_size") else outer.int("vocab_size", 0)
     dtype = str(text.get("torch_dtype", cfg.get("torch_dtype", "bfloat16")) or "bfloat16")
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
-    experts = int(text.get("num_experts") or text.get("n_routed_experts") or text.get("num_local_experts") or 0)
-    topk = int(text.get("num_experts_per_tok") or text.get("experts_per_token") or 0)
-    moe_inter = int(text.get("moe_intermediate_size") or inter)
+    experts = view.int("num_experts", 0) or view.int("n_routed_experts", 0) or view.int("num_local_experts", 0)
+    topk = view.int("num_experts_per_tok", 0) or view.int("experts_per_token", 0)
+    moe_inter = view.int("moe_intermediate_size", 0) or inter
     kinds = _layer_kinds(text, layers)
     counts: dict[tuple[str, int | None], int] = {}
     for kind in kinds:
         counts[kind] = counts.get(kind, 0) + 1
-    if text.get("kv_lora_rank"):
-        per_layer_token = (int(text["kv_lora_rank"]) + int(text.get("qk_rope_head_dim", 64))) * dtype_bytes
+    if view.int("kv_lora_rank", 0):
+        per_layer_token = (view.int("kv_lora_rank") + view.int("qk_rope_head_dim", 64)) * dtype_bytes
     else:
         per_layer_token = 2 * kv_heads * head_dim * dtype_bytes
     attn = hidden * (heads * head_dim) * 2 + hidden * kv_heads * head_dim * 2
@@ -142,7 +143,7 @@ def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
         kv_bytes_per_token=per_layer_token * layers,
         num_params=layers * (attn + mlp_total) + embed,
         active_params=layers * (attn + mlp_active) + embed,
-        max_position_embeddings=int(text.get("max_position_embeddings", 0) or 0),
+        max_position_embeddings=view.int("max_position_embeddings", 0),
     )
 
 

@@ -66,12 +66,35 @@ def parse_scheduled(text: str) -> StepShape:
         if n < 1:
             raise ConfigError(f"bad --scheduled entry {item!r}: must be >= 1")
         if m.group(2):
+            if n > MAX_DECODE_ROWS:
+                raise ConfigError(f"bad --scheduled entry {item!r}: at most {MAX_DECODE_ROWS:,} decodes in one step")
             rows.extend(Row(1, decode=True) for _ in range(n))
         else:
             rows.append(Row(n))
     if not rows:
         raise ConfigError("--scheduled is empty")
     return StepShape(tuple(rows))
+
+
+# One decode row per running request: vLLM's max_num_seqs is at most a few thousand; this bound only stops a
+# typo ('99999999999d') from building rows until memory runs out.
+MAX_DECODE_ROWS = 1_000_000
+
+
+def positive_int(text: str) -> int:
+    """argparse type for widths and counts: a whole number >= 1 (a negative width has no memory)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type for counts that may be zero (experts of a dense model)."""
+    return 0 if text.strip() == "0" else positive_int(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,17 +107,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduled", required=True, help="31344,1352,4,1d,1d | a pasted num_scheduled_tokens={...} line")
     p.add_argument("--model", help="model id or directory: the planner's activation costs and headroom for it")
     p.add_argument("--gpu", help="GPU for --model's plan (default H100): sets the default --free")
-    p.add_argument("--hidden-size", type=int, help="width of the padded layer's tensors (seed 002: 10240)")
-    p.add_argument("--intermediate-size", type=int, help="MLP width (the expert's, for MoE)")
-    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--hidden-size", type=positive_int, help="width of the padded layer's tensors (seed 002: 10240)")
+    p.add_argument("--intermediate-size", type=positive_int, help="MLP width (the expert's, for MoE)")
+    p.add_argument("--vocab-size", type=positive_int)
     p.add_argument("--dtype", default=None, help="activation dtype (default: the model's, else bfloat16)")
-    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--tensor-parallel-size", "-tp", type=positive_int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=positive_int, default=1)
     p.add_argument("--enable-expert-parallel", "-ep", action="store_true",
                    help="MoE experts spread over TP x DP ranks (each rank gathers every DP rank's tokens)")
-    p.add_argument("--num-experts", type=int, default=0)
-    p.add_argument("--experts-per-token", type=int, default=0)
-    p.add_argument("--tensors-alive", type=int, default=DEFAULT_TENSORS_ALIVE,
+    p.add_argument("--num-experts", type=count, default=0)
+    p.add_argument("--experts-per-token", type=count, default=0)
+    p.add_argument("--tensors-alive", type=positive_int, default=DEFAULT_TENSORS_ALIVE,
                    help=f"intermediates alive at once in the padded layer (default {DEFAULT_TENSORS_ALIVE}, "
                    "the seed's packed -> transposed copy -> conv/silu output)")
     p.add_argument("--sampler-copies", type=float, default=DEFAULT_SAMPLER_COPIES,

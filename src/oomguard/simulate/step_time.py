@@ -13,6 +13,7 @@ no sparsity), per GPU; with tensor parallelism each rank holds 1/TP of the weigh
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 OVERHEAD_S = 0.002  # CPU scheduling + kernel launches + sampling per step (assumption)
@@ -82,6 +83,6 @@ class StepTimeModel:
             a, b, c = (float(x) for x in text.split(","))
         except ValueError:
             raise ValueError(f"--step-time wants A,B,C (ms/step, ms/token, ms per 1k context tokens), not {text!r}") from None
-        if min(a, b, c) < 0:
-            raise ValueError("--step-time coefficients must be >= 0")
+        if not all(math.isfinite(x) and x >= 0 for x in (a, b, c)):
+            raise ValueError(f"--step-time coefficients must be finite and >= 0, not {text!r}")
         return cls(a / 1e3, b / 1e3, c / 1e6, 0.0, f"given: {a:g} ms + {b:g} ms/token + {c:g} ms/1k context")

@@ -378,8 +378,8 @@ def read_workload(path: str | Path, *, skip_bad_rows: bool = False) -> Workload:
 
 def scale_rate(workload: Workload, factor: float) -> Workload:
     """Arrivals `factor` times as fast (the same requests, inter-arrival gaps divided by `factor`)."""
-    if factor <= 0:
-        raise ValueError("rate factor must be > 0")
+    if not (math.isfinite(factor) and factor > 0):    # NaN compares false to everything: say so here
+        raise ValueError(f"rate factor must be a finite number > 0, got {factor}")
     if workload.clock == STEPS:
         return replace(workload, requests=tuple(
             replace(r, arrival=float(math.floor(r.arrival / factor))) for r in workload.requests))
@@ -435,7 +435,7 @@ class LengthDist:
                 return cls("uniform", lo, hi)
             if parts[0] == "lognormal" and len(parts) == 3:
                 mean, sigma = float(parts[1]), float(parts[2])
-                if mean < 1 or sigma < 0:
+                if not (math.isfinite(mean) and math.isfinite(sigma) and mean >= 1 and sigma >= 0):
                     raise ValueError("need mean >= 1 and sigma >= 0")
                 return cls("lognormal", mean, sigma)
         except ValueError as err:
@@ -443,10 +443,25 @@ class LengthDist:
         raise ValueError(f"bad length distribution {text!r} (use N, uniform:A:B or lognormal:MEAN:SIGMA)")
 
 
+# A generated workload beyond this many requests takes hours to simulate; a typo (rate=1e9) should not hang.
+MAX_GENERATED_REQUESTS = 1_000_000
+
+MAX_AGENTIC_TURNS = 200
+MAX_AGENTIC_REQUESTS = 100_000
+
+
+def _check_arrivals(rate: float, duration: float) -> None:
+    """Rate and duration finite and positive, and their product (the expected requests) within reach."""
+    if not (math.isfinite(rate) and math.isfinite(duration) and rate > 0 and duration > 0):
+        raise ValueError(f"rate and duration must be finite numbers > 0, got rate={rate}, duration={duration}")
+    if rate * duration > MAX_GENERATED_REQUESTS:
+        raise ValueError(f"rate x duration = {rate * duration:,.0f} requests; at most "
+                         f"{MAX_GENERATED_REQUESTS:,} are generated (lower the rate or the duration)")
+
+
 def poisson(rate: float, duration: float, prompt: LengthDist, output: LengthDist, seed: int = 0) -> Workload:
     """Poisson arrivals at `rate` requests/s for `duration` seconds."""
-    if rate <= 0 or duration <= 0:
-        raise ValueError("rate and duration must be > 0")
+    _check_arrivals(rate, duration)
     rng = random.Random(seed)
     t = 0.0
     out: list[TraceRequest] = []
@@ -465,8 +480,10 @@ def bursty(
     burst_factor: float = 10.0, burst_s: float = 5.0, period_s: float = 60.0, seed: int = 0,
 ) -> Workload:
     """Poisson at `rate`, except `burst_s` seconds of every `period_s` at `burst_factor` x `rate`."""
-    if rate <= 0 or duration <= 0 or burst_factor <= 0 or not 0 < burst_s <= period_s:
+    if not all(math.isfinite(x) for x in (burst_factor, burst_s, period_s)) \
+            or burst_factor <= 0 or not 0 < burst_s <= period_s:
         raise ValueError("need rate, duration, burst factor > 0 and 0 < burst_s <= period_s")
+    _check_arrivals(max(rate, rate * burst_factor), duration)
     rng = random.Random(seed)
     peak = rate * burst_factor
     t = 0.0
@@ -490,6 +507,12 @@ def agentic(
 ) -> Workload:
     """Seed 002's traffic: multi-turn sessions whose prompts grow by small appends (each turn reuses the
     previous turn's prefix), and one very long fresh prompt arriving among them."""
+    # Each turn's prefix ids repeat every earlier turn's, so memory grows with sessions x turns^2.
+    if not (1 <= sessions and 1 <= turns <= MAX_AGENTIC_TURNS and sessions * turns <= MAX_AGENTIC_REQUESTS):
+        raise ValueError(f"need 1 <= turns <= {MAX_AGENTIC_TURNS} and 1 <= sessions, with sessions x turns <= "
+                         f"{MAX_AGENTIC_REQUESTS:,}; got {sessions} sessions x {turns} turns")
+    if long_prompt < 1:
+        raise ValueError(f"long_prompt must be >= 1 token, got {long_prompt}")
     rng = random.Random(seed)
     out: list[TraceRequest] = []
     next_id = 1_000_000  # prefix ids of the sessions; the long prompt gets its own

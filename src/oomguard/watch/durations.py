@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from oomguard.errors import ConfigError
@@ -14,9 +15,13 @@ def parse_duration(text: str) -> float:
     """'1h30m' -> 5400.0; a bare number is seconds."""
     raw = str(text).strip().lower()
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
         pass
+    else:
+        if not (math.isfinite(seconds) and seconds >= 0):    # 'nan', 'inf', '-5': no interval means that
+            raise ConfigError(f"a duration must be a finite number of seconds >= 0, got {text!r}")
+        return seconds
     pos, total = 0, 0.0
     while pos < len(raw):
         match = _PART.match(raw, pos)
@@ -26,6 +31,8 @@ def parse_duration(text: str) -> float:
         pos = match.end()
     if not raw:
         raise ConfigError("empty duration")
+    if not math.isfinite(total):
+        raise ConfigError(f"cannot read {text!r} as a duration: too long")
     return total
 
 

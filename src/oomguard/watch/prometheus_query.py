@@ -74,7 +74,11 @@ def _key(metric_labels: dict[str, str], metric: str) -> SeriesKey:
 
 class PrometheusSource:
     def __init__(self, url: str, *, selector: str = "", gpu_selector: str = "", timeout: float = 10.0) -> None:
-        parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+        try:
+            parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
+            _ = parts.port   # checked only when asked
+        except ValueError as err:   # an unclosed IPv6 bracket, a port that is not a number
+            raise PrometheusError(f"{url!r} is not a Prometheus URL ({err})") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise PrometheusError(f"{url!r} is not a Prometheus URL (e.g. http://localhost:9090)")
         self.base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))

@@ -36,7 +36,10 @@ def normalize_url(text: str) -> str:
     url = text.strip()
     if "://" not in url:
         url = "http://" + url
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as err:   # 'http://[::1': an unclosed IPv6 bracket
+        raise ConfigError(f"{text!r} is not a URL ({err})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{text!r} is not an http(s) URL of a /metrics endpoint (e.g. http://localhost:8000)")
     try:

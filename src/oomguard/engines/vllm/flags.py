@@ -8,6 +8,7 @@ know are kept and listed, never fatal, since vLLM grows new flags every release.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from oomguard.errors import ConfigError
 from oomguard.units import parse_bytes
+from oomguard.yaml_input import load_yaml
 
 Parser = Callable[[str, str], Any]
 
@@ -29,16 +31,19 @@ def _int(flag: str, text: str) -> int:
             value = float(text)
         except ValueError:
             raise ConfigError(f"{flag} expects an integer, got {text!r}") from None
-        if value != int(value):
+        if not math.isfinite(value) or value != int(value):
             raise ConfigError(f"{flag} expects an integer, got {text!r}") from None
         return int(value)
 
 
 def _float(flag: str, text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ConfigError(f"{flag} expects a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{flag} expects a finite number, got {text!r}")
+    return value
 
 
 _HUMAN = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*$")
@@ -49,12 +54,24 @@ def human_int(flag: str, text: str) -> int:
     match = _HUMAN.match(text)
     if not match:
         return _int(flag, text)
+    if not match.group(2) and match.group(1).isdigit():
+        return int(match.group(1))     # exact, however long (float() would round 10**23)
     number, suffix = float(match.group(1)), match.group(2)
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
     value = number * scale
     if value != int(value):
         raise ConfigError(f"{flag} expects an integer, got {text!r}")
     return int(value)
+
+
+def _at_least_one(parse: Callable[[str, str], int]) -> Callable[[str, str], int]:
+    """Counts a scheduler cannot run with zero or fewer of (sequences, batched tokens)."""
+    def checked(flag: str, text: str) -> int:
+        value = parse(flag, text)
+        if value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {text!r}")
+        return value
+    return checked
 
 
 def _max_model_len(flag: str, text: str) -> int | str:
@@ -69,9 +86,13 @@ def _max_model_len(flag: str, text: str) -> int | str:
 def _memory_bytes(flag: str, text: str) -> int:
     # vLLM reads --kv-cache-memory-bytes as a human-readable int of bytes ('4.5e9', '8G', '8GiB').
     try:
-        return int(float(text))
+        value = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(value):
+            raise ConfigError(f"{flag} expects a number of bytes, got {text!r}")
+        return int(value)
     match = _HUMAN.match(text)
     if match and match.group(2):
         return human_int(flag, text)
@@ -132,8 +153,8 @@ MEMORY_FLAGS: tuple[FlagSpec, ...] = (
     _flag("gpu_memory_utilization", _fraction, "--device-memory-utilization"),
     _flag("kv_cache_memory_bytes", _memory_bytes, "--kv-cache-memory"),
     _flag("max_model_len", _max_model_len),
-    _flag("max_num_seqs", _int),
-    _flag("max_num_batched_tokens", human_int),
+    _flag("max_num_seqs", _at_least_one(_int)),
+    _flag("max_num_batched_tokens", _at_least_one(human_int)),
     _flag("block_size", _int),
     _flag("kv_cache_dtype", _str),
     _flag("dtype", _str),
@@ -160,7 +181,7 @@ MEMORY_FLAGS: tuple[FlagSpec, ...] = (
     _flag("limit_mm_per_prompt", _json),
     _flag("skip_mm_profiling", None),
     _flag("mm_encoder_tp_mode", _str),
-    _flag("num_gpu_blocks_override", _int),
+    _flag("num_gpu_blocks_override", _at_least_one(_int)),
     _flag("disable_hybrid_kv_cache_manager", None),
     _flag("performance_mode", _str),
     _flag("hf_overrides", _json),
@@ -171,6 +192,9 @@ MEMORY_FLAGS: tuple[FlagSpec, ...] = (
     _flag("mamba_cache_mode", _str),
     _flag("mamba_ssm_cache_dtype", _str),
 )
+
+# Options that vLLM's YAML takes as a list besides the JSON-valued ones (`cuda-graph-sizes: [1, 2, 4]`).
+LIST_VALUED_FIELDS = frozenset({"cuda_graph_sizes"})
 
 # Flags that change no memory figure: accepted without comment (value-taking ones listed with True).
 IGNORED_FLAGS: dict[str, bool] = {
@@ -374,6 +398,9 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
         if spec.parse is None:
             values[spec.field] = raw_value if isinstance(raw_value, bool) else _bool(key, str(raw_value))
         elif isinstance(raw_value, (dict, list)):
+            if spec.parse not in (_json, _compilation) and spec.field not in LIST_VALUED_FIELDS:
+                raise ConfigError(f"{where or 'options'}: {key} expects a single value, got a "
+                                  f"{'mapping' if isinstance(raw_value, dict) else 'list'}")
             values[spec.field] = raw_value
         elif raw_value is None:
             continue
@@ -386,18 +413,11 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
 
 def load_config_yaml(path: str) -> ServeArgs:
     """vLLM's `--config` file: a YAML mapping of option names to values."""
-    import yaml  # deferred: only configs need it
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {path}: {err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(f"{path} is not valid YAML{where}") from None
+    data = load_yaml(text, path, ConfigError)
     if data is None:
         data = {}
     if not isinstance(data, dict):

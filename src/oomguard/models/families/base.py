@@ -11,6 +11,7 @@ a stacked routed-expert tensor writes `*` where the expert index goes.
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,12 @@ from oomguard.models.spec import (
     TensorSpec,
     VisionTower,
 )
+
+# Sanity bounds on config.json integers, far above any real checkpoint (the largest real values: 10,485,760
+# max_position_embeddings, 262,144 vocab; about 130 decoder layers): a layer becomes objects, so a
+# corrupted count of 10**30 must stop here rather than exhaust memory.
+MAX_CONFIG_INT = 2**40
+MAX_CONFIG_LAYERS = 10_000
 
 # vLLM `ModelConfig` fallback when a config has no max_position_embeddings (vllm/config/model.py).
 DEFAULT_MAX_POSITIONS = 2048
@@ -48,9 +55,20 @@ class Cfg:
             if default is None:
                 raise ConfigError(f"{self.where}: required key {key!r} is missing")
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or int(value) != value or value < 0):
             raise ConfigError(f"{self.where}: {key!r} must be a non-negative integer, got {value!r}")
+        limit = MAX_CONFIG_LAYERS if "layers" in key else MAX_CONFIG_INT
+        if value > limit:
+            raise ConfigError(f"{self.where}: {key!r} = {value!r} is beyond any real model (at most {limit:,})")
         return int(value)
+
+    def positive(self, key: builtins.str, default: builtins.int | None = None) -> builtins.int:
+        """A count or width that no model has zero of (hidden size, layers, heads, vocabulary)."""
+        value = self.int(key, default)
+        if value == 0:
+            raise ConfigError(f"{self.where}: {key!r} must be positive, got 0")
+        return value
 
     def opt_int(self, key: builtins.str) -> builtins.int | None:
         return None if self.data.get(key) is None else self.int(key)
@@ -110,10 +128,10 @@ class Cfg:
         return self.int("hidden_size") // heads
 
     def kv_heads(self) -> builtins.int:
-        return self.int("num_key_value_heads", self.int("num_attention_heads"))
+        return self.positive("num_key_value_heads", self.int("num_attention_heads"))
 
     def max_positions(self) -> builtins.int:
-        return self.int("max_position_embeddings", DEFAULT_MAX_POSITIONS)
+        return self.positive("max_position_embeddings", DEFAULT_MAX_POSITIONS)
 
 
 @dataclass(frozen=True)
@@ -137,13 +155,13 @@ def decoder_shape(cfg: Cfg, *, tied_default: bool, head_dim: Callable[[Cfg], int
     tie_word_embeddings (configs often leave it out); `head_dim` says how the family finds the head size;
     `intermediate` False for families without one dense width (0 then: the reader fills it in)."""
     return DecoderShape(
-        hidden_size=cfg.int("hidden_size"),
-        num_hidden_layers=cfg.int("num_hidden_layers"),
-        num_attention_heads=cfg.int("num_attention_heads"),
+        hidden_size=cfg.positive("hidden_size"),
+        num_hidden_layers=cfg.positive("num_hidden_layers"),
+        num_attention_heads=cfg.positive("num_attention_heads"),
         num_key_value_heads=cfg.kv_heads(),
         head_dim=head_dim(cfg),
         intermediate_size=cfg.int("intermediate_size") if intermediate else 0,
-        vocab_size=cfg.int("vocab_size"),
+        vocab_size=cfg.positive("vocab_size"),
         tie_word_embeddings=cfg.bool("tie_word_embeddings", tied_default),
         max_position_embeddings=cfg.max_positions(),
     )

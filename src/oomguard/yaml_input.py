@@ -1,0 +1,77 @@
+"""YAML written by users (vLLM `--config` files, Kubernetes manifests), read so that no document can hurt us.
+
+`yaml.safe_load` already builds only plain data (no `!!python/...` objects). What it still allows:
+- aliases that expand exponentially ("billion laughs": 9 levels of 9 aliases = 387 million strings, built in
+  a millisecond as shared references, but any walk or `str()` of them never ends);
+- a document that contains itself (`a: &a [*a]`), which makes every recursive walk recurse forever;
+- nesting thousands of levels deep, which exhausts the parser's stack (RecursionError).
+Each is refused here with one line, before any caller walks the data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oomguard.errors import OomguardError
+
+# A Kubernetes manifest or vLLM config holds hundreds of values; a million is far beyond any real one and
+# still walks in well under a second.
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+def load_yaml_documents(text: str, where: str, error: type[OomguardError]) -> list[Any]:
+    """Every document of a YAML stream, as plain data; any problem is `error` naming `where`."""
+    import yaml  # deferred: only YAML inputs need it
+
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise error(f"{where} is not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else "")) \
+            from None
+    except RecursionError:
+        raise error(f"{where}: YAML nested too deeply to be a configuration") from None
+    for document in documents:
+        _check_size(document, where, error)
+    return documents
+
+
+def load_yaml(text: str, where: str, error: type[OomguardError]) -> Any:
+    """The one document of a YAML file (None when empty); several documents are an error."""
+    documents = load_yaml_documents(text, where, error)
+    if len(documents) > 1:
+        raise error(f"{where}: expected one YAML document, found {len(documents)}")
+    return documents[0] if documents else None
+
+
+def _check_size(document: Any, where: str, error: type[OomguardError]) -> None:
+    """Count the values a full walk would visit (aliases counted each time), refusing cycles and bombs.
+
+    Shared nodes are counted once per reference but computed once (memo by identity), so the check itself
+    costs only the distinct nodes, never the expansion.
+    """
+    expanded: dict[int, int] = {}
+    in_progress: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        key = id(node)
+        if children_done:
+            children = list(node.keys()) + list(node.values()) if isinstance(node, dict) else node
+            total = 1 + sum(expanded.get(id(c), 1) if isinstance(c, (dict, list)) else 1 for c in children)
+            in_progress.discard(key)
+            expanded[key] = total
+            if total > MAX_EXPANDED_VALUES:
+                raise error(f"{where}: YAML aliases expand to more than {MAX_EXPANDED_VALUES:,} values "
+                            "(an alias bomb?); write the values out")
+            continue
+        if key in expanded:
+            continue
+        if key in in_progress:
+            raise error(f"{where}: YAML document refers to itself through an alias (&anchor inside itself)")
+        in_progress.add(key)
+        stack.append((node, True))
+        children = list(node.values()) if isinstance(node, dict) else node
+        stack.extend((child, False) for child in children if isinstance(child, (dict, list)))
