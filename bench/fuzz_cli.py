@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import gzip
+import json
 import os
 import pickle
 import random
@@ -106,7 +107,6 @@ def bad_files(root: Path) -> dict[str, Path]:
 def config_dirs(root: Path) -> dict[str, Path]:
     """Model directories whose config.json is broken in one way each."""
     base = GOOD_CONFIG.read_text()
-    import json
     good = json.loads(base)
     variants: dict[str, object] = {
         "not-json": "this is not json",
@@ -161,7 +161,6 @@ def config_dirs(root: Path) -> dict[str, Path]:
 
 
 def _st(header: dict[str, object]) -> bytes:
-    import json
     raw = json.dumps(header).encode()
     return struct.pack("<Q", len(raw)) + raw
 
