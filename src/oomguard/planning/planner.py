@@ -18,7 +18,7 @@ from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
-from oomguard.errors import ConfigError
+from oomguard.errors import ConfigError, UnknownGpuError
 from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
 from oomguard.ledger import (
     ACTIVATION,
@@ -134,6 +134,8 @@ class Plan:
 
 
 def _resolve_gpu(request: PlanRequest, notes: list[str]) -> Gpu:
+    if request.gpu is not None and not request.gpu.strip():
+        raise UnknownGpuError("--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB")
     if request.gpu_memory is not None:
         return gpu_with_memory(request.gpu_memory, request.gpu)
     if request.gpu:
@@ -304,7 +306,7 @@ def _startup_failure(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: Engin
     found = (_check_free_memory(request, gpu, cfg, ranks)
              or _check_kv_pool(cfg, ranks, model_limit)
              or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
-             or _check_replicas(gpu, cfg, ranks))
+             or _check_device(gpu, cfg, ranks))
     return (found[0], [found[1]]) if found else (None, [])
 
 
@@ -365,13 +367,20 @@ def _check_outside_budget(spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: t
     return None
 
 
-def _check_replicas(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
-    """Co-located replicas: every replica at its peak at once must fit the device."""
+def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+    """Every line at its peak must fit the device: co-located replicas each at their peak, or a KV pool forced
+    by --num-gpu-blocks-override (vLLM allocates it whatever the budget says)."""
     for r in ranks:
-        if cfg.replicas_per_gpu > 1 and not r.gpu.fits:
+        if r.gpu.fits:
+            continue
+        if cfg.replicas_per_gpu > 1:
             return "replicas-exceed-gpu", (
                 f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
                 f"more than the device's {gpu.total_bytes / GiB:.2f} GiB")
+        return "kv-cache-allocation", (
+            f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
+            f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
+            f"{r.gpu.used_bytes / GiB:.2f} GiB, more than the device's {gpu.total_bytes / GiB:.2f} GiB")
     return None
 
 

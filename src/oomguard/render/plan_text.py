@@ -112,7 +112,7 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
     else:
         lines.append(style.bad("WILL NOT START") + f"  ({plan.failure})")
         for error in plan.errors:
-            lines.append("  vLLM: " + error)
+            lines.append("  vLLM would fail: " + error)
     for warning in plan.warnings:
         lines.append(style.warn("  warning: ") + warning)
     lines.append("")
