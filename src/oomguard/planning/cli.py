@@ -185,6 +185,10 @@ def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
 
 
 def main(argv: Sequence[str]) -> int:
+    from oomguard.planning import sglang_cli  # SGLang commands (or --engine sglang) go to the SGLang planner
+
+    if sglang_cli.wants_sglang(argv):
+        return sglang_cli.main(argv)
     options, rest = split_arguments(argv)
     if options.help:
         print(HELP)

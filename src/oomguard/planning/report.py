@@ -21,6 +21,8 @@ class PlanReport:
     longest_max_model_len: int
     concurrency_at_length: tuple[tuple[int, float], ...]
     log_lines: tuple[str, ...]
+    engine_name: str = "vLLM"          # whose plan this is (the SGLang planner sets "SGLang")
+    budget_label: str | None = None    # how the engine's budget is defined, when not vLLM's ceil(u x total)
 
     @property
     def fits(self) -> bool:

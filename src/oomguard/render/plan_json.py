@@ -59,6 +59,7 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
     cfg = plan.engine
     return {
         "fits": plan.fits,
+        "engine_name": report.engine_name,
         "failure": plan.failure,
         "errors": list(plan.errors),
         "warnings": list(plan.warnings),

@@ -67,7 +67,8 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
                + style.dim(report.plan.gpu.total_source[:70]))
     budget_text = (f"budget: ceil({cfg.gpu_memory_utilization} x total)" if cfg.kv_cache_memory_bytes is None
                    else "budget: --kv-cache-memory-bytes + the rest")
-    out.append(f"  {budget_text:<38}{_g(rank.budget_bytes)}  exact")
+    budget_kind = "derived" if report.budget_label else "exact"
+    out.append(f"  {report.budget_label or budget_text:<38}{_g(rank.budget_bytes)}  {budget_kind}")
     for line in rank.gpu.lines:
         label = LINE_LABELS.get(line.key, line.key)
         if line.key == "kv_cache":
@@ -93,7 +94,7 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
     gpus = cfg.total_gpus
     lines = [
         style.bold(f"{plan.model.name}") + f" on {gpus} x {plan.gpu.name} ({plan.gpu.total_bytes / GiB:.2f} GiB), "
-        f"vLLM {cfg.vllm_version}",
+        f"{report.engine_name} {cfg.vllm_version}",
         style.dim(
             f"  TP {cfg.tensor_parallel_size} · PP {cfg.pipeline_parallel_size} · DP {cfg.data_parallel_size}"
             + (" · EP" if cfg.enable_expert_parallel else "")
@@ -112,7 +113,7 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
     else:
         lines.append(style.bad("WILL NOT START") + f"  ({plan.failure})")
         for error in plan.errors:
-            lines.append("  vLLM would fail: " + error)
+            lines.append(f"  {report.engine_name} would fail: " + error)
     for warning in plan.warnings:
         lines.append(style.warn("  warning: ") + warning)
     lines.append("")
@@ -125,7 +126,7 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
         lines.append(style.dim(f"  other ranks ({others}); --verbose shows their ledgers"))
         lines.append("")
     if report.log_lines:
-        lines.append(style.bold("vLLM should log") + style.dim(" (rank 0; compare with your server's log)"))
+        lines.append(style.bold(f"{report.engine_name} should log") + style.dim(" (rank 0; compare with your server's log)"))
         lines += ["  " + line for line in report.log_lines]
         lines.append("")
     group_text = ", ".join(

@@ -1,0 +1,1 @@
+"""How SGLang accounts GPU memory: the same contract as engines/vllm (flags -> config -> accounting -> pool)."""
