@@ -57,7 +57,7 @@ def _rank(rank: RankLedger) -> dict[str, Any]:
 def plan_to_dict(report: PlanReport) -> dict[str, Any]:
     plan = report.plan
     cfg = plan.engine
-    return {
+    result: dict[str, Any] = {
         "fits": plan.fits,
         "engine_name": report.engine_name,
         "failure": plan.failure,
@@ -84,7 +84,7 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
              "max_model_len": fix.max_model_len, "gpus": fix.gpus}
             for fix in report.fixes
         ],
-        "vllm_log_lines": list(report.log_lines),
+        "log_lines": list(report.log_lines),
         "model": {
             "name": plan.model.name, "architecture": plan.model.architecture, "params": plan.model.num_params,
             "dtype": cfg.dtype, "quantization": plan.model.quantization.method if plan.model.quantization else None,
@@ -112,3 +112,6 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
             "unknown_flags": list(cfg.unknown_flags),
         },
     }
+    if report.engine_name == "vLLM":
+        result["vllm_log_lines"] = result["log_lines"]      # the name the contract first gave them
+    return result
