@@ -36,6 +36,29 @@ LINE_LABELS = {
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A number with its provenance: `exact` (from config and code), `derived` (exact given an estimate),
+    or `estimated` with an error band (+- bytes), and the source or mechanism behind it."""
+
+    bytes: int
+    kind: str
+    band: int
+    source: str
+
+    @staticmethod
+    def exact(num_bytes: int, source: str) -> Estimate:
+        return Estimate(int(num_bytes), "exact", 0, source)
+
+    @staticmethod
+    def estimated(num_bytes: int, band: int, source: str) -> Estimate:
+        return Estimate(int(num_bytes), "estimated", int(band), source)
+
+    @staticmethod
+    def zero(source: str) -> Estimate:
+        return Estimate(0, "exact", 0, source)
+
+
+@dataclass(frozen=True)
 class LedgerLine:
     """One use of GPU memory by one engine process. `in_budget`: inside vLLM's utilization budget (the rest
     comes out of total - budget). `kind`: exact | derived | estimated; `band`: +- bytes when estimated."""

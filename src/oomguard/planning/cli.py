@@ -160,7 +160,8 @@ def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
                      base.unknown_flags + given.unknown_flags)
 
 
-def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
+def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]:
+    """--gpu / --gpu-memory, completed from --nvidia-smi output: (gpu, gpu_memory, bytes other processes use)."""
     gpu, gpu_memory, used_by_others = options.gpu, options.gpu_memory, 0
     if options.nvidia_smi:
         try:
@@ -178,6 +179,11 @@ def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
                 gpu_memory = str(first.memory_total_bytes) + "B" if first.memory_total_bytes else None
                 gpu = first.name
         used_by_others = first.memory_used_bytes or 0
+    return gpu, gpu_memory, used_by_others
+
+
+def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
+    gpu, gpu_memory, used_by_others = gpu_from_options(options)
     measured = measured_terms_from_log(options.calibrate) if options.calibrate else {}
     return PlanRequest(args=args, gpu=gpu, gpu_memory=gpu_memory, vllm_version=options.vllm_version,
                        replicas_per_gpu=options.replicas_per_gpu, usage=options.usage, measured=measured,

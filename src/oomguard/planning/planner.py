@@ -28,6 +28,7 @@ from oomguard.ledger import (
     KV_CACHE,
     NON_TORCH,
     WEIGHTS,
+    Estimate,
     GpuLedger,
     LedgerLine,
 )
@@ -86,11 +87,11 @@ class RankLedger:
 
     placement: RankPlacement
     budget_bytes: int
-    weights: acc.Estimate
-    activation: acc.Estimate
-    non_torch: acc.Estimate
-    comm_buffers: acc.Estimate
-    cuda_graphs: acc.Estimate
+    weights: Estimate
+    activation: Estimate
+    non_torch: Estimate
+    comm_buffers: Estimate
+    cuda_graphs: Estimate
     context_bytes: int
     available_kv_bytes: int             # "Available KV cache memory"
     layout: kv.KvLayout
@@ -133,13 +134,14 @@ class Plan:
         return self.ranks[0]
 
 
-def _resolve_gpu(request: PlanRequest, notes: list[str]) -> Gpu:
-    if request.gpu is not None and not request.gpu.strip():
+def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
+    """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
+    if name is not None and not name.strip():
         raise UnknownGpuError("--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB")
-    if request.gpu_memory is not None:
-        return gpu_with_memory(request.gpu_memory, request.gpu)
-    if request.gpu:
-        return find_gpu(request.gpu)
+    if memory is not None:
+        return gpu_with_memory(memory, name)
+    if name:
+        return find_gpu(name)
     gpu = find_gpu(DEFAULT_GPU)
     notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
     return gpu
@@ -180,7 +182,7 @@ def _plan_rank(spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlac
     for key, name in (("weights", "weights"), ("activation", "activation"), ("non_torch", "non_torch"),
                       ("cuda_graph", "cuda_graphs")):
         if key in measured:
-            value = acc.Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
+            value = Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
             if name == "weights":
                 weights = value
             elif name == "activation":
@@ -237,7 +239,7 @@ def plan(request: PlanRequest) -> Plan:
     if not args.model:
         raise ConfigError("no model given: name a Hugging Face id or a local directory with config.json")
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
-    gpu = _resolve_gpu(request, notes)
+    gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = _engine_for(request, args, spec, gpu)
     if cfg.behaviour.version > parse_version(NEWEST_KNOWN):
         notes.append(f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules")

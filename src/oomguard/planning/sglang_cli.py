@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from oomguard.engines.sglang.flags import LaunchArgs, is_sglang_command, parse_launch_command
-from oomguard.errors import ConfigError, InputFormatError
-from oomguard.hardware import find_gpu, parse_nvidia_smi
-from oomguard.planning.cli import HELP, OPTIONS, PlanOptions, _set_option
+from oomguard.errors import ConfigError
+from oomguard.planning.cli import HELP, OPTIONS, PlanOptions, _set_option, gpu_from_options
 from oomguard.planning.sglang_planner import SglangRequest, build_sglang_report, plan_sglang
 from oomguard.render.plan_json import plan_to_dict
 from oomguard.render.plan_markdown import render_plan_markdown
@@ -87,23 +85,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if options.fewest_gpus or options.calibrate or options.usage != "serve" or options.replicas_per_gpu != 1:
         raise ConfigError("--fewest-gpus, --calibrate, --llm and --replicas-per-gpu are vLLM-only for now")
-    gpu, gpu_memory, others = options.gpu, options.gpu_memory, 0
-    if options.nvidia_smi:
-        try:
-            text = Path(options.nvidia_smi).read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            raise InputFormatError(f"cannot read {options.nvidia_smi}: {err.strerror}") from None
-        readings = parse_nvidia_smi(text)
-        if not readings:
-            raise InputFormatError(f"{options.nvidia_smi}: no GPU found in this nvidia-smi output")
-        first = readings[0]
-        if gpu is None and gpu_memory is None:
-            try:
-                gpu = find_gpu(first.name).key
-            except ConfigError:
-                gpu_memory = str(first.memory_total_bytes) + "B" if first.memory_total_bytes else None
-                gpu = first.name
-        others = first.memory_used_bytes or 0
+    gpu, gpu_memory, others = gpu_from_options(options)
     request = SglangRequest(args=launch_args_from(options, direct, tail), gpu=gpu, gpu_memory=gpu_memory,
                             used_by_other_processes=others)
     result = plan_sglang(request)

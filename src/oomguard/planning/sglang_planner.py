@@ -20,19 +20,26 @@ from oomguard.engines.sglang import kv
 from oomguard.engines.sglang.config import SglangConfig, resolve_config
 from oomguard.engines.sglang.flags import LaunchArgs, args_from_mapping, parse_launch_command
 from oomguard.engines.sglang.log_lines import startup_lines
-from oomguard.engines.vllm.accounting import Estimate
-from oomguard.errors import ConfigError, OomguardError, UnknownGpuError
-from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
-from oomguard.ledger import ACTIVATION, CONTEXT, CUDA_GRAPHS, KV_CACHE, WEIGHTS, GpuLedger, LedgerLine
+from oomguard.errors import ConfigError, OomguardError
+from oomguard.hardware import Gpu
+from oomguard.ledger import (
+    ACTIVATION,
+    CONTEXT,
+    CUDA_GRAPHS,
+    KV_CACHE,
+    WEIGHTS,
+    Estimate,
+    GpuLedger,
+    LedgerLine,
+)
 from oomguard.models import weights as model_weights
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
 from oomguard.planning.advise import Fix
-from oomguard.planning.planner import Plan
+from oomguard.planning.planner import Plan, resolve_gpu
 from oomguard.planning.report import PlanReport
 
 GiB = 1 << 30
-DEFAULT_GPU = "H100"
 REQ_TO_TOKEN = "req_to_token_pool"    # a ledger line only SGLang has: the request -> token slot table
 # The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside it.
 MAX_FRACTION = 0.95
@@ -157,17 +164,6 @@ class SglangPlan:
         return self.ranks[0]
 
 
-def _resolve_gpu(request: SglangRequest, notes: list[str]) -> Gpu:
-    if request.gpu is not None and not request.gpu.strip():
-        raise UnknownGpuError("--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB")
-    if request.gpu_memory is not None:
-        return gpu_with_memory(request.gpu_memory, request.gpu)
-    if request.gpu:
-        return find_gpu(request.gpu)
-    notes.append(f"no --gpu given: planning for one {DEFAULT_GPU} per rank")
-    return find_gpu(DEFAULT_GPU)
-
-
 def _placements(spec: ModelSpec, cfg: SglangConfig) -> list[SglangPlacement]:
     out = []
     for stage in range(cfg.pp_size):
@@ -215,7 +211,7 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
         raise ConfigError("no model given: name a Hugging Face id or a local directory with config.json "
                           "(--model-path)")
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
-    gpu = _resolve_gpu(request, notes)
+    gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = resolve_config(args, spec, gpu)
     others = int(request.used_by_other_processes)
     ranks = [_rank(spec, cfg, gpu, p, others) for p in _placements(spec, cfg)]

@@ -13,7 +13,7 @@ it, and TP's NCCL buffers come off P before the fraction is applied.
 from __future__ import annotations
 
 from oomguard.engines.sglang.config import SglangConfig
-from oomguard.engines.vllm.accounting import Estimate
+from oomguard.ledger import Estimate
 from oomguard.models import weights as model_weights
 from oomguard.models.spec import DenseMlp, ModelSpec, MoeMlp
 

@@ -15,12 +15,12 @@ to one case; the error band each carries is the spread seen there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from oomguard.engines.vllm.config import EngineConfig
 from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.parallel import RankPlacement
 from oomguard.engines.vllm.versions import V
+from oomguard.ledger import Estimate
 from oomguard.models import weights as model_weights
 from oomguard.models.spec import DenseMlp, MlaAttention, ModelSpec, MoeMlp, Role
 
@@ -59,29 +59,6 @@ DEEPEP_LL_TOKENS_BEFORE_MNBT = 256    # VLLM_MOE_DP_CHUNK_SIZE, until 2026-04-14
 GRAPH_BYTES_PER_LAYER = int(0.0167 * GiB)
 GRAPH_BYTES_PER_MOE_LAYER = int(0.03 * GiB)
 GRAPH_BYTES_PER_CAPTURE = int(3.7 * MiB)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A number with its provenance: `exact` (from config and code), `derived` (exact given an estimate),
-    or `estimated` with an error band (+- bytes), and the source or mechanism behind it."""
-
-    bytes: int
-    kind: str
-    band: int
-    source: str
-
-    @staticmethod
-    def exact(num_bytes: int, source: str) -> Estimate:
-        return Estimate(int(num_bytes), "exact", 0, source)
-
-    @staticmethod
-    def estimated(num_bytes: int, band: int, source: str) -> Estimate:
-        return Estimate(int(num_bytes), "estimated", int(band), source)
-
-    @staticmethod
-    def zero(source: str) -> Estimate:
-        return Estimate(0, "exact", 0, source)
 
 
 def budget_bytes(total_bytes: int, cfg: EngineConfig) -> int:
