@@ -160,3 +160,16 @@ def to_float(text: str) -> float | None:
         return float(text.replace(",", ""))
     except ValueError:
         return None
+
+
+class LineParser:
+    """One evidence kind's reader: fed every line of a text with its prefix split off, told when the text ends."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def feed(self, line: Line, msg: Message) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Most readers emit facts as lines arrive: nothing left to flush."""

@@ -8,7 +8,7 @@ import re
 
 from oomguard.diagnose.evidence import Evidence, HostMemory, Signal, Where
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import LineParser, Message
 
 # memory.current within this fraction of memory.max counts as "at the limit" (the kernel reclaims, then kills).
 AT_LIMIT_FRACTION = 0.97
@@ -59,14 +59,8 @@ def read_document(name: str, base: str, data: bytes, evidence: Evidence) -> int:
     return facts
 
 
-class Parser:
+class Parser(LineParser):
     """The same facts from a text log: `oom_kill N` lines and `cat .../memory.max` followed by its value."""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def finish(self) -> None:
-        pass
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body

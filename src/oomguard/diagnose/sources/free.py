@@ -6,7 +6,7 @@ import re
 
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import Context, LineParser, Message
 
 _HUMAN = {"B": 1, "K": 1 << 10, "Ki": 1 << 10, "M": 1 << 20, "Mi": 1 << 20, "G": 1 << 30, "Gi": 1 << 30,
           "T": 1 << 40, "Ti": 1 << 40}
@@ -16,15 +16,12 @@ _CELL = re.compile(r"^(?P<v>[\d.]+)(?P<u>[KMGT]i?|B)?$")
 KIB_THRESHOLD = 10_000_000
 
 
-class Parser:
+class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.header: list[str] = []
         self.unit: int | None = None
         self.bare_unit = 1 << 20  # the unit of the last bare-number Mem: row (the old cache row follows it)
-
-    def finish(self) -> None:
-        pass
 
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text.strip()

@@ -7,7 +7,7 @@ import re
 
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import LineParser, Message
 
 _KILLED = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
                      r"(?:.*?anon-rss:(?P<rss>\d+)kB)?")
@@ -15,13 +15,7 @@ _OOM_KILL = re.compile(r"oom-kill:.*?(?:oom_memcg=(?P<memcg>[^,]+))?.*?task=(?P<
 _KIB = 1 << 10
 
 
-class Parser:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def finish(self) -> None:
-        pass
-
+class Parser(LineParser):
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "Killed process" in body:

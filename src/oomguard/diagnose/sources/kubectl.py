@@ -7,7 +7,7 @@ import re
 
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import Context, LineParser, Message
 
 # Kubernetes quantities (binary and decimal suffixes).
 _QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "K": 10**3, "k": 10**3, "M": 10**6,
@@ -17,13 +17,10 @@ _EXIT = re.compile(r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitC
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 
 
-class Parser:
+class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.section = ""  # 'limits' | 'requests' while inside those blocks of kubectl describe
-
-    def finish(self) -> None:
-        pass
 
     def feed(self, line: Line, msg: Message) -> None:
         body = line.text.strip()

@@ -12,7 +12,7 @@ import re
 
 from oomguard.diagnose.evidence import Signal
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import Context, LineParser, Message
 
 # Text that appears inside tool output and says nothing about this failure.
 BOILERPLATE = ("to avoid fragmentation", "reserved but unallocated memory is large", "Tried to allocate",
@@ -59,13 +59,10 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
 )
 
 
-class Parser:
+class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.seen: set[str] = set()
-
-    def finish(self) -> None:
-        pass
 
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text.strip()

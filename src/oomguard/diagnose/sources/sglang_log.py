@@ -7,7 +7,7 @@ import re
 
 from oomguard.diagnose.evidence import Flags, LoadSample, Version
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message, to_float
+from oomguard.diagnose.sources.base import LineParser, Message, to_float
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
 
 _GIB = 1 << 30
@@ -21,13 +21,7 @@ _VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.I
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
-class Parser:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def finish(self) -> None:
-        pass
-
+class Parser(LineParser):
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "token usage" in body and "#running-req" in body:

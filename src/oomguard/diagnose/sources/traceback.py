@@ -9,7 +9,7 @@ import re
 
 from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import SIZE, Context, Message, continuation, log_size, to_int
+from oomguard.diagnose.sources.base import SIZE, LineParser, Message, continuation, log_size, to_int
 
 _S = SIZE
 _TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
@@ -43,10 +43,7 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
     return log_size(m.group(group)) if m else None
 
 
-class Parser:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Parser(LineParser):
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if 'File "' in body:
@@ -147,9 +144,6 @@ class Parser:
             free=to_int(m.group("free")) if m else None, total=to_int(m.group("total")) if m else None,
             process_tag=msg.tag,
         ))
-
-    def finish(self) -> None:
-        pass
 
 
 def split_body(raw: str) -> str:

@@ -13,7 +13,7 @@ import shlex
 
 from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message, continuation, to_float, to_int
+from oomguard.diagnose.sources.base import Context, LineParser, Message, continuation, to_float, to_int
 
 _GIB = 1 << 30
 _NUM = r"-?[\d,]*\.?\d+"
@@ -91,14 +91,11 @@ def clean_value(value: str) -> str:
     return value.removeprefix("torch.")
 
 
-class Parser:
+class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.serving_seen = False
         self.versions: set[str] = set()
-
-    def finish(self) -> None:
-        pass
 
     # -- helpers --
     def feed(self, line: Line, msg: Message) -> None:
