@@ -23,7 +23,7 @@ from oomguard.hardware import find_gpu, parse_nvidia_smi
 from oomguard.planning.advise import fewest_gpus
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.planner import PlanRequest, plan
-from oomguard.planning.report import build_report
+from oomguard.planning.report import PlanReport, build_report
 from oomguard.render.plan_json import plan_to_dict
 from oomguard.render.plan_markdown import render_plan_markdown
 from oomguard.render.plan_text import render_plan
@@ -209,10 +209,15 @@ def main(argv: Sequence[str]) -> int:
     else:
         result = plan(request)
     report = build_report(result, fixes=options.fixes, at_lengths=tuple(options.at_lengths))
+    return emit(report, options)
+
+
+def emit(report: PlanReport, options: PlanOptions) -> int:
+    """Print the report in the format asked for; the exit code is the verdict (0 fits, 1 does not)."""
     if options.json:
         print(json.dumps(plan_to_dict(report), indent=2))
     elif options.markdown:
         sys.stdout.write(render_plan_markdown(report))
     else:
         sys.stdout.write(render_plan(report, sys.stdout, verbose=options.verbose))
-    return 0 if result.fits else 1
+    return 0 if report.fits else 1

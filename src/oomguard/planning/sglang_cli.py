@@ -6,17 +6,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Sequence
 
 from oomguard.engines.sglang.flags import LaunchArgs, is_sglang_command, parse_launch_command
 from oomguard.errors import ConfigError
-from oomguard.planning.cli import HELP, OPTIONS, PlanOptions, _set_option, gpu_from_options
+from oomguard.planning.cli import HELP, OPTIONS, PlanOptions, _set_option, emit, gpu_from_options
 from oomguard.planning.sglang_planner import SglangRequest, build_sglang_report, plan_sglang
-from oomguard.render.plan_json import plan_to_dict
-from oomguard.render.plan_markdown import render_plan_markdown
-from oomguard.render.plan_text import render_plan
 
 ENGINE_OPTION = "--engine"
 
@@ -90,10 +85,4 @@ def main(argv: Sequence[str]) -> int:
                             used_by_other_processes=others)
     result = plan_sglang(request)
     report = build_sglang_report(result, fixes=options.fixes, at_lengths=tuple(options.at_lengths))
-    if options.json:
-        print(json.dumps(plan_to_dict(report), indent=2))
-    elif options.markdown:
-        sys.stdout.write(render_plan_markdown(report))
-    else:
-        sys.stdout.write(render_plan(report, sys.stdout, verbose=options.verbose))
-    return 0 if result.fits else 1
+    return emit(report, options)
