@@ -10,7 +10,6 @@ with a band) and is engine-independent: engines fill it, renderers print it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 GiB = 1 << 30
@@ -157,7 +156,3 @@ def largest_line_that_fits(ledger: GpuLedger, key: str) -> int:
     others = ledger.used_bytes - ledger.bytes_of(key) * count
     return (ledger.total_bytes - others) // count
 
-
-def ordered(lines: Iterable[LedgerLine]) -> list[LedgerLine]:
-    rank = {key: i for i, key in enumerate(LINE_ORDER)}
-    return sorted(lines, key=lambda item: rank.get(item.key, len(rank)))

@@ -51,11 +51,3 @@ def format_gib(num_bytes: float, digits: int = 2) -> str:
     return f"{num_bytes / GiB:.{digits}f} GiB"
 
 
-def vllm_format_gib(num_bytes: float) -> str:
-    """vLLM's own `format_gib` (2026-01+): str(round(GiB, 2)), so 7.5 prints as '7.5'."""
-    return str(round(num_bytes / GiB, 2))
-
-
-def format_count(n: int) -> str:
-    """1234567 -> '1,234,567' (vLLM prints token counts with comma separators)."""
-    return f"{n:,}"

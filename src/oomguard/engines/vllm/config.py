@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs
-from oomguard.engines.vllm.versions import Behaviour, V, behaviour_for, parse_version
+from oomguard.engines.vllm.versions import Behaviour, V, behaviour_for
 from oomguard.errors import ConfigError, ParallelismError
 from oomguard.models.spec import ModelSpec
 
@@ -393,10 +393,3 @@ def resolve_engine_config(
         args=args,
     )
 
-
-def version_is_known(text: str) -> bool:
-    try:
-        parse_version(text)
-    except ConfigError:
-        return False
-    return True

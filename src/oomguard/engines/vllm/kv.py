@@ -359,13 +359,6 @@ class FitCheck:
     error: str | None
 
 
-def _gib_text(num_bytes: float, cfg: EngineConfig) -> str:
-    value = num_bytes / GiB
-    if cfg.behaviour.log_gib_format == "round":
-        return str(round(value, 2))
-    return f"{value:.2f}"
-
-
 def check_fits(available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_limit: int) -> FitCheck:
     """_check_enough_kv_cache_memory, with vLLM's own error text for the version."""
     need = needed_bytes(cfg.max_model_len, layout, cfg)
@@ -406,8 +399,8 @@ def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, l
     owner = "model's" if new_text else "models's"
     cpu = " (which also controls CPU memory on the CPU backend)" if new_text else ""
     return (f"To serve at least one request with the {owner} max seq len ({cfg.max_model_len}), "
-            f"({_gib_text(need, cfg)} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({_gib_text(available, cfg)} GiB). Based on the available memory, the estimated maximum model "
+            f"({cfg.behaviour.gib_text(need)} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({cfg.behaviour.gib_text(available)} GiB). Based on the available memory, the estimated maximum model "
             f"length is {estimate}. Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` "
             f"when initializing the engine.{_docs(cfg)}")
 

@@ -7,17 +7,12 @@ from oomguard.engines.vllm.config import EngineConfig
 GiB = 1 << 30
 
 
-def _gib(num_bytes: float, cfg: EngineConfig) -> str:
-    value = num_bytes / GiB
-    return str(round(value, 2)) if cfg.behaviour.log_gib_format == "round" else f"{value:.2f}"
-
-
 def _weights_line(weights: int, cfg: EngineConfig) -> str:
     v = cfg.behaviour.version
     if v.minor < 8 and v.major == 0:
         return f"Loading model weights took {weights / GiB:.4f} GB"
     if cfg.behaviour.log_gib_format == "round":
-        return f"Model loading took {_gib(weights, cfg)} GiB memory and <t> seconds"
+        return f"Model loading took {cfg.behaviour.gib_text(weights)} GiB memory and <t> seconds"
     return f"Model loading took {weights / GiB:.4f} GiB memory and <t> seconds"
 
 
@@ -31,7 +26,7 @@ def startup_lines(cfg: EngineConfig, *, weights: int, available_kv: int, num_blo
     if cfg.behaviour.cuda_graphs_in_budget and cuda_graphs:
         lines.append(f"Estimated CUDA graph memory: {cuda_graphs / GiB:.2f} GiB total")
     if cfg.kv_cache_memory_bytes is None:
-        lines.append(f"Available KV cache memory: {_gib(available_kv, cfg)} GiB")
+        lines.append(f"Available KV cache memory: {cfg.behaviour.gib_text(available_kv)} GiB")
     length = f"{cfg.max_model_len:,}" if cfg.behaviour.capacity_log_one_line else str(cfg.max_model_len)
     if cfg.behaviour.capacity_log_one_line:
         lines.append(f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {length} tokens per "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from oomguard.engines.vllm.config import EngineConfig
 from oomguard.errors import ParallelismError
 from oomguard.models.spec import ModelSpec
+from oomguard.models.weights import pp_layer_range
 
 # Quantized checkpoints and fused kernels need whole 64-row vocab shards (VocabParallelEmbedding pads to 64).
 VOCAB_PADDING = 64
@@ -65,11 +66,7 @@ def pp_partition(num_layers: int, pp: int, env: Mapping[str, str] | None = None)
                 f"VLLM_PP_LAYER_PARTITION={override!r} must have {pp} entries summing to {num_layers} layers"
             )
         return parts
-    base = num_layers // pp
-    parts = [base] * pp
-    for i in range(2, num_layers % pp + 2):
-        parts[-i] += 1
-    return parts
+    return [len(pp_layer_range(num_layers, pp, rank)) for rank in range(pp)]
 
 
 def padded_vocab_size(vocab_size: int) -> int:
@@ -147,10 +144,3 @@ def distinct_ranks(spec: ModelSpec, cfg: EngineConfig) -> list[RankPlacement]:
         placements = [p for p in placements if p.ep_rank == 0]
     return placements
 
-
-def experts_on_rank(placement: RankPlacement) -> int:
-    """floor(E / EP) whole experts, +1 on the first E mod EP ranks."""
-    if placement.ep_size <= 1:
-        return placement.num_physical_experts
-    base, extra = divmod(placement.num_physical_experts, placement.ep_size)
-    return base + (1 if placement.ep_rank < extra else 0)

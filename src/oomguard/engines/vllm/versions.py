@@ -65,6 +65,11 @@ class Behaviour:
     triton_topk_sampler: bool
     log_gib_format: str                 # "%.2f" or "round" (str(round(x, 2)))
 
+    def gib_text(self, num_bytes: float) -> str:
+        """GiB as this version's log and error lines print them (PR #31865: str(round(x, 2)) from ~0.14)."""
+        value = num_bytes / (1 << 30)
+        return str(round(value, 2)) if self.log_gib_format == "round" else f"{value:.2f}"
+
 
 # Estimated fp32 logit copies alive at the sampler warm-up peak (rows x vocab x 4 B each), per sampler era:
 # - FlashInfer's top-k/top-p kernel, on by default while flashinfer was installed, until PR #26859
