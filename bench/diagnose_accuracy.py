@@ -18,7 +18,9 @@ from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.evidence import Evidence
 from oomguard.diagnose.read import read_one
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"
+DEFAULT = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"
+)
 
 
 def main(argv: list[str]) -> int:
@@ -50,8 +52,10 @@ def main(argv: list[str]) -> int:
     n = len(rows)
     elapsed = time.perf_counter() - started
     print()
-    print(f"reports {n}   top-1 {top1}/{n} = {top1 / n:.1%}   top-3 {top3}/{n} = {top3 / n:.1%}   crashes {crashes}"
-          f"   ({elapsed * 1000 / max(n, 1):.1f} ms per report)")
+    print(
+        f"reports {n}   top-1 {top1}/{n} = {top1 / n:.1%}   top-3 {top3}/{n} = {top3 / n:.1%}   crashes {crashes}"
+        f"   ({elapsed * 1000 / max(n, 1):.1f} ms per report)"
+    )
     if confusion:
         print("confusion (expected -> ranked first):")
         for (want, got), count in confusion.most_common():

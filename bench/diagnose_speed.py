@@ -47,16 +47,22 @@ def generate(path: str, size: int) -> None:
             hh, mm, ss = 17 + second // 3600 % 6, second // 60 % 60, second % 60
             for _ in range(rng.randint(8, 14)):
                 ip = f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-                chunk.append(f'(APIServer pid=1) INFO:     {ip}:{rng.randint(30000, 60000)} - "POST /v1/chat/completions '
-                             f'HTTP/1.1" 200 OK\n')
+                chunk.append(
+                    f'(APIServer pid=1) INFO:     {ip}:{rng.randint(30000, 60000)} - "POST /v1/chat/completions '
+                    f'HTTP/1.1" 200 OK\n'
+                )
             if second % 10 == 0:
-                chunk.append(f"(APIServer pid=1) INFO 10-14 {hh:02d}:{mm:02d}:{ss:02d} [loggers.py:123] Engine 000: Avg prompt "
-                             f"throughput: {rng.uniform(500, 3000):.1f} tokens/s, Avg generation throughput: "
-                             f"{rng.uniform(300, 900):.1f} tokens/s, Running: {rng.randint(10, 60)} reqs, Waiting: 0 reqs, "
-                             f"GPU KV cache usage: {rng.uniform(5, 40):.1f}%, Prefix cache hit rate: {rng.uniform(20, 60):.1f}%\n")
+                chunk.append(
+                    f"(APIServer pid=1) INFO 10-14 {hh:02d}:{mm:02d}:{ss:02d} [loggers.py:123] Engine 000: Avg prompt "
+                    f"throughput: {rng.uniform(500, 3000):.1f} tokens/s, Avg generation throughput: "
+                    f"{rng.uniform(300, 900):.1f} tokens/s, Running: {rng.randint(10, 60)} reqs, Waiting: 0 reqs, "
+                    f"GPU KV cache usage: {rng.uniform(5, 40):.1f}%, Prefix cache hit rate: {rng.uniform(20, 60):.1f}%\n"
+                )
             if second % 97 == 0:
-                chunk.append(f"(APIServer pid=1) WARNING 10-14 {hh:02d}:{mm:02d}:{ss:02d} [protocol.py:70] The following "
-                             "fields were present in the request but ignored: {'stream_options'}\n")
+                chunk.append(
+                    f"(APIServer pid=1) WARNING 10-14 {hh:02d}:{mm:02d}:{ss:02d} [protocol.py:70] The following "
+                    "fields were present in the request but ignored: {'stream_options'}\n"
+                )
             if len(chunk) > 5000:
                 text = "".join(chunk)
                 out.write(text)

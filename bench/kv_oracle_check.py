@@ -54,26 +54,60 @@ GRID = [
 
 
 def ask_vllm(case: KvCase) -> dict:
-    argv = [str(ORACLE_PYTHON), str(ORACLE_DIR / "kv_oracle.py"), str(ORACLE_DIR / "configs" / case.model),
-            "--available-bytes", str(int(case.available_bytes)), "--max-model-len", str(case.max_model_len),
-            "--tp", str(case.tp), "--pp", str(case.pp), "--block-size", str(case.block_size),
-            "--kv-cache-dtype", case.kv_cache_dtype, "--max-num-batched-tokens", str(case.max_num_batched_tokens),
-            "--max-num-seqs", str(case.max_num_seqs), "--async-scheduling", "on" if case.async_scheduling else "off",
-            "--quiet"]
+    argv = [
+        str(ORACLE_PYTHON),
+        str(ORACLE_DIR / "kv_oracle.py"),
+        str(ORACLE_DIR / "configs" / case.model),
+        "--available-bytes",
+        str(int(case.available_bytes)),
+        "--max-model-len",
+        str(case.max_model_len),
+        "--tp",
+        str(case.tp),
+        "--pp",
+        str(case.pp),
+        "--block-size",
+        str(case.block_size),
+        "--kv-cache-dtype",
+        case.kv_cache_dtype,
+        "--max-num-batched-tokens",
+        str(case.max_num_batched_tokens),
+        "--max-num-seqs",
+        str(case.max_num_seqs),
+        "--async-scheduling",
+        "on" if case.async_scheduling else "off",
+        "--quiet",
+    ]
     if case.disable_hybrid:
         argv.append("--disable-hybrid-kv-cache-manager")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     out = json.loads(done.stdout)
-    return {key: out.get(key) for key in ("num_blocks", "gpu_kv_cache_size_tokens", "max_concurrency",
-                                          "bytes_per_block_pool", "error", "fit_error")} | {
-        "groups": [[g["type"], g["num_layers"], g["blocks_per_request"]] for g in out.get("kv_cache_groups", [])]}
+    return {
+        key: out.get(key)
+        for key in (
+            "num_blocks",
+            "gpu_kv_cache_size_tokens",
+            "max_concurrency",
+            "bytes_per_block_pool",
+            "error",
+            "fit_error",
+        )
+    } | {
+        "groups": [
+            [g["type"], g["num_layers"], g["blocks_per_request"]] for g in out.get("kv_cache_groups", [])
+        ]
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--record", action="store_true", help="run vLLM's code again and rewrite the recording")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--record", action="store_true", help="run vLLM's code again and rewrite the recording"
+    )
     args = parser.parse_args()
     if args.record:
         if not ORACLE_PYTHON.exists():
@@ -95,12 +129,18 @@ def main() -> int:
             exact += same
             print(f"{case.label():<58} {'fit error, word for word' if same else 'fit error differs'}")
             continue
-        same = (ours.num_blocks == truth.get("num_blocks") and ours.kv_tokens == truth.get("gpu_kv_cache_size_tokens")
-                and abs(ours.max_concurrency - (truth.get("max_concurrency") or 0)) < 1e-9)
+        same = (
+            ours.num_blocks == truth.get("num_blocks")
+            and ours.kv_tokens == truth.get("gpu_kv_cache_size_tokens")
+            and abs(ours.max_concurrency - (truth.get("max_concurrency") or 0)) < 1e-9
+        )
         exact += same
-        print(f"{case.label():<58} {ours.num_blocks:>9,}/{truth.get('num_blocks') or 0:>9,} "
-              f"{ours.kv_tokens:>11,}/{truth.get('gpu_kv_cache_size_tokens') or 0:>11,} "
-              f"{ours.max_concurrency:>11.4f}/{truth.get('max_concurrency') or 0:>11.4f}" + ("" if same else "  <- differs"))
+        print(
+            f"{case.label():<58} {ours.num_blocks:>9,}/{truth.get('num_blocks') or 0:>9,} "
+            f"{ours.kv_tokens:>11,}/{truth.get('gpu_kv_cache_size_tokens') or 0:>11,} "
+            f"{ours.max_concurrency:>11.4f}/{truth.get('max_concurrency') or 0:>11.4f}"
+            + ("" if same else "  <- differs")
+        )
     print(f"\n{exact}/{len(rows)} cases identical to vLLM 0.33.0's own KV functions")
     return 0 if exact == len(rows) else 1
 

@@ -30,17 +30,40 @@ def main() -> None:
         workload = read_workload(TRACE)
         if rate != 1.0:
             workload = scale_rate(workload, rate)
-        args, rest = split_argv(["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len=16384"])
+        args, rest = split_argv(
+            ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100", "--max-model-len=16384"]
+        )
         setup = build_setup(args, rest)
         t1 = time.perf_counter()
         result = simulate(workload, setup.config)
         summary = summarize(result)
         t2 = time.perf_counter()
-        rows.append((f"{rate:g}x", f"{len(workload.requests):,}", f"{summary.steps:,}", f"{t2 - t0:.2f}",
-                     f"{t1 - t0:.2f}", f"{summary.steps / (t2 - t1):,.0f}", f"{summary.simulated_time / (t2 - t0):,.0f}",
-                     f"{summary.simulated_time:,.0f}", f"{summary.preemptions:,}", f"{summary.kv_usage_max:.1%}"))
-    header = ("rate", "requests", "steps", "wall s", "of which setup", "steps/s", "sim s per wall s", "sim s",
-              "preemptions", "KV max")
+        rows.append(
+            (
+                f"{rate:g}x",
+                f"{len(workload.requests):,}",
+                f"{summary.steps:,}",
+                f"{t2 - t0:.2f}",
+                f"{t1 - t0:.2f}",
+                f"{summary.steps / (t2 - t1):,.0f}",
+                f"{summary.simulated_time / (t2 - t0):,.0f}",
+                f"{summary.simulated_time:,.0f}",
+                f"{summary.preemptions:,}",
+                f"{summary.kv_usage_max:.1%}",
+            )
+        )
+    header = (
+        "rate",
+        "requests",
+        "steps",
+        "wall s",
+        "of which setup",
+        "steps/s",
+        "sim s per wall s",
+        "sim s",
+        "preemptions",
+        "KV max",
+    )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))

@@ -29,55 +29,114 @@ PY = Path.home() / "vllm-oracle" / "bin" / "python"
 
 
 def azure(name: str, n: int, gap: int, start: int = 0) -> list[dict]:
-    rows = (TRACES / "azure_llm_inference_2023" / f"AzureLLMInferenceTrace_{name}.csv").read_text().splitlines()[1:]
+    rows = (
+        (TRACES / "azure_llm_inference_2023" / f"AzureLLMInferenceTrace_{name}.csv")
+        .read_text()
+        .splitlines()[1:]
+    )
     out = []
-    for i, line in enumerate(rows[start:start + n]):
+    for i, line in enumerate(rows[start : start + n]):
         _, p, o = line.split(",")
-        out.append({"id": f"{name}{i}", "prompt_tokens": int(p), "output_tokens": max(1, int(o)),
-                    "arrival_step": i * gap})
+        out.append(
+            {
+                "id": f"{name}{i}",
+                "prompt_tokens": int(p),
+                "output_tokens": max(1, int(o)),
+                "arrival_step": i * gap,
+            }
+        )
     return out
 
 
 def mooncake(name: str, n: int, ms_per_step: float, cap: int = 30000) -> list[dict]:
     out = []
-    for i, line in enumerate((TRACES / "mooncake_fast25" / f"{name}_trace.jsonl").read_text().splitlines()[:n]):
+    for i, line in enumerate(
+        (TRACES / "mooncake_fast25" / f"{name}_trace.jsonl").read_text().splitlines()[:n]
+    ):
         d = json.loads(line)
         if d["input_length"] >= cap:
             continue
-        out.append({"id": f"m{i}", "prompt_tokens": d["input_length"], "output_tokens": d["output_length"],
-                    "arrival_step": int(d["timestamp"] / ms_per_step), "prefix_hash_ids": d["hash_ids"]})
+        out.append(
+            {
+                "id": f"m{i}",
+                "prompt_tokens": d["input_length"],
+                "output_tokens": d["output_length"],
+                "arrival_step": int(d["timestamp"] / ms_per_step),
+                "prefix_hash_ids": d["hash_ids"],
+            }
+        )
     return out
 
 
 # name -> (workload builder, oracle args)
 SCENARIOS = {
-    "mooncake_conv_llama_pc": (lambda: mooncake("conversation", 300, 40),
-        {"model": "Llama-3.1-8B", "blocks": 6000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True}),
-    "mooncake_conv_llama_pc_tight": (lambda: mooncake("conversation", 300, 10),
-        {"model": "Llama-3.1-8B", "blocks": 2500, "mnbt": 2048, "seqs": 64, "L": 32768, "pc": True}),
-    "mooncake_synth_gptoss_pc": (lambda: mooncake("synthetic", 200, 50),
-        {"model": "gpt-oss-20b", "blocks": 5000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True}),
-    "azure_conv_llama_lpt_preempt": (lambda: azure("conv", 600, 1),
-        {"model": "Llama-3.1-8B", "blocks": 1200, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": False, "lpt": 256}),
-    "azure_conv_llama_pc_preempt": (lambda: azure("conv", 600, 1),
-        {"model": "Llama-3.1-8B", "blocks": 1200, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True}),
-    "azure_code_gemma2_sw": (lambda: azure("code", 300, 2),
-        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": False}),
-    "azure_code_gemma2_sw_pc": (lambda: azure("code", 300, 2),
-        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": True}),
-    "azure_code_qwen3moe_bs32": (lambda: azure("code", 400, 0),
-        {"model": "Qwen3-30B-A3B", "blocks": 4000, "mnbt": 8192, "seqs": 256, "L": 16384, "pc": False, "bs": 32}),
+    "mooncake_conv_llama_pc": (
+        lambda: mooncake("conversation", 300, 40),
+        {"model": "Llama-3.1-8B", "blocks": 6000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True},
+    ),
+    "mooncake_conv_llama_pc_tight": (
+        lambda: mooncake("conversation", 300, 10),
+        {"model": "Llama-3.1-8B", "blocks": 2500, "mnbt": 2048, "seqs": 64, "L": 32768, "pc": True},
+    ),
+    "mooncake_synth_gptoss_pc": (
+        lambda: mooncake("synthetic", 200, 50),
+        {"model": "gpt-oss-20b", "blocks": 5000, "mnbt": 4096, "seqs": 64, "L": 32768, "pc": True},
+    ),
+    "azure_conv_llama_lpt_preempt": (
+        lambda: azure("conv", 600, 1),
+        {
+            "model": "Llama-3.1-8B",
+            "blocks": 1200,
+            "mnbt": 2048,
+            "seqs": 128,
+            "L": 16384,
+            "pc": False,
+            "lpt": 256,
+        },
+    ),
+    "azure_conv_llama_pc_preempt": (
+        lambda: azure("conv", 600, 1),
+        {"model": "Llama-3.1-8B", "blocks": 1200, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True},
+    ),
+    "azure_code_gemma2_sw": (
+        lambda: azure("code", 300, 2),
+        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": False},
+    ),
+    "azure_code_gemma2_sw_pc": (
+        lambda: azure("code", 300, 2),
+        {"model": "gemma-2-9b", "blocks": 6000, "mnbt": 2048, "seqs": 64, "L": 8192, "pc": True},
+    ),
+    "azure_code_qwen3moe_bs32": (
+        lambda: azure("code", 400, 0),
+        {
+            "model": "Qwen3-30B-A3B",
+            "blocks": 4000,
+            "mnbt": 8192,
+            "seqs": 256,
+            "L": 16384,
+            "pc": False,
+            "bs": 32,
+        },
+    ),
     # Sparse arrivals: long runs of identical decode steps (simulate advances them together), block
     # boundaries and preemptions falling inside those runs.
-    "azure_conv_llama_sparse_decode_runs": (lambda: azure("conv", 400, 12),
-        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": False}),
-    "azure_conv_llama_pc_sparse_decode_runs": (lambda: azure("conv", 400, 12),
-        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": True}),
+    "azure_conv_llama_sparse_decode_runs": (
+        lambda: azure("conv", 400, 12),
+        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": False},
+    ),
+    "azure_conv_llama_pc_sparse_decode_runs": (
+        lambda: azure("conv", 400, 12),
+        {"model": "Llama-3.1-8B", "blocks": 1100, "mnbt": 2048, "seqs": 64, "L": 16384, "pc": True},
+    ),
     # Sliding-window + full-attention groups with prefix caching, preempting (own blocks found again).
-    "azure_conv_gptoss_pc_preempt": (lambda: azure("conv", 500, 2),
-        {"model": "gpt-oss-20b", "blocks": 2300, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True}),
-    "mooncake_conv_llama_pc_sparse_decode_runs": (lambda: mooncake("conversation", 250, 10),
-        {"model": "Llama-3.1-8B", "blocks": 2100, "mnbt": 2048, "seqs": 32, "L": 32768, "pc": True}),
+    "azure_conv_gptoss_pc_preempt": (
+        lambda: azure("conv", 500, 2),
+        {"model": "gpt-oss-20b", "blocks": 2300, "mnbt": 2048, "seqs": 128, "L": 16384, "pc": True},
+    ),
+    "mooncake_conv_llama_pc_sparse_decode_runs": (
+        lambda: mooncake("conversation", 250, 10),
+        {"model": "Llama-3.1-8B", "blocks": 2100, "mnbt": 2048, "seqs": 32, "L": 32768, "pc": True},
+    ),
 }
 
 
@@ -90,11 +149,30 @@ def oracle_run(name: str, work: list[dict], a: dict) -> Path | None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "workload.jsonl").write_text("".join(json.dumps(w) + "\n" for w in work))
     (out / "params.json").write_text(json.dumps(a))
-    cmd = [str(PY), str(ORACLE / "sched_oracle.py"), "--model-dir", str(ORACLE / "configs" / a["model"]),
-           "--workload", str(out / "workload.jsonl"), "--out-dir", str(out), "--no-per-request-print",
-           "--num-gpu-blocks", str(a["blocks"]), "--max-num-batched-tokens", str(a["mnbt"]),
-           "--max-num-seqs", str(a["seqs"]), "--max-model-len", str(a["L"]), "--block-size", str(a.get("bs", 16)),
-           "--long-prefill-token-threshold", str(a.get("lpt", 0)), "--allow-long-max-model-len"]
+    cmd = [
+        str(PY),
+        str(ORACLE / "sched_oracle.py"),
+        "--model-dir",
+        str(ORACLE / "configs" / a["model"]),
+        "--workload",
+        str(out / "workload.jsonl"),
+        "--out-dir",
+        str(out),
+        "--no-per-request-print",
+        "--num-gpu-blocks",
+        str(a["blocks"]),
+        "--max-num-batched-tokens",
+        str(a["mnbt"]),
+        "--max-num-seqs",
+        str(a["seqs"]),
+        "--max-model-len",
+        str(a["L"]),
+        "--block-size",
+        str(a.get("bs", 16)),
+        "--long-prefill-token-threshold",
+        str(a.get("lpt", 0)),
+        "--allow-long-max-model-len",
+    ]
     if a.get("pc"):
         cmd.append("--prefix-caching")
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -111,9 +189,16 @@ def simulate_oracle_workload(workload: Path, model_dir: Path, a: dict):  # type:
     from oomguard.simulate.workload import read_workload
 
     facts = facts_from_config(read_config_dir(str(model_dir)) or {}, model_dir.name)
-    cfg = SchedulerConfig(a["mnbt"], a["seqs"], a["L"], a["blocks"], kv_groups(facts, a.get("bs", 16)),
-                          enable_prefix_caching=bool(a.get("pc")), long_prefill_token_threshold=a.get("lpt", 0),
-                          async_scheduling=False)
+    cfg = SchedulerConfig(
+        a["mnbt"],
+        a["seqs"],
+        a["L"],
+        a["blocks"],
+        kv_groups(facts, a.get("bs", 16)),
+        enable_prefix_caching=bool(a.get("pc")),
+        long_prefill_token_threshold=a.get("lpt", 0),
+        async_scheduling=False,
+    )
     return simulate(read_workload(workload), SimulationConfig(cfg, record_chunks=True))
 
 
@@ -129,9 +214,15 @@ def oracle_compare_rows(name: str, result, ref: Path, wall: float) -> tuple:  # 
         if ours != theirs or tl.kv_blocks_used[i] != o["kv_blocks_used"]:
             first_diff = f"differ at step {o['step']}"
             break
-    return (name, f"{len(tl)}/{oracle['total_steps']}", f"{result.preemptions}/{oracle['total_preemptions']}",
-            f"{max(tl.kv_blocks_used)}/{oracle['max_kv_blocks_used']}", f"{max(tl.running)}/{oracle['max_running']}",
-            first_diff, f"{wall:.2f}")
+    return (
+        name,
+        f"{len(tl)}/{oracle['total_steps']}",
+        f"{result.preemptions}/{oracle['total_preemptions']}",
+        f"{max(tl.kv_blocks_used)}/{oracle['max_kv_blocks_used']}",
+        f"{max(tl.running)}/{oracle['max_running']}",
+        first_diff,
+        f"{wall:.2f}",
+    )
 
 
 def main() -> None:
@@ -144,14 +235,31 @@ def main() -> None:
     for ref in sorted(REFS.iterdir()):
         if ref.is_dir():
             p = json.loads((ref / "params.json").read_text())["oracle_args"]
-            dirs.append((ref.name, ref, {"model": Path(p["model_dir"]).name, "blocks": p["num_gpu_blocks"],
-                         "mnbt": p["max_num_batched_tokens"], "seqs": p["max_num_seqs"], "L": p["max_model_len"],
-                         "pc": p["prefix_caching"], "bs": p["block_size"], "lpt": p["long_prefill_token_threshold"]}))
+            dirs.append(
+                (
+                    ref.name,
+                    ref,
+                    {
+                        "model": Path(p["model_dir"]).name,
+                        "blocks": p["num_gpu_blocks"],
+                        "mnbt": p["max_num_batched_tokens"],
+                        "seqs": p["max_num_seqs"],
+                        "L": p["max_model_len"],
+                        "pc": p["prefix_caching"],
+                        "bs": p["block_size"],
+                        "lpt": p["long_prefill_token_threshold"],
+                    },
+                )
+            )
     for name, (build, a) in SCENARIOS.items():
         if args.only and args.only != name:
             continue
         cached = CACHE / name
-        out = cached if (cached / "summary.json").exists() else (None if args.no_oracle else oracle_run(name, build(), a))
+        out = (
+            cached
+            if (cached / "summary.json").exists()
+            else (None if args.no_oracle else oracle_run(name, build(), a))
+        )
         if out is not None:
             dirs.append((name, out, a))
     for name, d, a in dirs:

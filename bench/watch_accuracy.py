@@ -30,8 +30,12 @@ TOTAL = 80 * GiB
 WINDOW = 3600.0
 
 
-def gpu_history(used: Callable[[float], float], step: float, load: Callable[[float], float] | None = None,
-                seconds: float = WINDOW) -> dict:  # type: ignore[type-arg]
+def gpu_history(
+    used: Callable[[float], float],
+    step: float,
+    load: Callable[[float], float] | None = None,
+    seconds: float = WINDOW,
+) -> dict:  # type: ignore[type-arg]
     samples = []
     for i in range(int(seconds / step) + 1):
         t = i * step
@@ -63,28 +67,44 @@ def leak_errors() -> list[tuple[str, str, str, str, str]]:
                 missed += 1
                 continue
             errors.append(abs(alerts[0].eta_seconds - truth) / truth)
-        rows.append((f"{slope_gib_h:g} GiB/h", f"{noise_mib} MiB",
-                     f"{statistics.median(errors):.1%}" if errors else "-",
-                     f"{max(errors):.1%}" if errors else "-", f"{missed}/12"))
+        rows.append(
+            (
+                f"{slope_gib_h:g} GiB/h",
+                f"{noise_mib} MiB",
+                f"{statistics.median(errors):.1%}" if errors else "-",
+                f"{max(errors):.1%}" if errors else "-",
+                f"{missed}/12",
+            )
+        )
     return rows
 
 
 def false_alarms() -> list[tuple[str, str]]:
-    cases: dict[str, Callable[[random.Random], tuple[Callable[[float], float], Callable[[float], float] | None]]] = {
+    cases: dict[
+        str, Callable[[random.Random], tuple[Callable[[float], float], Callable[[float], float] | None]]
+    ] = {
         "flat, 300 MiB noise": lambda r: (lambda x: 70 * GiB + r.gauss(0, 300 * MiB), None),
-        "one-off 4 GiB step at 30 min": lambda r: (lambda x: 70 * GiB + (4 * GiB if x > 1800 else 0)
-                                                   + r.gauss(0, 50 * MiB), None),
-        "memory following a tripling load": lambda r: (lambda x: 70 * GiB + 3 * GiB * x / 3600 + r.gauss(0, 50 * MiB),
-                                                       lambda x: 1000 * x + 0.55 * x * x),
-        "sawtooth: +2 GiB then freed, every 10 min": lambda r: (lambda x: 70 * GiB + 2 * GiB * ((x % 600) / 600)
-                                                                + r.gauss(0, 50 * MiB), None),
+        "one-off 4 GiB step at 30 min": lambda r: (
+            lambda x: 70 * GiB + (4 * GiB if x > 1800 else 0) + r.gauss(0, 50 * MiB),
+            None,
+        ),
+        "memory following a tripling load": lambda r: (
+            lambda x: 70 * GiB + 3 * GiB * x / 3600 + r.gauss(0, 50 * MiB),
+            lambda x: 1000 * x + 0.55 * x * x,
+        ),
+        "sawtooth: +2 GiB then freed, every 10 min": lambda r: (
+            lambda x: 70 * GiB + 2 * GiB * ((x % 600) / 600) + r.gauss(0, 50 * MiB),
+            None,
+        ),
     }
     rows = []
     for name, make in cases.items():
         fired = 0
         for seed in range(20):
             used, load = make(random.Random(seed))
-            fired += bool(memory_leaks(gpu_history(used, 15, load), T0 + WINDOW, Thresholds(horizon_s=48 * 3600)))
+            fired += bool(
+                memory_leaks(gpu_history(used, 15, load), T0 + WINDOW, Thresholds(horizon_s=48 * 3600))
+            )
         rows.append((name, f"{fired}/20"))
     return rows
 
@@ -96,14 +116,27 @@ def kv_errors() -> list[tuple[str, str, str]]:
         errors = []
         for seed in range(20):
             rng = random.Random(seed)
-            samples = [Sample("u", "0", "kv_cache_usage", T0 + i * 5.0,
-                              min(1.0, 0.3 + per_min * i * 5 / 60 + rng.gauss(0, 0.03))) for i in range(121)]
+            samples = [
+                Sample(
+                    "u",
+                    "0",
+                    "kv_cache_usage",
+                    T0 + i * 5.0,
+                    min(1.0, 0.3 + per_min * i * 5 / 60 + rng.gauss(0, 0.03)),
+                )
+                for i in range(121)
+            ]
             alerts = kv_saturation(to_history(samples), T0 + 600, t)
             truth = (t.kv_high - (0.3 + per_min * 10)) / (per_min / 60)
             if alerts and alerts[0].eta_seconds:
                 errors.append(abs(alerts[0].eta_seconds - truth) / truth)
-        rows.append((f"+{per_min:.1%}/min", f"{statistics.median(errors):.1%}" if errors else "-",
-                     f"{len(errors)}/20 caught"))
+        rows.append(
+            (
+                f"+{per_min:.1%}/min",
+                f"{statistics.median(errors):.1%}" if errors else "-",
+                f"{len(errors)}/20 caught",
+            )
+        )
     return rows
 
 

@@ -68,8 +68,10 @@ def loading_table() -> list[float]:
         predicted = (rank_weight_bytes(spec, place).total + rope_cache_bytes(spec)) / GiB
         err = (predicted - measured) / measured * 100
         errors.append(abs(err))
-        print(f"{row['model'][:58]:58} {tp:>2} {pp:>2} {measured:>9.2f} {predicted:>9.2f} {err:>+6.2f}%  "
-              f"{spec.weights_source}")
+        print(
+            f"{row['model'][:58]:58} {tp:>2} {pp:>2} {measured:>9.2f} {predicted:>9.2f} {err:>+6.2f}%  "
+            f"{spec.weights_source}"
+        )
     for s in skipped:
         print(f"  skipped: {s}")
     return errors
@@ -90,22 +92,30 @@ def catalog_table() -> tuple[list[float], list[float]]:
         computed = record["params_computed_from_config"]
         # The catalog counts the main model; text_only excludes vision, MTP is listed apart.
         expected = computed.get("total")
-        predicted = sum(t.numel for t in spec.tensors if t.role not in (Role.MTP,)
-                        and not ("text decoder only" in computed.get("scope", "") and t.role == Role.VISION))
+        predicted = sum(
+            t.numel
+            for t in spec.tensors
+            if t.role not in (Role.MTP,)
+            and not ("text decoder only" in computed.get("scope", "") and t.role == Role.VISION)
+        )
         param_errors.append(abs(predicted - expected) / expected * 100)
         size = (record.get("safetensors_total_size") or {}).get("bytes")
         predicted_size = checkpoint_weight_bytes(spec).total
         if size:
             size_errors.append(abs(predicted_size - size) / size * 100)
-        print(f"{record['hf_id'][:48]:48} {expected:>16,} {predicted:>16,} {size or 0:>15,} "
-              f"{predicted_size if size else 0:>15,}")
+        print(
+            f"{record['hf_id'][:48]:48} {expected:>16,} {predicted:>16,} {size or 0:>15,} "
+            f"{predicted_size if size else 0:>15,}"
+        )
     return param_errors, size_errors
 
 
 def summary(name: str, errors: list[float]) -> None:
     if errors:
-        print(f"{name}: n={len(errors)} median |error| {statistics.median(errors):.3f}%  "
-              f"worst {max(errors):.3f}%")
+        print(
+            f"{name}: n={len(errors)} median |error| {statistics.median(errors):.3f}%  "
+            f"worst {max(errors):.3f}%"
+        )
 
 
 def main() -> int:

@@ -117,6 +117,7 @@ SMI_CSV_GB10_NA = "NVIDIA GB10, [N/A], 580.126.09\n"
 
 # --- the catalog -------------------------------------------------------------------------------------
 
+
 def test_h100_total_is_what_cuda_reports_not_the_marketing_80gb() -> None:
     h100 = find_gpu("H100")
     assert h100.total_bytes == 85_029_158_912
@@ -140,14 +141,50 @@ def test_keys_are_unique_and_lookup_by_key_round_trips() -> None:
         assert find_gpu(gpu.name) is gpu
 
 
-@pytest.mark.parametrize("key", [
-    "h100-sxm-80gb", "h100-pcie-80gb", "h100-nvl-94gb", "h200-sxm-141gb", "h200-nvl-141gb", "h20-96gb",
-    "h800-80gb", "gh200-96gb", "gh200-144gb", "b200-180gb", "b300-288gb", "gb200-186gb", "gb300-288gb",
-    "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "a800-80gb", "a10-24gb",
-    "a10g-24gb", "a30-24gb", "a40-48gb", "l4-24gb", "l40-48gb", "l40s-48gb", "rtx-3090", "rtx-4090",
-    "rtx-5090", "rtx-a6000", "rtx-6000-ada", "rtx-pro-6000-blackwell", "t4-16gb", "v100-sxm2-16gb",
-    "v100-sxm2-32gb", "mi250x", "mi300x", "mi325x", "mi355x", "dgx-spark-gb10",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "h100-sxm-80gb",
+        "h100-pcie-80gb",
+        "h100-nvl-94gb",
+        "h200-sxm-141gb",
+        "h200-nvl-141gb",
+        "h20-96gb",
+        "h800-80gb",
+        "gh200-96gb",
+        "gh200-144gb",
+        "b200-180gb",
+        "b300-288gb",
+        "gb200-186gb",
+        "gb300-288gb",
+        "a100-sxm-40gb",
+        "a100-sxm-80gb",
+        "a100-pcie-40gb",
+        "a100-pcie-80gb",
+        "a800-80gb",
+        "a10-24gb",
+        "a10g-24gb",
+        "a30-24gb",
+        "a40-48gb",
+        "l4-24gb",
+        "l40-48gb",
+        "l40s-48gb",
+        "rtx-3090",
+        "rtx-4090",
+        "rtx-5090",
+        "rtx-a6000",
+        "rtx-6000-ada",
+        "rtx-pro-6000-blackwell",
+        "t4-16gb",
+        "v100-sxm2-16gb",
+        "v100-sxm2-32gb",
+        "mi250x",
+        "mi300x",
+        "mi325x",
+        "mi355x",
+        "dgx-spark-gb10",
+    ],
+)
 def test_catalog_covers_the_gpus_people_serve_on(key: str) -> None:
     assert gpu_by_key(key).key == key
 
@@ -181,39 +218,43 @@ def test_amd_parts_have_no_compute_capability() -> None:
 
 # --- name matching -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "key"), [
-    ("H100", "h100-sxm-80gb"),
-    ("h100-80gb", "h100-sxm-80gb"),
-    ("NVIDIA H100 80GB HBM3", "h100-sxm-80gb"),
-    ("h100 sxm5", "h100-sxm-80gb"),
-    ("H100 PCIe", "h100-pcie-80gb"),
-    ("h100-nvl", "h100-nvl-94gb"),
-    ("a100 40gb", "a100-sxm-40gb"),
-    ("A100 80 GB", "a100-sxm-80gb"),
-    ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
-    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
-    ("A100-PCIE-40GB", "a100-pcie-40gb"),
-    ("4090", "rtx-4090"),
-    ("RTX 4090", "rtx-4090"),
-    ("NVIDIA GeForce RTX 3090", "rtx-3090"),
-    ("mi300x", "mi300x"),
-    ("AMD Instinct MI300X", "mi300x"),
-    ("Tesla T4", "t4-16gb"),
-    ("t4", "t4-16gb"),
-    ("L40", "l40-48gb"),
-    ("l40s", "l40s-48gb"),
-    ("A10", "a10-24gb"),
-    ("a10g", "a10g-24gb"),
-    ("H200", "h200-sxm-141gb"),
-    ("NVIDIA H200 NVL", "h200-nvl-141gb"),
-    ("GH200", "gh200-96gb"),
-    ("NVIDIA GH200 144G HBM3e", "gh200-144gb"),
-    ("NVIDIA B300 SXM6 AC", "b300-288gb"),
-    ("rtx 6000 ada", "rtx-6000-ada"),
-    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-blackwell"),
-    ("NVIDIA GB10", "dgx-spark-gb10"),
-    ("dgx-spark", "dgx-spark-gb10"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("H100", "h100-sxm-80gb"),
+        ("h100-80gb", "h100-sxm-80gb"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm-80gb"),
+        ("h100 sxm5", "h100-sxm-80gb"),
+        ("H100 PCIe", "h100-pcie-80gb"),
+        ("h100-nvl", "h100-nvl-94gb"),
+        ("a100 40gb", "a100-sxm-40gb"),
+        ("A100 80 GB", "a100-sxm-80gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+        ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"),
+        ("A100-PCIE-40GB", "a100-pcie-40gb"),
+        ("4090", "rtx-4090"),
+        ("RTX 4090", "rtx-4090"),
+        ("NVIDIA GeForce RTX 3090", "rtx-3090"),
+        ("mi300x", "mi300x"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("Tesla T4", "t4-16gb"),
+        ("t4", "t4-16gb"),
+        ("L40", "l40-48gb"),
+        ("l40s", "l40s-48gb"),
+        ("A10", "a10-24gb"),
+        ("a10g", "a10g-24gb"),
+        ("H200", "h200-sxm-141gb"),
+        ("NVIDIA H200 NVL", "h200-nvl-141gb"),
+        ("GH200", "gh200-96gb"),
+        ("NVIDIA GH200 144G HBM3e", "gh200-144gb"),
+        ("NVIDIA B300 SXM6 AC", "b300-288gb"),
+        ("rtx 6000 ada", "rtx-6000-ada"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000-blackwell"),
+        ("NVIDIA GB10", "dgx-spark-gb10"),
+        ("dgx-spark", "dgx-spark-gb10"),
+    ],
+)
 def test_names_match_as_people_and_nvidia_smi_write_them(text: str, key: str) -> None:
     assert find_gpu(text).key == key
 
@@ -258,6 +299,7 @@ def test_empty_name_is_a_user_error() -> None:
 
 # --- --gpu-memory ------------------------------------------------------------------------------------
 
+
 def test_gpu_memory_in_gib_reproduces_the_h100_total() -> None:
     assert gpu_with_memory("79.19GiB").total_bytes == round(79.19 * GiB)
 
@@ -286,6 +328,7 @@ def test_bad_gpu_memory_is_a_one_line_user_error(bad: str) -> None:
 
 
 # --- nvidia-smi --------------------------------------------------------------------------------------
+
 
 def test_default_table_gives_name_used_and_total() -> None:
     [reading] = parse_nvidia_smi(SMI_TABLE_4090)
@@ -318,7 +361,9 @@ def test_default_table_inside_a_prefixed_log() -> None:
 def test_csv_with_header_and_units_free_columns() -> None:
     readings = parse_nvidia_smi(SMI_CSV_A30)
     assert [(r.index, r.name, r.memory_total_bytes) for r in readings] == [
-        (0, "NVIDIA A30", 24576 * MiB), (1, "NVIDIA A30", 24576 * MiB)]
+        (0, "NVIDIA A30", 24576 * MiB),
+        (1, "NVIDIA A30", 24576 * MiB),
+    ]
     assert readings[0].gpu is not None and readings[0].gpu.key == "a30-24gb"
 
 
@@ -341,7 +386,9 @@ def test_csv_not_available_fields_become_none() -> None:
 
 
 def test_csv_with_explicit_columns_for_a_headerless_custom_query() -> None:
-    [reading] = parse_nvidia_smi("23028, 21000, NVIDIA A10G\n", columns=["memory.total", "memory.used", "name"])
+    [reading] = parse_nvidia_smi(
+        "23028, 21000, NVIDIA A10G\n", columns=["memory.total", "memory.used", "name"]
+    )
     assert reading.name == "NVIDIA A10G" and reading.memory_used_bytes == 21000 * MiB
 
 
@@ -351,13 +398,16 @@ def test_unknown_gpu_in_nvidia_smi_is_sized_from_its_own_total() -> None:
     assert gpu is not None and gpu.total_bytes == 16311 * MiB and "nvidia-smi" in gpu.total_source
 
 
-@pytest.mark.parametrize("bad", [
-    "",
-    "\x00\x01\x02binary",
-    "hello world\n",
-    "index, name, memory.total [MiB]\n0, NVIDIA A30\n",
-    "name, memory.total [MiB]\nNVIDIA A30, lots MiB\n",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "\x00\x01\x02binary",
+        "hello world\n",
+        "index, name, memory.total [MiB]\n0, NVIDIA A30\n",
+        "name, memory.total [MiB]\nNVIDIA A30, lots MiB\n",
+    ],
+)
 def test_garbage_nvidia_smi_input_is_a_one_line_user_error(bad: str) -> None:
     with pytest.raises(InputFormatError) as err:
         parse_nvidia_smi(bad)
@@ -389,26 +439,38 @@ SMI_TABLE_SHARED_A100 = """\
 def test_readings_carry_the_line_they_were_read_from() -> None:
     [reading] = parse_nvidia_smi(SMI_TABLE_SHARED_A100)
     assert SMI_TABLE_SHARED_A100.splitlines()[reading.lineno - 1].startswith("|   0  NVIDIA A100-SXM4-80GB")
-    rows = parse_nvidia_smi("index, name, memory.total [MiB]\n\n0, NVIDIA A30, 24576 MiB\n1, NVIDIA A30, 24576 MiB\n")
+    rows = parse_nvidia_smi(
+        "index, name, memory.total [MiB]\n\n0, NVIDIA A30, 24576 MiB\n1, NVIDIA A30, 24576 MiB\n"
+    )
     assert [r.lineno for r in rows] == [3, 4]
 
 
 def test_process_table_rows_give_gpu_pid_name_and_memory() -> None:
     procs = parse_nvidia_smi_processes(SMI_TABLE_SHARED_A100)
     assert [(p.gpu_index, p.pid, p.name, p.used_bytes) for p in procs] == [
-        (0, 48213, "/opt/conda/bin/python3", 61440 * MiB), (0, 51877, "python train_lora.py", 18420 * MiB)]
+        (0, 48213, "/opt/conda/bin/python3", 61440 * MiB),
+        (0, 51877, "python train_lora.py", 18420 * MiB),
+    ]
     assert SMI_TABLE_SHARED_A100.splitlines()[procs[1].lineno - 1].strip().endswith("18420MiB |")
 
 
 def test_process_rows_of_old_drivers_without_gi_ci_columns() -> None:
-    [proc] = parse_nvidia_smi_processes("|    1     12345      C   python                                      15000MiB |\n")
+    [proc] = parse_nvidia_smi_processes(
+        "|    1     12345      C   python                                      15000MiB |\n"
+    )
     assert (proc.gpu_index, proc.pid, proc.used_bytes) == (1, 12345, 15000 * MiB)
 
 
 def test_query_compute_apps_csv_skips_rows_whose_memory_is_not_available() -> None:
     text = "pid, process_name, used_gpu_memory [MiB]\n48213, python3, 61440 MiB\n977, Xorg, [N/A]\n"
     [proc] = parse_nvidia_smi_processes(text)
-    assert (proc.gpu_index, proc.pid, proc.name, proc.used_bytes, proc.lineno) == (None, 48213, "python3", 61440 * MiB, 2)
+    assert (proc.gpu_index, proc.pid, proc.name, proc.used_bytes, proc.lineno) == (
+        None,
+        48213,
+        "python3",
+        61440 * MiB,
+        2,
+    )
 
 
 def test_no_running_processes_is_an_empty_list() -> None:

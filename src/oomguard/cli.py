@@ -25,13 +25,25 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
-    "plan": Command("oomguard.planning.cli", "per-GPU memory ledger of a vLLM deployment; fit or not, and the fix"),
-    "check": Command("oomguard.planning.check_cli", "CI guard: fail when a command, YAML or k8s manifest would not start"),
-    "simulate": Command("oomguard.simulate.cli", "replay a traffic trace through vLLM's scheduler; find the step that OOMs"),
-    "step": Command("oomguard.simulate.step_cli", "memory of one batch shape (packed vs padded activations, EP, sampler)"),
-    "diagnose": Command("oomguard.diagnose.cli", "root cause and fix from logs, tracebacks, nvidia-smi, dmesg, kubectl"),
+    "plan": Command(
+        "oomguard.planning.cli", "per-GPU memory ledger of a vLLM deployment; fit or not, and the fix"
+    ),
+    "check": Command(
+        "oomguard.planning.check_cli", "CI guard: fail when a command, YAML or k8s manifest would not start"
+    ),
+    "simulate": Command(
+        "oomguard.simulate.cli", "replay a traffic trace through vLLM's scheduler; find the step that OOMs"
+    ),
+    "step": Command(
+        "oomguard.simulate.step_cli", "memory of one batch shape (packed vs padded activations, EP, sampler)"
+    ),
+    "diagnose": Command(
+        "oomguard.diagnose.cli", "root cause and fix from logs, tracebacks, nvidia-smi, dmesg, kubectl"
+    ),
     "watch": Command("oomguard.watch.cli", "watch live /metrics, NVML or Prometheus; alert before an OOM"),
-    "rules": Command("oomguard.watch.rules_cli", "Prometheus alerting and recording rules for the watch detectors"),
+    "rules": Command(
+        "oomguard.watch.rules_cli", "Prometheus alerting and recording rules for the watch detectors"
+    ),
 }
 
 EXIT_BAD_INPUT = 2
@@ -48,7 +60,10 @@ def _overview() -> str:
         "commands:",
     ]
     lines += [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
-    lines += ["", "example: oomguard plan -- vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu H100"]
+    lines += [
+        "",
+        "example: oomguard plan -- vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu H100",
+    ]
     return "\n".join(lines)
 
 
@@ -63,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     command = COMMANDS.get(name)
     if command is None:
-        print(f"oomguard: error: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+        print(
+            f"oomguard: error: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     try:
         module = importlib.import_module(command.module)

@@ -68,16 +68,39 @@ _SMI_ONLY = (
 )
 
 
-def _nv(key: str, name: str, total: int, source: str, cc: tuple[int, int], aliases: Iterable[str] = (),
-        smi: int | None = None) -> Gpu:
-    return Gpu(key=key, name=name, total_bytes=total, total_source=source, vendor="nvidia",
-               compute_capability=cc, unified_memory=cc in UNIFIED_MEMORY_CAPABILITIES,
-               aliases=tuple(aliases), nvidia_smi_total_mib=smi)
+def _nv(
+    key: str,
+    name: str,
+    total: int,
+    source: str,
+    cc: tuple[int, int],
+    aliases: Iterable[str] = (),
+    smi: int | None = None,
+) -> Gpu:
+    return Gpu(
+        key=key,
+        name=name,
+        total_bytes=total,
+        total_source=source,
+        vendor="nvidia",
+        compute_capability=cc,
+        unified_memory=cc in UNIFIED_MEMORY_CAPABILITIES,
+        aliases=tuple(aliases),
+        nvidia_smi_total_mib=smi,
+    )
 
 
 def _amd(key: str, name: str, total: int, source: str, aliases: Iterable[str] = ()) -> Gpu:
-    return Gpu(key=key, name=name, total_bytes=total, total_source=source, vendor="amd",
-               compute_capability=None, unified_memory=False, aliases=tuple(aliases))
+    return Gpu(
+        key=key,
+        name=name,
+        total_bytes=total,
+        total_source=source,
+        vendor="amd",
+        compute_capability=None,
+        unified_memory=False,
+        aliases=tuple(aliases),
+    )
 
 
 _H100_SXM_TOTAL = 85_029_158_912  # ../shared/ACCOUNTING.md; torch prints total_memory=81090MB
@@ -88,115 +111,350 @@ _L40S_TOTAL = _mib(46068)
 
 CATALOG: tuple[Gpu, ...] = (
     # --- Hopper -------------------------------------------------------------------------------------
-    _nv("h100-sxm-80gb", "NVIDIA H100 80GB HBM3", _H100_SXM_TOTAL,
+    _nv(
+        "h100-sxm-80gb",
+        "NVIDIA H100 80GB HBM3",
+        _H100_SXM_TOTAL,
         "85,029,158,912 B = 79.19 GiB: vLLM startup logs (llm-d planner accuracy sweep, v0.19 on H100) and "
         "torch total_memory=81090MB (ml-engineering output); older drivers print 81082-81089MB",
-        (9, 0), ("h100 sxm", "h100 sxm5", "h100 sxm 80gb"), smi=81559),
-    _nv("h100-pcie-80gb", "NVIDIA H100 PCIe", _mib(81008), _PROPS.format(81008), (9, 0),
-        ("h100 pcie", "h100 pcie 80gb")),
-    _nv("h100-nvl-94gb", "NVIDIA H100 NVL", _gib2(93.09),
-        _OOM.format("93.09") + " from an H100 NVL run (93.02-93.10 seen)", (9, 0),
-        ("h100 nvl", "h100 nvl 94gb", "h100 94gb")),
-    _nv("h800-80gb", "NVIDIA H800", _H100_SXM_TOTAL,
+        (9, 0),
+        ("h100 sxm", "h100 sxm5", "h100 sxm 80gb"),
+        smi=81559,
+    ),
+    _nv(
+        "h100-pcie-80gb",
+        "NVIDIA H100 PCIe",
+        _mib(81008),
+        _PROPS.format(81008),
+        (9, 0),
+        ("h100 pcie", "h100 pcie 80gb"),
+    ),
+    _nv(
+        "h100-nvl-94gb",
+        "NVIDIA H100 NVL",
+        _gib2(93.09),
+        _OOM.format("93.09") + " from an H100 NVL run (93.02-93.10 seen)",
+        (9, 0),
+        ("h100 nvl", "h100 nvl 94gb", "h100 94gb"),
+    ),
+    _nv(
+        "h800-80gb",
+        "NVIDIA H800",
+        _H100_SXM_TOTAL,
         "derived: same 80 GB HBM3 board as the H100 SXM and the same nvidia-smi memory.total (81559 MiB "
-        "in public logs), so the H100 SXM's CUDA total", (9, 0), ("h800", "h800 80gb", "h800 sxm"), smi=81559),
-    _nv("h20-96gb", "NVIDIA H20", _mib(97285), _PROPS.format(97285) + " (comment in public kernel code)",
-        (9, 0), ("h20", "h20 96gb")),
-    _nv("h200-sxm-141gb", "NVIDIA H200", _H200_TOTAL,
-        _PROPS.format(143156) + "; a vLLM issue logs 139.8 GiB", (9, 0),
-        ("h200 sxm", "h200 sxm 141gb"), smi=143771),
-    _nv("h200-nvl-141gb", "NVIDIA H200 NVL", _H200_TOTAL,
+        "in public logs), so the H100 SXM's CUDA total",
+        (9, 0),
+        ("h800", "h800 80gb", "h800 sxm"),
+        smi=81559,
+    ),
+    _nv(
+        "h20-96gb",
+        "NVIDIA H20",
+        _mib(97285),
+        _PROPS.format(97285) + " (comment in public kernel code)",
+        (9, 0),
+        ("h20", "h20 96gb"),
+    ),
+    _nv(
+        "h200-sxm-141gb",
+        "NVIDIA H200",
+        _H200_TOTAL,
+        _PROPS.format(143156) + "; a vLLM issue logs 139.8 GiB",
+        (9, 0),
+        ("h200 sxm", "h200 sxm 141gb"),
+        smi=143771,
+    ),
+    _nv(
+        "h200-nvl-141gb",
+        "NVIDIA H200 NVL",
+        _H200_TOTAL,
         "derived: nvidia-smi memory.total is 143771 MiB, the same as the H200 SXM, so the H200 SXM's CUDA "
-        "total (a public benchmark also reports 139.8 GiB)", (9, 0), ("h200 nvl", "h200 nvl 141gb"), smi=143771),
-    _nv("gh200-96gb", "NVIDIA GH200 480GB", _gib2(94.50),
+        "total (a public benchmark also reports 139.8 GiB)",
+        (9, 0),
+        ("h200 nvl", "h200 nvl 141gb"),
+        smi=143771,
+    ),
+    _nv(
+        "gh200-96gb",
+        "NVIDIA GH200 480GB",
+        _gib2(94.50),
         _OOM.format("94.50") + " on the 96 GB GH200 (a vLLM issue about the '96GB H100', an SGLang log)",
-        (9, 0), ("gh200 96gb", "gh200 480gb"), smi=97871),
-    _nv("gh200-144gb", "NVIDIA GH200 144G HBM3e", _mib(146831), _SMI_ONLY.format(146831), (9, 0),
-        ("gh200 144gb", "gh200 144gb hbm3e", "gh200 624gb"), smi=146831),
+        (9, 0),
+        ("gh200 96gb", "gh200 480gb"),
+        smi=97871,
+    ),
+    _nv(
+        "gh200-144gb",
+        "NVIDIA GH200 144G HBM3e",
+        _mib(146831),
+        _SMI_ONLY.format(146831),
+        (9, 0),
+        ("gh200 144gb", "gh200 144gb hbm3e", "gh200 624gb"),
+        smi=146831,
+    ),
     # --- Blackwell ----------------------------------------------------------------------------------
-    _nv("b200-180gb", "NVIDIA B200", _mib(182642),
-        _PROPS.format(182642) + "; OOM text reads 178.35-178.36 GiB", (10, 0),
-        ("b200", "b200 180gb", "b200 192gb", "hgx b200"), smi=183359),
-    _nv("gb200-186gb", "NVIDIA GB200", _gib2(184.31),
-        _OOM.format("184.31") + " (GB200 nodes; nvidia-smi 189471 MiB)", (10, 0),
-        ("gb200", "gb200 186gb", "gb200 nvl72"), smi=189471),
-    _nv("b300-288gb", "NVIDIA B300 SXM6 AC", _gib2(267.69),
-        _OOM.format("267.69") + " (B300 runs; nvidia-smi 275040 MiB)", (10, 3),
-        ("b300", "b300 288gb", "b300 sxm", "hgx b300"), smi=275040),
-    _nv("gb300-288gb", "NVIDIA GB300", _mib(284208), _SMI_ONLY.format(284208), (10, 3),
-        ("gb300", "gb300 288gb", "gb300 nvl72"), smi=284208),
-    _nv("rtx-pro-6000-blackwell", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", _mib(97887),
-        _SMI_ONLY.format(97887), (12, 0),
-        ("rtx pro 6000", "rtx pro 6000 blackwell", "pro 6000", "rtx pro 6000 96gb",
-         "rtx pro 6000 blackwell server edition", "rtx pro 6000 blackwell max q workstation edition",
-         "rtx pro 6000 blackwell max q"), smi=97887),
-    _nv("rtx-5090", "NVIDIA GeForce RTX 5090", _gib2(31.36),
+    _nv(
+        "b200-180gb",
+        "NVIDIA B200",
+        _mib(182642),
+        _PROPS.format(182642) + "; OOM text reads 178.35-178.36 GiB",
+        (10, 0),
+        ("b200", "b200 180gb", "b200 192gb", "hgx b200"),
+        smi=183359,
+    ),
+    _nv(
+        "gb200-186gb",
+        "NVIDIA GB200",
+        _gib2(184.31),
+        _OOM.format("184.31") + " (GB200 nodes; nvidia-smi 189471 MiB)",
+        (10, 0),
+        ("gb200", "gb200 186gb", "gb200 nvl72"),
+        smi=189471,
+    ),
+    _nv(
+        "b300-288gb",
+        "NVIDIA B300 SXM6 AC",
+        _gib2(267.69),
+        _OOM.format("267.69") + " (B300 runs; nvidia-smi 275040 MiB)",
+        (10, 3),
+        ("b300", "b300 288gb", "b300 sxm", "hgx b300"),
+        smi=275040,
+    ),
+    _nv(
+        "gb300-288gb",
+        "NVIDIA GB300",
+        _mib(284208),
+        _SMI_ONLY.format(284208),
+        (10, 3),
+        ("gb300", "gb300 288gb", "gb300 nvl72"),
+        smi=284208,
+    ),
+    _nv(
+        "rtx-pro-6000-blackwell",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+        _mib(97887),
+        _SMI_ONLY.format(97887),
+        (12, 0),
+        (
+            "rtx pro 6000",
+            "rtx pro 6000 blackwell",
+            "pro 6000",
+            "rtx pro 6000 96gb",
+            "rtx pro 6000 blackwell server edition",
+            "rtx pro 6000 blackwell max q workstation edition",
+            "rtx pro 6000 blackwell max q",
+        ),
+        smi=97887,
+    ),
+    _nv(
+        "rtx-5090",
+        "NVIDIA GeForce RTX 5090",
+        _gib2(31.36),
         _OOM.format("31.36") + " on 32 GB consumer Blackwell cards (31.36-31.37 seen; nvidia-smi 32607 MiB)",
-        (12, 0), ("5090", "rtx 5090", "rtx5090", "geforce rtx 5090", "rtx 5090 32gb"), smi=32607),
-    _nv("dgx-spark-gb10", "NVIDIA GB10", _gib2(119.63),
-        "vLLM 'Free memory on device (112.26/119.63 GiB)' on a DGX Spark and " + _OOM.format("119.63")
+        (12, 0),
+        ("5090", "rtx 5090", "rtx5090", "geforce rtx 5090", "rtx 5090 32gb"),
+        smi=32607,
+    ),
+    _nv(
+        "dgx-spark-gb10",
+        "NVIDIA GB10",
+        _gib2(119.63),
+        "vLLM 'Free memory on device (112.26/119.63 GiB)' on a DGX Spark and "
+        + _OOM.format("119.63")
         + "; unified memory, so the total depends on the host's RAM reservation (121.69 also seen)",
-        (12, 1), ("gb10", "dgx spark", "spark", "dgx spark gb10")),
+        (12, 1),
+        ("gb10", "dgx spark", "spark", "dgx spark gb10"),
+    ),
     # --- Ampere / Ada / Turing / Volta --------------------------------------------------------------
-    _nv("a100-sxm-80gb", "NVIDIA A100-SXM4-80GB", _A100_SXM_80_TOTAL,
+    _nv(
+        "a100-sxm-80gb",
+        "NVIDIA A100-SXM4-80GB",
+        _A100_SXM_80_TOTAL,
         _OOM.format("79.15") + " on A100 80GB (vLLM issue #13100 and others; 79.14-79.32 across drivers)",
-        (8, 0), ("a100 sxm 80gb", "a100 sxm4 80gb", "a100 80gb sxm"), smi=81920),
-    _nv("a100-pcie-80gb", "NVIDIA A100 80GB PCIe", _gib2(79.25),
+        (8, 0),
+        ("a100 sxm 80gb", "a100 sxm4 80gb", "a100 80gb sxm"),
+        smi=81920,
+    ),
+    _nv(
+        "a100-pcie-80gb",
+        "NVIDIA A100 80GB PCIe",
+        _gib2(79.25),
         "vLLM 'total_gpu_memory (79.25GiB)' on an Azure A100 80GB PCIe VM (david-share Phi4 README); "
-        "same HBM2e as the SXM part", (8, 0), ("a100 pcie 80gb", "a100 80gb pcie"), smi=81920),
-    _nv("a100-sxm-40gb", "NVIDIA A100-SXM4-40GB", _gib2(39.56),
-        _OOM.format("39.56") + " on A100 40GB", (8, 0),
-        ("a100 sxm 40gb", "a100 sxm4 40gb"), smi=40960),
-    _nv("a100-pcie-40gb", "NVIDIA A100-PCIE-40GB", _mib(40326), _PROPS.format(40326) + " (39.39 GiB in OOM text)",
-        (8, 0), ("a100 pcie 40gb", "a100 40gb pcie"), smi=40960),
-    _nv("a800-80gb", "NVIDIA A800-SXM4-80GB", _A100_SXM_80_TOTAL,
+        "same HBM2e as the SXM part",
+        (8, 0),
+        ("a100 pcie 80gb", "a100 80gb pcie"),
+        smi=81920,
+    ),
+    _nv(
+        "a100-sxm-40gb",
+        "NVIDIA A100-SXM4-40GB",
+        _gib2(39.56),
+        _OOM.format("39.56") + " on A100 40GB",
+        (8, 0),
+        ("a100 sxm 40gb", "a100 sxm4 40gb"),
+        smi=40960,
+    ),
+    _nv(
+        "a100-pcie-40gb",
+        "NVIDIA A100-PCIE-40GB",
+        _mib(40326),
+        _PROPS.format(40326) + " (39.39 GiB in OOM text)",
+        (8, 0),
+        ("a100 pcie 40gb", "a100 40gb pcie"),
+        smi=40960,
+    ),
+    _nv(
+        "a800-80gb",
+        "NVIDIA A800-SXM4-80GB",
+        _A100_SXM_80_TOTAL,
         "derived: the A100 SXM4 80GB with reduced NVLink, same memory and nvidia-smi total (81920 MiB)",
-        (8, 0), ("a800", "a800 80gb", "a800 sxm 80gb"), smi=81920),
-    _nv("a10g-24gb", "NVIDIA A10G", _A10G_TOTAL,
-        _PROPS.format(22587) + " (AWS g5); a g5 write-up reports 22.06 GiB usable", (8, 6),
-        ("a10g", "a10g 24gb"), smi=23028),
-    _nv("a10-24gb", "NVIDIA A10", _A10G_TOTAL,
+        (8, 0),
+        ("a800", "a800 80gb", "a800 sxm 80gb"),
+        smi=81920,
+    ),
+    _nv(
+        "a10g-24gb",
+        "NVIDIA A10G",
+        _A10G_TOTAL,
+        _PROPS.format(22587) + " (AWS g5); a g5 write-up reports 22.06 GiB usable",
+        (8, 6),
+        ("a10g", "a10g 24gb"),
+        smi=23028,
+    ),
+    _nv(
+        "a10-24gb",
+        "NVIDIA A10",
+        _A10G_TOTAL,
         "derived: same GA102 24 GB GDDR6 board memory and nvidia-smi total (23028 MiB) as the A10G",
-        (8, 6), ("a10", "a10 24gb"), smi=23028),
-    _nv("a30-24gb", "NVIDIA A30", _mib(24576), _SMI_ONLY.format(24576), (8, 0), ("a30", "a30 24gb"), smi=24576),
+        (8, 6),
+        ("a10", "a10 24gb"),
+        smi=23028,
+    ),
+    _nv(
+        "a30-24gb", "NVIDIA A30", _mib(24576), _SMI_ONLY.format(24576), (8, 0), ("a30", "a30 24gb"), smi=24576
+    ),
     _nv("a40-48gb", "NVIDIA A40", _mib(45416), _PROPS.format(45416), (8, 6), ("a40", "a40 48gb"), smi=46068),
     _nv("l4-24gb", "NVIDIA L4", _mib(23034), _SMI_ONLY.format(23034), (8, 9), ("l4", "l4 24gb"), smi=23034),
-    _nv("l40-48gb", "NVIDIA L40", _L40S_TOTAL,
-        "derived: same 48 GB GDDR6 and nvidia-smi total (46068 MiB) as the L40S", (8, 9),
-        ("l40", "l40 48gb"), smi=46068),
-    _nv("l40s-48gb", "NVIDIA L40S", _L40S_TOTAL,
+    _nv(
+        "l40-48gb",
+        "NVIDIA L40",
+        _L40S_TOTAL,
+        "derived: same 48 GB GDDR6 and nvidia-smi total (46068 MiB) as the L40S",
+        (8, 9),
+        ("l40", "l40 48gb"),
+        smi=46068,
+    ),
+    _nv(
+        "l40s-48gb",
+        "NVIDIA L40S",
+        _L40S_TOTAL,
         "vLLM logs 44.99 GiB on an L40S (public issue logs), = nvidia-smi 46068 MiB; with ECC on "
-        "torch has printed total_memory=45589MB", (8, 9), ("l40s", "l40s 48gb"), smi=46068),
-    _nv("rtx-a6000", "NVIDIA RTX A6000", _mib(48676), _PROPS.format(48676), (8, 6),
-        ("a6000", "rtx a6000", "rtx a6000 48gb"), smi=49140),
-    _nv("rtx-6000-ada", "NVIDIA RTX 6000 Ada Generation", _mib(48622), _PROPS.format(48622), (8, 9),
-        ("rtx 6000 ada", "6000 ada", "rtx 6000 ada 48gb"), smi=49140),
-    _nv("rtx-3090", "NVIDIA GeForce RTX 3090", _gib2(23.57),
-        _OOM.format("23.57") + " (vLLM issues #26863, #15105); vLLM 'Free memory on device (22.93/23.56 GiB)'",
-        (8, 6), ("3090", "rtx 3090", "rtx3090", "geforce rtx 3090"), smi=24576),
-    _nv("rtx-4090", "NVIDIA GeForce RTX 4090", _mib(24563), _PROPS.format(24563), (8, 9),
-        ("4090", "rtx 4090", "rtx4090", "geforce rtx 4090"), smi=24564),
-    _nv("t4-16gb", "Tesla T4", _gib2(14.56),
+        "torch has printed total_memory=45589MB",
+        (8, 9),
+        ("l40s", "l40s 48gb"),
+        smi=46068,
+    ),
+    _nv(
+        "rtx-a6000",
+        "NVIDIA RTX A6000",
+        _mib(48676),
+        _PROPS.format(48676),
+        (8, 6),
+        ("a6000", "rtx a6000", "rtx a6000 48gb"),
+        smi=49140,
+    ),
+    _nv(
+        "rtx-6000-ada",
+        "NVIDIA RTX 6000 Ada Generation",
+        _mib(48622),
+        _PROPS.format(48622),
+        (8, 9),
+        ("rtx 6000 ada", "6000 ada", "rtx 6000 ada 48gb"),
+        smi=49140,
+    ),
+    _nv(
+        "rtx-3090",
+        "NVIDIA GeForce RTX 3090",
+        _gib2(23.57),
+        _OOM.format("23.57")
+        + " (vLLM issues #26863, #15105); vLLM 'Free memory on device (22.93/23.56 GiB)'",
+        (8, 6),
+        ("3090", "rtx 3090", "rtx3090", "geforce rtx 3090"),
+        smi=24576,
+    ),
+    _nv(
+        "rtx-4090",
+        "NVIDIA GeForce RTX 4090",
+        _mib(24563),
+        _PROPS.format(24563),
+        (8, 9),
+        ("4090", "rtx 4090", "rtx4090", "geforce rtx 4090"),
+        smi=24564,
+    ),
+    _nv(
+        "t4-16gb",
+        "Tesla T4",
+        _gib2(14.56),
         "vLLM 'total_gpu_memory (14.56GiB)' on a Colab T4 (a public training log); the total depends on "
-        "driver and ECC: torch has printed 15079-15109MB, and 15.0 GiB with ECC off", (7, 5),
-        ("t4", "tesla t4", "nvidia t4", "t4 16gb")),
-    _nv("v100-sxm2-16gb", "Tesla V100-SXM2-16GB", _mib(16130), _PROPS.format(16130), (7, 0),
-        ("v100 16gb", "v100 sxm2 16gb", "v100 sxm 16gb")),
-    _nv("v100-pcie-16gb", "Tesla V100-PCIE-16GB", _mib(16160), _PROPS.format(16160), (7, 0),
-        ("v100 pcie 16gb", "v100 pcie")),
-    _nv("v100-sxm2-32gb", "Tesla V100-SXM2-32GB", _gib2(31.73),
-        _OOM.format("31.73") + " on 32 GB V100s", (7, 0), ("v100 32gb", "v100 sxm2 32gb", "v100 sxm 32gb")),
+        "driver and ECC: torch has printed 15079-15109MB, and 15.0 GiB with ECC off",
+        (7, 5),
+        ("t4", "tesla t4", "nvidia t4", "t4 16gb"),
+    ),
+    _nv(
+        "v100-sxm2-16gb",
+        "Tesla V100-SXM2-16GB",
+        _mib(16130),
+        _PROPS.format(16130),
+        (7, 0),
+        ("v100 16gb", "v100 sxm2 16gb", "v100 sxm 16gb"),
+    ),
+    _nv(
+        "v100-pcie-16gb",
+        "Tesla V100-PCIE-16GB",
+        _mib(16160),
+        _PROPS.format(16160),
+        (7, 0),
+        ("v100 pcie 16gb", "v100 pcie"),
+    ),
+    _nv(
+        "v100-sxm2-32gb",
+        "Tesla V100-SXM2-32GB",
+        _gib2(31.73),
+        _OOM.format("31.73") + " on 32 GB V100s",
+        (7, 0),
+        ("v100 32gb", "v100 sxm2 32gb", "v100 sxm 32gb"),
+    ),
     # --- AMD Instinct (ROCm; HIP's total, as PyTorch prints it) -------------------------------------
-    _amd("mi250x", "AMD Instinct MI250X", _gib2(63.98),
-         "PyTorch 'HIP out of memory ... total capacity of 63.98 GiB' (one 64 GB GCD; the MI250X shows as "
-         "two devices)", ("mi250x", "mi250")),
-    _amd("mi300x", "AMD Instinct MI300X", _gib2(191.98),
-         "PyTorch 'HIP out of memory ... total capacity of 191.98 GiB' in public logs (191.69 in some "
-         "partition modes)", ("mi300x", "mi300x 192gb", "mi300x vf")),
-    _amd("mi325x", "AMD Instinct MI325X", _gib2(255.98),
-         "PyTorch 'HIP out of memory ... total capacity of 255.98 GiB' in public logs", ("mi325x", "mi325x 256gb")),
-    _amd("mi355x", "AMD Instinct MI355X", _gib2(287.98),
-         "PyTorch 'HIP out of memory ... total capacity of 287.98 GiB' in public logs", ("mi355x", "mi355x 288gb")),
+    _amd(
+        "mi250x",
+        "AMD Instinct MI250X",
+        _gib2(63.98),
+        "PyTorch 'HIP out of memory ... total capacity of 63.98 GiB' (one 64 GB GCD; the MI250X shows as "
+        "two devices)",
+        ("mi250x", "mi250"),
+    ),
+    _amd(
+        "mi300x",
+        "AMD Instinct MI300X",
+        _gib2(191.98),
+        "PyTorch 'HIP out of memory ... total capacity of 191.98 GiB' in public logs (191.69 in some "
+        "partition modes)",
+        ("mi300x", "mi300x 192gb", "mi300x vf"),
+    ),
+    _amd(
+        "mi325x",
+        "AMD Instinct MI325X",
+        _gib2(255.98),
+        "PyTorch 'HIP out of memory ... total capacity of 255.98 GiB' in public logs",
+        ("mi325x", "mi325x 256gb"),
+    ),
+    _amd(
+        "mi355x",
+        "AMD Instinct MI355X",
+        _gib2(287.98),
+        "PyTorch 'HIP out of memory ... total capacity of 287.98 GiB' in public logs",
+        ("mi355x", "mi355x 288gb"),
+    ),
 )
 
 # When a short name matches several entries, the one people almost always mean (matched after the
@@ -212,11 +470,40 @@ DEFAULT_CHOICES: dict[str, str] = {
 }
 
 # Words that carry no identity: vendor and product-line prefixes, memory technology, "Generation".
-_NOISE = frozenset({"nvidia", "geforce", "tesla", "quadro", "amd", "instinct", "radeon", "gpu",
-                    "hbm", "hbm2", "hbm2e", "hbm3", "hbm3e", "gddr6", "gddr6x", "gddr7", "generation", "edition",
-                    "workstation", "card", "graphics"})
-_FORM = {"sxm2": "sxm", "sxm4": "sxm", "sxm5": "sxm", "sxm6": "sxm", "pci": "pcie", "pcie4": "pcie",
-         "pcie5": "pcie"}
+_NOISE = frozenset(
+    {
+        "nvidia",
+        "geforce",
+        "tesla",
+        "quadro",
+        "amd",
+        "instinct",
+        "radeon",
+        "gpu",
+        "hbm",
+        "hbm2",
+        "hbm2e",
+        "hbm3",
+        "hbm3e",
+        "gddr6",
+        "gddr6x",
+        "gddr7",
+        "generation",
+        "edition",
+        "workstation",
+        "card",
+        "graphics",
+    }
+)
+_FORM = {
+    "sxm2": "sxm",
+    "sxm4": "sxm",
+    "sxm5": "sxm",
+    "sxm6": "sxm",
+    "pci": "pcie",
+    "pcie4": "pcie",
+    "pcie5": "pcie",
+}
 
 
 def _tokens(text: str) -> tuple[str, ...]:
@@ -253,7 +540,9 @@ _EXACT, _TOKEN_SETS = _build_index()
 _DEFAULTS: dict[str, str] = {_compact(query): key for query, key in DEFAULT_CHOICES.items()}
 _BY_KEY: dict[str, Gpu] = {gpu.key: gpu for gpu in CATALOG}
 
-_HOW_TO_OVERRIDE = "pass --gpu-memory with the total torch.cuda.mem_get_info() reports (e.g. --gpu-memory 79.19GiB)"
+_HOW_TO_OVERRIDE = (
+    "pass --gpu-memory with the total torch.cuda.mem_get_info() reports (e.g. --gpu-memory 79.19GiB)"
+)
 
 
 def catalog() -> tuple[Gpu, ...]:
@@ -274,7 +563,8 @@ def find_gpu(text: str) -> Gpu:
         raise UnknownGpuError(f"empty GPU name; name one (e.g. --gpu H100) or {_HOW_TO_OVERRIDE}")
     if "mig" in _tokens(query):
         raise UnknownGpuError(
-            f"{query!r} is a MIG slice, whose memory depends on the profile; {_HOW_TO_OVERRIDE}")
+            f"{query!r} is a MIG slice, whose memory depends on the profile; {_HOW_TO_OVERRIDE}"
+        )
     compact = _compact(query)
     hit = _EXACT.get(compact)
     if hit is not None:
@@ -326,15 +616,30 @@ def gpu_with_memory(total: int | str, name: str | None = None) -> Gpu:
             base = None
     source = f"given by the user ({format_gib(total_bytes)})"
     if base is not None:
-        return Gpu(key=base.key, name=base.name, total_bytes=total_bytes, total_source=source,
-                   vendor=base.vendor, compute_capability=base.compute_capability,
-                   unified_memory=base.unified_memory, aliases=base.aliases,
-                   nvidia_smi_total_mib=base.nvidia_smi_total_mib)
-    return Gpu(key="custom", name=name or f"GPU with {format_gib(total_bytes)}", total_bytes=total_bytes,
-               total_source=source, vendor="nvidia", compute_capability=None, unified_memory=False)
+        return Gpu(
+            key=base.key,
+            name=base.name,
+            total_bytes=total_bytes,
+            total_source=source,
+            vendor=base.vendor,
+            compute_capability=base.compute_capability,
+            unified_memory=base.unified_memory,
+            aliases=base.aliases,
+            nvidia_smi_total_mib=base.nvidia_smi_total_mib,
+        )
+    return Gpu(
+        key="custom",
+        name=name or f"GPU with {format_gib(total_bytes)}",
+        total_bytes=total_bytes,
+        total_source=source,
+        vendor="nvidia",
+        compute_capability=None,
+        unified_memory=False,
+    )
 
 
 # --- nvidia-smi ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuReading:
@@ -358,9 +663,16 @@ class GpuReading:
         if self.memory_total_bytes is None:
             return None
         mib = self.memory_total_bytes // MiB
-        return Gpu(key="custom", name=self.name, total_bytes=self.memory_total_bytes,
-                   total_source=_SMI_ONLY.format(mib), vendor="nvidia", compute_capability=None,
-                   unified_memory=False, nvidia_smi_total_mib=mib)
+        return Gpu(
+            key="custom",
+            name=self.name,
+            total_bytes=self.memory_total_bytes,
+            total_source=_SMI_ONLY.format(mib),
+            vendor="nvidia",
+            compute_capability=None,
+            unified_memory=False,
+            nvidia_smi_total_mib=mib,
+        )
 
 
 _CSV_FIELDS = {
@@ -375,7 +687,15 @@ _CSV_FIELDS = {
 # Headerless CSV: the column order of `--query-gpu=index,name,memory.total,memory.used,memory.free,
 # utilization.gpu` (the order nvidia-smi's own help lists them); pass `columns=` for another order.
 _DEFAULT_ORDER = ("index", "name", "memory.total", "memory.used", "memory.free", "utilization.gpu")
-_NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "[insufficient permissions]"}
+_NA = {
+    "",
+    "n/a",
+    "[n/a]",
+    "[not supported]",
+    "not supported",
+    "[unknown error]",
+    "[insufficient permissions]",
+}
 # A GPU row of the default table: index, name, persistence (On/Off, or WDDM/TCC on Windows), then the
 # bus id. Searched, not anchored, so log prefixes ("(pid=41) |", "# |") are tolerated.
 _TABLE_GPU = re.compile(r"\|\s+(\d+)\s+(\S.*?)\s+(?:On|Off|WDDM|TCC)\s+\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:")
@@ -397,7 +717,8 @@ def parse_nvidia_smi(text: str, columns: Sequence[str] | None = None) -> list[Gp
     if not readings:
         raise InputFormatError(
             "no GPU found in the nvidia-smi input; give the default `nvidia-smi` table or "
-            "`nvidia-smi --query-gpu=index,name,memory.total,memory.used,memory.free --format=csv`")
+            "`nvidia-smi --query-gpu=index,name,memory.total,memory.used,memory.free --format=csv`"
+        )
     return readings
 
 
@@ -407,13 +728,21 @@ def _parse_table(lines: list[str]) -> list[GpuReading]:
         head = _TABLE_GPU.search(line)
         if not head:
             continue
-        mem = next((m for m in (_TABLE_MEM.search(ln) for ln in lines[i + 1:i + 3]) if m), None)
+        mem = next((m for m in (_TABLE_MEM.search(ln) for ln in lines[i + 1 : i + 3]) if m), None)
         used = int(mem.group(1)) * MiB if mem else None
         total = int(mem.group(2)) * MiB if mem else None
         util = float(mem.group(3)) if mem and mem.group(3) != "N/A" else None
-        readings.append(GpuReading(index=int(head.group(1)), name=head.group(2).strip(),
-                                   memory_total_bytes=total, memory_used_bytes=used,
-                                   memory_free_bytes=None, utilization_percent=util, lineno=i + 1))
+        readings.append(
+            GpuReading(
+                index=int(head.group(1)),
+                name=head.group(2).strip(),
+                memory_total_bytes=total,
+                memory_used_bytes=used,
+                memory_free_bytes=None,
+                utilization_percent=util,
+                lineno=i + 1,
+            )
+        )
     return readings
 
 
@@ -442,31 +771,38 @@ def _parse_csv(numbered: list[tuple[int, str]], columns: Sequence[str] | None) -
             name = dict(zip(cols, row)).get("name", "")
             if not _GPU_NAME_HINT.search(name):
                 raise InputFormatError(
-                    f"line {number} does not look like nvidia-smi output (no GPU name): {text[:80]!r}")
+                    f"line {number} does not look like nvidia-smi output (no GPU name): {text[:80]!r}"
+                )
     if "name" not in cols and "memory.total" not in cols:
         raise InputFormatError(
             "nvidia-smi CSV has neither a name nor a memory.total column; query at least "
-            "--query-gpu=name,memory.total")
+            "--query-gpu=name,memory.total"
+        )
     readings: list[GpuReading] = []
     for number, row in zip(numbers, rows):
         if len(row) != len(cols):
             raise InputFormatError(
-                f"nvidia-smi CSV line {number} has {len(row)} fields, expected {len(cols)}: {','.join(row)!r}")
+                f"nvidia-smi CSV line {number} has {len(row)} fields, expected {len(cols)}: {','.join(row)!r}"
+            )
         field = dict(zip(cols, row))
         index_text = field.get("index")
         try:
             index = int(index_text) if index_text not in (None, "") else len(readings)
         except ValueError:
-            raise InputFormatError(f"nvidia-smi CSV line {number}: index {index_text!r} is not a number") from None
-        readings.append(GpuReading(
-            index=index,
-            name=field.get("name", ""),
-            memory_total_bytes=_memory(field.get("memory.total"), number),
-            memory_used_bytes=_memory(field.get("memory.used"), number),
-            memory_free_bytes=_memory(field.get("memory.free"), number),
-            utilization_percent=_percent(field.get("utilization.gpu"), number),
-            lineno=number,
-        ))
+            raise InputFormatError(
+                f"nvidia-smi CSV line {number}: index {index_text!r} is not a number"
+            ) from None
+        readings.append(
+            GpuReading(
+                index=index,
+                name=field.get("name", ""),
+                memory_total_bytes=_memory(field.get("memory.total"), number),
+                memory_used_bytes=_memory(field.get("memory.used"), number),
+                memory_free_bytes=_memory(field.get("memory.free"), number),
+                utilization_percent=_percent(field.get("utilization.gpu"), number),
+                lineno=number,
+            )
+        )
     return readings
 
 
@@ -526,7 +862,8 @@ class GpuProcessReading:
 # A row of the default table's "Processes:" section: GPU, [GI CI (N/A or MIG ids)], PID, type, name, usage.
 # Drivers before 450 print no GI/CI columns. Searched, so log prefixes are tolerated.
 _TABLE_PROCESS = re.compile(
-    r"\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(\S.*?)\s+(\d+)\s*MiB\s*\|")
+    r"\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(\S.*?)\s+(\d+)\s*MiB\s*\|"
+)
 # `--query-compute-apps=pid,process_name,used_memory` prints its header as `used_gpu_memory [MiB]`.
 _PROCESS_MEMORY_FIELDS = ("used_gpu_memory", "used_memory")
 
@@ -542,8 +879,15 @@ def parse_nvidia_smi_processes(text: str) -> list[GpuProcessReading]:
     for lineno, raw in enumerate(text.splitlines(), start=1):
         row = _TABLE_PROCESS.search(raw)
         if row:
-            out.append(GpuProcessReading(int(row.group(1)), int(row.group(2)), row.group(4).strip(),
-                                         int(row.group(5)) * MiB, lineno))
+            out.append(
+                GpuProcessReading(
+                    int(row.group(1)),
+                    int(row.group(2)),
+                    row.group(4).strip(),
+                    int(row.group(5)) * MiB,
+                    lineno,
+                )
+            )
             continue
         fields = [re.sub(r"\s*\[.*\]\s*$", "", f).strip() for f in raw.split(",")]
         low = [f.lower() for f in fields]
@@ -562,8 +906,15 @@ def parse_nvidia_smi_processes(text: str) -> list[GpuProcessReading]:
         if used is None:
             continue  # "[N/A]" (no permission to see it) or not a row of this CSV
         pid = cell.get("pid", "")
-        out.append(GpuProcessReading(None, int(pid) if pid.isdigit() else None,
-                                     cell.get("process_name", cell.get("name", "")), used, lineno))
+        out.append(
+            GpuProcessReading(
+                None,
+                int(pid) if pid.isdigit() else None,
+                cell.get("process_name", cell.get("name", "")),
+                used,
+                lineno,
+            )
+        )
     return out
 
 

@@ -68,7 +68,7 @@ class LedgerLine:
     source: str
     band: int = 0
     in_budget: bool = True
-    per_replica: bool = True     # False: one copy on the GPU however many replicas share it
+    per_replica: bool = True  # False: one copy on the GPU however many replicas share it
 
     @property
     def label(self) -> str:
@@ -125,8 +125,9 @@ class GpuLedger:
         return sum(item.band * (self.replicas if item.per_replica else 1) for item in self.lines)
 
     @staticmethod
-    def from_items(total_bytes: int, *, replicas: int = 1, shared: tuple[str, ...] = (), label: str = "",
-                   **items: int) -> GpuLedger:
+    def from_items(
+        total_bytes: int, *, replicas: int = 1, shared: tuple[str, ...] = (), label: str = "", **items: int
+    ) -> GpuLedger:
         """A ledger from known numbers (keys: weights, kv_cache, activation, comm_buffers, cuda_graph,
         non_torch, cuda_context), for what-if questions and for checking another planner's figures. `shared`
         names the lines held once per GPU (e.g. weights and the EP buffer of one process serving several
@@ -134,8 +135,11 @@ class GpuLedger:
         unknown = (set(items) | set(shared)) - set(LINE_ORDER)
         if unknown:
             raise ValueError(f"unknown ledger lines: {', '.join(sorted(unknown))}")
-        lines = tuple(LedgerLine(key, int(items[key]), "given", "given", per_replica=key not in shared)
-                      for key in LINE_ORDER if key in items)
+        lines = tuple(
+            LedgerLine(key, int(items[key]), "given", "given", per_replica=key not in shared)
+            for key in LINE_ORDER
+            if key in items
+        )
         return GpuLedger(int(total_bytes), lines, replicas, label)
 
     def with_replicas(self, replicas: int) -> GpuLedger:
@@ -143,8 +147,12 @@ class GpuLedger:
 
     def with_line(self, key: str, num_bytes: int) -> GpuLedger:
         lines = tuple(
-            LedgerLine(item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget, item.per_replica)
-            if item.key == key else item for item in self.lines
+            LedgerLine(
+                item.key, int(num_bytes), item.kind, item.source, item.band, item.in_budget, item.per_replica
+            )
+            if item.key == key
+            else item
+            for item in self.lines
         )
         return GpuLedger(self.total_bytes, lines, self.replicas, self.label, self.notes)
 
@@ -155,4 +163,3 @@ def largest_line_that_fits(ledger: GpuLedger, key: str) -> int:
     count = ledger.replicas if item is None or item.per_replica else 1
     others = ledger.used_bytes - ledger.bytes_of(key) * count
     return (ledger.total_bytes - others) // count
-

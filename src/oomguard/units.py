@@ -19,10 +19,18 @@ TiB = 1 << 40
 _UNITS = {
     "": GiB,
     "b": 1,
-    "k": 1000, "kb": 1000, "kib": KiB,
-    "m": 1000**2, "mb": 1000**2, "mib": MiB,
-    "g": 1000**3, "gb": 1000**3, "gib": GiB,
-    "t": 1000**4, "tb": 1000**4, "tib": TiB,
+    "k": 1000,
+    "kb": 1000,
+    "kib": KiB,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": MiB,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": GiB,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": TiB,
 }
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -49,5 +57,3 @@ def gib(num_bytes: float) -> float:
 def format_gib(num_bytes: float, digits: int = 2) -> str:
     """'14.99 GiB' style, the way people read vLLM logs."""
     return f"{num_bytes / GiB:.{digits}f} GiB"
-
-

@@ -27,8 +27,9 @@ def load_yaml_documents(text: str, where: str, error: type[OomguardError]) -> li
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise error(f"{where} is not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else "")) \
-            from None
+        raise error(
+            f"{where} is not valid YAML" + (f" (line {mark.line + 1})" if mark is not None else "")
+        ) from None
     except RecursionError:
         raise error(f"{where}: YAML nested too deeply to be a configuration") from None
     for document in documents:
@@ -64,8 +65,10 @@ def _check_size(document: Any, where: str, error: type[OomguardError]) -> None:
             in_progress.discard(key)
             expanded[key] = total
             if total > MAX_EXPANDED_VALUES:
-                raise error(f"{where}: YAML aliases expand to more than {MAX_EXPANDED_VALUES:,} values "
-                            "(an alias bomb?); write the values out")
+                raise error(
+                    f"{where}: YAML aliases expand to more than {MAX_EXPANDED_VALUES:,} values "
+                    "(an alias bomb?); write the values out"
+                )
             continue
         if key in expanded:
             continue

@@ -13,7 +13,9 @@ from oomguard.cli import main as oomguard_main
 
 @pytest.fixture
 def run_diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    def run(*texts: str | bytes, args: tuple[str, ...] = ("--json",), names: tuple[str, ...] = ()) -> tuple[int, Any, str]:
+    def run(
+        *texts: str | bytes, args: tuple[str, ...] = ("--json",), names: tuple[str, ...] = ()
+    ) -> tuple[int, Any, str]:
         paths = []
         for i, text in enumerate(texts):
             path = tmp_path / (names[i] if i < len(names) else f"evidence{i}.log")
@@ -24,6 +26,7 @@ def run_diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # type: i
         out, err = capsys.readouterr()
         data = json.loads(out) if code == 0 and "--json" in args else out
         return code, data, err
+
     return run
 
 

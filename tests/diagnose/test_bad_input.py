@@ -15,9 +15,11 @@ from tests.diagnose.conftest import top
 
 from oomguard.diagnose.sources.torch_snapshot import RefusedPickle, load_plain, summarize
 
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 "
-       "GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in use. Of the "
-       "allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch but unallocated.\n")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 "
+    "GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in use. Of the "
+    "allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch but unallocated.\n"
+)
 
 
 class Hostile:
@@ -45,12 +47,24 @@ def test_hostile_pickle_alone_exits_2_with_one_line(run_diagnose, tmp_path: Path
 
 
 def test_plain_snapshot_pickle_reports_largest_free_block_against_the_request():
-    snap = {"segments": [{"total_size": 9 << 30, "blocks": [
-        {"size": 5 << 30, "state": "active_allocated", "frames": [{"filename": "/x/vllm/model.py", "line": 7,
-                                                                   "name": "forward"}]},
-        {"size": 1 << 30, "state": "inactive"}, {"size": 2 << 30, "state": "active_allocated"},
-        {"size": 1 << 30, "state": "inactive"}]}],
-        "device_traces": [[{"action": "oom", "size": 3 << 30}]]}
+    snap = {
+        "segments": [
+            {
+                "total_size": 9 << 30,
+                "blocks": [
+                    {
+                        "size": 5 << 30,
+                        "state": "active_allocated",
+                        "frames": [{"filename": "/x/vllm/model.py", "line": 7, "name": "forward"}],
+                    },
+                    {"size": 1 << 30, "state": "inactive"},
+                    {"size": 2 << 30, "state": "active_allocated"},
+                    {"size": 1 << 30, "state": "inactive"},
+                ],
+            }
+        ],
+        "device_traces": [[{"action": "oom", "size": 3 << 30}]],
+    }
     summary = summarize(load_plain(pickle.dumps(snap, protocol=4)), "s")
     assert summary.reserved - summary.allocated == 2 << 30
     assert summary.largest_free_block == 1 << 30 and summary.failed_request == 3 << 30
@@ -104,7 +118,10 @@ def test_truncated_gzip_log_uses_the_lines_before_the_cut(run_diagnose):
 def test_archive_members_are_read_in_memory_and_traversal_names_write_nothing(run_diagnose, tmp_path: Path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, text in (("../../escape.log", OOM), ("logs/kubectl.txt", "Reason: OOMKilled\nExit Code: 137\n")):
+        for name, text in (
+            ("../../escape.log", OOM),
+            ("logs/kubectl.txt", "Reason: OOMKilled\nExit Code: 137\n"),
+        ):
             info = tarfile.TarInfo(name)
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
@@ -125,4 +142,5 @@ def test_directory_is_walked(run_diagnose, tmp_path: Path):
     (run_dir / "sys" / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 2\noom_kill 2\n")
     (run_dir / "sys" / "memory.max").write_text("68719476736\n")
     from oomguard.cli import main
+
     assert main(["diagnose", "--json", str(run_dir)]) == 0

@@ -13,7 +13,10 @@ from oomguard.diagnose.read import read_one
 
 
 def test_dev_reports_top1_85_and_top3_95_percent(shared_data: Path):
-    rows = [json.loads(line) for line in (shared_data / "validation" / "oom_reports_dev.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "validation" / "oom_reports_dev.jsonl").read_text().splitlines()
+    ]
     top1 = top3 = 0
     for row in rows:
         evidence = Evidence()

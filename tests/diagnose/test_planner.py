@@ -34,17 +34,23 @@ def evidence_of(*texts: str) -> Evidence:
 
 
 def test_the_request_carries_version_gpu_parallelism_flags_env_and_other_processes():
-    log = ("INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.2\n"
-           "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --data-parallel-size 2 --enable-expert-parallel "
-           "--max-num-seqs 128 --some-future-flag 7\n"
-           "export VLLM_ALL2ALL_BACKEND=deepep_high_throughput\n"
-           "ValueError: Free memory on device cuda:0 (70.1/79.19 GiB) on startup is less than desired GPU memory "
-           "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
-           "processes.\n")
+    log = (
+        "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.2\n"
+        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --data-parallel-size 2 --enable-expert-parallel "
+        "--max-num-seqs 128 --some-future-flag 7\n"
+        "export VLLM_ALL2ALL_BACKEND=deepep_high_throughput\n"
+        "ValueError: Free memory on device cuda:0 (70.1/79.19 GiB) on startup is less than desired GPU memory "
+        "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+        "processes.\n"
+    )
     request = plan_request(recover_setup(evidence_of(log)))
     assert request.vllm_version == "0.9.2" and request.gpu_memory == round(79.19 * GIB)
-    assert request.flags == {"tensor_parallel_size": "2", "data_parallel_size": "2", "enable_expert_parallel": "true",
-                             "max_num_seqs": "128"}
+    assert request.flags == {
+        "tensor_parallel_size": "2",
+        "data_parallel_size": "2",
+        "enable_expert_parallel": "true",
+        "max_num_seqs": "128",
+    }
     assert request.args.env == {"VLLM_ALL2ALL_BACKEND": "deepep_high_throughput"}
     assert request.used_by_other_processes == round((79.19 - 70.1) * GIB)
 

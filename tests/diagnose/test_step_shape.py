@@ -19,15 +19,19 @@ MIXED = (31344, 4, 8, 9, 10, 1352, 12, 29)  # one long new prompt with short mul
 
 def dump(tokens: tuple[int, ...], tag: str = "(EngineCore_DP0 pid=4113) ", usage: float = 0.1319) -> str:
     per_request = ", ".join(f"'chatcmpl-{i:04x}': {n}" for i, n in enumerate(tokens))
-    return (f"{tag}ERROR 03-02 11:41:07 [dump_input.py:79] Dumping scheduler output for model execution: "
-            f"SchedulerOutput(scheduled_new_reqs=[], num_scheduled_tokens={{{per_request}}}, "
-            f"total_num_scheduled_tokens={sum(tokens)}, kv_cache_usage={usage})\n")
+    return (
+        f"{tag}ERROR 03-02 11:41:07 [dump_input.py:79] Dumping scheduler output for model execution: "
+        f"SchedulerOutput(scheduled_new_reqs=[], num_scheduled_tokens={{{per_request}}}, "
+        f"total_num_scheduled_tokens={sum(tokens)}, kv_cache_usage={usage})\n"
+    )
 
 
 def oom(requested_gib: float, free_gib: float, tag: str = "(Worker_TP1_EP1 pid=4180) ") -> str:
-    return (f"{tag}ERROR 03-02 11:41:07 [multiproc_executor.py:671] torch.OutOfMemoryError: CUDA out of memory. "
-            f"Tried to allocate {requested_gib:.2f} GiB. GPU 1 has a total capacity of 139.80 GiB of which "
-            f"{free_gib:.2f} GiB is free. Including non-PyTorch memory, this process has 135.88 GiB memory in use.\n")
+    return (
+        f"{tag}ERROR 03-02 11:41:07 [multiproc_executor.py:671] torch.OutOfMemoryError: CUDA out of memory. "
+        f"Tried to allocate {requested_gib:.2f} GiB. GPU 1 has a total capacity of 139.80 GiB of which "
+        f"{free_gib:.2f} GiB is free. Including non-PyTorch memory, this process has 135.88 GiB memory in use.\n"
+    )
 
 
 def step(tokens: tuple[int, ...]) -> ScheduledStep:
@@ -86,15 +90,19 @@ def test_the_recommended_budget_is_the_largest_whose_peak_fits_what_the_step_had
 
 
 def test_seed_002_gives_the_budget_fix_with_both_peaks_from_the_arithmetic(run_diagnose):
-    text = ("(APIServer pid=1) INFO 03-02 11:41:01 [loggers.py:257] Engine 000: Avg prompt throughput: 30112.4 "
-            "tokens/s, Avg generation throughput: 212.9 tokens/s, Running: 10 reqs, Waiting: 1 reqs, GPU KV cache "
-            "usage: 13.2%, Prefix cache hit rate: 61.0%\n" + dump(MIXED) + oom(4.78, 3.91))
+    text = (
+        "(APIServer pid=1) INFO 03-02 11:41:01 [loggers.py:257] Engine 000: Avg prompt throughput: 30112.4 "
+        "tokens/s, Avg generation throughput: 212.9 tokens/s, Running: 10 reqs, Waiting: 1 reqs, GPU KV cache "
+        "usage: 13.2%, Prefix cache hit rate: 61.0%\n" + dump(MIXED) + oom(4.78, 3.91)
+    )
     _, result, _ = run_diagnose(text)
     assert top(result) == "activation-peak"
     cause = result["causes"][0]
     first = cause["fixes"][0]
     assert first["flags"] == {"max_num_batched_tokens": "8192", "long_prefill_token_threshold": "8192"}
-    before, after = map(float, re.search(r"falls from ([\d.]+) to at most ([\d.]+) GiB", first["summary"]).groups())
+    before, after = map(
+        float, re.search(r"falls from ([\d.]+) to at most ([\d.]+) GiB", first["summary"]).groups()
+    )
     assert before == round(padded_peak(8, 31344, sum(MIXED), 10240) / GIB, 1)
     others = sum(MIXED) - 31344
     assert after == round(padded_peak(8, 8192 - others, 8192, 10240) / GIB, 1)
@@ -103,21 +111,27 @@ def test_seed_002_gives_the_budget_fix_with_both_peaks_from_the_arithmetic(run_d
 
 
 def test_seed_002_rocm_path_is_the_int32_overflow_of_the_padded_tensor(run_diagnose):
-    text = (dump(MIXED) + "(Worker_TP1_EP1 pid=4180) ERROR 03-02 11:41:07 [multiproc_executor.py:671] RuntimeError: "
-            "Expected canUse32BitIndexMath(input) && canUse32BitIndexMath(output) to be true, but got false.  "
-            "(Could this error message be improved?  If so, please report an enhancement request to PyTorch.)\n")
+    text = (
+        dump(MIXED)
+        + "(Worker_TP1_EP1 pid=4180) ERROR 03-02 11:41:07 [multiproc_executor.py:671] RuntimeError: "
+        "Expected canUse32BitIndexMath(input) && canUse32BitIndexMath(output) to be true, but got false.  "
+        "(Could this error message be improved?  If so, please report an enhancement request to PyTorch.)\n"
+    )
     _, result, _ = run_diagnose(text)
     assert top(result) == "int32-index-overflow"
     assert "activation-peak" in classes(result)
 
 
 def test_with_the_model_known_the_planner_gives_the_width(run_diagnose):
-    args = ("(APIServer pid=7) INFO 05-11 10:02:11 [utils.py:233] non-default args: {'model': "
-            "'meta-llama/Llama-3.1-8B-Instruct', 'max_num_batched_tokens': 16384, 'enable_chunked_prefill': True}\n")
+    args = (
+        "(APIServer pid=7) INFO 05-11 10:02:11 [utils.py:233] non-default args: {'model': "
+        "'meta-llama/Llama-3.1-8B-Instruct', 'max_num_batched_tokens': 16384, 'enable_chunked_prefill': True}\n"
+    )
     tokens = (15000, 3, 5, 900, 7, 11)
     requested = len(tokens) * 15000 * 4096 * 2 / GIB  # hidden 4096 at bf16, padded
-    _, result, _ = run_diagnose(args + dump(tokens, tag="") + oom(requested, 0.3, tag="").replace(
-        "139.80", "79.19"))
+    _, result, _ = run_diagnose(
+        args + dump(tokens, tag="") + oom(requested, 0.3, tag="").replace("139.80", "79.19")
+    )
     assert top(result) == "activation-peak"
     summary = result["causes"][0]["fixes"][0]["summary"]
     assert "rows of 4,096 x 2 B" in summary

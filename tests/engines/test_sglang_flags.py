@@ -9,8 +9,10 @@ from oomguard.errors import ConfigError
 
 
 def test_python_m_launch_server_with_aliases() -> None:
-    args = parse_launch_command("python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 "
-                                "--mem-fraction-static 0.85 --context-length 32768 --trust-remote-code")
+    args = parse_launch_command(
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp 2 "
+        "--mem-fraction-static 0.85 --context-length 32768 --trust-remote-code"
+    )
     assert args.model == "Qwen/Qwen3-8B"
     assert args.get("tp_size") == 2
     assert args.get("mem_fraction_static") == 0.85
@@ -19,19 +21,24 @@ def test_python_m_launch_server_with_aliases() -> None:
 
 
 def test_sglang_serve_and_long_spellings() -> None:
-    args = parse_launch_command(["sglang", "serve", "--model", "m", "--tensor-parallel-size=4", "--dp-size", "2"])
+    args = parse_launch_command(
+        ["sglang", "serve", "--model", "m", "--tensor-parallel-size=4", "--dp-size", "2"]
+    )
     assert (args.model, args.get("tp_size"), args.get("dp_size")) == ("m", 4, 2)
 
 
 def test_environment_before_the_launcher_is_kept_apart() -> None:
-    args = parse_launch_command("CUDA_VISIBLE_DEVICES=0,1 python -m sglang.launch_server --model-path m --tp-size 2")
+    args = parse_launch_command(
+        "CUDA_VISIBLE_DEVICES=0,1 python -m sglang.launch_server --model-path m --tp-size 2"
+    )
     assert args.env == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert args.get("tp_size") == 2
 
 
 def test_unknown_flags_are_kept_with_their_values() -> None:
-    args = parse_launch_command("python -m sglang.launch_server --model-path m --attention-backend fa3 "
-                                "--enable-torch-compile")
+    args = parse_launch_command(
+        "python -m sglang.launch_server --model-path m --attention-backend fa3 --enable-torch-compile"
+    )
     assert args.unknown_flags == ("--attention-backend", "fa3", "--enable-torch-compile")
 
 

@@ -24,7 +24,7 @@ def test_mha_cell_is_heads_times_k_plus_v_times_layers_times_bytes() -> None:
 def test_kv_heads_split_over_tp_but_never_below_one() -> None:
     spec, cfg = _cfg("Qwen/Qwen3-235B-A22B", "--tp 8")
     pool = kv.token_pool(spec, cfg, range(spec.num_hidden_layers))
-    assert pool.cell_bytes == 1 * (128 + 128) * spec.num_hidden_layers * 2   # 4 KV heads over 8 GPUs
+    assert pool.cell_bytes == 1 * (128 + 128) * spec.num_hidden_layers * 2  # 4 KV heads over 8 GPUs
 
 
 def test_mla_cell_is_one_latent_not_split_by_tp() -> None:

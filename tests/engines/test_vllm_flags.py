@@ -22,10 +22,20 @@ def test_reads_a_pasted_command_with_env_short_flags_and_equals_signs() -> None:
 
 
 def test_negated_switches_and_human_readable_lengths() -> None:
-    args = parse_serve_command(["vllm", "serve", "m", "--no-enable-prefix-caching", "--max-model-len", "32K",
-                                "--max-num-batched-tokens", "16k"])
+    args = parse_serve_command(
+        [
+            "vllm",
+            "serve",
+            "m",
+            "--no-enable-prefix-caching",
+            "--max-model-len",
+            "32K",
+            "--max-num-batched-tokens",
+            "16k",
+        ]
+    )
     assert args.values["enable_prefix_caching"] is False
-    assert args.values["max_model_len"] == 32768        # uppercase K is binary, as in vLLM
+    assert args.values["max_model_len"] == 32768  # uppercase K is binary, as in vLLM
     assert args.values["max_num_batched_tokens"] == 16000
 
 
@@ -38,7 +48,9 @@ def test_max_model_len_auto_and_kv_cache_memory_bytes() -> None:
 def test_compilation_config_forms() -> None:
     args = parse_serve_command("vllm serve m -O3 --compilation-config.cudagraph_mode FULL")
     assert args.values["compilation_config"] == {"level": 3, "cudagraph_mode": "FULL"}
-    args = parse_serve_command(["vllm", "serve", "m", "--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4]}'])
+    args = parse_serve_command(
+        ["vllm", "serve", "m", "--compilation-config", '{"cudagraph_capture_sizes": [1, 2, 4]}']
+    )
     assert args.values["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
 
 
@@ -77,4 +89,11 @@ def test_bad_values_are_one_line_errors(tmp_path) -> None:
 
 def test_round_trip_to_a_command() -> None:
     args = parse_serve_command("vllm serve m -tp 2 --no-enable-prefix-caching")
-    assert args.to_argv() == ["vllm", "serve", "m", "--tensor-parallel-size", "2", "--no-enable-prefix-caching"]
+    assert args.to_argv() == [
+        "vllm",
+        "serve",
+        "m",
+        "--tensor-parallel-size",
+        "2",
+        "--no-enable-prefix-caching",
+    ]

@@ -14,8 +14,11 @@ from oomguard.models.spec import ModelSpec, Role
 from oomguard.models.weights import checkpoint_weight_bytes
 
 SHARED_CATALOG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "models" / "catalog.jsonl"
-RECORDS = ([json.loads(line) for line in SHARED_CATALOG.read_text().splitlines() if line.strip()]
-           if SHARED_CATALOG.is_file() else [])
+RECORDS = (
+    [json.loads(line) for line in SHARED_CATALOG.read_text().splitlines() if line.strip()]
+    if SHARED_CATALOG.is_file()
+    else []
+)
 
 
 def main_model_params(spec: ModelSpec, scope: str) -> int:
@@ -33,7 +36,9 @@ def test_parameter_count_matches_the_verified_count(record: dict[str, object]) -
     if "mtp_layer" in computed:
         assert sum(t.numel for t in spec.tensors if t.role == Role.MTP) == computed["mtp_layer"]
     if "vision_plus_projector" in computed:
-        assert sum(t.numel for t in spec.tensors if t.role == Role.VISION) == computed["vision_plus_projector"]
+        assert (
+            sum(t.numel for t in spec.tensors if t.role == Role.VISION) == computed["vision_plus_projector"]
+        )
 
 
 SIZED = [r for r in RECORDS if (r.get("safetensors_total_size") or {}).get("bytes")]

@@ -30,10 +30,13 @@ def test_every_line_is_one_record_with_the_documented_keys() -> None:
     lines = [line for line in CATALOG.read_text(encoding="utf-8").splitlines() if line.strip()]
     for line in lines:
         record = json.loads(line)
-        assert set(record) == {"id", "aliases", "config", "safetensors_total_size", "sources"}, record.get("id")
+        assert set(record) == {"id", "aliases", "config", "safetensors_total_size", "sources"}, record.get(
+            "id"
+        )
         assert isinstance(record["config"], dict)
         assert record["safetensors_total_size"] is None or (
-            isinstance(record["safetensors_total_size"], int) and record["safetensors_total_size"] > 0)
+            isinstance(record["safetensors_total_size"], int) and record["safetensors_total_size"] > 0
+        )
 
 
 def test_catalog_holds_at_least_ninety_models() -> None:
@@ -57,7 +60,9 @@ def test_aliases_are_lowercase_and_name_one_model_only() -> None:
 
 def test_every_record_says_where_its_config_was_read() -> None:
     for record in RECORDS:
-        assert record["sources"] and all(isinstance(s, str) and s.strip() for s in record["sources"]), record["id"]
+        assert record["sources"] and all(isinstance(s, str) and s.strip() for s in record["sources"]), record[
+            "id"
+        ]
 
 
 def test_every_record_names_its_architecture() -> None:
@@ -91,16 +96,34 @@ def test_family_specific_shape_keys(record: dict[str, Any]) -> None:
     config = record["config"]
     text = _text(config)
     model_type = text.get("model_type", config["model_type"])
-    if model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe",
-                      "gpt_oss", "llama4_text", "qwen3_next", "deepseek", "granitemoe", "phimoe"):
+    if model_type in (
+        "mixtral",
+        "qwen2_moe",
+        "qwen3_moe",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "glm4_moe",
+        "gpt_oss",
+        "llama4_text",
+        "qwen3_next",
+        "deepseek",
+        "granitemoe",
+        "phimoe",
+    ):
         assert any(k in text for k in MOE_EXPERT_KEYS), "MoE without an expert count"
         assert "num_experts_per_tok" in text or "experts_per_token" in text
     if model_type in ("deepseek_v2", "deepseek_v3", "kimi_k2"):
         for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
             assert key in text, f"MLA without {key}"
     if model_type == "qwen3_next":
-        for key in ("full_attention_interval", "linear_num_value_heads", "linear_key_head_dim",
-                    "linear_value_head_dim", "linear_conv_kernel_dim"):
+        for key in (
+            "full_attention_interval",
+            "linear_num_value_heads",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_conv_kernel_dim",
+        ):
             assert key in text
     if model_type == "gpt_oss":
         assert text.get("sliding_window") == 128 and "layer_types" in text
@@ -113,9 +136,27 @@ def test_family_specific_shape_keys(record: dict[str, Any]) -> None:
 
 def test_the_families_users_serve_are_covered() -> None:
     model_types = {r["config"]["model_type"] for r in RECORDS}
-    for family in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
-                   "gemma", "gemma2", "gemma3", "phi3", "granite", "deepseek_v2", "deepseek_v3", "gpt_oss",
-                   "llama4", "glm4_moe", "kimi_k2"):
+    for family in (
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "phi3",
+        "granite",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_oss",
+        "llama4",
+        "glm4_moe",
+        "kimi_k2",
+    ):
         assert family in model_types, family
 
 
@@ -127,8 +168,15 @@ def test_quantized_checkpoints_of_several_methods_are_covered() -> None:
 
 # --- faithful to ../shared/data/models -------------------------------------------------------------------
 
-SHAPE_FACTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-               "num_key_value_heads", "vocab_size", "max_position_embeddings")
+SHAPE_FACTS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "max_position_embeddings",
+)
 
 
 def _shared_records(shared_data: Path) -> list[dict[str, Any]]:
@@ -144,7 +192,9 @@ def test_all_shared_verified_models_are_present_with_the_same_shape(shared_data:
         assert record is not None, f"{fact['hf_id']} missing from the catalog"
         text = _text(record["config"])
         for key in SHAPE_FACTS:
-            if fact.get(key) is None or (key not in text and record["config"]["model_type"] in SPARSE_BY_DESIGN):
+            if fact.get(key) is None or (
+                key not in text and record["config"]["model_type"] in SPARSE_BY_DESIGN
+            ):
                 continue
             assert text.get(key) == fact[key], f"{fact['hf_id']}: {key} {text.get(key)} != {fact[key]}"
         if fact.get("head_dim") is not None and "head_dim" in text:

@@ -27,7 +27,9 @@ def test_every_catalog_entry_resolves_to_a_consistent_spec(model_id: str) -> Non
     assert spec.num_hidden_layers == len(spec.layers) > 0
     assert spec.num_params > 0
     # every decoder-layer tensor belongs to a layer the planner can place (MTP blocks follow the main stack)
-    assert all(t.layer is None or 0 <= t.layer < spec.num_hidden_layers for t in spec.tensors if t.role != Role.MTP)
+    assert all(
+        t.layer is None or 0 <= t.layer < spec.num_hidden_layers for t in spec.tensors if t.role != Role.MTP
+    )
 
 
 def kinds(spec: ModelSpec) -> Counter[str]:
@@ -63,9 +65,18 @@ def test_cohere_has_no_lm_head_and_full_attention() -> None:
 
 
 def test_cohere2_is_three_sliding_to_one_global() -> None:
-    config = {"model_type": "cohere2", "architectures": ["Cohere2ForCausalLM"], "hidden_size": 4096,
-              "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "vocab_size": 256000, "sliding_window": 4096, "sliding_window_pattern": 4}
+    config = {
+        "model_type": "cohere2",
+        "architectures": ["Cohere2ForCausalLM"],
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 256000,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 4,
+    }
     spec = spec_from_config(config)
     assert kinds(spec) == {"sliding_window": 24, "full": 8}
     assert spec.layers[3].attention.kind == "full" and spec.layers[0].attention.kind == "sliding_window"
@@ -90,15 +101,25 @@ def test_internlm2_fuses_qkv_with_the_kv_heads() -> None:
 @pytest.mark.parametrize("model_type", ["starcoder2", "stablelm", "internlm2", "granitemoehybrid"])
 def test_zero_attention_heads_is_a_config_error_in_readers_that_divide_by_them(model_type: str) -> None:
     # these families take head_dim = hidden / heads whatever the config says
-    config = {"model_type": model_type, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 0,
-              "intermediate_size": 128, "vocab_size": 100}
+    config = {
+        "model_type": model_type,
+        "hidden_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 0,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+    }
     with pytest.raises(ConfigError, match="num_attention_heads"):
         spec_from_config(config)
 
 
 def test_stablelm2_has_layernorm_biases_and_qkv_bias() -> None:
     names = {t.name for t in resolve_model("stabilityai/stablelm-2-zephyr-1_6b").tensors}
-    assert {"model.layers.0.input_layernorm.bias", "model.layers.0.self_attn.q_proj.bias", "model.norm.bias"} <= names
+    assert {
+        "model.layers.0.input_layernorm.bias",
+        "model.layers.0.self_attn.q_proj.bias",
+        "model.norm.bias",
+    } <= names
     assert "model.layers.0.self_attn.o_proj.bias" not in names
 
 
@@ -143,23 +164,36 @@ def test_gemma4_vision_tower_is_counted(shared_data: Path) -> None:
     vc = config["vision_config"]
     h, inter, hd = vc["hidden_size"], vc["intermediate_size"], vc["head_dim"]
     per_layer = 4 * h * h + 3 * h * inter + 4 * h + 2 * hd
-    expected = (27 * per_layer + h * 3 * 16 * 16 + 2 * vc["position_embedding_size"] * h
-                + config["text_config"]["hidden_size"] * h)
+    expected = (
+        27 * per_layer
+        + h * 3 * 16 * 16
+        + 2 * vc["position_embedding_size"] * h
+        + config["text_config"]["hidden_size"] * h
+    )
     assert spec.vision.num_params == expected
 
 
 def test_gemma4_without_layer_types_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="layer_types"):
-        spec_from_config({"model_type": "gemma4_text", "hidden_size": 64, "num_hidden_layers": 2,
-                          "num_attention_heads": 2, "intermediate_size": 128, "vocab_size": 100,
-                          "sliding_window": 16})
+        spec_from_config(
+            {
+                "model_type": "gemma4_text",
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 128,
+                "vocab_size": 100,
+                "sliding_window": 16,
+            }
+        )
 
 
 # --- Mamba2 hybrids -------------------------------------------------------------------------------------
 
 
-def vllm_mamba2_state_bytes(heads: int, head_dim: int, state: int, groups: int, kernel: int, tp: int,
-                            conv_bytes: int, ssm_bytes: int) -> int:
+def vllm_mamba2_state_bytes(
+    heads: int, head_dim: int, state: int, groups: int, kernel: int, tp: int, conv_bytes: int, ssm_bytes: int
+) -> int:
     """vLLM MambaStateShapeCalculator.mamba2_state_shape, written out: groups padded up to TP when TP does
     not divide them, conv (kernel - 1) x (I + 2·G·N) / TP, SSM (heads / TP) x head_dim x N."""
     padded = groups + (0 if groups % tp == 0 else tp - groups)
@@ -190,14 +224,27 @@ def test_mamba2_state_matches_vllm_shape_calculator_at_every_tp(tp: int, groups:
 # without their order, so the order here is the test's own (it changes neither counts nor bytes); that is also
 # why this model is not in the bundled catalog.
 GRANITE_H_SMALL: dict[str, Any] = {
-    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 4096,
-    "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 72,
-    "num_experts_per_tok": 10, "shared_intermediate_size": 1536, "intermediate_size": 768, "mamba_d_state": 128,
-    "mamba_d_conv": 4, "mamba_expand": 2, "tie_word_embeddings": True, "vocab_size": 100352,
+    "architectures": ["GraniteMoeHybridForCausalLM"],
+    "model_type": "granitemoehybrid",
+    "hidden_size": 4096,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 72,
+    "num_experts_per_tok": 10,
+    "shared_intermediate_size": 1536,
+    "intermediate_size": 768,
+    "mamba_d_state": 128,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "tie_word_embeddings": True,
+    "vocab_size": 100352,
     "torch_dtype": "bfloat16",
     "layer_types": ["attention" if i % 10 == 5 else "mamba" for i in range(40)],
 }
-GRANITE_H_SMALL_SAFETENSORS_GIB = 59.99   # its safetensors total as the Hub lists it (public eligibility table)
+GRANITE_H_SMALL_SAFETENSORS_GIB = (
+    59.99  # its safetensors total as the Hub lists it (public eligibility table)
+)
 
 
 def test_granite_hybrid_layers_are_mamba_state_or_full_attention() -> None:
@@ -221,11 +268,25 @@ def test_granite_hybrid_rejects_unknown_layer_types() -> None:
 
 
 NEMOTRON_H_SMALL: dict[str, Any] = {
-    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 256,
-    "num_hidden_layers": 8, "hybrid_override_pattern": "M-M*-MME", "num_attention_heads": 8,
-    "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000, "intermediate_size": 512,
-    "mamba_num_heads": 8, "mamba_head_dim": 64, "n_groups": 2, "ssm_state_size": 16, "conv_kernel": 4,
-    "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64, "n_shared_experts": 1,
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "hidden_size": 256,
+    "num_hidden_layers": 8,
+    "hybrid_override_pattern": "M-M*-MME",
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 1000,
+    "intermediate_size": 512,
+    "mamba_num_heads": 8,
+    "mamba_head_dim": 64,
+    "n_groups": 2,
+    "ssm_state_size": 16,
+    "conv_kernel": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+    "n_shared_experts": 1,
     "moe_shared_expert_intermediate_size": 128,
 }
 
@@ -267,9 +328,25 @@ def test_nemotron_h_numbers_every_block_as_its_own_layer() -> None:
     # MLP and MoE blocks without a mixer.
     assert spec.num_hidden_layers == len(NEMOTRON_H_SMALL["hybrid_override_pattern"]) == 8
     assert [layer.attention.kind for layer in spec.layers] == [
-        "mamba", "none", "mamba", "full", "none", "mamba", "mamba", "none"]
+        "mamba",
+        "none",
+        "mamba",
+        "full",
+        "none",
+        "mamba",
+        "mamba",
+        "none",
+    ]
     assert [layer.mlp.kind for layer in spec.layers] == [
-        "none", "dense", "none", "none", "dense", "none", "none", "moe"]
+        "none",
+        "dense",
+        "none",
+        "none",
+        "dense",
+        "none",
+        "none",
+        "moe",
+    ]
 
 
 def test_nemotron_h_tensors_sit_on_the_layer_their_name_numbers() -> None:
@@ -283,7 +360,9 @@ def test_nemotron_h_pipeline_stages_split_the_blocks_as_vllm_does() -> None:
     first, last = (RankPlacement.for_stage(spec, pp_size=2, pp_rank=rank) for rank in (0, 1))
     # get_pp_indices over 8 blocks: 4 + 4, so the MoE block (7) is on the last stage only
     assert (first.layers, last.layers) == (range(4), range(4, 8))
-    assert rank_weight_bytes(spec, first).of(Role.EXPERTS) == 0 < rank_weight_bytes(spec, last).of(Role.EXPERTS)
+    assert (
+        rank_weight_bytes(spec, first).of(Role.EXPERTS) == 0 < rank_weight_bytes(spec, last).of(Role.EXPERTS)
+    )
 
 
 def test_nemotron_h_mlp_and_moe_layers_hold_no_kv_cache(tmp_path: Path) -> None:

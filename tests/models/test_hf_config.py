@@ -40,10 +40,19 @@ def test_qwen25_inert_sliding_window_is_full_attention(shared_data: Path) -> Non
 
 def test_mistral_v01_window_slides_on_every_layer(shared_data: Path) -> None:
     # Mistral-7B-v0.1's config is Mistral-Small's text shape with its real 4096 window (public config fields).
-    config = {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 4096,
-              "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 32768,
-              "sliding_window": 4096, "torch_dtype": "bfloat16"}
+    config = {
+        "model_type": "mistral",
+        "architectures": ["MistralForCausalLM"],
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 32000,
+        "max_position_embeddings": 32768,
+        "sliding_window": 4096,
+        "torch_dtype": "bfloat16",
+    }
     spec = spec_from_config(config)
     assert {layer.attention for layer in spec.layers} == {SlidingWindowAttention(8, 128, 128, 4096)}
     assert spec.num_params == 7_241_732_096

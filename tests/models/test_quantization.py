@@ -35,13 +35,18 @@ def test_awq_layout_is_packed_int4_zeros_and_fp16_group_scales(shared_data: Path
     assert (quant.method, quant.weight_bits, quant.group_size) == ("awq", 4, 128)
     out_f, in_f = 5120, 17408
     groups = in_f // 128
-    assert quantized_matrix_bytes(out_f, in_f, quant, 2) == out_f * in_f // 2 + groups * out_f // 2 + groups * out_f * 2
+    assert (
+        quantized_matrix_bytes(out_f, in_f, quant, 2)
+        == out_f * in_f // 2 + groups * out_f // 2 + groups * out_f * 2
+    )
 
 
 def test_gptq_adds_an_int32_g_idx_per_input_channel() -> None:
     gptq = quantization_from_config({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": True})
     awq = quantization_from_config({"quant_method": "awq", "bits": 4, "group_size": 128})
-    assert quantized_matrix_bytes(4096, 4096, gptq, 2) - quantized_matrix_bytes(4096, 4096, awq, 2) == 4096 * 4
+    assert (
+        quantized_matrix_bytes(4096, 4096, gptq, 2) - quantized_matrix_bytes(4096, 4096, awq, 2) == 4096 * 4
+    )
 
 
 def test_mxfp4_is_half_a_byte_plus_one_scale_byte_per_32() -> None:
@@ -57,8 +62,9 @@ def test_nvfp4_is_half_a_byte_plus_one_fp8_scale_per_16() -> None:
 
 def test_bitsandbytes_nested_quant_shrinks_the_absmax() -> None:
     plain = quantization_from_config({"quant_method": "bitsandbytes", "load_in_4bit": True})
-    nested = quantization_from_config({"quant_method": "bitsandbytes", "load_in_4bit": True,
-                                       "bnb_4bit_use_double_quant": True})
+    nested = quantization_from_config(
+        {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_use_double_quant": True}
+    )
     assert quantized_matrix_bytes(4096, 4096, nested, 2) < quantized_matrix_bytes(4096, 4096, plain, 2)
     assert quantized_matrix_bytes(4096, 4096, plain, 2) > 4096 * 4096 // 2
 
@@ -83,7 +89,7 @@ def test_runtime_fp8_of_a_bf16_checkpoint_halves_the_linears() -> None:
     assert fp8.quantization == Quantization(method="fp8", weight_bits=8, scale_bytes=4, from_config=False)
     saved = checkpoint_weight_bytes(bf16).total - checkpoint_weight_bytes(fp8).total
     linears = sum(t.numel for t in bf16.tensors if t.quantizable and len(t.shape) == 2)
-    assert linears - 2 * 4 * 224 <= saved <= linears   # one fp32 scale per quantized matrix stays
+    assert linears - 2 * 4 * 224 <= saved <= linears  # one fp32 scale per quantized matrix stays
 
 
 def test_runtime_fp8_matches_vllms_measured_8b_load() -> None:

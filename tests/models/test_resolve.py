@@ -27,7 +27,9 @@ def test_local_directory_with_config_json_resolves(qwen3_dir: Path) -> None:
 
 
 def test_path_to_config_json_file_resolves(qwen3_dir: Path) -> None:
-    assert resolve_model(str(qwen3_dir / "config.json")).num_params == resolve_model(str(qwen3_dir)).num_params
+    assert (
+        resolve_model(str(qwen3_dir / "config.json")).num_params == resolve_model(str(qwen3_dir)).num_params
+    )
 
 
 def test_dtype_flag_overrides_checkpoint_dtype(qwen3_dir: Path) -> None:
@@ -47,7 +49,7 @@ def test_edited_config_is_reread(qwen3_dir: Path) -> None:
     assert resolve_model(str(qwen3_dir)).num_hidden_layers == 2 != before.num_hidden_layers
 
 
-@pytest.mark.parametrize("content", [b"{\"model_type\": \"llama\",", b"", b"\xff\xfe\x00garbage", b"[1, 2]"])
+@pytest.mark.parametrize("content", [b'{"model_type": "llama",', b"", b"\xff\xfe\x00garbage", b"[1, 2]"])
 def test_malformed_config_json_is_a_one_line_config_error(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "config.json").write_bytes(content)
     with pytest.raises(ConfigError) as err:

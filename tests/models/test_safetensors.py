@@ -20,9 +20,18 @@ from oomguard.models.weights import RankPlacement, checkpoint_weight_bytes, rank
 save_file = pytest.importorskip("safetensors.numpy").save_file
 
 # A real, tiny Llama-shaped config: every tensor can be written in a few KiB.
-TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
-        "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "vocab_size": 100, "max_position_embeddings": 256, "torch_dtype": "bfloat16"}
+TINY = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 256,
+    "torch_dtype": "bfloat16",
+}
 
 
 def tiny_dir(tmp_path: Path, dtype: type = np.float16, extra: dict[str, np.ndarray] | None = None) -> Path:
@@ -57,18 +66,23 @@ def test_headers_only_copy_is_enough(tmp_path: Path) -> None:
     assert read_header(path)[0].nbytes == 256 * 256 * 2
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b"\x01\x02", "shorter than the 8-byte"),
-    (struct.pack("<Q", 1 << 40), "exceeds"),
-    (struct.pack("<Q", 100) + b"{}", "truncated"),
-    (struct.pack("<Q", 4) + b"\xff\xfe\xfd\xfc", "not UTF-8"),
-    (struct.pack("<Q", 5) + b"[1,2]", "not a JSON object"),
-    (framed(b'{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}}'), "do not hold"),
-    (framed(b'{"x":{"dtype":"Q9","shape":[4],"data_offsets":[0,8]}}'), "unknown dtype"),
-    (framed(b'{"x":{"dtype":"F32","shape":[-4],"data_offsets":[0,8]}}'), "invalid shape"),
-    (framed(b'{"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}'), "invalid data_offsets"),
-])
-def test_hostile_or_truncated_headers_are_one_line_errors(tmp_path: Path, content: bytes, problem: str) -> None:
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"\x01\x02", "shorter than the 8-byte"),
+        (struct.pack("<Q", 1 << 40), "exceeds"),
+        (struct.pack("<Q", 100) + b"{}", "truncated"),
+        (struct.pack("<Q", 4) + b"\xff\xfe\xfd\xfc", "not UTF-8"),
+        (struct.pack("<Q", 5) + b"[1,2]", "not a JSON object"),
+        (framed(b'{"x":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}}'), "do not hold"),
+        (framed(b'{"x":{"dtype":"Q9","shape":[4],"data_offsets":[0,8]}}'), "unknown dtype"),
+        (framed(b'{"x":{"dtype":"F32","shape":[-4],"data_offsets":[0,8]}}'), "invalid shape"),
+        (framed(b'{"x":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}'), "invalid data_offsets"),
+    ],
+)
+def test_hostile_or_truncated_headers_are_one_line_errors(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
     path = tmp_path / "bad.safetensors"
     path.write_bytes(content)
     with pytest.raises(InputFormatError, match=problem) as err:
@@ -103,7 +117,10 @@ def test_float32_checkpoint_is_loaded_in_bfloat16(tmp_path: Path) -> None:
 def test_rank_bytes_pad_the_vocab_to_a_multiple_of_64(tmp_path: Path) -> None:
     spec = resolve_model(str(tiny_dir(tmp_path)))
     on_rank = rank_weight_bytes(spec, RankPlacement())
-    assert on_rank.of(Role.EMBEDDING) == 128 * 64 * 2 and checkpoint_weight_bytes(spec).of(Role.EMBEDDING) == 100 * 64 * 2
+    assert (
+        on_rank.of(Role.EMBEDDING) == 128 * 64 * 2
+        and checkpoint_weight_bytes(spec).of(Role.EMBEDDING) == 100 * 64 * 2
+    )
 
 
 def test_index_alone_gives_the_total(tmp_path: Path, shared_data: Path) -> None:

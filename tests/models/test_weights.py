@@ -20,8 +20,10 @@ from oomguard.units import GiB
 
 
 def measured_rows(shared_data: Path, model: str) -> list[dict[str, object]]:
-    rows = [json.loads(line) for line in (shared_data / "validation" / "vllm_startup_dev.jsonl").read_text()
-            .splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (shared_data / "validation" / "vllm_startup_dev.jsonl").read_text().splitlines()
+    ]
     return [r for r in rows if r["model"] == model and r["measured"]["weights_gib"] is not None]
 
 
@@ -30,11 +32,19 @@ def loaded_gib(model: str, tp: int) -> float:
     return (rank_weight_bytes(spec, RankPlacement(tp_size=tp)).total + rope_cache_bytes(spec)) / GiB
 
 
-@pytest.mark.parametrize("model", [
-    "codellama/CodeLlama-7b-hf", "google/gemma-2-27b-it", "google/gemma-3-4b-it", "Qwen/Qwen3-14B",
-    "mistralai/Mistral-Small-3.1-24B-Instruct-2503", "Qwen/Qwen1.5-MoE-A2.7B",
-    "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8",
-])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "codellama/CodeLlama-7b-hf",
+        "google/gemma-2-27b-it",
+        "google/gemma-3-4b-it",
+        "Qwen/Qwen3-14B",
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "Qwen/Qwen1.5-MoE-A2.7B",
+        "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic",
+        "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8",
+    ],
+)
 def test_rank_weights_match_vllm_model_loading_within_one_percent(shared_data: Path, model: str) -> None:
     rows = measured_rows(shared_data, model)
     assert rows
@@ -52,7 +62,11 @@ def test_last_stage_of_a_tied_model_holds_the_embedding_as_its_head() -> None:
     spec = resolve_model("Qwen/Qwen3-0.6B")
     first = RankPlacement.for_stage(spec, pp_size=2, pp_rank=0)
     last = RankPlacement.for_stage(spec, pp_size=2, pp_rank=1)
-    assert rank_weight_bytes(spec, last).of(Role.EMBEDDING) == rank_weight_bytes(spec, first).of(Role.EMBEDDING) > 0
+    assert (
+        rank_weight_bytes(spec, last).of(Role.EMBEDDING)
+        == rank_weight_bytes(spec, first).of(Role.EMBEDDING)
+        > 0
+    )
     assert rank_weight_bytes(spec, first).of(Role.NORM) < rank_weight_bytes(spec, last).of(Role.NORM)
 
 
@@ -60,6 +74,7 @@ def test_kv_projections_are_replicated_when_tp_exceeds_kv_heads() -> None:
     spec = resolve_model("meta-llama/Llama-3.1-70B-Instruct")  # 8 KV heads
     k_proj = next(t for t in spec.tensors if t.name == "model.layers.0.self_attn.k_proj.weight")
     from oomguard.models.weights import rank_tensor_bytes
+
     at8 = rank_tensor_bytes(k_proj, spec, RankPlacement(tp_size=8))
     assert rank_tensor_bytes(k_proj, spec, RankPlacement(tp_size=16)) == at8  # one head per rank either way
 
@@ -72,8 +87,10 @@ def test_expert_parallel_places_whole_experts_with_the_remainder_first() -> None
 def test_expert_parallel_and_tp_sharding_hold_the_same_expert_bytes_in_total() -> None:
     spec = resolve_model("Qwen/Qwen3-30B-A3B")
     sharded = rank_weight_bytes(spec, RankPlacement(tp_size=4)).of(Role.EXPERTS)
-    whole = [rank_weight_bytes(spec, RankPlacement(tp_size=4, ep_size=4, ep_rank=r)).of(Role.EXPERTS)
-             for r in range(4)]
+    whole = [
+        rank_weight_bytes(spec, RankPlacement(tp_size=4, ep_size=4, ep_rank=r)).of(Role.EXPERTS)
+        for r in range(4)
+    ]
     assert sum(whole) == 4 * sharded
 
 

@@ -11,8 +11,14 @@ GiB = 1 << 30
 
 
 def oomguard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", *args], capture_output=True, text=True, input=stdin,
-                          timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_plan_prints_the_ledger_and_exits_0_when_it_fits() -> None:
@@ -24,8 +30,22 @@ def test_plan_prints_the_ledger_and_exits_0_when_it_fits() -> None:
 
 
 def test_plan_takes_the_users_own_command_after_double_dash() -> None:
-    done = oomguard("plan", "--gpu", "H100", "--json", "--", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct",
-                    "-tp", "2", "--max-model-len", "8192", "--some-future-flag", "x")
+    done = oomguard(
+        "plan",
+        "--gpu",
+        "H100",
+        "--json",
+        "--",
+        "vllm",
+        "serve",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "-tp",
+        "2",
+        "--max-model-len",
+        "8192",
+        "--some-future-flag",
+        "x",
+    )
     data = json.loads(done.stdout)
     assert data["engine"]["tensor_parallel_size"] == 2
     assert data["engine"]["unknown_flags"] == ["--some-future-flag x"]
@@ -36,8 +56,15 @@ def test_json_contract_keys() -> None:
     data = json.loads(done.stdout)
     for key in ("fits", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "ranks", "fixes", "errors"):
         assert key in data
-    for key in ("weights_gib", "activation_gib", "non_torch_gib", "cuda_graph_gib", "comm_buffers_gib",
-                "kv_cache_gib", "num_gpu_blocks"):
+    for key in (
+        "weights_gib",
+        "activation_gib",
+        "non_torch_gib",
+        "cuda_graph_gib",
+        "comm_buffers_gib",
+        "kv_cache_gib",
+        "num_gpu_blocks",
+    ):
         assert key in data["ranks"][0]
     assert data["num_gpu_blocks"] == data["ranks"][0]["num_gpu_blocks"] > 0
 
@@ -48,14 +75,18 @@ def test_does_not_fit_exits_1_with_vllms_error_and_fixes() -> None:
     data = json.loads(done.stdout)
     assert data["fits"] is False
     assert data["errors"] and data["fixes"]
-    assert all(fix["command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct") for fix in data["fixes"])
+    assert all(
+        fix["command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct") for fix in data["fixes"]
+    )
 
 
 def test_bad_input_is_one_line_and_exit_2() -> None:
-    for args in (["plan", "no-such/model-zzz", "--gpu", "H100"],
-                 ["plan", "Qwen/Qwen3-14B", "--gpu", "H100", "-tp", "5"],
-                 ["plan", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpu-memory-utilization", "abc"],
-                 ["plan", "Qwen/Qwen3-8B", "--gpu", "not-a-gpu-9000"]):
+    for args in (
+        ["plan", "no-such/model-zzz", "--gpu", "H100"],
+        ["plan", "Qwen/Qwen3-14B", "--gpu", "H100", "-tp", "5"],
+        ["plan", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpu-memory-utilization", "abc"],
+        ["plan", "Qwen/Qwen3-8B", "--gpu", "not-a-gpu-9000"],
+    ):
         done = oomguard(*args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr

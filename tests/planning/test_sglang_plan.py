@@ -14,14 +14,22 @@ LAUNCH = "python -m sglang.launch_server --model-path"
 
 
 def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", *args], capture_output=True, text=True,
-                          timeout=120, check=False,
-                          env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_pool_is_the_static_share_of_free_memory_minus_weights_over_the_cell() -> None:
-    result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct "
-                                                 "--mem-fraction-static 0.85", gpu="H100"))
+    result = plan_sglang(
+        SglangRequest.from_argv(
+            f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 0.85", gpu="H100"
+        )
+    )
     r = result.rank0
     rest = int(r.free_at_init * 0.85) - r.weights.bytes
     assert abs(result.kv.kv_cache_tokens - rest // r.layout.cell_bytes) <= 1
@@ -29,22 +37,34 @@ def test_pool_is_the_static_share_of_free_memory_minus_weights_over_the_cell() -
 
 
 def test_memory_held_by_other_processes_shrinks_the_pool() -> None:
-    base = SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 0.85", gpu="H100")
+    base = SglangRequest.from_argv(
+        f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct --mem-fraction-static 0.85", gpu="H100"
+    )
     crowded = SglangRequest(args=base.args, gpu="H100", used_by_other_processes=10 * GiB)
     assert plan_sglang(crowded).kv.kv_cache_tokens < plan_sglang(base).kv.kv_cache_tokens
 
 
 def test_weights_above_the_static_share_give_sglangs_own_error() -> None:
-    result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct --tp 2 "
-                                                 "--mem-fraction-static 0.8", gpu="H100"))
+    result = plan_sglang(
+        SglangRequest.from_argv(
+            f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct --tp 2 --mem-fraction-static 0.8", gpu="H100"
+        )
+    )
     assert not result.fits and result.failure == "no-kv-memory"
-    assert result.errors == (("Not enough memory. Please try to increase --mem-fraction-static. "
-                              "Current value: self.server_args.mem_fraction_static=0.8"),)
+    assert result.errors == (
+        (
+            "Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: self.server_args.mem_fraction_static=0.8"
+        ),
+    )
 
 
 def test_fixes_are_replanned_and_start() -> None:
-    result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct --tp 2 "
-                                                 "--mem-fraction-static 0.8", gpu="H100"))
+    result = plan_sglang(
+        SglangRequest.from_argv(
+            f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct --tp 2 --mem-fraction-static 0.8", gpu="H100"
+        )
+    )
     report = build_sglang_report(result)
     assert report.fixes
     for fix in report.fixes:
@@ -52,8 +72,12 @@ def test_fixes_are_replanned_and_start() -> None:
 
 
 def test_tensor_parallel_halves_each_ranks_weights_and_kv_heads() -> None:
-    one = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} Qwen/Qwen3-32B --mem-fraction-static 0.9", gpu="H100"))
-    two = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} Qwen/Qwen3-32B --tp 2 --mem-fraction-static 0.9", gpu="H100"))
+    one = plan_sglang(
+        SglangRequest.from_argv(f"{LAUNCH} Qwen/Qwen3-32B --mem-fraction-static 0.9", gpu="H100")
+    )
+    two = plan_sglang(
+        SglangRequest.from_argv(f"{LAUNCH} Qwen/Qwen3-32B --tp 2 --mem-fraction-static 0.9", gpu="H100")
+    )
     assert two.rank0.layout.cell_bytes * 2 == one.rank0.layout.cell_bytes
     assert abs(two.rank0.weights.bytes * 2 - one.rank0.weights.bytes) < 0.05 * one.rank0.weights.bytes
 
@@ -63,25 +87,45 @@ def test_log_lines_have_sglangs_format() -> None:
     lines = build_sglang_report(result).log_lines
     assert lines[1].startswith("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=")
     assert lines[2].startswith(f"KV Cache is allocated. #tokens: {result.kv.kv_cache_tokens}, K size: ")
-    assert lines[-1].startswith(f"max_total_num_tokens={result.kv.kv_cache_tokens}, chunked_prefill_size=8192,")
+    assert lines[-1].startswith(
+        f"max_total_num_tokens={result.kv.kv_cache_tokens}, chunked_prefill_size=8192,"
+    )
 
 
 def test_mla_models_log_one_kv_size() -> None:
     result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} deepseek-ai/DeepSeek-V2-Lite-Chat", gpu="H100"))
-    assert any(line.startswith("KV Cache is allocated. #tokens:") and "KV size:" in line
-               for line in build_sglang_report(result).log_lines)
+    assert any(
+        line.startswith("KV Cache is allocated. #tokens:") and "KV size:" in line
+        for line in build_sglang_report(result).log_lines
+    )
 
 
 def test_a_context_longer_than_the_pool_is_a_warning_not_a_failure() -> None:
-    result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 4096",
-                                                 gpu="H100"))
+    result = plan_sglang(
+        SglangRequest.from_argv(
+            f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct --max-total-tokens 4096", gpu="H100"
+        )
+    )
     assert result.fits and result.kv.kv_cache_tokens == 4096
     assert any("rejects prompts" in w for w in result.warnings)
 
 
 def test_cli_dispatches_an_sglang_command_and_keeps_the_json_contract() -> None:
-    done = oomguard("plan", "--gpu", "H100", "--json", "--", "python", "-m", "sglang.launch_server",
-                    "--model-path", "Qwen/Qwen3-8B", "--tp", "2", "--some-future-flag")
+    done = oomguard(
+        "plan",
+        "--gpu",
+        "H100",
+        "--json",
+        "--",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3-8B",
+        "--tp",
+        "2",
+        "--some-future-flag",
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["engine_name"] == "SGLang"
@@ -93,15 +137,34 @@ def test_cli_dispatches_an_sglang_command_and_keeps_the_json_contract() -> None:
 
 
 def test_cli_engine_option_and_exit_code_1_when_it_will_not_start() -> None:
-    done = oomguard("plan", "--engine", "sglang", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100", "--tp", "2",
-                    "--mem-fraction-static", "0.8")
+    done = oomguard(
+        "plan",
+        "--engine",
+        "sglang",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "--gpu",
+        "H100",
+        "--tp",
+        "2",
+        "--mem-fraction-static",
+        "0.8",
+    )
     assert done.returncode == 1
     assert "SGLang would fail: Not enough memory" in done.stdout
 
 
 def test_cli_bad_sglang_flag_value_is_a_one_line_error() -> None:
-    done = oomguard("plan", "--", "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
-                    "--mem-fraction-static", "1.5")
+    done = oomguard(
+        "plan",
+        "--",
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3-8B",
+        "--mem-fraction-static",
+        "1.5",
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "mem-fraction-static" in done.stderr
 

@@ -22,10 +22,23 @@ def test_a_flag_value_before_the_trace_is_not_taken_for_the_trace(
     shared_data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ref, a, oracle = _seed002(shared_data)
-    argv = ["simulate", "--max-num-seqs", str(a["max_num_seqs"]), "--num-gpu-blocks-override", str(a["num_gpu_blocks"]),
-            str(ref / "workload.jsonl"), "--model", str(shared_data.parent / ORACLE_LLAMA),
-            "--max-num-batched-tokens", str(a["max_num_batched_tokens"]), "--max-model-len", str(a["max_model_len"]),
-            "--no-async-scheduling", "--no-enable-prefix-caching", "--json"]
+    argv = [
+        "simulate",
+        "--max-num-seqs",
+        str(a["max_num_seqs"]),
+        "--num-gpu-blocks-override",
+        str(a["num_gpu_blocks"]),
+        str(ref / "workload.jsonl"),
+        "--model",
+        str(shared_data.parent / ORACLE_LLAMA),
+        "--max-num-batched-tokens",
+        str(a["max_num_batched_tokens"]),
+        "--max-model-len",
+        str(a["max_model_len"]),
+        "--no-async-scheduling",
+        "--no-enable-prefix-caching",
+        "--json",
+    ]
     assert oomguard(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["setup"]["max_num_seqs"] == a["max_num_seqs"]
@@ -37,9 +50,25 @@ def test_flags_before_the_double_dash_override_the_pasted_command(
 ) -> None:
     ref, a, _ = _seed002(shared_data)
     model = str(shared_data.parent / ORACLE_LLAMA)
-    argv = ["simulate", str(ref / "workload.jsonl"), "--max-num-seqs", "8", "--json", "--",
-            "vllm", "serve", model, "--max-num-seqs", "64", "--num-gpu-blocks-override", str(a["num_gpu_blocks"]),
-            "--max-model-len", str(a["max_model_len"]), "--max-num-batched-tokens", "32768"]
+    argv = [
+        "simulate",
+        str(ref / "workload.jsonl"),
+        "--max-num-seqs",
+        "8",
+        "--json",
+        "--",
+        "vllm",
+        "serve",
+        model,
+        "--max-num-seqs",
+        "64",
+        "--num-gpu-blocks-override",
+        str(a["num_gpu_blocks"]),
+        "--max-model-len",
+        str(a["max_model_len"]),
+        "--max-num-batched-tokens",
+        "32768",
+    ]
     assert oomguard(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["setup"]["model"] == model
@@ -69,9 +98,23 @@ def test_an_unknown_vllm_flag_with_its_value_inline_is_accepted(
     shared_data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ref, a, oracle = _seed002(shared_data)
-    argv = ["simulate", str(ref / "workload.jsonl"), "--some-future-vllm-flag=7", "--model",
-            str(shared_data.parent / ORACLE_LLAMA), "--num-gpu-blocks-override", str(a["num_gpu_blocks"]),
-            "--max-num-seqs", "64", "--max-num-batched-tokens", "32768", "--max-model-len", str(a["max_model_len"]),
-            "--no-async-scheduling", "--no-enable-prefix-caching", "--json"]
+    argv = [
+        "simulate",
+        str(ref / "workload.jsonl"),
+        "--some-future-vllm-flag=7",
+        "--model",
+        str(shared_data.parent / ORACLE_LLAMA),
+        "--num-gpu-blocks-override",
+        str(a["num_gpu_blocks"]),
+        "--max-num-seqs",
+        "64",
+        "--max-num-batched-tokens",
+        "32768",
+        "--max-model-len",
+        str(a["max_model_len"]),
+        "--no-async-scheduling",
+        "--no-enable-prefix-caching",
+        "--json",
+    ]
     assert oomguard(argv) == 0
     assert json.loads(capsys.readouterr().out)["steps"] == oracle["total_steps"]

@@ -13,8 +13,9 @@ from oomguard.simulate.step_time import StepTimeModel
 from oomguard.simulate.workload import read_workload, scale_rate, window
 
 
-def _both(config: SimulationConfig, workload_path: Path, start: float, end: float, rate: float = 1.0
-          ) -> tuple[SimulationResult, SimulationResult]:
+def _both(
+    config: SimulationConfig, workload_path: Path, start: float, end: float, rate: float = 1.0
+) -> tuple[SimulationResult, SimulationResult]:
     workload = window(read_workload(workload_path), start, end)
     if rate != 1.0:
         workload = scale_rate(workload, rate)
@@ -24,9 +25,15 @@ def _both(config: SimulationConfig, workload_path: Path, start: float, end: floa
 
 
 def _config(blocks: int, prefix_caching: bool) -> SimulationConfig:
-    sched = SchedulerConfig(2048, 64, 32768, blocks, (KvGroupSpec("full", 16),), enable_prefix_caching=prefix_caching)
-    return SimulationConfig(sched, activation=ActivationModel.from_widths(ModelWidths(4096, 2, 14336, 128256)),
-                            step_time=StepTimeModel.from_coefficients("8,0.05,0.01"), record_chunks=True)
+    sched = SchedulerConfig(
+        2048, 64, 32768, blocks, (KvGroupSpec("full", 16),), enable_prefix_caching=prefix_caching
+    )
+    return SimulationConfig(
+        sched,
+        activation=ActivationModel.from_widths(ModelWidths(4096, 2, 14336, 128256)),
+        step_time=StepTimeModel.from_coefficients("8,0.05,0.01"),
+        record_chunks=True,
+    )
 
 
 def test_mooncake_with_prefix_caching_and_preemptions_gives_the_same_timeline(shared_data: Path) -> None:

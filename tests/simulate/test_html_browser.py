@@ -13,10 +13,17 @@ import pytest
 from oomguard.cli import main as oomguard
 
 # Debian ships `chromium-headless-shell` (small) and `chromium`; other systems name Chrome differently.
-BROWSERS = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSERS = (
+    "chromium-headless-shell",
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+)
 BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
-    BROWSER is None, reason="no headless Chromium on PATH (Debian: apt-get install chromium-headless-shell)")
+    BROWSER is None, reason="no headless Chromium on PATH (Debian: apt-get install chromium-headless-shell)"
+)
 
 ORACLE_LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
 KV_BLUE = (0x1F, 0x77, 0xB4)  # .kv stroke in the page's style
@@ -40,10 +47,31 @@ def page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Page:
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = tmp / "sim.html"
     out = tmp / "summary.json"
-    argv = ["simulate", str(trace), "--model", str(shared_data.parent / ORACLE_LLAMA),
-            "--num-gpu-blocks-override", "30000", "--max-num-batched-tokens", "32768", "--max-num-seqs", "64",
-            "--max-model-len", "163840", "--hidden-size", "10240", "--layout", "padded", "--headroom", "11.8GiB",
-            "--step-time", "20,0.05,0.01", "--html", str(html), "--json"]
+    argv = [
+        "simulate",
+        str(trace),
+        "--model",
+        str(shared_data.parent / ORACLE_LLAMA),
+        "--num-gpu-blocks-override",
+        "30000",
+        "--max-num-batched-tokens",
+        "32768",
+        "--max-num-seqs",
+        "64",
+        "--max-model-len",
+        "163840",
+        "--hidden-size",
+        "10240",
+        "--layout",
+        "padded",
+        "--headroom",
+        "11.8GiB",
+        "--step-time",
+        "20,0.05,0.01",
+        "--html",
+        str(html),
+        "--json",
+    ]
     import contextlib
     import io
 
@@ -56,9 +84,19 @@ def page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Page:
 
 def _chromium(page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert BROWSER is not None
-    command = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-               f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
-               "--virtual-time-budget=3000", *args, page.as_uri()]
+    command = [
+        BROWSER,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=3000",
+        *args,
+        page.as_uri(),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
 
 
@@ -96,7 +134,9 @@ def test_the_charts_render_and_the_script_ran(page: Page, tmp_path: Path) -> Non
     peak_line = dom.find("polyline", **{"class": "pk"})
     assert len(kv_line) == len(peak_line) == 1
     steps = page.summary["steps"]
-    assert len(kv_line[0]["points"].split()) == len(peak_line[0]["points"].split()) == steps  # < 2,000: one each
+    assert (
+        len(kv_line[0]["points"].split()) == len(peak_line[0]["points"].split()) == steps
+    )  # < 2,000: one each
     assert len(dom.find("circle", **{"class": "oom"})) == page.summary["oom_events"] >= 1
     assert len(dom.find("line", **{"class": "cross"})) == 2  # the script's crosshair, one per chart
     # The readout starts at the step with the highest activation peak.

@@ -18,6 +18,10 @@ def test_seed002_prefill_chunks_per_request_match_vllm(shared_data: Path) -> Non
     oracle = [json.loads(line) for line in (ref / "timeline.jsonl").read_text().splitlines()]
     oracle = [o for o in oracle if o["executed"]]
     for chunks, theirs in zip(result.timeline.chunks, oracle):
-        ours = sorted((rid, n, before) for rid, n, before in chunks if [rid] and (rid, n) and rid not in theirs["decode"])
+        ours = sorted(
+            (rid, n, before)
+            for rid, n, before in chunks
+            if [rid] and (rid, n) and rid not in theirs["decode"]
+        )
         assert ours == sorted(tuple(p) for p in theirs["prefill"])
         assert sorted(rid for rid, _, _ in chunks if rid in theirs["decode"]) == sorted(theirs["decode"])

@@ -12,23 +12,42 @@ from oomguard.simulate.cli import main
 ORACLE_MODELS = "tools/vllm_oracle/configs"
 
 
-def _run(shared_data: Path, scenario: str, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[dict, dict, Path]:
+def _run(
+    shared_data: Path, scenario: str, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[dict, dict, Path]:
     ref = shared_data / "scheduler_reference" / scenario
     a = json.loads((ref / "params.json").read_text())["oracle_args"]
     model = shared_data.parent / ORACLE_MODELS / Path(a["model_dir"]).name
-    argv = [str(ref / "workload.jsonl"), "--model", str(model),
-            "--num-gpu-blocks-override", str(a["num_gpu_blocks"]),
-            "--max-num-batched-tokens", str(a["max_num_batched_tokens"]),
-            "--max-num-seqs", str(a["max_num_seqs"]), "--max-model-len", str(a["max_model_len"]),
-            "--block-size", str(a["block_size"]), "--no-async-scheduling",
-            "--enable-prefix-caching" if a["prefix_caching"] else "--no-enable-prefix-caching", "--json", *extra]
+    argv = [
+        str(ref / "workload.jsonl"),
+        "--model",
+        str(model),
+        "--num-gpu-blocks-override",
+        str(a["num_gpu_blocks"]),
+        "--max-num-batched-tokens",
+        str(a["max_num_batched_tokens"]),
+        "--max-num-seqs",
+        str(a["max_num_seqs"]),
+        "--max-model-len",
+        str(a["max_model_len"]),
+        "--block-size",
+        str(a["block_size"]),
+        "--no-async-scheduling",
+        "--enable-prefix-caching" if a["prefix_caching"] else "--no-enable-prefix-caching",
+        "--json",
+        *extra,
+    ]
     assert main(argv) == 0
     ours = json.loads(capsys.readouterr().out)
     return ours, json.loads((ref / "summary.json").read_text()), ref
 
 
-@pytest.mark.parametrize("scenario", ["azure_code_first1000_offline", "seed002_mixed", "extra_gptoss_azure_code_first1000"])
-def test_summary_numbers_match_vllm(shared_data: Path, scenario: str, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "scenario", ["azure_code_first1000_offline", "seed002_mixed", "extra_gptoss_azure_code_first1000"]
+)
+def test_summary_numbers_match_vllm(
+    shared_data: Path, scenario: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     ours, oracle, _ = _run(shared_data, scenario, capsys)
     assert ours["steps"] == oracle["total_steps"]
     assert ours["preemptions"] == oracle["total_preemptions"]

@@ -31,9 +31,27 @@ def _simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 
 def _seed002_args(shared_data: Path, trace: Path, layout: str) -> list[str]:
-    return [str(trace), "--model", str(shared_data.parent / LLAMA), "--num-gpu-blocks-override", "30000",
-            "--max-num-batched-tokens", "32768", "--max-num-seqs", "64", "--max-model-len", "163840",
-            "--hidden-size", "10240", "--layout", layout, "--headroom", "11.8GiB", "--step-time", "20,0.05,0.01"]
+    return [
+        str(trace),
+        "--model",
+        str(shared_data.parent / LLAMA),
+        "--num-gpu-blocks-override",
+        "30000",
+        "--max-num-batched-tokens",
+        "32768",
+        "--max-num-seqs",
+        "64",
+        "--max-model-len",
+        "163840",
+        "--hidden-size",
+        "10240",
+        "--layout",
+        layout,
+        "--headroom",
+        "11.8GiB",
+        "--step-time",
+        "20,0.05,0.01",
+    ]
 
 
 def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
@@ -46,7 +64,9 @@ def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
     assert "prefills" in first["shape"] and first["kv_usage"] < 0.5  # KV is not what runs out
 
 
-def test_the_same_trace_packed_has_no_oom(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_same_trace_packed_has_no_oom(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"))
     assert out["oom_events"] == 0
     assert out["peak_bytes"] < 11.8 * 2**30
@@ -61,7 +81,9 @@ def test_pool_and_blocks_per_request_come_from_the_planner(
     trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": 8000, "output_tokens": 2}) + "\n")
     flags = ["--max-model-len", "8192", "--gpu", "H100"]
     out = _simulate(capsys, str(trace), "--model", "meta-llama/Llama-3.1-8B-Instruct", *flags)
-    planned = plan(PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", flags={"max_model_len": 8192}))
+    planned = plan(
+        PlanRequest(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", flags={"max_model_len": 8192})
+    )
     assert out["setup"]["num_gpu_blocks"] == planned.kv.num_gpu_blocks
     assert out["usable_blocks"] == planned.kv.num_gpu_blocks - 1
     # One request of 8,000 prompt tokens holds cdiv(8001, 16) blocks at its peak (prompt + first output).
@@ -69,7 +91,9 @@ def test_pool_and_blocks_per_request_come_from_the_planner(
 
 
 def test_sliding_window_groups_free_blocks_behind_the_window() -> None:
-    kv = KvCacheManager((KvGroupSpec("sliding_window", 16, 128), KvGroupSpec("full", 16)), 3000, 8192, 2048, False)
+    kv = KvCacheManager(
+        (KvGroupSpec("sliding_window", 16, 128), KvGroupSpec("full", 16)), 3000, 8192, 2048, False
+    )
     r = SimRequest("a", 0, 4808, 10, 0)
     assert kv.allocate_slots(r, 0, 2048, full_sequence_must_fit=True)
     assert kv.group_blocks() == [128, 128]
@@ -125,17 +149,27 @@ def test_html_page_is_self_contained_and_well_formed(
     assert checker.external == []  # nothing fetched from the network
 
 
-def test_timeline_csv_and_png_are_written(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_timeline_csv_and_png_are_written(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("matplotlib")
     csv_path, png = tmp_path / "t.csv", tmp_path / "t.png"
-    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"),
-                    "--timeline", str(csv_path), "--plot", str(png))
+    out = _simulate(
+        capsys,
+        *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"),
+        "--timeline",
+        str(csv_path),
+        "--plot",
+        str(png),
+    )
     lines = csv_path.read_text().splitlines()
     assert lines[0].startswith("step,time,duration,tokens") and len(lines) == out["steps"] + 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_sweep_names_the_largest_safe_value(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_names_the_largest_safe_value(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
     out = _simulate(capsys, *argv, "--sweep", "max_num_batched_tokens=2048,8192,32768")
     by_value = {run["value"]: run for run in out["runs"]}
@@ -145,11 +179,25 @@ def test_sweep_names_the_largest_safe_value(shared_data: Path, tmp_path: Path, c
     assert out["largest_safe"] == max(safe, key=int)
 
 
-def _one_full_length_request(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, blocks: int) -> dict:
+def _one_full_length_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, blocks: int
+) -> dict:
     trace = tmp_path / "t.jsonl"
-    trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": FULL_LENGTH - 1, "output_tokens": 1}) + "\n")
-    return _simulate(capsys, str(trace), "--model", model, "--gpu", "H100", "--max-model-len", str(FULL_LENGTH),
-                     "--num-gpu-blocks-override", str(blocks))
+    trace.write_text(
+        json.dumps({"arrival_s": 0, "prompt_tokens": FULL_LENGTH - 1, "output_tokens": 1}) + "\n"
+    )
+    return _simulate(
+        capsys,
+        str(trace),
+        "--model",
+        model,
+        "--gpu",
+        "H100",
+        "--max-model-len",
+        str(FULL_LENGTH),
+        "--num-gpu-blocks-override",
+        str(blocks),
+    )
 
 
 FULL_LENGTH = 16384

@@ -15,7 +15,10 @@ def test_azure_conversation_trace_reads_every_row_in_seconds(shared_data: Path) 
     w = wl.read_workload(shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv")
     assert len(w.requests) == 19366
     assert w.clock == wl.SECONDS
-    assert w.requests[0].arrival == 0.0 and (w.requests[0].prompt_tokens, w.requests[0].output_tokens) == (374, 44)
+    assert w.requests[0].arrival == 0.0 and (w.requests[0].prompt_tokens, w.requests[0].output_tokens) == (
+        374,
+        44,
+    )
     assert 3000 < w.duration < 3700  # about one hour
 
 
@@ -40,8 +43,11 @@ def test_oracle_workload_is_step_clocked_and_stably_sorted(shared_data: Path) ->
         ("arrival_s,prompt_tokens,output_tokens\n0,10,5\n1,ten,5\n", 3, "not a whole number"),
         ("arrival_s,prompt_tokens,output_tokens\n5,10,5\n1,10,5\n", 3, "timestamps go backwards"),
         ("arrival_s,prompt_tokens,output_tokens\n0,10\n", 2, "expected 3 columns"),
-        ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_length": 5}\n', 2,
-         "missing field"),
+        (
+            '{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 1, "input_length": 5}\n',
+            2,
+            "missing field",
+        ),
         ('{"timestamp": 0, "input_length": 5, "output_length": 2}\nnot json\n', 2, "not valid JSON"),
     ],
 )
@@ -62,8 +68,13 @@ def test_skip_bad_rows_counts_what_it_skipped(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "what"),
-    [(b"", "empty trace"), (b"\x00\x01\x02binary", "binary data"), (b"arrival_s,prompt_tokens\n\xff\xfe,3\n", "UTF-8"),
-     (b"a,b,c\n1,2,3\n", "unknown CSV trace format"), (b'{"foo": 1}\n', "unknown JSONL trace format")],
+    [
+        (b"", "empty trace"),
+        (b"\x00\x01\x02binary", "binary data"),
+        (b"arrival_s,prompt_tokens\n\xff\xfe,3\n", "UTF-8"),
+        (b"a,b,c\n1,2,3\n", "unknown CSV trace format"),
+        (b'{"foo": 1}\n', "unknown JSONL trace format"),
+    ],
 )
 def test_unreadable_files_are_one_line_errors_with_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, what: str

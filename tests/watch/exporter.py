@@ -53,22 +53,26 @@ def render(state: ServerState) -> str:
     """The /metrics body for one moment."""
     out: list[str] = []
     created = f"{state.process_start + 5:.9e}"
-    out += ["# HELP python_gc_objects_collected_total Objects collected during gc",
-            "# TYPE python_gc_objects_collected_total counter",
-            'python_gc_objects_collected_total{generation="0"} 12345.0',
-            "# HELP process_resident_memory_bytes Resident memory size in bytes.",
-            "# TYPE process_resident_memory_bytes gauge",
-            f"process_resident_memory_bytes {state.rss_bytes:.1f}",
-            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
-            "# TYPE process_start_time_seconds gauge",
-            f"process_start_time_seconds {state.process_start:.2f}"]
+    out += [
+        "# HELP python_gc_objects_collected_total Objects collected during gc",
+        "# TYPE python_gc_objects_collected_total counter",
+        'python_gc_objects_collected_total{generation="0"} 12345.0',
+        "# HELP process_resident_memory_bytes Resident memory size in bytes.",
+        "# TYPE process_resident_memory_bytes gauge",
+        f"process_resident_memory_bytes {state.rss_bytes:.1f}",
+        "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.",
+        "# TYPE process_start_time_seconds gauge",
+        f"process_start_time_seconds {state.process_start:.2f}",
+    ]
 
     def gauge(name: str, help_text: str, value_of: Callable[[EngineState], float]) -> None:
         out.extend([f"# HELP {name} {help_text}", f"# TYPE {name} gauge"])
         for engine, e in state.engines.items():
-            out.append(f"{name}{_labels(engine=engine, model_name=state.model)} {value_of(e):.1f}"
-                       if name.startswith("vllm:num_") else
-                       f"{name}{_labels(engine=engine, model_name=state.model)} {value_of(e)!r}")
+            out.append(
+                f"{name}{_labels(engine=engine, model_name=state.model)} {value_of(e):.1f}"
+                if name.startswith("vllm:num_")
+                else f"{name}{_labels(engine=engine, model_name=state.model)} {value_of(e)!r}"
+            )
 
     def counter(name: str, help_text: str, value_of: Callable[[EngineState], float]) -> None:
         out.extend([f"# HELP {name}_total {help_text}", f"# TYPE {name}_total counter"])
@@ -81,40 +85,77 @@ def render(state: ServerState) -> str:
     if not state.only_old_names:
         gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lambda e: e.kv_usage)
     if state.old_names or state.only_old_names:
-        gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use "
-              "vllm:kv_cache_usage_perc instead.", lambda e: e.kv_usage)
-    counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", lambda e: e.preemptions)
+        gauge(
+            "vllm:gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use "
+            "vllm:kv_cache_usage_perc instead.",
+            lambda e: e.kv_usage,
+        )
+    counter(
+        "vllm:num_preemptions", "Cumulative number of preemption from the engine.", lambda e: e.preemptions
+    )
     counter("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda e: e.prompt_tokens)
     counter("vllm:generation_tokens", "Number of generation tokens processed.", lambda e: e.generation_tokens)
-    out += ["# HELP vllm:request_success_total Count of successfully processed requests.",
-            "# TYPE vllm:request_success_total counter"]
+    out += [
+        "# HELP vllm:request_success_total Count of successfully processed requests.",
+        "# TYPE vllm:request_success_total counter",
+    ]
     for engine, e in state.engines.items():
         for reason, value in (("stop", e.finished_stop), ("length", e.finished_length), ("abort", 0.0)):
-            out.append(f"vllm:request_success_total"
-                       f"{_labels(engine=engine, finished_reason=reason, model_name=state.model)} {value:.1f}")
-    out += ["# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
-            "# TYPE vllm:time_to_first_token_seconds histogram"]
+            out.append(
+                f"vllm:request_success_total"
+                f"{_labels(engine=engine, finished_reason=reason, model_name=state.model)} {value:.1f}"
+            )
+    out += [
+        "# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+    ]
     for engine, e in state.engines.items():
         count = e.finished_stop + e.finished_length
         for le in TTFT_BUCKETS:
             share = min(1.0, le / 0.5)
-            out.append(f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le=str(le), model_name=state.model)}"
-                       f" {count * share:.1f}")
-        out.append(f'vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le="+Inf", model_name=state.model)}'
-                   f" {count:.1f}")
-        out.append(f"vllm:time_to_first_token_seconds_count{_labels(engine=engine, model_name=state.model)} {count:.1f}")
-        out.append(f"vllm:time_to_first_token_seconds_sum{_labels(engine=engine, model_name=state.model)} "
-                   f"{count * 0.21:.3f}")
-    out += ["# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
-            "# TYPE vllm:cache_config_info gauge"]
+            out.append(
+                f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le=str(le), model_name=state.model)}"
+                f" {count * share:.1f}"
+            )
+        out.append(
+            f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le='+Inf', model_name=state.model)}"
+            f" {count:.1f}"
+        )
+        out.append(
+            f"vllm:time_to_first_token_seconds_count{_labels(engine=engine, model_name=state.model)} {count:.1f}"
+        )
+        out.append(
+            f"vllm:time_to_first_token_seconds_sum{_labels(engine=engine, model_name=state.model)} "
+            f"{count * 0.21:.3f}"
+        )
+    out += [
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+        "# TYPE vllm:cache_config_info gauge",
+    ]
     blocks = "None" if state.num_gpu_blocks is None else str(state.num_gpu_blocks)
     for engine in state.engines:
-        out.append("vllm:cache_config_info" + _labels(
-            block_size=str(state.block_size), cache_dtype="auto", calculate_kv_scales="False", cpu_offload_gb="0",
-            enable_prefix_caching="True", engine=engine, gpu_memory_utilization=str(state.gpu_memory_utilization),
-            is_attention_free="False", num_cpu_blocks="None", num_gpu_blocks=blocks,
-            num_gpu_blocks_override="None", prefix_caching_hash_algo="sha256", sliding_window="None",
-            swap_space="4", swap_space_bytes="4294967296") + " 1.0")
+        out.append(
+            "vllm:cache_config_info"
+            + _labels(
+                block_size=str(state.block_size),
+                cache_dtype="auto",
+                calculate_kv_scales="False",
+                cpu_offload_gb="0",
+                enable_prefix_caching="True",
+                engine=engine,
+                gpu_memory_utilization=str(state.gpu_memory_utilization),
+                is_attention_free="False",
+                num_cpu_blocks="None",
+                num_gpu_blocks=blocks,
+                num_gpu_blocks_override="None",
+                prefix_caching_hash_algo="sha256",
+                sliding_window="None",
+                swap_space="4",
+                swap_space_bytes="4294967296",
+            )
+            + " 1.0"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -168,8 +209,9 @@ class Exporter:
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -188,5 +230,9 @@ class Exporter:
 
 def steady(n: int, *, engines: int = 1, kv: float = 0.4, start: float = 1_750_000_000.0) -> ServerState:
     """Constant load: counters grow by the same amount each scrape."""
-    return ServerState(engines={str(i): EngineState(kv, 8, 0, 0.0, 5000.0 * n, 400.0 * n, 2.0 * n, 0.0)
-                                for i in range(engines)}, process_start=start)
+    return ServerState(
+        engines={
+            str(i): EngineState(kv, 8, 0, 0.0, 5000.0 * n, 400.0 * n, 2.0 * n, 0.0) for i in range(engines)
+        },
+        process_start=start,
+    )

@@ -19,8 +19,10 @@ READY_TIMEOUT_S = 30.0
 def need(binary: str) -> str:
     path = shutil.which(binary)
     if path is None:
-        pytest.skip(f"{binary} not installed (Debian package `prometheus`, listed in .ci/apt-packages.txt; "
-                    f".ci/run installs it)")
+        pytest.skip(
+            f"{binary} not installed (Debian package `prometheus`, listed in .ci/apt-packages.txt; "
+            f".ci/run installs it)"
+        )
     return path
 
 
@@ -34,20 +36,29 @@ def backfill(openmetrics: str, data_dir: Path, work: Path) -> None:
     """Write history into a TSDB directory before Prometheus starts (promtool tsdb create-blocks-from)."""
     source = work / "backfill.om"
     source.write_text(openmetrics)
-    subprocess.run([need("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [need("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 class Prometheus:
-    def __init__(self, work: Path, scrape_targets: list[str], rule_file: Path | None,
-                 interval: str = "1s") -> None:
+    def __init__(
+        self, work: Path, scrape_targets: list[str], rule_file: Path | None, interval: str = "1s"
+    ) -> None:
         self.work = work
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.data = work / "data"
         self.data.mkdir(exist_ok=True)
         config = {
-            "global": {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval},
+            "global": {
+                "scrape_interval": interval,
+                "evaluation_interval": interval,
+                "scrape_timeout": interval,
+            },
             "scrape_configs": [{"job_name": "vllm", "static_configs": [{"targets": scrape_targets}]}],
         }
         if rule_file is not None:
@@ -59,9 +70,17 @@ class Prometheus:
     def start(self) -> Prometheus:
         self.log = open(self.work / "prometheus.log", "wb")
         self.process = subprocess.Popen(
-            [need("prometheus"), f"--config.file={self.config}", f"--storage.tsdb.path={self.data}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=30d"],
-            stdout=self.log, stderr=subprocess.STDOUT, cwd=self.work)
+            [
+                need("prometheus"),
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={self.data}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=30d",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=self.work,
+        )
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -35,7 +35,7 @@ def test_a_port_nobody_listens_on_has_no_process() -> None:
 
 
 def test_the_tree_rss_counts_children_like_vllms_engine_core() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; b = b\"x\" * (64 << 20); time.sleep(30)"])
+    child = subprocess.Popen([sys.executable, "-c", 'import time; b = b"x" * (64 << 20); time.sleep(30)'])
     try:
         deadline = time.monotonic() + 10
         while (rss_bytes(child.pid) or 0) < 64 << 20 and time.monotonic() < deadline:

@@ -30,7 +30,9 @@ def test_when_both_names_are_served_the_value_is_counted_once() -> None:
 
 
 def test_each_data_parallel_engine_gets_its_own_series() -> None:
-    state = ServerState(engines={"0": EngineState(kv_usage=0.2, waiting=1), "1": EngineState(kv_usage=0.7, waiting=9)})
+    state = ServerState(
+        engines={"0": EngineState(kv_usage=0.2, waiting=1), "1": EngineState(kv_usage=0.7, waiting=9)}
+    )
     values = _values(state)
     assert (values[("0", "kv_cache_usage")], values[("1", "kv_cache_usage")]) == (0.2, 0.7)
     assert (values[("0", "requests_waiting")], values[("1", "requests_waiting")]) == (1, 9)

@@ -36,7 +36,9 @@ def test_types_help_and_histogram_samples_group_into_families() -> None:
     ttft = exposition.family("vllm:time_to_first_token_seconds")
     assert ttft is not None and ttft.type == "histogram"
     assert [s.name for s in ttft.samples] == ["vllm:time_to_first_token_seconds_bucket"] * 2 + [
-        "vllm:time_to_first_token_seconds_count", "vllm:time_to_first_token_seconds_sum"]
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:time_to_first_token_seconds_sum",
+    ]
     assert ttft.help == "Histogram of time\nto first token, in \\seconds."
     assert exposition.family("vllm:num_requests_waiting").samples[0].value == 3.0  # type: ignore[union-attr]
     assert not exposition.skipped and not exposition.truncated
@@ -77,7 +79,7 @@ def test_a_body_cut_mid_line_loses_only_that_line() -> None:
 
 
 def test_invalid_utf8_and_malformed_lines_are_skipped_and_named() -> None:
-    body = b"good 1\n\xff\xfe{garbage 2\nbad{label=unquoted} 3\nalso_good{a=\"1\"} 4\nno_value{a=\"1\"}\n"
+    body = b'good 1\n\xff\xfe{garbage 2\nbad{label=unquoted} 3\nalso_good{a="1"} 4\nno_value{a="1"}\n'
     exposition = parse(body)
     assert [s.name for s in exposition.samples()] == ["good", "also_good"]
     assert [(s.lineno, s.reason) for s in exposition.skipped][0] == (2, "not valid UTF-8")
@@ -106,8 +108,9 @@ def test_values_go_would_refuse_are_refused() -> None:
 
 
 def test_openmetrics_eof_and_exemplars_are_accepted() -> None:
-    body = ('# TYPE foo counter\nfoo_total 17.0 # {trace_id="abc"} 1.0 1520879607.789\nfoo_created 1.5e9\n'
-            "# EOF\n")
+    body = (
+        '# TYPE foo counter\nfoo_total 17.0 # {trace_id="abc"} 1.0 1520879607.789\nfoo_created 1.5e9\n# EOF\n'
+    )
     exposition = parse(body)
     assert not exposition.skipped
     assert [s.value for s in exposition.family("foo").samples] == [17.0, 1.5e9]  # type: ignore[union-attr]
@@ -116,11 +119,15 @@ def test_openmetrics_eof_and_exemplars_are_accepted() -> None:
 label_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
-@given(st.dictionaries(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True), label_text, max_size=4),
-       st.floats(allow_nan=False))
+@given(
+    st.dictionaries(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True), label_text, max_size=4),
+    st.floats(allow_nan=False),
+)
 def test_any_label_values_survive_escaping(labels: dict[str, str], value: float) -> None:
-    escaped = ",".join(f'{k}="' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-                       for k, v in labels.items())
+    escaped = ",".join(
+        f'{k}="' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        for k, v in labels.items()
+    )
     text = f"metric_x{{{escaped}}} {repr(value).replace('inf', 'Inf')}\n"
     [sample] = parse(text).samples()
     assert dict(sample.labels) == labels

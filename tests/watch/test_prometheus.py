@@ -25,15 +25,34 @@ from .prom_server import Prometheus, backfill, need
 
 FB_TOTAL_MIB = 81_559  # an H100 80GB as dcgm-exporter reports it (used + free)
 LEAK_MIB_PER_STEP, STEP_S = 10.0, 15.0
-RULE_ARGS = ["--for", "0s", "--preemption-window", "15s", "--imbalance-window", "15s", "--queue-window", "15s"]
+RULE_ARGS = [
+    "--for",
+    "0s",
+    "--preemption-window",
+    "15s",
+    "--imbalance-window",
+    "15s",
+    "--queue-window",
+    "15s",
+]
 
 
 def scenario(n: int) -> ServerState:
-    return ServerState(engines={
-        "0": EngineState(kv_usage=0.45, running=10, waiting=0, prompt_tokens=900.0 * n, generation_tokens=80.0 * n),
-        "1": EngineState(kv_usage=0.75, running=30, waiting=5 + n, preemptions=5.0 * n,
-                         prompt_tokens=2700.0 * n, generation_tokens=240.0 * n),
-    })
+    return ServerState(
+        engines={
+            "0": EngineState(
+                kv_usage=0.45, running=10, waiting=0, prompt_tokens=900.0 * n, generation_tokens=80.0 * n
+            ),
+            "1": EngineState(
+                kv_usage=0.75,
+                running=30,
+                waiting=5 + n,
+                preemptions=5.0 * n,
+                prompt_tokens=2700.0 * n,
+                generation_tokens=240.0 * n,
+            ),
+        }
+    )
 
 
 def dcgm_history(end: float) -> tuple[str, float]:
@@ -53,7 +72,9 @@ def dcgm_history(end: float) -> tuple[str, float]:
     lines.append("# TYPE DCGM_FI_DEV_FB_FREE gauge")
     for gpu in ("0", "1"):
         for i, value in enumerate(used[gpu]):
-            lines.append(f"DCGM_FI_DEV_FB_FREE{labels(gpu)} {FB_TOTAL_MIB - value:.0f} {end - (points - i) * STEP_S:.0f}")
+            lines.append(
+                f"DCGM_FI_DEV_FB_FREE{labels(gpu)} {FB_TOTAL_MIB - value:.0f} {end - (points - i) * STEP_S:.0f}"
+            )
     lines.append("# EOF")
     true_used_now = 70_000 + LEAK_MIB_PER_STEP * points
     return "\n".join(lines) + "\n", (FB_TOTAL_MIB - true_used_now) / (LEAK_MIB_PER_STEP / STEP_S)
@@ -62,8 +83,13 @@ def dcgm_history(end: float) -> tuple[str, float]:
 @pytest.fixture(scope="module")
 def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rules") / "oomguard-rules.yml"
-    result = subprocess.run([sys.executable, "-m", "oomguard", "rules", "-o", str(path), *RULE_ARGS],
-                            check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "oomguard", "rules", "-o", str(path), *RULE_ARGS],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     return path
 
@@ -87,12 +113,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory, rules_file: Path) -> Iterato
 
 def test_generated_rules_pass_promtool_check(rules_file: Path, tmp_path: Path) -> None:
     custom = tmp_path / "custom.yml"
-    custom.write_text(rules_yaml(Thresholds(horizon_s=3 * 3600, kv_high=0.9, imbalance=0.2),
-                                 RuleOptions(selector='job="vllm",namespace=~"prod-.*"', gpu_selector='Hostname!=""')))
+    custom.write_text(
+        rules_yaml(
+            Thresholds(horizon_s=3 * 3600, kv_high=0.9, imbalance=0.2),
+            RuleOptions(selector='job="vllm",namespace=~"prod-.*"', gpu_selector='Hostname!=""'),
+        )
+    )
     for path in (rules_file, custom):
-        result = subprocess.run([need("promtool"), "check", "rules", str(path)], check=False, capture_output=True, text=True,
-                                timeout=60)
-        assert result.returncode == 0 and "SUCCESS: 20 rules found" in result.stdout, result.stdout + result.stderr
+        result = subprocess.run(
+            [need("promtool"), "check", "rules", str(path)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0 and "SUCCESS: 20 rules found" in result.stdout, (
+            result.stdout + result.stderr
+        )
 
 
 def _all_rules(data: dict) -> list[dict]:
@@ -101,9 +138,16 @@ def _all_rules(data: dict) -> list[dict]:
 
 def test_prometheus_loads_the_rules_and_every_one_evaluates_cleanly(stack: tuple[Prometheus, float]) -> None:
     prometheus, _ = stack
-    data = prometheus.wait_for("/api/v1/rules", lambda d: len(_all_rules(d)) == 20 and all(
-        r.get("lastEvaluation", "").startswith("2") and not r["lastEvaluation"].startswith("0001")
-        for r in _all_rules(d)))
+    data = prometheus.wait_for(
+        "/api/v1/rules",
+        lambda d: (
+            len(_all_rules(d)) == 20
+            and all(
+                r.get("lastEvaluation", "").startswith("2") and not r["lastEvaluation"].startswith("0001")
+                for r in _all_rules(d)
+            )
+        ),
+    )
     rules = _all_rules(data)
     assert len(rules) == 20
     assert [(r["name"], r.get("lastError", "")) for r in rules if r["health"] != "ok"] == []
@@ -144,9 +188,25 @@ def test_watch_on_prometheus_runs_the_same_detectors(stack: tuple[Prometheus, fl
     prometheus.wait_for("/api/v1/query?query=vllm:num_preemptions_total", lambda d: len(d["result"]) == 2)
     time.sleep(4)  # a few scrapes of the live exporter so the 15 s windows hold several points
     result = subprocess.run(
-        [sys.executable, "-m", "oomguard", "watch", "--prometheus", prometheus.url, "--once", "--json",
-         "--preemption-window", "15s", "--imbalance-window", "15s"],
-        check=False, capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "oomguard",
+            "watch",
+            "--prometheus",
+            prometheus.url,
+            "--once",
+            "--json",
+            "--preemption-window",
+            "15s",
+            "--imbalance-window",
+            "15s",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stderr
     alerts = [json.loads(line) for line in result.stdout.splitlines()]
     by_detector = {a["detector"]: a for a in alerts}
@@ -160,17 +220,48 @@ def test_watch_on_prometheus_runs_the_same_detectors(stack: tuple[Prometheus, fl
 def test_an_unreachable_prometheus_is_one_line_and_exit_2() -> None:
     from .prom_server import free_port
 
-    result = subprocess.run([sys.executable, "-m", "oomguard", "watch", "--prometheus",
-                             f"http://127.0.0.1:{free_port()}", "--once"], check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oomguard",
+            "watch",
+            "--prometheus",
+            f"http://127.0.0.1:{free_port()}",
+            "--once",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "connection refused" in result.stderr
+    assert (
+        result.stderr.strip().splitlines() == [result.stderr.strip()]
+        and "connection refused" in result.stderr
+    )
 
 
 def test_a_continuous_watch_on_an_unreachable_prometheus_logs_and_retries() -> None:
     from .prom_server import free_port
 
-    result = subprocess.run([sys.executable, "-m", "oomguard", "watch", "--prometheus",
-                             f"http://127.0.0.1:{free_port()}", "--count", "2", "--interval", "0.1s"],
-                            check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oomguard",
+            "watch",
+            "--prometheus",
+            f"http://127.0.0.1:{free_port()}",
+            "--count",
+            "2",
+            "--interval",
+            "0.1s",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0 and "Traceback" not in result.stderr
     assert result.stderr.count("retrying in") == 2

@@ -11,8 +11,13 @@ import yaml
 
 
 def _rules(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", "rules", *args], check=False, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard", "rules", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def _by_name(text: str) -> dict[str, dict]:
@@ -21,15 +26,26 @@ def _by_name(text: str) -> dict[str, dict]:
 
 
 def test_thresholds_and_selector_appear_in_the_expressions() -> None:
-    result = _rules("--selector", 'job="vllm"', "--imbalance", "0.2", "--horizon", "3h", "--kv-high", "0.9",
-                    "--for", "10m")
+    result = _rules(
+        "--selector",
+        'job="vllm"',
+        "--imbalance",
+        "0.2",
+        "--horizon",
+        "3h",
+        "--kv-high",
+        "0.9",
+        "--for",
+        "10m",
+    )
     assert result.returncode == 0, result.stderr
     rules = _by_name(result.stdout)
     assert rules["OomguardDpImbalance"]["expr"].startswith("oomguard:vllm_dp_imbalance:ratio > 0.2 ")
     assert "< 10800" in rules["OomguardGpuMemoryLeak"]["expr"]
     assert ">= 0.9" in rules["OomguardKvCacheFull"]["expr"]
     assert rules["oomguard:vllm_kv_cache_usage:ratio"]["expr"] == (
-        'vllm:kv_cache_usage_perc{job="vllm"} or vllm:gpu_cache_usage_perc{job="vllm"}')
+        'vllm:kv_cache_usage_perc{job="vllm"} or vllm:gpu_cache_usage_perc{job="vllm"}'
+    )
     assert rules["OomguardPreemptions"]["for"] == "10m"
 
 
@@ -51,7 +67,11 @@ def test_output_file_and_grafana_dashboard_are_written(tmp_path: Path) -> None:
 
 
 def test_bad_values_and_unwritable_files_are_one_line_exit_2(tmp_path: Path) -> None:
-    for args in (["--imbalance", "lots"], ["--horizon", "soon"], ["-o", str(tmp_path / "no" / "such" / "dir.yml")],
-                 ["--selector", 'job="vllm']):
+    for args in (
+        ["--imbalance", "lots"],
+        ["--horizon", "soon"],
+        ["-o", str(tmp_path / "no" / "such" / "dir.yml")],
+        ["--selector", 'job="vllm'],
+    ):
         result = _rules(*args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)

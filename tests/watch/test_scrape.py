@@ -23,7 +23,10 @@ def test_a_vllm_endpoint_yields_samples_and_models() -> None:
         outcome = scrape_once(exporter.url, 2.0, now=123.0)
     assert outcome.ok and outcome.error == "" and outcome.ts == 123.0
     assert {s.engine for s in outcome.samples if s.metric == "kv_cache_usage"} == {"0", "1"}
-    assert outcome.models == {"0": "meta-llama/Llama-3.1-8B-Instruct", "1": "meta-llama/Llama-3.1-8B-Instruct"}
+    assert outcome.models == {
+        "0": "meta-llama/Llama-3.1-8B-Instruct",
+        "1": "meta-llama/Llama-3.1-8B-Instruct",
+    }
 
 
 def test_an_html_error_page_is_a_failed_scrape_with_its_reason() -> None:

@@ -101,8 +101,13 @@ FULL_DISK_SCRIPT = textwrap.dedent("""
 
 def test_a_full_disk_loses_no_sample(tmp_path: Path) -> None:
     """A real write failure (RLIMIT_FSIZE: the kernel refuses to grow the files), then space comes back."""
-    result = subprocess.run([sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path / "w.sqlite")],
-                            check=False, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path / "w.sqlite")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     written, pending, error = lines["FULL"].split(" ", 2)
@@ -113,8 +118,10 @@ def test_a_full_disk_loses_no_sample(tmp_path: Path) -> None:
 
 
 def test_gaps_are_runs_of_failed_scrapes_closed_by_the_next_good_one() -> None:
-    records = [ScrapeRecord("u", t, ok, 0.01, "" if ok else "connection refused")
-               for t, ok in [(0, True), (5, False), (6, False), (8, False), (12, True), (17, False)]]
+    records = [
+        ScrapeRecord("u", t, ok, 0.01, "" if ok else "connection refused")
+        for t, ok in [(0, True), (5, False), (6, False), (8, False), (12, True), (17, False)]
+    ]
     gaps = find_gaps(records)
     assert [(g.start, g.end, g.failures) for g in gaps] == [(5, 12, 3), (17, None, 1)]
     assert gaps[0].first_error == "connection refused"

@@ -22,7 +22,9 @@ from .exporter import EngineState, Exporter, ServerState, steady
 T0 = 1_750_000_000.0
 
 
-def test_an_endpoint_stopped_and_restarted_mid_run_leaves_a_gap_a_restart_and_every_sample(tmp_path: Path) -> None:
+def test_an_endpoint_stopped_and_restarted_mid_run_leaves_a_gap_a_restart_and_every_sample(
+    tmp_path: Path,
+) -> None:
     epoch = {"start": T0 - 1000.0, "offset": 0}
 
     def scenario(n: int) -> ServerState:
@@ -49,7 +51,9 @@ def test_an_endpoint_stopped_and_restarted_mid_run_leaves_a_gap_a_restart_and_ev
     assert rows == expected
     [gap] = store.gaps(exporter.url)
     assert gap.start == T0 + 100.0 and gap.first_error == "connection refused"
-    assert gap.end is not None and T0 + 175.0 <= gap.end <= T0 + 200.0  # back within one backoff of the restart
+    assert (
+        gap.end is not None and T0 + 175.0 <= gap.end <= T0 + 200.0
+    )  # back within one backoff of the restart
     assert [a.detector for a in result.alerts if a.subject == exporter.url] == ["restarts"]
 
 
@@ -99,8 +103,13 @@ def test_a_replayed_leak_is_detected_within_20_percent_of_the_truth(tmp_path: Pa
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oomguard", *args], check=False, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) -> None:
@@ -108,7 +117,9 @@ def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) ->
     with Exporter(lambda n: full) as exporter:
         # three quick runs build a short history in the database; --once judges it
         for _ in range(3):
-            result = _cli("watch", exporter.url, "--once", "--json", "--db", str(tmp_path / "w.sqlite"), "--no-host")
+            result = _cli(
+                "watch", exporter.url, "--once", "--json", "--db", str(tmp_path / "w.sqlite"), "--no-host"
+            )
     assert result.returncode == 1, result.stderr
     alerts = [json.loads(line) for line in result.stdout.splitlines()]
     kv = next(a for a in alerts if a["detector"] == "kv_saturation")
@@ -127,16 +138,34 @@ def test_a_bounded_run_against_a_dead_endpoint_logs_and_does_not_crash(tmp_path:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = _cli("watch", f"127.0.0.1:{port}", "--count", "3", "--interval", "0.2s", "--db",
-                  str(tmp_path / "w.sqlite"), "--json")
+    result = _cli(
+        "watch",
+        f"127.0.0.1:{port}",
+        "--count",
+        "3",
+        "--interval",
+        "0.2s",
+        "--db",
+        str(tmp_path / "w.sqlite"),
+        "--json",
+    )
     assert result.returncode == 0
     assert "connection refused" in result.stderr and "Traceback" not in result.stderr
-    assert sqlite3.connect(tmp_path / "w.sqlite").execute("SELECT count(*) FROM scrapes WHERE ok=0").fetchone()[0] >= 1
+    assert (
+        sqlite3.connect(tmp_path / "w.sqlite")
+        .execute("SELECT count(*) FROM scrapes WHERE ok=0")
+        .fetchone()[0]
+        >= 1
+    )
 
 
 def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
-    for args in (["watch"], ["watch", "ftp://x"], ["watch", "localhost:1", "--interval", "soon"],
-                 ["watch", "localhost:1", "--db", str(tmp_path)]):
+    for args in (
+        ["watch"],
+        ["watch", "ftp://x"],
+        ["watch", "localhost:1", "--interval", "soon"],
+        ["watch", "localhost:1", "--db", str(tmp_path)],
+    ):
         result = _cli(*args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 
@@ -157,13 +186,33 @@ def test_on_a_terminal_the_live_view_redraws_one_line_per_engine(tmp_path: Path)
     import os
     import pty
 
-    state = ServerState(engines={"0": EngineState(kv_usage=0.31, running=7, waiting=0),
-                                 "1": EngineState(kv_usage=0.97, running=40, waiting=9)})
+    state = ServerState(
+        engines={
+            "0": EngineState(kv_usage=0.31, running=7, waiting=0),
+            "1": EngineState(kv_usage=0.97, running=40, waiting=9),
+        }
+    )
     with Exporter(lambda n: state) as exporter:
         leader, follower = pty.openpty()  # a real terminal: stdout.isatty() is true in the child
-        child = subprocess.Popen([sys.executable, "-m", "oomguard", "watch", exporter.url, "--count", "2",
-                                  "--interval", "0.3s", "--db", str(tmp_path / "w.sqlite"), "--no-host"],
-                                 stdout=follower, stderr=subprocess.PIPE, close_fds=True)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "oomguard",
+                "watch",
+                exporter.url,
+                "--count",
+                "2",
+                "--interval",
+                "0.3s",
+                "--db",
+                str(tmp_path / "w.sqlite"),
+                "--no-host",
+            ],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+        )
         os.close(follower)
         chunks = []
         while True:
@@ -196,8 +245,19 @@ def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path:
     for blocks, expect in ((planned, False), (int(planned * 0.7), True)):
         state = ServerState(num_gpu_blocks=blocks)
         with Exporter(lambda n: state) as exporter:
-            result = _cli("watch", exporter.url, "--once", "--json", "--no-host", "--plan", PLAN, "--gpu", "H100",
-                          "--db", str(tmp_path / f"{blocks}.sqlite"))
+            result = _cli(
+                "watch",
+                exporter.url,
+                "--once",
+                "--json",
+                "--no-host",
+                "--plan",
+                PLAN,
+                "--gpu",
+                "H100",
+                "--db",
+                str(tmp_path / f"{blocks}.sqlite"),
+            )
         alerts = [json.loads(line) for line in result.stdout.splitlines()]
         shortfall = [a for a in alerts if a["detector"] == "kv_pool_shortfall"]
         assert bool(shortfall) is expect, result.stdout + result.stderr

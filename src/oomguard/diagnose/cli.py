@@ -17,17 +17,28 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str]) -> int:
-    parser = _Parser(prog="oomguard diagnose", description="Root cause and fix of a vLLM/SGLang OOM from its "
-                     "evidence: logs, tracebacks, nvidia-smi, dmesg, kubectl, cgroup files, free, /metrics scrapes, "
-                     "torch memory snapshots; files, directories, tar/zip archives or '-' for stdin.")
+    parser = _Parser(
+        prog="oomguard diagnose",
+        description="Root cause and fix of a vLLM/SGLang OOM from its "
+        "evidence: logs, tracebacks, nvidia-smi, dmesg, kubectl, cgroup files, free, /metrics scrapes, "
+        "torch memory snapshots; files, directories, tar/zip archives or '-' for stdin.",
+    )
     parser.add_argument("evidence", nargs="+", help="files, directories, archives, or - for stdin")
     fmt = parser.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="one JSON object (causes ordered by likelihood, setup)")
+    fmt.add_argument(
+        "--json", action="store_true", help="one JSON object (causes ordered by likelihood, setup)"
+    )
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into an issue")
     args = parser.parse_args(argv)
     evidence = read_evidence(args.evidence, stdin=sys.stdin.buffer if "-" in args.evidence else None)
     require_evidence(evidence)
     result = diagnose(evidence)
-    text = render_json(result) if args.json else render_markdown(result) if args.markdown else render_text(result)
+    text = (
+        render_json(result)
+        if args.json
+        else render_markdown(result)
+        if args.markdown
+        else render_text(result)
+    )
     sys.stdout.write(text + "\n")
     return 0

@@ -19,13 +19,29 @@ KIND_EMPTY = "empty"
 KIND_TEXT = "text"
 
 # cgroup v2 and v1 memory controller files whose content is a number or "key value" lines.
-CGROUP_FILES = frozenset({
-    "memory.events", "memory.events.local", "memory.max", "memory.high", "memory.current", "memory.peak",
-    "memory.swap.current", "memory.swap.max", "memory.stat", "memory.limit_in_bytes", "memory.usage_in_bytes",
-    "memory.max_usage_in_bytes", "memory.failcnt", "memory.oom_control", "memory.memsw.limit_in_bytes",
-})
+CGROUP_FILES = frozenset(
+    {
+        "memory.events",
+        "memory.events.local",
+        "memory.max",
+        "memory.high",
+        "memory.current",
+        "memory.peak",
+        "memory.swap.current",
+        "memory.swap.max",
+        "memory.stat",
+        "memory.limit_in_bytes",
+        "memory.usage_in_bytes",
+        "memory.max_usage_in_bytes",
+        "memory.failcnt",
+        "memory.oom_control",
+        "memory.memsw.limit_in_bytes",
+    }
+)
 
-_PROM_SAMPLE = re.compile(rb"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}\n]*\})?\s+[-+0-9.eEaNIinf]+(\s+-?\d+)?\s*$", re.MULTILINE)
+_PROM_SAMPLE = re.compile(
+    rb"^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}\n]*\})?\s+[-+0-9.eEaNIinf]+(\s+-?\d+)?\s*$", re.MULTILINE
+)
 
 
 def base_name(name: str) -> str:
@@ -60,8 +76,10 @@ def detect(name: str, head: bytes) -> str:
     if base in CGROUP_FILES:
         return KIND_CGROUP
     text_head = head[:65536]
-    if text_head.startswith((b"# HELP ", b"# TYPE ")) or base in ("metrics", "metrics.txt", "metrics.prom") or (
-        len(_PROM_SAMPLE.findall(text_head)) >= 3 and (b"# TYPE " in text_head or b"vllm:" in text_head)
+    if (
+        text_head.startswith((b"# HELP ", b"# TYPE "))
+        or base in ("metrics", "metrics.txt", "metrics.prom")
+        or (len(_PROM_SAMPLE.findall(text_head)) >= 3 and (b"# TYPE " in text_head or b"vllm:" in text_head))
     ):
         return KIND_METRICS
     return KIND_TEXT

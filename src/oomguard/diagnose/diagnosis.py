@@ -21,10 +21,20 @@ from oomguard.diagnose.setup import EngineSetup, recover_setup
 from oomguard.diagnose.step_shape import StepAnalysis, analyse
 
 # The engine's own GPU-memory errors (no OOM message, but GPU memory all the same).
-GPU_MEMORY_ERRORS = ("free-memory-below-utilization", "no-kv-cache-memory", "negative-kv-memory",
-                     "max-model-len-exceeds-kv", "cannot-auto-fit", "load-model-failed", "sampler-warmup-oom",
-                     "pooler-warmup-oom", "sglang-negative-token-budget", "sglang-not-enough-memory",
-                     "hsa-out-of-resources", "cudagraph-estimate-hint")
+GPU_MEMORY_ERRORS = (
+    "free-memory-below-utilization",
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "max-model-len-exceeds-kv",
+    "cannot-auto-fit",
+    "load-model-failed",
+    "sampler-warmup-oom",
+    "pooler-warmup-oom",
+    "sglang-negative-token-budget",
+    "sglang-not-enough-memory",
+    "hsa-out-of-resources",
+    "cudagraph-estimate-hint",
+)
 # How many causes the report lists.
 TOP = 5
 # Evidence lines shown per cause.
@@ -96,7 +106,9 @@ def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
     steps = evidence.of(ScheduledStep)
     if not steps:
         return None
-    return analyse(steps, evidence.of(OomMessage), activation_model(setup), setup.flag_int("max_num_batched_tokens"))
+    return analyse(
+        steps, evidence.of(OomMessage), activation_model(setup), setup.flag_int("max_num_batched_tokens")
+    )
 
 
 def diagnose(evidence: Evidence) -> Diagnosis:
@@ -110,14 +122,30 @@ def diagnose(evidence: Evidence) -> Diagnosis:
         if tally.score(cls) <= 0 and causes:
             continue
         advice = advise(cls, evidence, setup, step)
-        causes.append(Cause(cls, round(conf[cls], 3), advice.explanation, _lines(tally, cls, True),
-                            _lines(tally, cls, False), advice.fixes, advice.not_helpful, advice.verify,
-                            advice.next_evidence, advice.notes))
+        causes.append(
+            Cause(
+                cls,
+                round(conf[cls], 3),
+                advice.explanation,
+                _lines(tally, cls, True),
+                _lines(tally, cls, False),
+                advice.fixes,
+                advice.not_helpful,
+                advice.verify,
+                advice.next_evidence,
+                advice.notes,
+            )
+        )
     ledger = plan_setup(setup)
     return Diagnosis(
-        causes=tuple(causes), setup=setup, phase=sit.phase, phase_why=sit.phase_why,
-        questions=_questions(evidence, sit), separate_by=tuple(c.next_evidence for c in causes[:3]),
-        memory=_memory(evidence, ledger, step), ledger=ledger,
+        causes=tuple(causes),
+        setup=setup,
+        phase=sit.phase,
+        phase_why=sit.phase_why,
+        questions=_questions(evidence, sit),
+        separate_by=tuple(c.next_evidence for c in causes[:3]),
+        memory=_memory(evidence, ledger, step),
+        ledger=ledger,
         read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
         skipped=tuple(evidence.skipped),
     )
@@ -125,32 +153,53 @@ def diagnose(evidence: Evidence) -> Diagnosis:
 
 def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
     """The triage guide's four questions, answered from the evidence where it can."""
-    phase = {"runtime": "runtime (the server was serving)", "unknown": "unknown: collect the first traceback and "
-             "the last 50 log lines"}.get(sit.phase, sit.phase.replace("-", " ") + f" ({sit.phase_why})")
+    phase = {
+        "runtime": "runtime (the server was serving)",
+        "unknown": "unknown: collect the first traceback and the last 50 log lines",
+    }.get(sit.phase, sit.phase.replace("-", " ") + f" ({sit.phase_why})")
     crash = sit.kv_at_crash
-    kv = (f"{crash.kv_usage:.0%} at {crash.where}" if crash and crash.kv_usage is not None else
-          "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure")
+    kv = (
+        f"{crash.kv_usage:.0%} at {crash.where}"
+        if crash and crash.kv_usage is not None
+        else "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure"
+    )
     host = ev.has(*HOST_SIGNALS)
     gpu = bool(ev.of(OomMessage)) or ev.has(*GPU_MEMORY_ERRORS)
-    node = ("node/container memory (exit 137, OOMKilled, kernel OOM or ENOMEM)" if host and not gpu else
-            "both a GPU OOM and a host kill are in the evidence" if host and gpu else
-            "GPU memory (a CUDA/HIP OOM or the engine's own memory check; no SIGKILL)" if gpu else
-            "unknown: kubectl describe pod (Last State) and dmesg -T | grep -i oom")
-    return (("1. When did it fail: startup, load test or peak?", phase),
-            ("2. KV cache usage at the failure?", kv),
-            ("3. All requests or only long ones?", ("not in the evidence: compare prompt+output lengths of the failing "
-             "requests with max_model_len")),
-            ("4. GPU OOM or node memory?", node))
+    node = (
+        "node/container memory (exit 137, OOMKilled, kernel OOM or ENOMEM)"
+        if host and not gpu
+        else "both a GPU OOM and a host kill are in the evidence"
+        if host and gpu
+        else "GPU memory (a CUDA/HIP OOM or the engine's own memory check; no SIGKILL)"
+        if gpu
+        else "unknown: kubectl describe pod (Last State) and dmesg -T | grep -i oom"
+    )
+    return (
+        ("1. When did it fail: startup, load test or peak?", phase),
+        ("2. KV cache usage at the failure?", kv),
+        (
+            "3. All requests or only long ones?",
+            ("not in the evidence: compare prompt+output lengths of the failing requests with max_model_len"),
+        ),
+        ("4. GPU OOM or node memory?", node),
+    )
 
 
 def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> tuple[tuple[str, str], ...]:
     """Where the memory went, from the engine's own startup lines, then the planner's ledger, then the OOM
     and the failing step's activation."""
     out: list[tuple[str, str]] = []
-    labels = {"gpu_total_bytes": "GPU total", "budget_bytes": "budget (total x utilization)",
-              "weights_bytes": "weights", "activation_bytes": "activation peak", "non_torch_bytes": "non-torch",
-              "cuda_graph_estimate_bytes": "CUDA graphs (estimate)", "cuda_graph_actual_bytes": "CUDA graphs",
-              "kv_available_bytes": "KV cache", "sglang_weights_bytes": "memory used after weight load (SGLang)"}
+    labels = {
+        "gpu_total_bytes": "GPU total",
+        "budget_bytes": "budget (total x utilization)",
+        "weights_bytes": "weights",
+        "activation_bytes": "activation peak",
+        "non_torch_bytes": "non-torch",
+        "cuda_graph_estimate_bytes": "CUDA graphs (estimate)",
+        "cuda_graph_actual_bytes": "CUDA graphs",
+        "kv_available_bytes": "KV cache",
+        "sglang_weights_bytes": "memory used after weight load (SGLang)",
+    }
     seen: dict[str, StartupNumber] = {}
     for n in ev.of(StartupNumber):
         if n.quantity in labels:
@@ -160,7 +209,11 @@ def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> t
             out.append((label, f"{seen[q].value / (1 << 30):.2f} GiB (logged, {seen[q].where})"))
     if ledger is not None:
         error = ledger.errors[0] if ledger.errors else ""
-        verdict = "fits" if ledger.fits else "does not fit: " + (error if len(error) <= 200 else error[:197] + "...")
+        verdict = (
+            "fits"
+            if ledger.fits
+            else "does not fit: " + (error if len(error) <= 200 else error[:197] + "...")
+        )
         for label, gib, source in ledger.lines():
             if not any(o[0].startswith(label) for o in out):
                 out.append((label, f"{gib:.2f} GiB ({source}, planner's ledger for rank 0)"))
@@ -171,15 +224,21 @@ def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> t
         if o.allocated is not None:
             out.append(("allocated by PyTorch at the OOM", f"{o.allocated / (1 << 30):.2f} GiB ({o.where})"))
         if o.reserved_unallocated is not None:
-            out.append(("reserved but unallocated", f"{o.reserved_unallocated / (1 << 30):.2f} GiB ({o.where})"))
+            out.append(
+                ("reserved but unallocated", f"{o.reserved_unallocated / (1 << 30):.2f} GiB ({o.where})")
+            )
         others = sum(u for _, u in o.processes) if o.this_process is not None else 0
         if others:
             out.append(("other processes", f"{others / (1 << 30):.2f} GiB ({o.where})"))
     if step is not None:
         layout = step.layout or "padded, if this layer pads"
         peak = step.packed if step.layout == "packed" else step.padded
-        out.append((f"failing step's activation ({layout})", (f"{peak.peak_bytes / (1 << 30):.2f} GiB "
-                    f"({step.shape.describe()}; {step.step.where})")))
+        out.append(
+            (
+                f"failing step's activation ({layout})",
+                (f"{peak.peak_bytes / (1 << 30):.2f} GiB ({step.shape.describe()}; {step.step.where})"),
+            )
+        )
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     if limits:
         out.append(("container memory limit", f"{limits[0].value / (1 << 30):.2f} GiB ({limits[0].where})"))

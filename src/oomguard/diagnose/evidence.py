@@ -93,60 +93,90 @@ class Signal(Fact):
 
 
 # The closed set of signal names parsers may emit (rules key on these, never on raw wording).
-SIGNALS = frozenset({
-    # vLLM startup
-    "free-memory-below-utilization",  # request_memory: free < gmu x total at start
-    "no-kv-cache-memory",             # "No available memory for the cache blocks"
-    "negative-kv-memory",             # "Available KV cache memory: -2.69 GiB"
-    "max-model-len-exceeds-kv",       # "max seq len ... larger than ..." (both texts)
-    "cannot-auto-fit",                # --max-model-len auto found nothing
-    "load-model-failed",              # "Failed to load model - not enough GPU memory"
-    "sampler-warmup-oom",             # "CUDA out of memory occurred when warming up sampler"
-    "pooler-warmup-oom",
-    "profiling-memory-released",      # "Error in memory profiling ... other processes ... release"
-    "cudagraph-estimate-hint",        # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-    "engine-dead",
-    "engine-init-failed",             # "Engine core initialization failed" / "EngineCore failed to start"
-    "kv-preempted",                   # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
-    # kernels / indexing
-    "int32-index-math",               # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
-    "illegal-memory-access",
-    "hsa-out-of-resources",
-    # EP / communication
-    "deepep-error",
-    "nvshmem-alloc",
-    "nccl-error",
-    # SGLang
-    "sglang-negative-token-budget",   # "profiled value -N" / negative max_total_num_tokens
-    "sglang-not-enough-memory",       # "Not enough memory. Please try to increase --mem-fraction-static."
-    "sglang-unbalanced-memory",       # "The memory capacity is unbalanced"
-    "sglang-retract",                 # KV pool full, requests retracted
-    "sglang-kv-alloc-failed",         # "Prefill/Decode out of memory. Try to lower your batch size."
-    # host
-    "host-killed",                    # a bare "Killed" line from the shell / kernel SIGKILL
-    "exit-137",
-    "oom-killed",                     # Kubernetes OOMKilled
-    "kernel-oom-kill",                # dmesg "Out of memory: Killed process" / "oom-kill:"
-    "host-enomem",                    # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
-    "unified-memory-exhausted",       # NVRM NV_ERR_NO_MEMORY on UMA parts
-    "cgroup-oom-kill",                # memory.events oom_kill > 0
-    "cgroup-at-limit",                # memory.current within a few % of memory.max
-    "host-memory-low",                # free -m: available tiny
-    "ray-memory-kill",                # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
-    # milestones (phase markers)
-    "milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-kv-sized",
-    "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving", "milestone-mm-profile",
-    # prose (narrative text around the logs: issue bodies, notes)
-    "prose-leak", "prose-growth", "prose-fragmentation", "prose-host-memory", "prose-activation",
-    "prose-spec-decode", "prose-lora", "prose-ep-buffer", "prose-dp-blocks-differ", "prose-cudagraph",
-    "prose-library-regression", "prose-logprobs", "prose-kv-full", "prose-other-process",
-    "prose-not-cudagraph", "prose-multimodal",
-})
+SIGNALS = frozenset(
+    {
+        # vLLM startup
+        "free-memory-below-utilization",  # request_memory: free < gmu x total at start
+        "no-kv-cache-memory",  # "No available memory for the cache blocks"
+        "negative-kv-memory",  # "Available KV cache memory: -2.69 GiB"
+        "max-model-len-exceeds-kv",  # "max seq len ... larger than ..." (both texts)
+        "cannot-auto-fit",  # --max-model-len auto found nothing
+        "load-model-failed",  # "Failed to load model - not enough GPU memory"
+        "sampler-warmup-oom",  # "CUDA out of memory occurred when warming up sampler"
+        "pooler-warmup-oom",
+        "profiling-memory-released",  # "Error in memory profiling ... other processes ... release"
+        "cudagraph-estimate-hint",  # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+        "engine-dead",
+        "engine-init-failed",  # "Engine core initialization failed" / "EngineCore failed to start"
+        "kv-preempted",  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
+        # kernels / indexing
+        "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
+        "illegal-memory-access",
+        "hsa-out-of-resources",
+        # EP / communication
+        "deepep-error",
+        "nvshmem-alloc",
+        "nccl-error",
+        # SGLang
+        "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
+        "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
+        "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "sglang-retract",  # KV pool full, requests retracted
+        "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
+        # host
+        "host-killed",  # a bare "Killed" line from the shell / kernel SIGKILL
+        "exit-137",
+        "oom-killed",  # Kubernetes OOMKilled
+        "kernel-oom-kill",  # dmesg "Out of memory: Killed process" / "oom-kill:"
+        "host-enomem",  # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
+        "unified-memory-exhausted",  # NVRM NV_ERR_NO_MEMORY on UMA parts
+        "cgroup-oom-kill",  # memory.events oom_kill > 0
+        "cgroup-at-limit",  # memory.current within a few % of memory.max
+        "host-memory-low",  # free -m: available tiny
+        "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
+        # milestones (phase markers)
+        "milestone-weights-loading",
+        "milestone-weights-loaded",
+        "milestone-profile",
+        "milestone-kv-sized",
+        "milestone-cudagraph-start",
+        "milestone-cudagraph-done",
+        "milestone-serving",
+        "milestone-mm-profile",
+        # prose (narrative text around the logs: issue bodies, notes)
+        "prose-leak",
+        "prose-growth",
+        "prose-fragmentation",
+        "prose-host-memory",
+        "prose-activation",
+        "prose-spec-decode",
+        "prose-lora",
+        "prose-ep-buffer",
+        "prose-dp-blocks-differ",
+        "prose-cudagraph",
+        "prose-library-regression",
+        "prose-logprobs",
+        "prose-kv-full",
+        "prose-other-process",
+        "prose-not-cudagraph",
+        "prose-multimodal",
+    }
+)
 
 
 # The signals of the host/container killing the process or refusing it memory (not the GPU).
-HOST_SIGNALS = frozenset({"host-killed", "exit-137", "oom-killed", "kernel-oom-kill", "host-enomem",
-                          "unified-memory-exhausted", "cgroup-oom-kill", "ray-memory-kill"})
+HOST_SIGNALS = frozenset(
+    {
+        "host-killed",
+        "exit-137",
+        "oom-killed",
+        "kernel-oom-kill",
+        "host-enomem",
+        "unified-memory-exhausted",
+        "cgroup-oom-kill",
+        "ray-memory-kill",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,12 +188,29 @@ class StartupNumber(Fact):
     process_tag: str = ""
 
 
-STARTUP_QUANTITIES = frozenset({
-    "weights_bytes", "kv_available_bytes", "activation_bytes", "non_torch_bytes", "cuda_graph_estimate_bytes",
-    "cuda_graph_actual_bytes", "gpu_total_bytes", "gpu_memory_utilization", "budget_bytes", "num_gpu_blocks",
-    "kv_cache_tokens", "max_concurrency", "concurrency_tokens", "free_at_start_bytes", "estimated_max_model_len",
-    "kv_needed_bytes", "sglang_avail_after_load_bytes", "sglang_weights_bytes", "sglang_max_total_tokens",
-})
+STARTUP_QUANTITIES = frozenset(
+    {
+        "weights_bytes",
+        "kv_available_bytes",
+        "activation_bytes",
+        "non_torch_bytes",
+        "cuda_graph_estimate_bytes",
+        "cuda_graph_actual_bytes",
+        "gpu_total_bytes",
+        "gpu_memory_utilization",
+        "budget_bytes",
+        "num_gpu_blocks",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "concurrency_tokens",
+        "free_at_start_bytes",
+        "estimated_max_model_len",
+        "kv_needed_bytes",
+        "sglang_avail_after_load_bytes",
+        "sglang_weights_bytes",
+        "sglang_max_total_tokens",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -225,7 +272,9 @@ class GpuMemory(Fact):
 class HostMemory(Fact):
     """A host / container memory figure (cgroup, free -m, kubectl limits, kernel OOM report)."""
 
-    quantity: str  # 'limit' | 'current' | 'peak' | 'total' | 'available' | 'used' | 'killed_rss' | 'oom_kill_count'
+    quantity: (
+        str  # 'limit' | 'current' | 'peak' | 'total' | 'available' | 'used' | 'killed_rss' | 'oom_kill_count'
+    )
     value: float
     scope: str = ""  # cgroup path, pod/container, process name
 

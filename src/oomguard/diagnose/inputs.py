@@ -35,7 +35,9 @@ def _is_tar(head: bytes) -> bool:
     return len(head) > 262 and head[257:262] == b"ustar"
 
 
-def iter_inputs(paths: list[str], skipped: list[str], stdin: BinaryIO | None = None) -> Iterator[tuple[str, BinaryIO]]:
+def iter_inputs(
+    paths: list[str], skipped: list[str], stdin: BinaryIO | None = None
+) -> Iterator[tuple[str, BinaryIO]]:
     """Every readable evidence stream under `paths` ('-' is stdin), in a stable order."""
     if not paths:
         raise InputFormatError("no evidence given: pass log files, directories, archives, or '-' for stdin")
@@ -91,7 +93,9 @@ def _peek(stream: BinaryIO, size: int) -> bytes:
     return data[:size]
 
 
-def _from_stream(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:
+def _from_stream(
+    name: str, stream: BinaryIO, skipped: list[str], depth: int
+) -> Iterator[tuple[str, BinaryIO]]:
     buffered = _peekable(stream)
     head = _peek(buffered, 512)
     if depth < MAX_ARCHIVE_DEPTH and (head.startswith(GZIP_MAGIC) or _is_tar(head)):
@@ -102,8 +106,9 @@ def _from_stream(name: str, stream: BinaryIO, skipped: list[str], depth: int) ->
         yield name, buffered
 
 
-def _from_tar_or_gzip(name: str, stream: BinaryIO, head: bytes, skipped: list[str], depth: int
-                      ) -> Iterator[tuple[str, BinaryIO]]:
+def _from_tar_or_gzip(
+    name: str, stream: BinaryIO, head: bytes, skipped: list[str], depth: int
+) -> Iterator[tuple[str, BinaryIO]]:
     if head.startswith(GZIP_MAGIC):
         inner = cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
         try:
@@ -112,7 +117,9 @@ def _from_tar_or_gzip(name: str, stream: BinaryIO, head: bytes, skipped: list[st
             skipped.append(f"{name}: corrupt gzip ({err})")
             return
         if not _is_tar(inner_head):
-            yield from _guard(name, _from_stream(name.removesuffix(".gz") + "", inner, skipped, depth + 1), skipped)
+            yield from _guard(
+                name, _from_stream(name.removesuffix(".gz") + "", inner, skipped, depth + 1), skipped
+            )
             return
         stream = inner  # a .tar.gz: read the tar stream from the decompressed bytes
     with ExitStack() as stack:
@@ -159,7 +166,9 @@ def _from_zip(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> It
                 skipped.append(f"{label}: cannot read member ({err})")
 
 
-def _guard(name: str, inner: Iterator[tuple[str, BinaryIO]], skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+def _guard(
+    name: str, inner: Iterator[tuple[str, BinaryIO]], skipped: list[str]
+) -> Iterator[tuple[str, BinaryIO]]:
     """Nested readers may fail mid-way (truncated gzip): record it and go on with the next input."""
     try:
         yield from inner

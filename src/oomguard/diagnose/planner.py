@@ -23,13 +23,31 @@ from oomguard.simulate.step_memory import ActivationModel
 _GIB = float(1 << 30)
 # A measured term no longer holds when a fix changes one of these flags (what vLLM sizes the term from).
 TERM_DEPENDS_ON = {
-    "weights": {"tensor_parallel_size", "pipeline_parallel_size", "quantization", "dtype", "enable_expert_parallel",
-                "data_parallel_size"},
-    "activation": {"max_num_batched_tokens", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size",
-                   "dtype", "enable_chunked_prefill", "max_model_len"},
+    "weights": {
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "quantization",
+        "dtype",
+        "enable_expert_parallel",
+        "data_parallel_size",
+    },
+    "activation": {
+        "max_num_batched_tokens",
+        "max_num_seqs",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "dtype",
+        "enable_chunked_prefill",
+        "max_model_len",
+    },
     "non_torch": {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"},
-    "cuda_graph": {"max_num_seqs", "enforce_eager", "max_cudagraph_capture_size", "tensor_parallel_size",
-                   "compilation_config"},
+    "cuda_graph": {
+        "max_num_seqs",
+        "enforce_eager",
+        "max_cudagraph_capture_size",
+        "tensor_parallel_size",
+        "compilation_config",
+    },
 }
 _NONE = ("None", "none", "null", "")
 # The planner is an aid to the diagnosis, not a condition for it: whatever it raises on a recovered setup
@@ -62,13 +80,25 @@ class Ledger:
 
     def lines(self) -> list[tuple[str, float, str]]:
         """(item, GiB, source) for the report's 'where the memory went'."""
+
         def src(term: str) -> str:
-            return "logged" if term in self.measured else "from the logged KV" if term in self.derived else "planner"
-        return [("budget (total x utilization)", self.budget, "planner"), ("weights", self.weights, src("weights")),
-                ("activation peak", self.activation, src("activation")), ("non-torch", self.non_torch,
-                                                                          src("non_torch")),
-                ("CUDA graphs", self.cuda_graphs, src("cuda_graph")), ("comm buffers", self.comm_buffers, "planner"),
-                ("KV cache", self.kv_cache, "planner")]
+            return (
+                "logged"
+                if term in self.measured
+                else "from the logged KV"
+                if term in self.derived
+                else "planner"
+            )
+
+        return [
+            ("budget (total x utilization)", self.budget, "planner"),
+            ("weights", self.weights, src("weights")),
+            ("activation peak", self.activation, src("activation")),
+            ("non-torch", self.non_torch, src("non_torch")),
+            ("CUDA graphs", self.cuda_graphs, src("cuda_graph")),
+            ("comm buffers", self.comm_buffers, "planner"),
+            ("KV cache", self.kv_cache, "planner"),
+        ]
 
 
 @dataclass(frozen=True)
@@ -138,9 +168,13 @@ def plan_request(setup: EngineSetup, changes: dict[str, Any] | None = None) -> A
     flags, env = _planner_flags(setup)
     model = planner_model(setup.model) if setup.model else None
     stale = {term for term, deps in TERM_DEPENDS_ON.items() if deps & changes.keys()}
-    kwargs: dict[str, Any] = {"model": model, "flags": {**flags, **changes}, "args": ServeArgs(model, {}, env),
-                              "measured": {k: v for k, v in setup.measured.items() if k not in stale},
-                              "used_by_other_processes": setup.other_processes_bytes}
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "flags": {**flags, **changes},
+        "args": ServeArgs(model, {}, env),
+        "measured": {k: v for k, v in setup.measured.items() if k not in stale},
+        "used_by_other_processes": setup.other_processes_bytes,
+    }
     if setup.gpu_total_bytes:
         kwargs["gpu_memory"] = int(setup.gpu_total_bytes)
     if setup.gpu_name:
@@ -156,13 +190,23 @@ def _ledger(result: Any, logged: dict[str, int]) -> Ledger:
     measured = tuple(sorted(logged.keys() & result.request.measured.keys()))
     derived = tuple(sorted(result.request.measured.keys() - logged.keys()))
     return Ledger(
-        fits=bool(result.fits), errors=tuple(result.errors), budget=r.budget_bytes / _GIB,
-        weights=r.weights.bytes / _GIB, activation=r.activation.bytes / _GIB, non_torch=r.non_torch.bytes / _GIB,
-        cuda_graphs=r.cuda_graphs.bytes / _GIB, comm_buffers=r.comm_buffers.bytes / _GIB,
-        kv_cache=r.kv_cache_bytes / _GIB, num_gpu_blocks=int(result.kv.num_gpu_blocks),
-        kv_cache_tokens=int(result.kv.kv_cache_tokens), max_model_len=int(cfg.max_model_len),
-        max_num_batched_tokens=int(cfg.max_num_batched_tokens), max_num_seqs=int(cfg.max_num_seqs),
-        gpu_memory_utilization=float(cfg.gpu_memory_utilization), measured=measured, derived=derived,
+        fits=bool(result.fits),
+        errors=tuple(result.errors),
+        budget=r.budget_bytes / _GIB,
+        weights=r.weights.bytes / _GIB,
+        activation=r.activation.bytes / _GIB,
+        non_torch=r.non_torch.bytes / _GIB,
+        cuda_graphs=r.cuda_graphs.bytes / _GIB,
+        comm_buffers=r.comm_buffers.bytes / _GIB,
+        kv_cache=r.kv_cache_bytes / _GIB,
+        num_gpu_blocks=int(result.kv.num_gpu_blocks),
+        kv_cache_tokens=int(result.kv.kv_cache_tokens),
+        max_model_len=int(cfg.max_model_len),
+        max_num_batched_tokens=int(cfg.max_num_batched_tokens),
+        max_num_seqs=int(cfg.max_num_seqs),
+        gpu_memory_utilization=float(cfg.gpu_memory_utilization),
+        measured=measured,
+        derived=derived,
     )
 
 
@@ -176,6 +220,7 @@ def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
         return None
     try:
         from oomguard.planning import plan
+
         with _offline():
             return plan(plan_request(calibrated(setup), changes))
     except PLANNER_FAILURES:
@@ -192,6 +237,7 @@ def calibrated(setup: EngineSetup) -> EngineSetup:
         return setup
     try:
         from oomguard.planning import plan
+
         with _offline():
             result = plan(plan_request(setup, {}))
     except PLANNER_FAILURES:
@@ -218,6 +264,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
         return []
     try:
         from oomguard.planning.advise import suggest_fixes
+
         with _offline():
             fixes = suggest_fixes(result, limit=limit)
     except PLANNER_FAILURES:
@@ -238,6 +285,7 @@ def activation_model(setup: EngineSetup) -> ActivationModel | None:
         return None
     try:
         from oomguard.simulate.model_facts import from_planner
+
         with _offline():
             _, facts, _ = from_planner(plan_request(setup, {}))
     except PLANNER_FAILURES:

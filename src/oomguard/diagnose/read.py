@@ -29,7 +29,16 @@ from oomguard.diagnose.sources import (
 from oomguard.diagnose.sources.base import Context, split_prefix
 from oomguard.errors import InputFormatError
 
-LINE_SOURCES: tuple[ModuleType, ...] = (vllm_log, sglang_log, traceback, nvidia_smi, kernel_oom, cgroup, kubectl, free)
+LINE_SOURCES: tuple[ModuleType, ...] = (
+    vllm_log,
+    sglang_log,
+    traceback,
+    nvidia_smi,
+    kernel_oom,
+    cgroup,
+    kubectl,
+    free,
+)
 # Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
 # HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
 # allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
@@ -90,7 +99,9 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
     return doc
 
 
-def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document) -> None:
+def _read_text(
+    name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document
+) -> None:
     ctx = Context(name, evidence)
     parsers = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()
@@ -111,12 +122,18 @@ def _read_text(name: str, first: bytes, complete: bool, stream: BinaryIO, eviden
     if stats.truncated:
         doc.skipped.append(f"read stopped early ({stats.truncated}); used the lines before it")
     if stats.bad_utf8_lines:
-        doc.skipped.append(f"{stats.bad_utf8_lines} line(s) with invalid UTF-8 (bad bytes replaced, lines kept)")
+        doc.skipped.append(
+            f"{stats.bad_utf8_lines} line(s) with invalid UTF-8 (bad bytes replaced, lines kept)"
+        )
     if stats.cut_lines:
-        doc.skipped.append(f"{stats.cut_lines} line(s) longer than {scan.MAX_LINE >> 10} KiB cut to their start")
+        doc.skipped.append(
+            f"{stats.cut_lines} line(s) longer than {scan.MAX_LINE >> 10} KiB cut to their start"
+        )
     if ctx.facts == 0:
-        doc.skipped.append("nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
-                           "cgroup or free output)")
+        doc.skipped.append(
+            "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
+            "cgroup or free output)"
+        )
 
 
 def require_evidence(evidence: Evidence) -> None:
@@ -125,5 +142,7 @@ def require_evidence(evidence: Evidence) -> None:
         if not evidence.documents:
             raise InputFormatError("no readable input (" + "; ".join(evidence.skipped[:3]) + ")")
         names = ", ".join(f"{d.name} ({d.kind})" for d in evidence.documents[:3])
-        raise InputFormatError(f"no OOM evidence recognised in {names}: expected vLLM/SGLang logs, tracebacks, "
-                               "nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot")
+        raise InputFormatError(
+            f"no OOM evidence recognised in {names}: expected vLLM/SGLang logs, tracebacks, "
+            "nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot"
+        )

@@ -81,8 +81,14 @@ def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None
     advice = builder(ev, setup, step)
     planned = _planned(cls, setup)
     if planned:
-        advice = Advice(advice.explanation, merge_fixes(planned, list(advice.fixes)), advice.not_helpful,
-                        advice.verify, advice.next_evidence, advice.notes)
+        advice = Advice(
+            advice.explanation,
+            merge_fixes(planned, list(advice.fixes)),
+            advice.not_helpful,
+            advice.verify,
+            advice.next_evidence,
+            advice.notes,
+        )
     return advice
 
 
@@ -93,15 +99,23 @@ def merge_fixes(planned: list[Fix], own: list[Fix]) -> tuple[Fix, ...]:
     exact = {frozenset(f.flags) for f in own if f.basis == "evidence" and f.flags}
     kept_planned = [f for f in planned if frozenset(f.flags) not in exact]
     covered = [frozenset(f.flags) for f in kept_planned]
-    kept_own = [f for f in own if not (f.basis == "mechanism" and f.flags and any(frozenset(f.flags) <= c
-                                                                                  for c in covered))]
+    kept_own = [
+        f
+        for f in own
+        if not (f.basis == "mechanism" and f.flags and any(frozenset(f.flags) <= c for c in covered))
+    ]
     first = [f for f in kept_own if f.basis == "evidence" and f.flags]
     return tuple(first + kept_planned + [f for f in kept_own if f not in first])
 
 
 # Causes whose fix is a change to the startup budget: the planner's verified fixes apply.
-PLANNER_CLASSES = {"weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv",
-                   "sampler-or-logits", "cuda-graph-capture"}
+PLANNER_CLASSES = {
+    "weights-dont-fit",
+    "kv-cache-insufficient-at-startup",
+    "max-model-len-exceeds-kv",
+    "sampler-or-logits",
+    "cuda-graph-capture",
+}
 
 
 def _planned(cls: str, setup: EngineSetup) -> list[Fix]:
@@ -123,23 +137,46 @@ def _weights(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         need = oom.allocated + oom.requested
         usable = oom.total * (_utilization(setup, ev) or 0.9)
         ranks = max(2, 2 ** math.ceil(math.log2(max(1.0, need * tp / usable * 1.25))))
-        fixes.append(Fix({"tensor_parallel_size": str(ranks)}, f"--tensor-parallel-size {ranks}: the weights "
-                         f"(at least {_g(need)} on {tp} GPU(s)) split over {ranks} GPUs leave room for KV", "evidence"))
+        fixes.append(
+            Fix(
+                {"tensor_parallel_size": str(ranks)},
+                f"--tensor-parallel-size {ranks}: the weights "
+                f"(at least {_g(need)} on {tp} GPU(s)) split over {ranks} GPUs leave room for KV",
+                "evidence",
+            )
+        )
     else:
-        fixes.append(Fix({"tensor_parallel_size": str(tp * 2)}, f"--tensor-parallel-size {tp * 2}: shard the "
-                         "weights over more GPUs", "mechanism"))
+        fixes.append(
+            Fix(
+                {"tensor_parallel_size": str(tp * 2)},
+                f"--tensor-parallel-size {tp * 2}: shard the weights over more GPUs",
+                "mechanism",
+            )
+        )
     if not setup.flag("quantization") or setup.flag("quantization") in ("None", "none"):
-        fixes.append(Fix({"quantization": "fp8"}, "--quantization fp8 (or an FP8/AWQ/GPTQ checkpoint): about half "
-                         "the weight bytes of bf16", "mechanism"))
+        fixes.append(
+            Fix(
+                {"quantization": "fp8"},
+                "--quantization fp8 (or an FP8/AWQ/GPTQ checkpoint): about half the weight bytes of bf16",
+                "mechanism",
+            )
+        )
     if setup.parallel("pipeline_parallel_size") > 1:
-        fixes.append(Fix({"VLLM_PP_LAYER_PARTITION": "<fewer layers on the failing stage>"},
-                         "rebalance pipeline stages: the last stage also holds the lm_head and sampler", "mechanism"))
+        fixes.append(
+            Fix(
+                {"VLLM_PP_LAYER_PARTITION": "<fewer layers on the failing stage>"},
+                "rebalance pipeline stages: the last stage also holds the lm_head and sampler",
+                "mechanism",
+            )
+        )
     return Advice(
         "The model's weights do not fit in the GPU memory this engine may use. The OOM came while creating or "
         "loading parameters, before any KV cache or activation existed.",
         tuple(fixes),
-        ("Lowering --max-model-len or --max-num-seqs: they size KV and activations, which come after the weights.",
-         "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: there is nothing to defragment, the bytes are missing."),
+        (
+            "Lowering --max-model-len or --max-num-seqs: they size KV and activations, which come after the weights.",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: there is nothing to defragment, the bytes are missing.",
+        ),
         "The engine logs 'Model loading took X GiB' and then a positive 'Available KV cache memory'; it starts "
         "cleanly three times in a row.",
         "nvidia-smi before start (is the GPU empty?) and the 'Model loading took' line of a run that loads.",
@@ -153,29 +190,61 @@ def _kv_startup(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
     weights = _numbers(ev, "weights_bytes")
     budget = _numbers(ev, "budget_bytes")
     if weights and budget:
-        fixes.append(Fix({}, f"weights {_g(weights[-1])} of a {_g(budget[-1])} budget: the rest must hold the "
-                         "activation peak and at least one request's KV", "evidence"))
+        fixes.append(
+            Fix(
+                {},
+                f"weights {_g(weights[-1])} of a {_g(budget[-1])} budget: the rest must hold the "
+                "activation peak and at least one request's KV",
+                "evidence",
+            )
+        )
     if u is not None and u < 0.95:
-        fixes.append(Fix({"gpu_memory_utilization": f"{min(0.95, u + 0.05):.2f}"},
-                         f"--gpu-memory-utilization {min(0.95, u + 0.05):.2f}: a larger budget for KV (only if "
-                         "nothing else shares the GPU)", "evidence"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": f"{min(0.95, u + 0.05):.2f}"},
+                f"--gpu-memory-utilization {min(0.95, u + 0.05):.2f}: a larger budget for KV (only if "
+                "nothing else shares the GPU)",
+                "evidence",
+            )
+        )
     if setup.flag_int("max_num_seqs") is None or (setup.flag_int("max_num_seqs") or 0) > 256:
-        fixes.append(Fix({"max_num_seqs": "256"}, "--max-num-seqs 256: a smaller profile batch and sampler warm-up "
-                         "(rows x vocabulary) leave more for KV", "mechanism"))
-    fixes.append(Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: half the bytes per KV token", "mechanism"))
+        fixes.append(
+            Fix(
+                {"max_num_seqs": "256"},
+                "--max-num-seqs 256: a smaller profile batch and sampler warm-up "
+                "(rows x vocabulary) leave more for KV",
+                "mechanism",
+            )
+        )
+    fixes.append(
+        Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: half the bytes per KV token", "mechanism")
+    )
     tp = setup.parallel("tensor_parallel_size")
-    fixes.append(Fix({"tensor_parallel_size": str(tp * 2)}, f"--tensor-parallel-size {tp * 2}: weights per GPU "
-                     "halve, the freed memory goes to KV", "mechanism"))
+    fixes.append(
+        Fix(
+            {"tensor_parallel_size": str(tp * 2)},
+            f"--tensor-parallel-size {tp * 2}: weights per GPU halve, the freed memory goes to KV",
+            "mechanism",
+        )
+    )
     if estimates and max(estimates) >= 4 * GIB:
-        fixes.append(Fix({"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}, f"the CUDA-graph estimate is "
-                         f"{_g(max(estimates))}: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 with a lower "
-                         "--gpu-memory-utilization, or --enforce-eager", "evidence"))
+        fixes.append(
+            Fix(
+                {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"},
+                f"the CUDA-graph estimate is "
+                f"{_g(max(estimates))}: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 with a lower "
+                "--gpu-memory-utilization, or --enforce-eager",
+                "evidence",
+            )
+        )
     return Advice(
         "After weights, the profile-run activation peak, non-torch memory (and from v0.21 the CUDA-graph "
         "estimate), nothing was left of gpu_memory_utilization x total for KV blocks.",
         tuple(fixes),
-        ("Lowering --max-model-len alone: the pool is empty, not too small for one long request.",
-         "Lowering --gpu-memory-utilization: it shrinks the budget the KV pool is carved from."),
+        (
+            "Lowering --max-model-len alone: the pool is empty, not too small for one long request.",
+            "Lowering --gpu-memory-utilization: it shrinks the budget the KV pool is carved from.",
+        ),
         "'Available KV cache memory' is positive and 'GPU KV cache size' covers your context x concurrency.",
         "The startup ledger: 'Model loading took', the profiling summary (VLLM_LOGGING_LEVEL=DEBUG) and "
         "'Estimated CUDA graph memory'.",
@@ -194,25 +263,46 @@ def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         fit = length * avail / need  # KV bytes grow linearly with the context for full attention
     if fit:
         value = int(fit) // BLOCK * BLOCK
-        fixes.append(Fix({"max_model_len": str(value)}, f"--max-model-len {value:,}: the longest context the KV pool "
-                         f"holds for one request" + (f" (was {int(length):,})" if length else ""), "evidence"))
+        fixes.append(
+            Fix(
+                {"max_model_len": str(value)},
+                f"--max-model-len {value:,}: the longest context the KV pool "
+                f"holds for one request" + (f" (was {int(length):,})" if length else ""),
+                "evidence",
+            )
+        )
     u = _utilization(setup, ev)
     total = setup.gpu_total_bytes
     if need and avail and u and total:
         raised = math.ceil((u + (need - avail) / total) * 100 + 0.5) / 100
         if raised <= 0.98:
-            fixes.append(Fix({"gpu_memory_utilization": f"{raised:.2f}"}, f"--gpu-memory-utilization {raised:.2f}: "
-                             f"adds the missing {_g(need - avail)} of KV (if the GPU has it free)", "evidence"))
+            fixes.append(
+                Fix(
+                    {"gpu_memory_utilization": f"{raised:.2f}"},
+                    f"--gpu-memory-utilization {raised:.2f}: "
+                    f"adds the missing {_g(need - avail)} of KV (if the GPU has it free)",
+                    "evidence",
+                )
+            )
     elif need and avail:
         fixes.append(Fix({}, f"raise --gpu-memory-utilization to add {_g(need - avail)} of KV", "evidence"))
-    fixes.append(Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: twice the tokens in the same pool "
-                     "(check accuracy)", "mechanism"))
+    fixes.append(
+        Fix(
+            {"kv_cache_dtype": "fp8"},
+            "--kv-cache-dtype fp8: twice the tokens in the same pool (check accuracy)",
+            "mechanism",
+        )
+    )
     return Advice(
         "The KV pool exists but one request at max_model_len needs more KV than it holds: vLLM refuses to start "
         "rather than fail the first long request.",
         tuple(fixes),
-        (("Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one full-length "
-         "request."),),
+        (
+            (
+                "Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one full-length "
+                "request."
+            ),
+        ),
         "The engine starts and logs 'Maximum concurrency for N tokens per request: >= 1.00x'.",
         "The context length your traffic really needs (p99 prompt + max_tokens).",
     )
@@ -231,11 +321,18 @@ def _step_fixes(step: StepAnalysis, budget_now: int | None) -> tuple[list[Fix], 
         notes.append(f"the step had at least {had:.1f} GiB (free at the OOM plus its hidden streams)")
 
     def describe(c: CappedStep) -> str:
-        within = ("" if had is None or c.fits is None else f"; within the {had:.1f} GiB the step had" if c.fits
-                  else f"; still above the {had:.1f} GiB the step had")
-        return (f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most {c.padded.peak_bytes * g:.1f}"
-                f" GiB ({rows} x {longest:,} -> {c.padded.num_prefills} x {c.padded.max_prefill_len:,} rows of "
-                f"{w:,} x {s:g} B){within}")
+        within = (
+            ""
+            if had is None or c.fits is None
+            else f"; within the {had:.1f} GiB the step had"
+            if c.fits
+            else f"; still above the {had:.1f} GiB the step had"
+        )
+        return (
+            f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most {c.padded.peak_bytes * g:.1f}"
+            f" GiB ({rows} x {longest:,} -> {c.padded.num_prefills} x {c.padded.max_prefill_len:,} rows of "
+            f"{w:,} x {s:g} B){within}"
+        )
 
     best = recommended(step)
     if best is not None:
@@ -244,19 +341,34 @@ def _step_fixes(step: StepAnalysis, budget_now: int | None) -> tuple[list[Fix], 
         cap = int(best.flags["long_prefill_token_threshold"])
         only = reschedule_peaks(step, max(budget_now or 0, step.shape.num_tokens), cap)
         if only.padded.peak_bytes < now.peak_bytes:
-            fixes.append(Fix(only.flags, f"--long-prefill-token-threshold {cap} alone (the token budget stays): "
-                             f"{describe(only)}", "evidence"))
+            fixes.append(
+                Fix(
+                    only.flags,
+                    f"--long-prefill-token-threshold {cap} alone (the token budget stays): {describe(only)}",
+                    "evidence",
+                )
+            )
     if step.layout == "padded":
-        fixes.append(Fix({}, f"a version whose layer packs the rows instead of padding them: the same step then "
-                         f"needs {step.packed.peak_bytes * g:.1f} GiB instead of {now.peak_bytes * g:.1f}", "evidence"))
+        fixes.append(
+            Fix(
+                {},
+                f"a version whose layer packs the rows instead of padding them: the same step then "
+                f"needs {step.packed.peak_bytes * g:.1f} GiB instead of {now.peak_bytes * g:.1f}",
+                "evidence",
+            )
+        )
     not_helpful = []
     if step.layout == "padded":
-        not_helpful.append(f"Lowering --gpu-memory-utilization: the padded peak ({now.peak_bytes * g:.1f} GiB) grows "
-                           "with rows x the longest chunk of a step, not with the KV budget; it only moves the crash "
-                           "later.")
+        not_helpful.append(
+            f"Lowering --gpu-memory-utilization: the padded peak ({now.peak_bytes * g:.1f} GiB) grows "
+            "with rows x the longest chunk of a step, not with the KV budget; it only moves the crash "
+            "later."
+        )
     if step.padded.exceeds_int32_index:
-        notes.append(f"the padded tensor has {step.padded.max_tensor_elements:,} elements, above 2^31: kernels with "
-                     "32-bit indexing fail on this step instead of running out of memory (canUse32BitIndexMath)")
+        notes.append(
+            f"the padded tensor has {step.padded.max_tensor_elements:,} elements, above 2^31: kernels with "
+            "32-bit indexing fail on this step instead of running out of memory (canUse32BitIndexMath)"
+        )
     return fixes, not_helpful, notes
 
 
@@ -272,29 +384,58 @@ def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
         worst = max(steps, key=lambda s: len(s.tokens_per_request) * max(s.tokens_per_request))
         rows, longest = len(worst.tokens_per_request), max(worst.tokens_per_request)
         cap = 8192 if longest > 8192 else max(BLOCK, longest // 4)
-        fixes.append(Fix({"max_num_batched_tokens": str(cap), "long_prefill_token_threshold": str(cap)},
-                         f"--max-num-batched-tokens {cap} --long-prefill-token-threshold {cap}: a padded step of "
-                         f"{rows} x {longest:,} rows becomes at most {rows} x {cap:,} "
-                         f"({longest / cap:.1f}x smaller; no OOM size to read the layer width from)", "evidence"))
+        fixes.append(
+            Fix(
+                {"max_num_batched_tokens": str(cap), "long_prefill_token_threshold": str(cap)},
+                f"--max-num-batched-tokens {cap} --long-prefill-token-threshold {cap}: a padded step of "
+                f"{rows} x {longest:,} rows becomes at most {rows} x {cap:,} "
+                f"({longest / cap:.1f}x smaller; no OOM size to read the layer width from)",
+                "evidence",
+            )
+        )
     target = 8192 if (mnbt or 0) > 8192 else max(2048, (mnbt or 8192) // 2)
     ledger_now = plan_setup(setup) if step is None else None
     ledger_new = plan_setup(setup, max_num_batched_tokens=target) if ledger_now else None
     if ledger_now and ledger_new and ledger_new.activation < ledger_now.activation:
-        fixes.append(Fix({"max_num_batched_tokens": str(target)}, f"--max-num-batched-tokens {target}: activation "
-                         f"peak falls from {ledger_now.activation:.1f} to {ledger_new.activation:.1f} GiB "
-                         "[re-planned]", "planner"))
+        fixes.append(
+            Fix(
+                {"max_num_batched_tokens": str(target)},
+                f"--max-num-batched-tokens {target}: activation "
+                f"peak falls from {ledger_now.activation:.1f} to {ledger_new.activation:.1f} GiB "
+                "[re-planned]",
+                "planner",
+            )
+        )
     elif not steps:
         was = f" (now {mnbt:,})" if mnbt else ""
-        fixes.append(Fix({"max_num_batched_tokens": str(target)}, f"--max-num-batched-tokens {target}{was}: the "
-                         "largest step, and its activation peak, shrinks in proportion", "mechanism"))
+        fixes.append(
+            Fix(
+                {"max_num_batched_tokens": str(target)},
+                f"--max-num-batched-tokens {target}{was}: the "
+                "largest step, and its activation peak, shrinks in proportion",
+                "mechanism",
+            )
+        )
     u = _utilization(setup, ev)
     if u is not None and u >= 0.95:
-        fixes.append(Fix({"gpu_memory_utilization": f"{u - 0.05:.2f}"}, f"--gpu-memory-utilization {u - 0.05:.2f} "
-                         f"(from {u}): leaves {0.05 * (setup.gpu_total_bytes or 0) / GIB:.1f} GiB for peaks the "
-                         "profile run did not see", "evidence"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": f"{u - 0.05:.2f}"},
+                f"--gpu-memory-utilization {u - 0.05:.2f} "
+                f"(from {u}): leaves {0.05 * (setup.gpu_total_bytes or 0) / GIB:.1f} GiB for peaks the "
+                "profile run did not see",
+                "evidence",
+            )
+        )
     if setup.flag("enable_chunked_prefill") in ("false", "False"):
-        fixes.append(Fix({"enable_chunked_prefill": "true"}, "--enable-chunked-prefill: long prompts run in "
-                         "max_num_batched_tokens chunks instead of one step", "mechanism"))
+        fixes.append(
+            Fix(
+                {"enable_chunked_prefill": "true"},
+                "--enable-chunked-prefill: long prompts run in "
+                "max_num_batched_tokens chunks instead of one step",
+                "mechanism",
+            )
+        )
     oom = _first_oom(ev)
     if oom and oom.requested and oom.free is not None:
         notes.append(f"the failed allocation was {_g(oom.requested)} with {_g(oom.free)} free")
@@ -302,10 +443,14 @@ def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
         "A transient activation tensor of one step (prefill chunk, padded mixed-length batch, MLP intermediate) "
         "needed more than the memory left outside the KV pool. KV usage was not the limit.",
         tuple(fixes),
-        tuple(not_helpful) or (
-            ("Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
-            "grows with the longest chunk in the batch)."),
-            "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full."),
+        tuple(not_helpful)
+        or (
+            (
+                "Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
+                "grows with the longest chunk in the batch)."
+            ),
+            "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full.",
+        ),
         "Replay the same traffic (mixed long and short prompts) for hours: no OOM, and the peak tracks the "
         "scheduled tokens per step.",
         "The scheduler output of the crashing step (num_scheduled_tokens per request) and the KV usage at the crash.",
@@ -323,15 +468,32 @@ def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         detail = ""
         if oom and oom.requested:
             detail = f": the failed {_g(oom.requested)} allocation becomes about {_g(oom.requested * smaller / rows)}"
-        fixes.append(Fix({"max_num_seqs": str(smaller)}, f"--max-num-seqs {smaller} (from {int(rows)}){detail}",
-                         "evidence" if detail else "mechanism"))
+        fixes.append(
+            Fix(
+                {"max_num_seqs": str(smaller)},
+                f"--max-num-seqs {smaller} (from {int(rows)}){detail}",
+                "evidence" if detail else "mechanism",
+            )
+        )
     u = _utilization(setup, ev)
     if u is not None:
-        fixes.append(Fix({"gpu_memory_utilization": f"{u - 0.05:.2f}"}, f"--gpu-memory-utilization {u - 0.05:.2f}: "
-                         "more room outside the budget for the warm-up's logits copies", "evidence"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": f"{u - 0.05:.2f}"},
+                f"--gpu-memory-utilization {u - 0.05:.2f}: "
+                "more room outside the budget for the warm-up's logits copies",
+                "evidence",
+            )
+        )
     if ev.signals("prose-logprobs"):
-        fixes.append(Fix({}, "request prompt_logprobs for fewer prompts per batch: prompt_len x vocabulary "
-                         "logprobs are not budgeted by the profile run", "mechanism"))
+        fixes.append(
+            Fix(
+                {},
+                "request prompt_logprobs for fewer prompts per batch: prompt_len x vocabulary "
+                "logprobs are not budgeted by the profile run",
+                "mechanism",
+            )
+        )
     return Advice(
         "The sampler's tensors (logits over the whole vocabulary for every row, sorted for top-k/top-p, or "
         "prompt logprobs) did not fit: they scale with max_num_seqs x vocabulary size, not with the model.",
@@ -343,28 +505,55 @@ def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
 
 
 def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
-    fixes: list[Fix] = [Fix({"enforce_eager": "true"}, "--enforce-eager: no graphs (confirms the cause; costs "
-                            "decode speed)", "mechanism")]
+    fixes: list[Fix] = [
+        Fix(
+            {"enforce_eager": "true"},
+            "--enforce-eager: no graphs (confirms the cause; costs decode speed)",
+            "mechanism",
+        )
+    ]
     estimates = _numbers(ev, "cuda_graph_estimate_bytes")
     u = _utilization(setup, ev)
     total = setup.gpu_total_bytes
     kvs = _numbers(ev, "kv_available_bytes")
     if estimates and max(estimates) >= 4 * GIB:
-        back = (f"; KV gets {_g(min(kvs) + max(estimates))} instead of {_g(min(kvs))}"
-                if kvs and min(kvs) + max(estimates) > 0 else "")
-        fixes.append(Fix({"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0", "gpu_memory_utilization":
-                          f"{(u or 0.9) - 0.05:.2f}"}, f"the graph estimate ({_g(max(estimates))}) is far above real "
-                         "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "
-                         f"--gpu-memory-utilization to keep room for the real pool{back}", "evidence"))
+        back = (
+            f"; KV gets {_g(min(kvs) + max(estimates))} instead of {_g(min(kvs))}"
+            if kvs and min(kvs) + max(estimates) > 0
+            else ""
+        )
+        fixes.append(
+            Fix(
+                {
+                    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0",
+                    "gpu_memory_utilization": f"{(u or 0.9) - 0.05:.2f}",
+                },
+                f"the graph estimate ({_g(max(estimates))}) is far above real "
+                "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "
+                f"--gpu-memory-utilization to keep room for the real pool{back}",
+                "evidence",
+            )
+        )
     elif u is not None:
         oom = _first_oom(ev)
         cut = 0.01
         if oom and oom.requested and total:
             cut = max(0.01, math.ceil((oom.requested - (oom.free or 0)) / total * 100 + 0.5) / 100)
-        fixes.append(Fix({"gpu_memory_utilization": f"{u - cut:.2f}"}, f"--gpu-memory-utilization {u - cut:.2f} "
-                         f"(from {u}): the graph pool needs memory outside the KV budget", "evidence"))
-    fixes.append(Fix({"max_cudagraph_capture_size": "128"}, "-O.max_cudagraph_capture_size=128 (or "
-                     "--max-num-seqs 128): fewer and smaller graphs", "mechanism"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": f"{u - cut:.2f}"},
+                f"--gpu-memory-utilization {u - cut:.2f} "
+                f"(from {u}): the graph pool needs memory outside the KV budget",
+                "evidence",
+            )
+        )
+    fixes.append(
+        Fix(
+            {"max_cudagraph_capture_size": "128"},
+            "-O.max_cudagraph_capture_size=128 (or --max-num-seqs 128): fewer and smaller graphs",
+            "mechanism",
+        )
+    )
     return Advice(
         "CUDA-graph capture (or its memory estimate) needed more memory than was left after the KV pool: the "
         "graphs' private pool is sized by the largest captured batch, and before v0.21 it was not budgeted at all.",
@@ -382,16 +571,34 @@ def _ep(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
         "The expert-parallel all-to-all buffers (DeepEP/NVSHMEM dispatch and combine) are allocated outside "
         "PyTorch; when the KV pool or graphs took the memory, the buffer allocation fails, sometimes only as "
         "'invalid argument'.",
-        (Fix({"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"}, "VLLM_DEEPEP_BUFFER_SIZE_MB=512 (default 1024): a smaller "
-             "high-throughput NVL buffer", "mechanism"),
-         Fix({"max_num_batched_tokens": "256"}, "--max-num-batched-tokens 256 with deepep_low_latency: the RDMA "
-             "buffer is sized by the tokens dispatched per rank", "mechanism"),
-         Fix({"gpu_memory_utilization": f"{(_utilization(setup, ev) or 0.9) - 0.05:.2f}"},
-             "a 0.05 lower --gpu-memory-utilization: room outside the KV pool for the buffers", "mechanism"),
-         Fix({"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "128"}, "SGLang: cap dispatch tokens per rank "
-             "(128) so the low-latency buffer is ~1.8 GiB instead of ~14", "mechanism")),
-        ("Lowering --max-model-len: the buffers scale with tokens per step and experts, not with context.",
-         "Turning off DP alone: the buffer is per EP rank."),
+        (
+            Fix(
+                {"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"},
+                "VLLM_DEEPEP_BUFFER_SIZE_MB=512 (default 1024): a smaller high-throughput NVL buffer",
+                "mechanism",
+            ),
+            Fix(
+                {"max_num_batched_tokens": "256"},
+                "--max-num-batched-tokens 256 with deepep_low_latency: the RDMA "
+                "buffer is sized by the tokens dispatched per rank",
+                "mechanism",
+            ),
+            Fix(
+                {"gpu_memory_utilization": f"{(_utilization(setup, ev) or 0.9) - 0.05:.2f}"},
+                "a 0.05 lower --gpu-memory-utilization: room outside the KV pool for the buffers",
+                "mechanism",
+            ),
+            Fix(
+                {"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "128"},
+                "SGLang: cap dispatch tokens per rank "
+                "(128) so the low-latency buffer is ~1.8 GiB instead of ~14",
+                "mechanism",
+            ),
+        ),
+        (
+            "Lowering --max-model-len: the buffers scale with tokens per step and experts, not with context.",
+            "Turning off DP alone: the buffer is per EP rank.",
+        ),
         "Startup with EP logs the buffer creation and the engine serves a burst of long prompts without a "
         "dispatch/combine failure.",
         "Per-rank free memory just before the buffer is created, and the all2all backend in use.",
@@ -403,10 +610,21 @@ def _dp(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     fixes = []
     if blocks:
         low = int(min(b.value for b in blocks))
-        fixes.append(Fix({"num_gpu_blocks_override": str(low)}, f"--num-gpu-blocks-override {low}: the smallest "
-                         "rank's pool for every DP rank, so block ids agree", "evidence"))
-    fixes.append(Fix({}, "one DP replica per GPU set: co-located replicas each size their KV from the same free "
-                     "memory", "mechanism"))
+        fixes.append(
+            Fix(
+                {"num_gpu_blocks_override": str(low)},
+                f"--num-gpu-blocks-override {low}: the smallest "
+                "rank's pool for every DP rank, so block ids agree",
+                "evidence",
+            )
+        )
+    fixes.append(
+        Fix(
+            {},
+            "one DP replica per GPU set: co-located replicas each size their KV from the same free memory",
+            "mechanism",
+        )
+    )
     return Advice(
         "Each data-parallel rank profiles and sizes its own KV pool. Replicas sharing GPUs, or ranks that "
         "measured different free memory, end up with pools that do not add up or do not match.",
@@ -420,13 +638,26 @@ def _dp(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
 def _kv_runtime(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     seqs = setup.flag_int("max_num_seqs")
     tokens = _numbers(ev, "kv_cache_tokens")
-    fixes = [Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: twice the tokens in the same pool", "mechanism")]
+    fixes = [
+        Fix({"kv_cache_dtype": "fp8"}, "--kv-cache-dtype fp8: twice the tokens in the same pool", "mechanism")
+    ]
     if seqs:
-        fixes.append(Fix({"max_num_seqs": str(max(1, seqs * 3 // 4))}, f"--max-num-seqs {max(1, seqs * 3 // 4)}: "
-                         "fewer sequences hold KV at once", "evidence"))
+        fixes.append(
+            Fix(
+                {"max_num_seqs": str(max(1, seqs * 3 // 4))},
+                f"--max-num-seqs {max(1, seqs * 3 // 4)}: fewer sequences hold KV at once",
+                "evidence",
+            )
+        )
     if tokens:
-        fixes.append(Fix({}, f"the pool holds {int(tokens[-1]):,} tokens: cap max_tokens/prompt length at the "
-                         "gateway so running x length stays below it", "evidence"))
+        fixes.append(
+            Fix(
+                {},
+                f"the pool holds {int(tokens[-1]):,} tokens: cap max_tokens/prompt length at the "
+                "gateway so running x length stays below it",
+                "evidence",
+            )
+        )
     fixes.append(Fix({}, "more replicas or a larger --tensor-parallel-size for more KV", "mechanism"))
     return Advice(
         "The KV pool filled up under load: requests were preempted or queued, and with some schedulers the "
@@ -446,11 +677,20 @@ def _fragmentation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) 
         detail = f": {_g(oom.reserved_unallocated)} was cached but free, the request was {_g(oom.requested)}"
     return Advice(
         "PyTorch's caching allocator held enough free memory, but not in one contiguous block" + detail + ".",
-        (Fix({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments"
-             ":True: segments grow in place instead of splitting (not with sleep mode / some KV connectors)",
-             "mechanism"),
-         Fix({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20"}, "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20 "
-             "during load: large cached blocks are not split (what vLLM does itself from 2026)", "mechanism")),
+        (
+            Fix(
+                {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments"
+                ":True: segments grow in place instead of splitting (not with sleep mode / some KV connectors)",
+                "mechanism",
+            ),
+            Fix(
+                {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:20"},
+                "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:20 "
+                "during load: large cached blocks are not split (what vLLM does itself from 2026)",
+                "mechanism",
+            ),
+        ),
         ("More GPUs or a smaller model: the bytes were there.",),
         "A memory snapshot (torch.cuda.memory._record_memory_history) at the same point shows the largest free "
         "block above the request.",
@@ -463,10 +703,17 @@ def _leak(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
     return Advice(
         "Memory grows under steady load and is not returned (GPU KV blocks, host RSS or a scheduler-side list), "
         "until a limit kills the process.",
-        (Fix({}, "pin the last vLLM version without the growth and bisect the upgrade", "mechanism"),
-         Fix({}, "until fixed, restart on a schedule before the growth reaches the limit (from the measured rate)",
-             "mechanism")),
-        ("Raising memory limits or lowering --gpu-memory-utilization: the growth only takes longer to hit them.",),
+        (
+            Fix({}, "pin the last vLLM version without the growth and bisect the upgrade", "mechanism"),
+            Fix(
+                {},
+                "until fixed, restart on a schedule before the growth reaches the limit (from the measured rate)",
+                "mechanism",
+            ),
+        ),
+        (
+            "Raising memory limits or lowering --gpu-memory-utilization: the growth only takes longer to hit them.",
+        ),
         "At a fixed request rate for several hours to a day, GPU memory and worker RSS stay flat and restarts "
         "stay at zero; 'fine after a restart' does not count.",
         "A time series at constant load: GPU memory, worker RSS, KV usage with traffic stopped.",
@@ -479,16 +726,32 @@ def _other_process(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) 
     total = _signal_number(ev, "free-memory-below-utilization", "total_bytes") or setup.gpu_total_bytes
     if free and total:
         cap = math.floor(free / total * 100 - 0.5) / 100
-        fixes.append(Fix({"gpu_memory_utilization": f"{cap:.2f}"}, f"--gpu-memory-utilization {cap:.2f}: what is "
-                         f"free at start ({_g(free)} of {_g(total)})", "evidence"))
-        fixes.append(Fix({}, f"or free the {_g(total - free)} held by other processes (nvidia-smi "
-                         "--query-compute-apps)", "evidence"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": f"{cap:.2f}"},
+                f"--gpu-memory-utilization {cap:.2f}: what is free at start ({_g(free)} of {_g(total)})",
+                "evidence",
+            )
+        )
+        fixes.append(
+            Fix(
+                {},
+                f"or free the {_g(total - free)} held by other processes (nvidia-smi --query-compute-apps)",
+                "evidence",
+            )
+        )
     oom = _first_oom(ev)
     if oom and oom.processes:
         held = ", ".join(f"PID {pid}: {_g(used)}" for pid, used in oom.processes[:4])
         fixes.append(Fix({}, f"processes on the GPU at the OOM: {held}", "evidence"))
-    fixes.append(Fix({}, "delete the previous engine (del llm; gc.collect(); torch.cuda.empty_cache()) before "
-                     "building another in the same process", "mechanism"))
+    fixes.append(
+        Fix(
+            {},
+            "delete the previous engine (del llm; gc.collect(); torch.cuda.empty_cache()) before "
+            "building another in the same process",
+            "mechanism",
+        )
+    )
     return Advice(
         "Part of the GPU was held by something other than this engine (another process, an earlier engine in the "
         "same process, a MIG slice smaller than expected), so vLLM saw less memory than it planned for.",
@@ -503,20 +766,38 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     fixes = []
     if limits:
-        fixes.append(Fix({}, f"raise the container memory limit above {limits[0].value / GIB:.0f} GiB (the "
-                         "load peak is checkpoint shards x workers per host)", "evidence"))
+        fixes.append(
+            Fix(
+                {},
+                f"raise the container memory limit above {limits[0].value / GIB:.0f} GiB (the "
+                "load peak is checkpoint shards x workers per host)",
+                "evidence",
+            )
+        )
     else:
         fixes.append(Fix({}, "raise the container/host memory limit to cover the load peak", "mechanism"))
-    fixes.append(Fix({}, "load one worker at a time / fewer workers per host; smaller safetensors shards", "mechanism"))
+    fixes.append(
+        Fix({}, "load one worker at a time / fewer workers per host; smaller safetensors shards", "mechanism")
+    )
     if ev.signals("unified-memory-exhausted"):
-        fixes.append(Fix({"gpu_memory_utilization": "0.80"}, "on unified memory, lower --gpu-memory-utilization "
-                         "(e.g. 0.80) so the OS and other processes keep RAM", "mechanism"))
+        fixes.append(
+            Fix(
+                {"gpu_memory_utilization": "0.80"},
+                "on unified memory, lower --gpu-memory-utilization "
+                "(e.g. 0.80) so the OS and other processes keep RAM",
+                "mechanism",
+            )
+        )
     return Advice(
         "The host or container ran out of RAM (exit 137 / OOMKilled / kernel OOM killer / ENOMEM): the GPU was "
         "not the limit. Weight loading, several TP workers per host and page cache are the usual peak.",
         tuple(fixes),
-        (("Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU settings do not "
-         "change host RAM."),),
+        (
+            (
+                "Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU settings do not "
+                "change host RAM."
+            ),
+        ),
         "memory.events oom_kill stops growing, the pod no longer exits 137, and the node keeps free memory.",
         "kubectl describe pod (Last State), dmesg -T | grep -i oom, cat /sys/fs/cgroup/memory.events and memory.max.",
     )
@@ -524,17 +805,34 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
 
 def _multimodal(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     seqs = setup.flag_int("max_num_seqs")
-    fixes = [Fix({"limit_mm_per_prompt": '{"image": 1, "video": 0}'}, "--limit-mm-per-prompt '{\"image\":1,"
-                  "\"video\":0}': the profile run encodes fewer items", "mechanism"),
-             Fix({"mm_processor_kwargs": '{"max_pixels": 1003520}'}, "--mm-processor-kwargs '{\"max_pixels\": "
-                 "1003520}': a smaller largest image for the encoder profile (Qwen-VL family)", "mechanism")]
-    fixes.append(Fix({"max_num_seqs": str(max(1, (seqs or 256) // 8))}, f"--max-num-seqs {max(1, (seqs or 256) // 8)}:"
-                     " the profile batch multiplies the encoder's activation", "mechanism"))
+    fixes = [
+        Fix(
+            {"limit_mm_per_prompt": '{"image": 1, "video": 0}'},
+            '--limit-mm-per-prompt \'{"image":1,"video":0}\': the profile run encodes fewer items',
+            "mechanism",
+        ),
+        Fix(
+            {"mm_processor_kwargs": '{"max_pixels": 1003520}'},
+            '--mm-processor-kwargs \'{"max_pixels": '
+            "1003520}': a smaller largest image for the encoder profile (Qwen-VL family)",
+            "mechanism",
+        ),
+    ]
+    fixes.append(
+        Fix(
+            {"max_num_seqs": str(max(1, (seqs or 256) // 8))},
+            f"--max-num-seqs {max(1, (seqs or 256) // 8)}:"
+            " the profile batch multiplies the encoder's activation",
+            "mechanism",
+        )
+    )
     return Advice(
         "The vision/audio encoder ran on the largest possible inputs, times the profile batch, and its activations "
         "did not fit; V1 profiles the encoder at startup so this fails before serving.",
         tuple(fixes),
-        ("Lowering --max-model-len alone: the encoder's input size is set by the image limits, not the context.",),
+        (
+            "Lowering --max-model-len alone: the encoder's input size is set by the image limits, not the context.",
+        ),
         "Startup passes 'Encoder cache will be initialized ... profiled with N items' and serves large images.",
         "The 'Encoder cache will be initialized ... profiled with N items' line and the image limits in use.",
     )
@@ -545,11 +843,25 @@ def _spec(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
     return Advice(
         "A draft model (speculative decoding) or LoRA adapters use memory the profile run does not fully see "
         "(draft weights on one rank, draft KV, adapter buffers), so the KV pool was sized too large.",
-        (Fix({"gpu_memory_utilization": f"{u - 0.05:.2f}"}, f"--gpu-memory-utilization {u - 0.05:.2f}: room for the "
-             "draft model's weights and activations", "mechanism"),
-         Fix({"num_speculative_tokens": "2"}, "fewer speculative tokens (num_speculative_tokens 2): smaller draft "
-             "batches and graph captures", "mechanism"),
-         Fix({"max_loras": "1"}, "--max-loras 1 / smaller --max-lora-rank: smaller adapter buffers", "mechanism")),
+        (
+            Fix(
+                {"gpu_memory_utilization": f"{u - 0.05:.2f}"},
+                f"--gpu-memory-utilization {u - 0.05:.2f}: room for the "
+                "draft model's weights and activations",
+                "mechanism",
+            ),
+            Fix(
+                {"num_speculative_tokens": "2"},
+                "fewer speculative tokens (num_speculative_tokens 2): smaller draft "
+                "batches and graph captures",
+                "mechanism",
+            ),
+            Fix(
+                {"max_loras": "1"},
+                "--max-loras 1 / smaller --max-lora-rank: smaller adapter buffers",
+                "mechanism",
+            ),
+        ),
         ("Lowering --max-model-len: the extra memory is the draft model's, not the context's.",),
         "With the draft model loaded, startup logs leave >= 1 GiB free after capture and the server survives load.",
         "Startup logs of the same deployment with and without the draft model / LoRA.",
@@ -560,11 +872,22 @@ def _int32(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
     mnbt = setup.flag_int("max_num_batched_tokens")
     fixes = []
     if mnbt:
-        fixes.append(Fix({"max_num_batched_tokens": str(max(2048, mnbt // 2))}, f"--max-num-batched-tokens "
-                         f"{max(2048, mnbt // 2)} (from {mnbt:,}): below the 2^31 / (elements per token) threshold",
-                         "evidence"))
-    fixes.append(Fix({"max_num_batched_tokens": "32768"}, "--max-num-batched-tokens <= 2^31 / (2 x "
-                     "intermediate_size): e.g. 61,681 tokens for intermediate 17,408", "mechanism"))
+        fixes.append(
+            Fix(
+                {"max_num_batched_tokens": str(max(2048, mnbt // 2))},
+                f"--max-num-batched-tokens "
+                f"{max(2048, mnbt // 2)} (from {mnbt:,}): below the 2^31 / (elements per token) threshold",
+                "evidence",
+            )
+        )
+    fixes.append(
+        Fix(
+            {"max_num_batched_tokens": "32768"},
+            "--max-num-batched-tokens <= 2^31 / (2 x "
+            "intermediate_size): e.g. 61,681 tokens for intermediate 17,408",
+            "mechanism",
+        )
+    )
     return Advice(
         "A kernel indexes a tensor with 32-bit offsets; one step of this size has more than 2^31 elements in it "
         "(tokens x width), so it reads out of bounds or refuses to run. Raising the batch, an OOM knob, triggers it.",
@@ -579,7 +902,13 @@ def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
     return Advice(
         "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver growing "
         "outside vLLM's budget, a version regression).",
-        (Fix({}, "compare against the previous library versions (NCCL, PyTorch, driver) and bisect", "mechanism"),),
+        (
+            Fix(
+                {},
+                "compare against the previous library versions (NCCL, PyTorch, driver) and bisect",
+                "mechanism",
+            ),
+        ),
         ("Tuning vLLM's memory flags: the growth is outside what they control.",),
         "The same test passes on the previous versions and on the fixed build.",
         "Versions of vLLM, PyTorch, NCCL and the driver for a passing and a failing run.",
@@ -587,10 +916,21 @@ def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
 
 
 ADVISORS = {
-    "weights-dont-fit": _weights, "kv-cache-insufficient-at-startup": _kv_startup,
-    "max-model-len-exceeds-kv": _max_len, "activation-peak": _activation, "sampler-or-logits": _sampler,
-    "cuda-graph-capture": _cudagraph, "ep-all2all-buffer": _ep, "dp-replica-kv-accounting": _dp,
-    "kv-exhaustion-at-runtime": _kv_runtime, "fragmentation": _fragmentation, "memory-leak": _leak,
-    "other-process-or-shared-gpu": _other_process, "host-ram-oom": _host, "multimodal-encoder": _multimodal,
-    "spec-decode-or-lora-extra": _spec, "int32-index-overflow": _int32, "other": _other,
+    "weights-dont-fit": _weights,
+    "kv-cache-insufficient-at-startup": _kv_startup,
+    "max-model-len-exceeds-kv": _max_len,
+    "activation-peak": _activation,
+    "sampler-or-logits": _sampler,
+    "cuda-graph-capture": _cudagraph,
+    "ep-all2all-buffer": _ep,
+    "dp-replica-kv-accounting": _dp,
+    "kv-exhaustion-at-runtime": _kv_runtime,
+    "fragmentation": _fragmentation,
+    "memory-leak": _leak,
+    "other-process-or-shared-gpu": _other_process,
+    "host-ram-oom": _host,
+    "multimodal-encoder": _multimodal,
+    "spec-decode-or-lora-extra": _spec,
+    "int32-index-overflow": _int32,
+    "other": _other,
 }

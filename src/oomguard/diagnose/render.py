@@ -11,19 +11,29 @@ from oomguard.diagnose.diagnosis import Cause, Diagnosis
 
 def to_dict(d: Diagnosis) -> dict[str, Any]:
     return {
-        "causes": [{
-            "class": c.cls, "confidence": c.confidence, "explanation": c.explanation,
-            "evidence": [e.as_dict() for e in c.support],
-            "contradicting": [e.as_dict() for e in c.contradict],
-            "fixes": [f.as_dict() for f in c.fixes], "does_not_help": list(c.not_helpful),
-            "verify": c.verify, "next_evidence": c.next_evidence, "notes": list(c.notes),
-        } for c in d.causes],
-        "phase": d.phase, "phase_why": d.phase_why,
+        "causes": [
+            {
+                "class": c.cls,
+                "confidence": c.confidence,
+                "explanation": c.explanation,
+                "evidence": [e.as_dict() for e in c.support],
+                "contradicting": [e.as_dict() for e in c.contradict],
+                "fixes": [f.as_dict() for f in c.fixes],
+                "does_not_help": list(c.not_helpful),
+                "verify": c.verify,
+                "next_evidence": c.next_evidence,
+                "notes": list(c.notes),
+            }
+            for c in d.causes
+        ],
+        "phase": d.phase,
+        "phase_why": d.phase_why,
         "setup": d.setup.as_dict(),
         "memory": [{"item": k, "value": v} for k, v in d.memory],
         "questions": [{"question": q, "answer": a} for q, a in d.questions],
         "separate_top_causes_by": list(d.separate_by),
-        "read": list(d.read), "skipped": list(d.skipped),
+        "read": list(d.read),
+        "skipped": list(d.skipped),
     }
 
 
@@ -33,9 +43,12 @@ def render_json(d: Diagnosis) -> str:
 
 def _setup_line(d: Diagnosis) -> str:
     s = d.setup
-    parts = [s.engine if s.engine != "unknown" else "engine ?", f"v{s.version}" if s.version else "",
-             s.model or "model ?", s.gpu_name or (f"{s.gpu_total_bytes / (1 << 30):.2f} GiB GPU" if s.gpu_total_bytes
-                                                  else "GPU ?")]
+    parts = [
+        s.engine if s.engine != "unknown" else "engine ?",
+        f"v{s.version}" if s.version else "",
+        s.model or "model ?",
+        s.gpu_name or (f"{s.gpu_total_bytes / (1 << 30):.2f} GiB GPU" if s.gpu_total_bytes else "GPU ?"),
+    ]
     flags = ", ".join(f"{k}={v}" for k, v in list(s.flags.items())[:8] if k != "model")
     return " | ".join(p for p in parts if p) + (f" | {flags}" if flags else "")
 
@@ -107,12 +120,26 @@ def _md_cause(i: int, c: Cause) -> list[str]:
 
 
 def render_markdown(d: Diagnosis) -> str:
-    lines = ["## oomguard diagnose", "", f"**Phase:** {d.phase} ({d.phase_why})  ", f"**Setup:** {_setup_line(d)}", ""]
+    lines = [
+        "## oomguard diagnose",
+        "",
+        f"**Phase:** {d.phase} ({d.phase_why})  ",
+        f"**Setup:** {_setup_line(d)}",
+        "",
+    ]
     if d.memory:
-        lines += ["| where the memory went | amount (source) |", "|---|---|"] + [f"| {k} | {v} |" for k, v in d.memory] + [""]
+        lines += (
+            ["| where the memory went | amount (source) |", "|---|---|"]
+            + [f"| {k} | {v} |" for k, v in d.memory]
+            + [""]
+        )
     for i, c in enumerate(d.causes, 1):
         lines += _md_cause(i, c)
     lines += ["**The four questions**", ""] + [f"- {q} {a}" for q, a in d.questions] + [""]
     if d.skipped:
-        lines += ["<details><summary>Skipped input</summary>", ""] + [f"- {s}" for s in d.skipped] + ["", "</details>"]
+        lines += (
+            ["<details><summary>Skipped input</summary>", ""]
+            + [f"- {s}" for s in d.skipped]
+            + ["", "</details>"]
+        )
     return "\n".join(lines)

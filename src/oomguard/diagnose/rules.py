@@ -36,10 +36,23 @@ from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import StepAnalysis
 
 CLASSES = (
-    "weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv", "activation-peak",
-    "sampler-or-logits", "cuda-graph-capture", "ep-all2all-buffer", "dp-replica-kv-accounting",
-    "kv-exhaustion-at-runtime", "fragmentation", "memory-leak", "other-process-or-shared-gpu", "host-ram-oom",
-    "multimodal-encoder", "spec-decode-or-lora-extra", "int32-index-overflow", "other",
+    "weights-dont-fit",
+    "kv-cache-insufficient-at-startup",
+    "max-model-len-exceeds-kv",
+    "activation-peak",
+    "sampler-or-logits",
+    "cuda-graph-capture",
+    "ep-all2all-buffer",
+    "dp-replica-kv-accounting",
+    "kv-exhaustion-at-runtime",
+    "fragmentation",
+    "memory-leak",
+    "other-process-or-shared-gpu",
+    "host-ram-oom",
+    "multimodal-encoder",
+    "spec-decode-or-lora-extra",
+    "int32-index-overflow",
+    "other",
 )
 
 STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
@@ -81,31 +94,129 @@ HIGH_UTILIZATION = 0.97
 HUGE_BATCHED_TOKENS = 32768
 SAMPLER_ROWS_RISK = 1024
 # Model ids that carry a vision/audio encoder (multimodal profiling runs the encoder at its maximum input).
-MULTIMODAL_MODEL = re.compile(r"(?i)(-vl\b|vl-|\bvl\b|vision|llava|mllama|pixtral|internvl|minicpm-?v|qwen\d?(\.\d)?-?vl|"
-                              r"gemma-?3|gemma-?4|idefics|paligemma|phi-?\d?-?(mm|vision)|molmo|kimi-vl|glm-?4v|aria)")
+MULTIMODAL_MODEL = re.compile(
+    r"(?i)(-vl\b|vl-|\bvl\b|vision|llava|mllama|pixtral|internvl|minicpm-?v|qwen\d?(\.\d)?-?vl|"
+    r"gemma-?3|gemma-?4|idefics|paligemma|phi-?\d?-?(mm|vision)|molmo|kimi-vl|glm-?4v|aria)"
+)
 
 # Frame categories: (category, substrings of function name or path), most specific first.
 FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("all2all", ("all2all", "all_to_all", "deep_ep", "deepep", "pplx", "nvshmem", "moe_a2a", "prepare_finalize",
-                 "mori", "low_latency_dispatch")),
-    ("sampler", ("sampler.py", "_dummy_sampler_run", "compute_logits", "logits_processor", "apply_top_k_top_p",
-                 "topk_topp", "prompt_logprobs", "gather_logprobs", "compute_logprobs")),
-    ("encoder", ("visual", "vision", "_execute_mm_encoder", "get_multimodal_embeddings", "embed_multimodal",
-                 "pixel", "siglip", "mm_encoder", "patch_embed", "image_encoder", "encoder_runner",
-                 "profile_encoder")),
-    ("spec-decode", ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose")),
+    (
+        "all2all",
+        (
+            "all2all",
+            "all_to_all",
+            "deep_ep",
+            "deepep",
+            "pplx",
+            "nvshmem",
+            "moe_a2a",
+            "prepare_finalize",
+            "mori",
+            "low_latency_dispatch",
+        ),
+    ),
+    (
+        "sampler",
+        (
+            "sampler.py",
+            "_dummy_sampler_run",
+            "compute_logits",
+            "logits_processor",
+            "apply_top_k_top_p",
+            "topk_topp",
+            "prompt_logprobs",
+            "gather_logprobs",
+            "compute_logprobs",
+        ),
+    ),
+    (
+        "encoder",
+        (
+            "visual",
+            "vision",
+            "_execute_mm_encoder",
+            "get_multimodal_embeddings",
+            "embed_multimodal",
+            "pixel",
+            "siglip",
+            "mm_encoder",
+            "patch_embed",
+            "image_encoder",
+            "encoder_runner",
+            "profile_encoder",
+        ),
+    ),
+    (
+        "spec-decode",
+        ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
+    ),
     ("lora", ("lora", "punica")),
-    ("cudagraph", ("capture_model", "cudagraph", "cuda_graph", "graph_capture", "capture_graph", "_capture",
-                   "profile_cudagraph_memory", "_init_minimal_kv_cache_for_profiling")),
-    ("kv-alloc", ("initialize_kv_cache", "allocate_kv_cache", "_allocate_kv_cache", "init_kv_cache",
-                  "_check_enough_kv_cache_memory", "get_kv_cache_config", "_reshape_kv_cache", "bind_kv_cache")),
-    ("profile", ("profile_run", "determine_num_available_blocks", "determine_available_memory", "memory_profiling",
-                 "_dummy_run", "profile_")),
-    ("weights", ("load_model", "load_weights", "create_weights", "weight_loader", "model_loader",
-                 "process_weights_after_loading", "initialize_model", "_initialize_model", "weight_utils",
-                 "safetensors")),
-    ("serving", ("serving_chat", "serving_completion", "api_server", "async_llm", "execute_model", "step",
-                 "run_engine_core", "run_busy_loop")),
+    (
+        "cudagraph",
+        (
+            "capture_model",
+            "cudagraph",
+            "cuda_graph",
+            "graph_capture",
+            "capture_graph",
+            "_capture",
+            "profile_cudagraph_memory",
+            "_init_minimal_kv_cache_for_profiling",
+        ),
+    ),
+    (
+        "kv-alloc",
+        (
+            "initialize_kv_cache",
+            "allocate_kv_cache",
+            "_allocate_kv_cache",
+            "init_kv_cache",
+            "_check_enough_kv_cache_memory",
+            "get_kv_cache_config",
+            "_reshape_kv_cache",
+            "bind_kv_cache",
+        ),
+    ),
+    (
+        "profile",
+        (
+            "profile_run",
+            "determine_num_available_blocks",
+            "determine_available_memory",
+            "memory_profiling",
+            "_dummy_run",
+            "profile_",
+        ),
+    ),
+    (
+        "weights",
+        (
+            "load_model",
+            "load_weights",
+            "create_weights",
+            "weight_loader",
+            "model_loader",
+            "process_weights_after_loading",
+            "initialize_model",
+            "_initialize_model",
+            "weight_utils",
+            "safetensors",
+        ),
+    ),
+    (
+        "serving",
+        (
+            "serving_chat",
+            "serving_completion",
+            "api_server",
+            "async_llm",
+            "execute_model",
+            "step",
+            "run_engine_core",
+            "run_busy_loop",
+        ),
+    ),
 )
 
 
@@ -167,32 +278,65 @@ class Situation:
     phase_fact: Fact | None
     categories: dict[str, list[Frame]]
     kv_at_crash: LoadSample | None
-    gpu_failure: bool  # a GPU-side failure: an OOM message, an engine memory error, or a traceback (not a host kill)
+    gpu_failure: (
+        bool  # a GPU-side failure: an OOM message, an engine memory error, or a traceback (not a host kill)
+    )
 
 
 FAILURE_SIGNALS = {
-    "free-memory-below-utilization", "no-kv-cache-memory", "negative-kv-memory", "max-model-len-exceeds-kv",
-    "cannot-auto-fit", "load-model-failed", "sampler-warmup-oom", "pooler-warmup-oom", "profiling-memory-released",
-    "int32-index-math", "illegal-memory-access", "hsa-out-of-resources", "deepep-error", "nvshmem-alloc",
-    "sglang-negative-token-budget", "sglang-not-enough-memory", "sglang-kv-alloc-failed", "engine-dead",
+    "free-memory-below-utilization",
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "max-model-len-exceeds-kv",
+    "cannot-auto-fit",
+    "load-model-failed",
+    "sampler-warmup-oom",
+    "pooler-warmup-oom",
+    "profiling-memory-released",
+    "int32-index-math",
+    "illegal-memory-access",
+    "hsa-out-of-resources",
+    "deepep-error",
+    "nvshmem-alloc",
+    "sglang-negative-token-budget",
+    "sglang-not-enough-memory",
+    "sglang-kv-alloc-failed",
+    "engine-dead",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
-    "milestone-weights-loading": "startup-weights", "milestone-weights-loaded": "startup-profile",
-    "milestone-profile": "startup-profile", "milestone-mm-profile": "startup-profile",
-    "milestone-kv-sized": "startup-cudagraph", "milestone-cudagraph-start": "startup-cudagraph",
-    "milestone-cudagraph-done": "startup-warmup", "milestone-serving": "runtime",
+    "milestone-weights-loading": "startup-weights",
+    "milestone-weights-loaded": "startup-profile",
+    "milestone-profile": "startup-profile",
+    "milestone-mm-profile": "startup-profile",
+    "milestone-kv-sized": "startup-cudagraph",
+    "milestone-cudagraph-start": "startup-cudagraph",
+    "milestone-cudagraph-done": "startup-warmup",
+    "milestone-serving": "runtime",
 }
 # Engine errors raised at one known step.
 SIGNAL_PHASE = {
-    "free-memory-below-utilization": "startup-weights", "load-model-failed": "startup-weights",
-    "no-kv-cache-memory": "startup-kv-alloc", "negative-kv-memory": "startup-kv-alloc",
-    "max-model-len-exceeds-kv": "startup-kv-alloc", "cannot-auto-fit": "startup-kv-alloc",
-    "sampler-warmup-oom": "startup-warmup", "sglang-negative-token-budget": "startup-kv-alloc",
-    "sglang-not-enough-memory": "startup-kv-alloc", "sglang-kv-alloc-failed": "runtime",
+    "free-memory-below-utilization": "startup-weights",
+    "load-model-failed": "startup-weights",
+    "no-kv-cache-memory": "startup-kv-alloc",
+    "negative-kv-memory": "startup-kv-alloc",
+    "max-model-len-exceeds-kv": "startup-kv-alloc",
+    "cannot-auto-fit": "startup-kv-alloc",
+    "sampler-warmup-oom": "startup-warmup",
+    "sglang-negative-token-budget": "startup-kv-alloc",
+    "sglang-not-enough-memory": "startup-kv-alloc",
+    "sglang-kv-alloc-failed": "runtime",
     **{name: "host" for name in HOST_SIGNALS},
 }
-MILESTONE_ORDER = ("milestone-weights-loading", "milestone-weights-loaded", "milestone-profile", "milestone-mm-profile",
-                   "milestone-kv-sized", "milestone-cudagraph-start", "milestone-cudagraph-done", "milestone-serving")
+MILESTONE_ORDER = (
+    "milestone-weights-loading",
+    "milestone-weights-loaded",
+    "milestone-profile",
+    "milestone-mm-profile",
+    "milestone-kv-sized",
+    "milestone-cudagraph-start",
+    "milestone-cudagraph-done",
+    "milestone-serving",
+)
 
 
 def situation(ev: Evidence) -> Situation:
@@ -210,38 +354,63 @@ def situation(ev: Evidence) -> Situation:
     if with_kv:
         kv_at_crash = with_kv[-1]
         if first is not None:
-            before = [s for s in with_kv if s.where.source == first.where.source and s.where.line <= first.where.line]
+            before = [
+                s
+                for s in with_kv
+                if s.where.source == first.where.source and s.where.line <= first.where.line
+            ]
             kv_at_crash = before[-1] if before else kv_at_crash
     phase, why, fact = _phase(ev, first, categories, samples)
     host_failure = any(isinstance(f, Signal) and f.name in HOST_SIGNALS for f in failures)
     gpu_failure = any(not (isinstance(f, Signal) and f.name in HOST_SIGNALS) for f in failures) or (
-        bool(ev.of(Frame)) and not host_failure)
+        bool(ev.of(Frame)) and not host_failure
+    )
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
 
 
-def _phase(ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], samples: list[LoadSample]
-           ) -> tuple[str, str, Fact | None]:
-    for cat, phase in (("cudagraph", "startup-cudagraph"), ("kv-alloc", "startup-kv-alloc"),
-                       ("profile", "startup-profile"), ("weights", "startup-weights")):
+def _phase(
+    ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], samples: list[LoadSample]
+) -> tuple[str, str, Fact | None]:
+    for cat, phase in (
+        ("cudagraph", "startup-cudagraph"),
+        ("kv-alloc", "startup-kv-alloc"),
+        ("profile", "startup-profile"),
+        ("weights", "startup-weights"),
+    ):
         if cat in cats:
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
     if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
-        milestones = [m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line]
+        milestones = [
+            m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
+        ]
     if milestones:
         last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
         gap = _gap(last, first)
         if gap is not None and gap >= SERVING_GAP_S and last.name in AFTER_KV_SIZING:
-            return "runtime", (f"the failure came {gap / 60:.0f} min after the last startup step "
-                               f"({last.name[10:]}): the server had been serving"), first
-        return MILESTONE_PHASE[last.name], f"the last startup step logged before the failure: {last.name[10:]}", last
+            return (
+                "runtime",
+                (
+                    f"the failure came {gap / 60:.0f} min after the last startup step "
+                    f"({last.name[10:]}): the server had been serving"
+                ),
+                first,
+            )
+        return (
+            MILESTONE_PHASE[last.name],
+            f"the last startup step logged before the failure: {last.name[10:]}",
+            last,
+        )
     if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
     if ev.has("engine-init-failed") and not ev.has("milestone-serving"):
-        return "startup", "the engine reported that its initialization failed (step not in the evidence)", (
-            ev.signals("engine-init-failed")[0])
+        return (
+            "startup",
+            "the engine reported that its initialization failed (step not in the evidence)",
+            (ev.signals("engine-init-failed")[0]),
+        )
     if samples or "serving" in cats or "forward" in cats:
         in_request = cats.get("serving") or cats.get("forward") or []
         fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
@@ -277,72 +446,164 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
 
 def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     for s in ev.signals("free-memory-below-utilization"):
-        t.add("other-process-or-shared-gpu", STRONG, "less memory was free at start than the utilization asks for: "
-              "something else holds part of the GPU", s)
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "less memory was free at start than the utilization asks for: "
+            "something else holds part of the GPU",
+            s,
+        )
     estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
     total = setup.gpu_total_bytes
     for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit"):
         t.add("kv-cache-insufficient-at-startup", STRONG, "the engine found no memory left for KV blocks", s)
-        huge = [e for e in estimates if e.value >= CUDAGRAPH_HUGE or (total and e.value >= CUDAGRAPH_HUGE_SHARE * total)]
+        huge = [
+            e
+            for e in estimates
+            if e.value >= CUDAGRAPH_HUGE or (total and e.value >= CUDAGRAPH_HUGE_SHARE * total)
+        ]
         decisive = _estimate_left_no_kv(ev, setup)
         if decisive is not None:
             estimate, kv = decisive
-            t.add("cuda-graph-capture", STRONG + 1.0, f"the {estimate.value / GIB:.2f} GiB CUDA-graph estimate is what "
-                  f"left no KV: without it {(kv.value + estimate.value) / GIB:.2f} GiB would remain", estimate, kv, s)
+            t.add(
+                "cuda-graph-capture",
+                STRONG + 1.0,
+                f"the {estimate.value / GIB:.2f} GiB CUDA-graph estimate is what "
+                f"left no KV: without it {(kv.value + estimate.value) / GIB:.2f} GiB would remain",
+                estimate,
+                kv,
+                s,
+            )
         elif huge:
-            t.add("cuda-graph-capture", STRONG + 1.0, "the CUDA-graph memory estimate alone is a large share of the "
-                  "budget and left nothing for KV", huge[0], s)
+            t.add(
+                "cuda-graph-capture",
+                STRONG + 1.0,
+                "the CUDA-graph memory estimate alone is a large share of the budget and left nothing for KV",
+                huge[0],
+                s,
+            )
         weights = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes"]
         budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
         if weights and budgets and weights[-1].value >= 0.9 * budgets[-1].value:
-            t.add("weights-dont-fit", MEDIUM, "the weights alone take >= 90% of the budget", weights[-1], budgets[-1])
+            t.add(
+                "weights-dont-fit",
+                MEDIUM,
+                "the weights alone take >= 90% of the budget",
+                weights[-1],
+                budgets[-1],
+            )
     for s in ev.signals("max-model-len-exceeds-kv"):
-        t.add("max-model-len-exceeds-kv", STRONG + 0.5, "one request at max_model_len needs more KV than the pool has", s)
+        t.add(
+            "max-model-len-exceeds-kv",
+            STRONG + 0.5,
+            "one request at max_model_len needs more KV than the pool has",
+            s,
+        )
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
         t.add("weights-dont-fit", STRONG, "vLLM failed loading the weights for lack of GPU memory", s)
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
-        t.add("sampler-or-logits", STRONG + 0.5, "the OOM happened in the sampler warm-up over max_num_seqs dummy "
-              "requests x the vocabulary", s)
+        t.add(
+            "sampler-or-logits",
+            STRONG + 0.5,
+            "the OOM happened in the sampler warm-up over max_num_seqs dummy requests x the vocabulary",
+            s,
+        )
         if setup.v1 is not False and (setup.version_tuple or (0, 0)) < (0, 21):
-            t.add("cuda-graph-capture", WEAK, "before v0.21 the graph pool was outside the budget and the sampler "
-                  "warm-up ran after capture", s)
+            t.add(
+                "cuda-graph-capture",
+                WEAK,
+                "before v0.21 the graph pool was outside the budget and the sampler "
+                "warm-up ran after capture",
+                s,
+            )
     for s in ev.signals("profiling-memory-released"):
-        t.add("other-process-or-shared-gpu", STRONG, "free memory changed during profiling: another process "
-              "shares the GPU", s)
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "free memory changed during profiling: another process shares the GPU",
+            s,
+        )
     for s in ev.signals("cudagraph-estimate-hint"):
         t.add("cuda-graph-capture", STRONG, "the OOM text points at the CUDA-graph memory estimate", s)
     for s in ev.signals("int32-index-math"):
-        t.add("int32-index-overflow", STRONG + 1.0, "a kernel's 32-bit index math overflowed (more than 2^31 "
-              "elements)", s)
+        t.add(
+            "int32-index-overflow",
+            STRONG + 1.0,
+            "a kernel's 32-bit index math overflowed (more than 2^31 elements)",
+            s,
+        )
     mnbt = setup.flag_int("max_num_batched_tokens") or 0
     for s in ev.signals("illegal-memory-access"):
-        t.add("int32-index-overflow", MEDIUM, "an illegal memory access in a kernel is how 32-bit offsets "
-              "overflow silently", s)
+        t.add(
+            "int32-index-overflow",
+            MEDIUM,
+            "an illegal memory access in a kernel is how 32-bit offsets overflow silently",
+            s,
+        )
         if sit.phase == "startup-profile":
             t.add("int32-index-overflow", MEDIUM, "it happened in the profile run, the largest step shape", s)
         if mnbt >= INT32_RISK_TOKENS:
-            t.add("int32-index-overflow", MEDIUM, f"max_num_batched_tokens {mnbt:,}: an MLP input of that many "
-                  "tokens passes 2^31 elements for intermediate sizes >= 8,192", s)
+            t.add(
+                "int32-index-overflow",
+                MEDIUM,
+                f"max_num_batched_tokens {mnbt:,}: an MLP input of that many "
+                "tokens passes 2^31 elements for intermediate sizes >= 8,192",
+                s,
+            )
     for s in ev.signals("deepep-error"):
-        t.add("ep-all2all-buffer", STRONG, "DeepEP (expert-parallel all-to-all) failed: its buffers are allocated "
-              "outside PyTorch and surface as 'invalid argument' when the memory is not there", s)
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "DeepEP (expert-parallel all-to-all) failed: its buffers are allocated "
+            "outside PyTorch and surface as 'invalid argument' when the memory is not there",
+            s,
+        )
     for s in ev.signals("nvshmem-alloc"):
-        t.add("ep-all2all-buffer", STRONG, "an NVSHMEM allocation (the EP all-to-all buffer) failed or was probed", s)
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "an NVSHMEM allocation (the EP all-to-all buffer) failed or was probed",
+            s,
+        )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
-        t.add("kv-cache-insufficient-at-startup", STRONG, "SGLang's profiled KV token budget is zero or negative", s)
-        t.add("weights-dont-fit", WEAK, "weights leave no room for the static pool at this mem_fraction_static", s)
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            "SGLang's profiled KV token budget is zero or negative",
+            s,
+        )
+        t.add(
+            "weights-dont-fit",
+            WEAK,
+            "weights leave no room for the static pool at this mem_fraction_static",
+            s,
+        )
     for s in ev.signals("sglang-unbalanced-memory"):
-        t.add("other-process-or-shared-gpu", STRONG, "SGLang saw unequal free memory across GPUs: another process", s)
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "SGLang saw unequal free memory across GPUs: another process",
+            s,
+        )
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):
-        t.add("kv-exhaustion-at-runtime", STRONG, "SGLang could not allocate KV slots for the batch: the pool was "
-              "full", s)
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG,
+            "SGLang could not allocate KV slots for the batch: the pool was full",
+            s,
+        )
     for s in ev.signals("kv-preempted"):
-        t.add("kv-exhaustion-at-runtime", MEDIUM + 0.5, "the scheduler preempted requests for lack of KV space", s)
+        t.add(
+            "kv-exhaustion-at-runtime",
+            MEDIUM + 0.5,
+            "the scheduler preempted requests for lack of KV space",
+            s,
+        )
 
 
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
@@ -364,25 +625,50 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
     for o in ev.of(OomMessage):
         if o.reserved_unallocated is not None and o.requested:
             if o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested):
-                t.add("fragmentation", STRONG, "reserved-but-unallocated memory exceeds the failed request: the "
-                      "bytes were there, not in one piece", o)
+                t.add(
+                    "fragmentation",
+                    STRONG,
+                    "reserved-but-unallocated memory exceeds the failed request: the "
+                    "bytes were there, not in one piece",
+                    o,
+                )
             elif o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested / 2):
-                t.add("fragmentation", MEDIUM, "reserved-but-unallocated memory is a large share of the request", o)
+                t.add(
+                    "fragmentation",
+                    MEDIUM,
+                    "reserved-but-unallocated memory is a large share of the request",
+                    o,
+                )
             elif o.reserved_unallocated < max(FRAGMENTED_NEGLIGIBLE, o.requested / 10):
-                t.add("fragmentation", -MEDIUM, "reserved-but-unallocated memory is small against the request: "
-                      "not fragmentation", o)
+                t.add(
+                    "fragmentation",
+                    -MEDIUM,
+                    "reserved-but-unallocated memory is small against the request: not fragmentation",
+                    o,
+                )
         if o.flavor == "expandable-segments":
-            t.add("fragmentation", -WEAK, "expandable segments were on: segments grow in place, fragmentation is "
-                  "unlikely", o)
+            t.add(
+                "fragmentation",
+                -WEAK,
+                "expandable segments were on: segments grow in place, fragmentation is unlikely",
+                o,
+            )
         if o.private_pools and o.private_pools >= 1 * GIB:
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
         others = _other_process_bytes(o)
         if others is not None and others >= OTHER_PROCESS_MIN:
-            t.add("other-process-or-shared-gpu", STRONG, "other processes hold GPU memory on the failing device", o)
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                "other processes hold GPU memory on the failing device",
+                o,
+            )
         elif others == 0 and (o.this_process or len(o.processes) == 1):
-            t.add("other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o)
+            t.add(
+                "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
+            )
 
 
 def _other_process_bytes(o: OomMessage) -> int | None:
@@ -399,54 +685,113 @@ def _other_process_bytes(o: OomMessage) -> int | None:
 
 def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
     cats = sit.categories
-    has_oom = sit.gpu_failure and not (sit.failures and all(
-        isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures))
+    has_oom = sit.gpu_failure and not (
+        sit.failures and all(isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures)
+    )
 
     def first(cat: str) -> Frame:
         return cats[cat][0]
 
     if "all2all" in cats:
-        t.add("ep-all2all-buffer", STRONG, "the stack is in the expert-parallel all-to-all (dispatch/combine)",
-              first("all2all"))
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "the stack is in the expert-parallel all-to-all (dispatch/combine)",
+            first("all2all"),
+        )
     if "sampler" in cats and has_oom:
-        t.add("sampler-or-logits", STRONG, "the stack is in the sampler / logits computation", first("sampler"))
+        t.add(
+            "sampler-or-logits", STRONG, "the stack is in the sampler / logits computation", first("sampler")
+        )
     if "encoder" in cats and has_oom:
         t.add("multimodal-encoder", STRONG, "the stack is in the vision/multimodal encoder", first("encoder"))
     if "spec-decode" in cats and has_oom:
-        t.add("spec-decode-or-lora-extra", STRONG, "the stack is in speculative decoding (draft model)",
-              first("spec-decode"))
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG,
+            "the stack is in speculative decoding (draft model)",
+            first("spec-decode"),
+        )
     if "lora" in cats and has_oom:
         t.add("spec-decode-or-lora-extra", MEDIUM, "the stack is in LoRA", first("lora"))
     if "cudagraph" in cats and has_oom:
-        t.add("cuda-graph-capture", STRONG, "the OOM happened while capturing CUDA graphs", first("cudagraph"))
+        t.add(
+            "cuda-graph-capture", STRONG, "the OOM happened while capturing CUDA graphs", first("cudagraph")
+        )
     if "weights" in cats and has_oom and "cudagraph" not in cats and "profile" not in cats:
-        t.add("weights-dont-fit", STRONG, "the OOM happened while building or loading the model's weights",
-              first("weights"))
-    if "kv-alloc" in cats and has_oom and not any(isinstance(f, Signal) and f.name == "max-model-len-exceeds-kv"
-                                                  for f in sit.failures):
-        t.add("kv-cache-insufficient-at-startup", MEDIUM, "the failure is in KV-cache sizing or allocation",
-              first("kv-alloc"))
+        t.add(
+            "weights-dont-fit",
+            STRONG,
+            "the OOM happened while building or loading the model's weights",
+            first("weights"),
+        )
+    if (
+        "kv-alloc" in cats
+        and has_oom
+        and not any(isinstance(f, Signal) and f.name == "max-model-len-exceeds-kv" for f in sit.failures)
+    ):
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "the failure is in KV-cache sizing or allocation",
+            first("kv-alloc"),
+        )
     if "profile" in cats and has_oom and not ({"sampler", "encoder", "cudagraph"} & cats.keys()):
         mm = ev.signals("milestone-mm-profile")
         if mm:
-            t.add("multimodal-encoder", STRONG, "it failed in the multimodal profile run: the encoder runs on the "
-                  "largest inputs x the profile batch", mm[-1], first("profile"))
-        t.add("activation-peak", MEDIUM if mm else STRONG, "the OOM happened in the profile run "
-              "(max_num_batched_tokens through the model)", first("profile"))
-    if "forward" in cats and has_oom and not ({"weights", "profile", "cudagraph", "encoder", "sampler"} & cats.keys()):
-        t.add("activation-peak", MEDIUM, "the OOM happened inside a layer's forward at runtime", first("forward"))
+            t.add(
+                "multimodal-encoder",
+                STRONG,
+                "it failed in the multimodal profile run: the encoder runs on the "
+                "largest inputs x the profile batch",
+                mm[-1],
+                first("profile"),
+            )
+        t.add(
+            "activation-peak",
+            MEDIUM if mm else STRONG,
+            "the OOM happened in the profile run (max_num_batched_tokens through the model)",
+            first("profile"),
+        )
+    if (
+        "forward" in cats
+        and has_oom
+        and not ({"weights", "profile", "cudagraph", "encoder", "sampler"} & cats.keys())
+    ):
+        t.add(
+            "activation-peak",
+            MEDIUM,
+            "the OOM happened inside a layer's forward at runtime",
+            first("forward"),
+        )
 
 
 def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
-    if sit.gpu_failure and sit.categories.keys() & {"weights", "profile", "cudagraph", "kv-alloc", "sampler",
-                                                    "encoder"}:
+    if sit.gpu_failure and sit.categories.keys() & {
+        "weights",
+        "profile",
+        "cudagraph",
+        "kv-alloc",
+        "sampler",
+        "encoder",
+    }:
         return  # the stack already placed it
     fact = sit.phase_fact
     generic_oom = any(isinstance(f, OomMessage) for f in sit.failures) and not any(
-        isinstance(f, Signal) and f.name in ("sampler-warmup-oom", "no-kv-cache-memory", "max-model-len-exceeds-kv",
-                                             "free-memory-below-utilization", "load-model-failed")
-        for f in sit.failures)
-    ended_here = not sit.failures  # the log stops at this step (a crash without its error text, or a bare stack)
+        isinstance(f, Signal)
+        and f.name
+        in (
+            "sampler-warmup-oom",
+            "no-kv-cache-memory",
+            "max-model-len-exceeds-kv",
+            "free-memory-below-utilization",
+            "load-model-failed",
+        )
+        for f in sit.failures
+    )
+    ended_here = (
+        not sit.failures
+    )  # the log stops at this step (a crash without its error text, or a bare stack)
     if not (generic_oom or ended_here):
         return
     mm = ev.signals("milestone-mm-profile")
@@ -454,12 +799,21 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
         if mm:
-            t.add("multimodal-encoder", STRONG if generic_oom else MEDIUM, "it failed in the multimodal profile run "
-                  "(the encoder at its largest input x the profile batch)", mm[-1])
+            t.add(
+                "multimodal-encoder",
+                STRONG if generic_oom else MEDIUM,
+                "it failed in the multimodal profile run "
+                "(the encoder at its largest input x the profile batch)",
+                mm[-1],
+            )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
     elif sit.phase == "startup-cudagraph":
-        t.add("cuda-graph-capture", STRONG if generic_oom else MEDIUM, "the KV pool was sized and the next step, "
-              "CUDA-graph capture, did not finish", fact)
+        t.add(
+            "cuda-graph-capture",
+            STRONG if generic_oom else MEDIUM,
+            "the KV pool was sized and the next step, CUDA-graph capture, did not finish",
+            fact,
+        )
         t.add("sampler-or-logits", WEAK, "the sampler warm-up also runs after the KV pool is allocated", fact)
     elif sit.phase == "startup-warmup":
         t.add("sampler-or-logits", MEDIUM, "graphs were captured; the sampler warm-up follows", fact)
@@ -471,35 +825,62 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
     has_oom = any(isinstance(f, OomMessage) for f in sit.failures)
     if crash is not None and crash.kv_usage is not None:
         if crash.kv_usage >= KV_FULL:
-            t.add("kv-exhaustion-at-runtime", STRONG, f"KV usage was {crash.kv_usage:.0%} at the end: the pool was "
-                  "full", crash)
+            t.add(
+                "kv-exhaustion-at-runtime",
+                STRONG,
+                f"KV usage was {crash.kv_usage:.0%} at the end: the pool was full",
+                crash,
+            )
             if (crash.waiting or 0) > 0:
                 t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were waiting while KV was full", crash)
             if has_oom:
                 t.add("activation-peak", WEAK, "an allocation failed while the KV pool was full", crash)
         elif crash.kv_usage <= KV_ROOMY:
-            t.add("kv-exhaustion-at-runtime", -STRONG, f"KV usage was only {crash.kv_usage:.0%}: the pool had room", crash)
+            t.add(
+                "kv-exhaustion-at-runtime",
+                -STRONG,
+                f"KV usage was only {crash.kv_usage:.0%}: the pool had room",
+                crash,
+            )
             if has_oom or any(o.flavor == "expandable-segments" for o in ev.of(OomMessage)):
-                t.add("activation-peak", STRONG, f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient "
-                      "activation peak, not KV", crash)
+                t.add(
+                    "activation-peak",
+                    STRONG,
+                    f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient activation peak, not KV",
+                    crash,
+                )
     preempt = [s for s in ev.of(LoadSample) if s.preemptions]
     if preempt:
         t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were preempted (KV over-subscribed)", preempt[-1])
     # KV held with nothing running: blocks that are never freed.
     for s in samples:
         if s.running == 0 and (s.waiting or 0) == 0 and (s.kv_usage or 0) >= 0.5:
-            t.add("memory-leak", STRONG, "KV usage stays high with no request running: blocks are not freed", s)
+            t.add(
+                "memory-leak", STRONG, "KV usage stays high with no request running: blocks are not freed", s
+            )
             break
-    if len(samples) >= 3 and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in itertools.pairwise(samples)) \
-            and (samples[-1].kv_usage or 0) >= KV_FULL:
-        t.add("memory-leak", WEAK, "KV usage only ever rose until full (a leak if it does not fall when traffic "
-              "stops)", samples[-1])
+    if (
+        len(samples) >= 3
+        and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in itertools.pairwise(samples))
+        and (samples[-1].kv_usage or 0) >= KV_FULL
+    ):
+        t.add(
+            "memory-leak",
+            WEAK,
+            "KV usage only ever rose until full (a leak if it does not fall when traffic stops)",
+            samples[-1],
+        )
     for step in ev.of(ScheduledStep):
         rows = len(step.tokens_per_request)
         longest, real = max(step.tokens_per_request), sum(step.tokens_per_request)
         if rows >= 2 and real and rows * longest / real >= PADDING_RATIO:
-            t.add("activation-peak", STRONG, f"the step packs {rows} requests with one {longest:,}-token chunk: "
-                  f"padded to {rows * longest:,} token slots for {real:,} real tokens", step)
+            t.add(
+                "activation-peak",
+                STRONG,
+                f"the step packs {rows} requests with one {longest:,}-token chunk: "
+                f"padded to {rows * longest:,} token slots for {real:,} real tokens",
+                step,
+            )
 
 
 def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
@@ -509,25 +890,38 @@ def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
     w, s = step.widths.hidden_size, step.widths.dtype_bytes
     rows, longest = step.padded.num_prefills, step.padded.max_prefill_len
     if step.explains_oom and step.oom is not None and step.oom.requested:
-        t.add("activation-peak", STRONG + 1.0, f"the failed {step.oom.requested / GIB:.2f} GiB allocation is {rows} "
-              f"rows x {longest:,} tokens x {w:,} x {s:g} B: the step's rows were padded to its longest chunk "
-              f"({step.padded.padding_ratio:.1f}x its real tokens)", step.oom, step.step)
+        t.add(
+            "activation-peak",
+            STRONG + 1.0,
+            f"the failed {step.oom.requested / GIB:.2f} GiB allocation is {rows} "
+            f"rows x {longest:,} tokens x {w:,} x {s:g} B: the step's rows were padded to its longest chunk "
+            f"({step.padded.padding_ratio:.1f}x its real tokens)",
+            step.oom,
+            step.step,
+        )
     if step.padded.exceeds_int32_index and step.layout == "padded":
         for sig in ev.signals("int32-index-math", "illegal-memory-access"):
-            t.add("int32-index-overflow", MEDIUM, f"the padded step tensor has {step.padded.max_tensor_elements:,} "
-                  "elements, above 2^31", sig, step.step)
+            t.add(
+                "int32-index-overflow",
+                MEDIUM,
+                f"the padded step tensor has {step.padded.max_tensor_elements:,} elements, above 2^31",
+                sig,
+                step.step,
+            )
 
 
 def _host(ev: Evidence, t: Tally) -> None:
-    names = {"host-killed": "the process was killed (SIGKILL) with no Python traceback",
-             "exit-137": "exit code 137 = 128 + SIGKILL",
-             "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
-             "kernel-oom-kill": "the kernel's OOM killer killed the process",
-             "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
-             "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
-             "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
-                                         "allocations are host RAM there",
-             "ray-memory-kill": "Ray's memory monitor killed the worker: the node ran low on RAM"}
+    names = {
+        "host-killed": "the process was killed (SIGKILL) with no Python traceback",
+        "exit-137": "exit code 137 = 128 + SIGKILL",
+        "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
+        "kernel-oom-kill": "the kernel's OOM killer killed the process",
+        "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
+        "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
+        "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
+        "allocations are host RAM there",
+        "ray-memory-kill": "Ray's memory monitor killed the worker: the node ran low on RAM",
+    }
     # Exit 137, OOMKilled, the kernel's report and the cgroup counter are views of one kill: the clearest
     # counts in full, the others corroborate.
     seen = [(name, why, ev.signals(name)) for name, why in names.items() if ev.signals(name)]
@@ -544,7 +938,11 @@ def _host(ev: Evidence, t: Tally) -> None:
     if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
         t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
     rss = [h for h in ev.of(HostMemory) if h.quantity == "rss"]
-    if len(rss) >= 3 and all(b.value >= a.value for a, b in itertools.pairwise(rss)) and rss[-1].value >= 1.2 * rss[0].value:
+    if (
+        len(rss) >= 3
+        and all(b.value >= a.value for a, b in itertools.pairwise(rss))
+        and rss[-1].value >= 1.2 * rss[0].value
+    ):
         t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
         if t.score("host-ram-oom") > 0:
             t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
@@ -564,16 +962,25 @@ def _processes(ev: Evidence, t: Tally) -> None:
             ordered = sorted(plist, key=lambda p: -p.used)
             others = sum(p.used for p in ordered[1:])
             if others >= OTHER_PROCESS_MIN:
-                t.add("other-process-or-shared-gpu", STRONG, "nvidia-smi shows more than one process holding "
-                      "memory on the same GPU", *ordered[:3])
+                t.add(
+                    "other-process-or-shared-gpu",
+                    STRONG,
+                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    *ordered[:3],
+                )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:
     for s in ev.of(Snapshot):
         free_in_pool = s.reserved - s.allocated
         if s.failed_request and free_in_pool >= s.failed_request and s.largest_free_block < s.failed_request:
-            t.add("fragmentation", STRONG + 1.0, "the snapshot's cached free memory exceeds the failed request but "
-                  "its largest free block is smaller", s)
+            t.add(
+                "fragmentation",
+                STRONG + 1.0,
+                "the snapshot's cached free memory exceeds the failed request but "
+                "its largest free block is smaller",
+                s,
+            )
         elif s.failed_request and s.largest_free_block >= s.failed_request:
             t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
 
@@ -590,8 +997,12 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
                 per_rank[rank.group(0)] = n
         values = [n.value for n in per_rank.values()]
         if len(values) >= 2 and max(values) > 1.05 * min(values):
-            t.add("dp-replica-kv-accounting", STRONG, "data-parallel ranks sized different KV pools (each profiles "
-                  "its own)", *per_rank.values())
+            t.add(
+                "dp-replica-kv-accounting",
+                STRONG,
+                "data-parallel ranks sized different KV pools (each profiles its own)",
+                *per_rank.values(),
+            )
 
 
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
@@ -602,51 +1013,101 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     startup_only = sit.phase.startswith("startup")
     fact = None
     if u is not None and u >= HIGH_UTILIZATION:
-        t.add("activation-peak", WEAK + 0.3, f"gpu_memory_utilization {u} leaves almost no slack for peaks the "
-              "profile did not see", fact)
+        t.add(
+            "activation-peak",
+            WEAK + 0.3,
+            f"gpu_memory_utilization {u} leaves almost no slack for peaks the profile did not see",
+            fact,
+        )
         if not setup.flag_true("enforce_eager"):
-            t.add("cuda-graph-capture", WEAK, f"gpu_memory_utilization {u} leaves little room for graph capture", fact)
+            t.add(
+                "cuda-graph-capture",
+                WEAK,
+                f"gpu_memory_utilization {u} leaves little room for graph capture",
+                fact,
+            )
     if mnbt is not None and mnbt >= HUGE_BATCHED_TOKENS:
-        t.add("activation-peak", MEDIUM, f"max_num_batched_tokens {mnbt:,}: a step that large has a large "
-              "activation peak", fact)
-    if setup.flag("enable_chunked_prefill") in ("false", "False") and (setup.flag_int("max_model_len") or 0) >= 16384:
+        t.add(
+            "activation-peak",
+            MEDIUM,
+            f"max_num_batched_tokens {mnbt:,}: a step that large has a large activation peak",
+            fact,
+        )
+    if (
+        setup.flag("enable_chunked_prefill") in ("false", "False")
+        and (setup.flag_int("max_model_len") or 0) >= 16384
+    ):
         t.add("activation-peak", MEDIUM, "chunked prefill is off: a whole long prompt runs in one step", fact)
     if seqs is not None and seqs >= SAMPLER_ROWS_RISK and not startup_only:
-        t.add("sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler's logits rows scale with it", fact)
+        t.add(
+            "sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler's logits rows scale with it", fact
+        )
     elif seqs is not None and seqs >= SAMPLER_ROWS_RISK:
-        t.add("sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler warm-up runs that many rows", fact)
+        t.add(
+            "sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler warm-up runs that many rows", fact
+        )
     if setup.flag_true("enforce_eager"):
         t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
-    if any(setup.flag(k) not in (None, "None", "none", "null") for k in ("speculative_config", "speculative_model",
-                                                                         "num_speculative_tokens")):
-        t.add("spec-decode-or-lora-extra", WEAK, "speculative decoding is configured (a draft model and its KV)", fact)
+    if any(
+        setup.flag(k) not in (None, "None", "none", "null")
+        for k in ("speculative_config", "speculative_model", "num_speculative_tokens")
+    ):
+        t.add(
+            "spec-decode-or-lora-extra",
+            WEAK,
+            "speculative decoding is configured (a draft model and its KV)",
+            fact,
+        )
     if setup.flag_true("enable_lora"):
         t.add("spec-decode-or-lora-extra", WEAK, "LoRA is enabled (adapter buffers)", fact)
     model = setup.model or ""
-    if MULTIMODAL_MODEL.search(model) or any(k in setup.flags for k in ("limit_mm_per_prompt", "mm_processor_kwargs")):
+    if MULTIMODAL_MODEL.search(model) or any(
+        k in setup.flags for k in ("limit_mm_per_prompt", "mm_processor_kwargs")
+    ):
         weight = MEDIUM if sit.phase in ("startup-profile", "unknown") else WEAK
-        t.add("multimodal-encoder", weight, "a multimodal model: V1 profiles its encoder at the largest input",
-              fact)
+        t.add(
+            "multimodal-encoder",
+            weight,
+            "a multimodal model: V1 profiles its encoder at the largest input",
+            fact,
+        )
     if setup.parallel("data_parallel_size") > 1:
         t.add("dp-replica-kv-accounting", WEAK, "data parallel: each DP rank sizes its own KV pool", fact)
-    if setup.flag_true("enable_expert_parallel") or "deepep" in (setup.flag("all2all_backend") or "") or \
-            "deepep" in (setup.flag("VLLM_ALL2ALL_BACKEND") or "") or "deepep" in (setup.flag("moe_a2a_backend") or ""):
-        t.add("ep-all2all-buffer", WEAK + 0.3, "expert parallel: all-to-all buffers outside the KV budget", fact)
+    if (
+        setup.flag_true("enable_expert_parallel")
+        or "deepep" in (setup.flag("all2all_backend") or "")
+        or "deepep" in (setup.flag("VLLM_ALL2ALL_BACKEND") or "")
+        or "deepep" in (setup.flag("moe_a2a_backend") or "")
+    ):
+        t.add(
+            "ep-all2all-buffer", WEAK + 0.3, "expert parallel: all-to-all buffers outside the KV budget", fact
+        )
     if setup.engine == "sglang" and sit.phase in ("runtime", "unknown") and sit.failures:
-        t.add("cuda-graph-capture", WEAK, "SGLang keeps CUDA-graph buffers for large decode batches in the dynamic "
-              "slack", fact)
+        t.add(
+            "cuda-graph-capture",
+            WEAK,
+            "SGLang keeps CUDA-graph buffers for large decode batches in the dynamic slack",
+            fact,
+        )
         t.add("activation-peak", WEAK, "SGLang's prefill activations use the same dynamic slack", fact)
     del where
 
 
 PROSE = {
-    "prose-leak": ("memory-leak", STRONG - 0.5), "prose-growth": ("memory-leak", MEDIUM + 0.5),
-    "prose-fragmentation": ("fragmentation", STRONG - 0.5), "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
-    "prose-activation": ("activation-peak", MEDIUM + 0.5), "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
-    "prose-lora": ("spec-decode-or-lora-extra", MEDIUM), "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),
-    "prose-dp-blocks-differ": ("dp-replica-kv-accounting", STRONG), "prose-cudagraph": ("cuda-graph-capture", MEDIUM),
-    "prose-not-cudagraph": ("cuda-graph-capture", -STRONG), "prose-library-regression": ("other", MEDIUM + 0.5),
-    "prose-logprobs": ("sampler-or-logits", STRONG - 0.5), "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-leak": ("memory-leak", STRONG - 0.5),
+    "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-fragmentation": ("fragmentation", STRONG - 0.5),
+    "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
+    "prose-activation": ("activation-peak", MEDIUM + 0.5),
+    "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
+    "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
+    "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),
+    "prose-dp-blocks-differ": ("dp-replica-kv-accounting", STRONG),
+    "prose-cudagraph": ("cuda-graph-capture", MEDIUM),
+    "prose-not-cudagraph": ("cuda-graph-capture", -STRONG),
+    "prose-library-regression": ("other", MEDIUM + 0.5),
+    "prose-logprobs": ("sampler-or-logits", STRONG - 0.5),
+    "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
 }
@@ -662,13 +1123,22 @@ def _priors(t: Tally, sit: Situation) -> None:
     """When little places the failure, the usual suspects in the order they usually are."""
     t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
     if any(isinstance(f, OomMessage) for f in sit.failures):
-        for cls, w in (("activation-peak", PRIOR * 2), ("other-process-or-shared-gpu", PRIOR * 1.5),
-                       ("weights-dont-fit", PRIOR), ("fragmentation", PRIOR * 0.5),
-                       ("kv-exhaustion-at-runtime", PRIOR * 0.5)):
+        for cls, w in (
+            ("activation-peak", PRIOR * 2),
+            ("other-process-or-shared-gpu", PRIOR * 1.5),
+            ("weights-dont-fit", PRIOR),
+            ("fragmentation", PRIOR * 0.5),
+            ("kv-exhaustion-at-runtime", PRIOR * 0.5),
+        ):
             t.add(cls, w, "a GPU OOM with little context: a usual cause")
     if sit.phase == "runtime":
         for cls in STARTUP_ONLY:
-            t.add(cls, -MEDIUM, "the server had been serving: this happens before the first request", sit.phase_fact)
+            t.add(
+                cls,
+                -MEDIUM,
+                "the server had been serving: this happens before the first request",
+                sit.phase_fact,
+            )
     elif sit.phase.startswith("startup"):
         for cls in RUNTIME_ONLY:
             t.add(cls, -MEDIUM, "the engine never started serving: this needs traffic", sit.phase_fact)

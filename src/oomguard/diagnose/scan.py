@@ -100,7 +100,9 @@ TAIL = 1 << 20
 HEAD = 1 << 20
 
 
-def lines_of_large(first: bytes, stream: BinaryIO, gates: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
+def lines_of_large(
+    first: bytes, stream: BinaryIO, gates: tuple[bytes, ...], stats: ReadStats
+) -> Iterator[Line]:
     """A large document: its head (`first`) and its tail line by line, the middle through the gates.
 
     Chunks are processed one behind the read, so the last one is known when it is reached."""

@@ -10,10 +10,18 @@ from oomguard.diagnose.evidence import Evidence, Flags, GpuMemory, OomMessage, S
 
 # Spellings of the same flag in different evidence (argv, non-default args, SGLang) -> vLLM field name.
 FLAG_ALIASES = {
-    "tp": "tensor_parallel_size", "tp_size": "tensor_parallel_size", "pp": "pipeline_parallel_size",
-    "pp_size": "pipeline_parallel_size", "dp": "data_parallel_size", "dp_size": "data_parallel_size",
-    "max_seq_len": "max_model_len", "context_length": "max_model_len", "model_path": "model", "model_tag": "model",
-    "device_memory_utilization": "gpu_memory_utilization", "kv_cache_memory": "kv_cache_memory_bytes",
+    "tp": "tensor_parallel_size",
+    "tp_size": "tensor_parallel_size",
+    "pp": "pipeline_parallel_size",
+    "pp_size": "pipeline_parallel_size",
+    "dp": "data_parallel_size",
+    "dp_size": "data_parallel_size",
+    "max_seq_len": "max_model_len",
+    "context_length": "max_model_len",
+    "model_path": "model",
+    "model_tag": "model",
+    "device_memory_utilization": "gpu_memory_utilization",
+    "kv_cache_memory": "kv_cache_memory_bytes",
     "expert_parallel_size": "expert_parallel_size",
 }
 TRUE = ("true", "1", "yes", "on")
@@ -67,11 +75,17 @@ class EngineSetup:
         return (int(m.group(1)), int(m.group(2))) if m else None
 
     def as_dict(self) -> dict[str, object]:
-        return {"engine": self.engine, "version": self.version, "model": self.model, "gpu": self.gpu_name,
-                "gpu_total_gib": round(self.gpu_total_bytes / (1 << 30), 2) if self.gpu_total_bytes else None,
-                "v1": self.v1, "flags": dict(self.flags),
-                "measured_gib": {k: round(v / (1 << 30), 2) for k, v in self.measured.items()},
-                "provenance": {k: str(v) for k, v in self.provenance.items()}}
+        return {
+            "engine": self.engine,
+            "version": self.version,
+            "model": self.model,
+            "gpu": self.gpu_name,
+            "gpu_total_gib": round(self.gpu_total_bytes / (1 << 30), 2) if self.gpu_total_bytes else None,
+            "v1": self.v1,
+            "flags": dict(self.flags),
+            "measured_gib": {k: round(v / (1 << 30), 2) for k, v in self.measured.items()},
+            "provenance": {k: str(v) for k, v in self.provenance.items()},
+        }
 
 
 def recover_setup(evidence: Evidence) -> EngineSetup:
@@ -108,14 +122,28 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     gpu_name, total = _gpu(evidence, provenance)
     if model:
         provenance.setdefault("model", provenance.get("model", Where("?", 0)))
-    return EngineSetup(engine=engine, version=version, model=model, gpu_name=gpu_name, gpu_total_bytes=total,
-                       flags=flags, provenance=provenance, v1=v1, measured=_measured(evidence, provenance),
-                       other_processes_bytes=_other_processes(evidence), logged_kv_bytes=_logged_kv(evidence))
+    return EngineSetup(
+        engine=engine,
+        version=version,
+        model=model,
+        gpu_name=gpu_name,
+        gpu_total_bytes=total,
+        flags=flags,
+        provenance=provenance,
+        v1=v1,
+        measured=_measured(evidence, provenance),
+        other_processes_bytes=_other_processes(evidence),
+        logged_kv_bytes=_logged_kv(evidence),
+    )
 
 
 # Startup quantities the planner accepts as measured terms (PlanRequest.measured keys).
-MEASURED_TERMS = {"weights_bytes": "weights", "activation_bytes": "activation", "non_torch_bytes": "non_torch",
-                  "cuda_graph_estimate_bytes": "cuda_graph"}
+MEASURED_TERMS = {
+    "weights_bytes": "weights",
+    "activation_bytes": "activation",
+    "non_torch_bytes": "non_torch",
+    "cuda_graph_estimate_bytes": "cuda_graph",
+}
 
 
 def _measured(evidence: Evidence, provenance: dict[str, Where]) -> dict[str, int]:
@@ -170,5 +198,11 @@ def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, 
 
 
 # Later, more authoritative sources override earlier ones: the engine's own config line beats a command.
-_ORIGIN_ORDER = {"environment": 0, "command-line": 1, "non-default-args": 2, "llm-kwargs": 2, "sglang-args": 3,
-                 "engine-config": 3}
+_ORIGIN_ORDER = {
+    "environment": 0,
+    "command-line": 1,
+    "non-default-args": 2,
+    "llm-kwargs": 2,
+    "sglang-args": 3,
+    "engine-config": 3,
+}

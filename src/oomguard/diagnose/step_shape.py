@@ -100,7 +100,9 @@ def _near_multiple(value: float, quantum: float) -> int | None:
     return None
 
 
-def layer_width(requested: int, elements_per_width: int, dtype_bytes: float, hidden: int | None) -> int | None:
+def layer_width(
+    requested: int, elements_per_width: int, dtype_bytes: float, hidden: int | None
+) -> int | None:
     """The layer width `requested` bytes imply for a tensor of `elements_per_width` x width elements."""
     if elements_per_width <= 0:
         return None
@@ -116,15 +118,20 @@ def layer_width(requested: int, elements_per_width: int, dtype_bytes: float, hid
 
 def _oom_for(step: ScheduledStep, ooms: list[OomMessage]) -> OomMessage | None:
     """The allocator error that followed this step in the same document."""
-    after = [o for o in ooms if o.requested and o.where.source == step.where.source and o.where.line >= step.where.line]
+    after = [
+        o
+        for o in ooms
+        if o.requested and o.where.source == step.where.source and o.where.line >= step.where.line
+    ]
     if after:
         return min(after, key=lambda o: o.where.line)
     sized = [o for o in ooms if o.requested]
     return sized[0] if sized else None
 
 
-def _widths(shape: StepShape, oom: OomMessage | None, planned: ActivationModel | None
-            ) -> tuple[ActivationModel, str, str] | None:
+def _widths(
+    shape: StepShape, oom: OomMessage | None, planned: ActivationModel | None
+) -> tuple[ActivationModel, str, str] | None:
     dtype = planned.dtype_bytes if planned else DEFAULT_ACTIVATION_BYTES
     hidden = planned.hidden_size if planned else None
     if oom is not None and oom.requested:
@@ -133,12 +140,24 @@ def _widths(shape: StepShape, oom: OomMessage | None, planned: ActivationModel |
         if rows >= 2 and rows * longest > PADDING_WORTH_NAMING * sum(r.tokens for r in prefills):
             width = layer_width(oom.requested, rows * longest, dtype, hidden)
             if width is not None:
-                return (_with_width(planned, width, dtype), (f"{width:,} x {dtype:g} B per token per row, read from "
-                        f"the failed {oom.requested / _GIB:.2f} GiB allocation ({oom.where})"), "padded")
+                return (
+                    _with_width(planned, width, dtype),
+                    (
+                        f"{width:,} x {dtype:g} B per token per row, read from "
+                        f"the failed {oom.requested / _GIB:.2f} GiB allocation ({oom.where})"
+                    ),
+                    "padded",
+                )
         width = layer_width(oom.requested, shape.num_tokens, dtype, hidden)
         if width is not None:
-            return (_with_width(planned, width, dtype), (f"{width:,} x {dtype:g} B per token, read from the failed "
-                    f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})"), "packed")
+            return (
+                _with_width(planned, width, dtype),
+                (
+                    f"{width:,} x {dtype:g} B per token, read from the failed "
+                    f"{oom.requested / _GIB:.2f} GiB allocation ({oom.where})"
+                ),
+                "packed",
+            )
     if planned is not None:
         return planned, planned.source, ""
     return None
@@ -149,29 +168,42 @@ def _with_width(planned: ActivationModel | None, width: int, dtype: float) -> Ac
     of that width whose forward pass is its hidden streams only (the rest of its layers is unknown)."""
     if planned is not None:
         return replace(planned, hidden_size=width)
-    return ActivationModel(hidden_size=width, dtype_bytes=dtype,
-                           forward_bytes_per_token=FORWARD_HIDDEN_STREAMS * width * dtype, sampler_bytes_per_row=0.0,
-                           source="the failed allocation")
+    return ActivationModel(
+        hidden_size=width,
+        dtype_bytes=dtype,
+        forward_bytes_per_token=FORWARD_HIDDEN_STREAMS * width * dtype,
+        sampler_bytes_per_row=0.0,
+        source="the failed allocation",
+    )
 
 
 def _worst(steps: list[ScheduledStep]) -> ScheduledStep:
     """The step with the most padded elements (rows x longest chunk), the last one on ties."""
+
     def padded(s: ScheduledStep) -> int:
         prefills = [n for n in s.tokens_per_request if n > DECODE_TOKENS] or list(s.tokens_per_request)
         return len(prefills) * max(prefills)
+
     best = max(padded(s) for s in steps)
     return [s for s in steps if padded(s) == best][-1]
 
 
-def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: ActivationModel | None,
-            budget_now: int | None) -> StepAnalysis | None:
+def analyse(
+    steps: list[ScheduledStep],
+    ooms: list[OomMessage],
+    planned: ActivationModel | None,
+    budget_now: int | None,
+) -> StepAnalysis | None:
     """The failing step's padded and packed peaks and the peaks under smaller budgets; None when the step's
     width is unknown (no sized OOM that fits a layer width, and no model for the planner)."""
     if not steps:
         return None
     sized = [o for o in ooms if o.requested]
-    before = [s for s in steps if any(o.where.source == s.where.source and o.where.line >= s.where.line
-                                      for o in sized)]
+    before = [
+        s
+        for s in steps
+        if any(o.where.source == s.where.source and o.where.line >= s.where.line for o in sized)
+    ]
     step = _worst(before or steps)
     shape = shape_of(step)
     if not shape.rows:
@@ -189,8 +221,11 @@ def analyse(steps: list[ScheduledStep], ooms: list[OomMessage], planned: Activat
         # failed tensor was not the layer's first, the step had more: this errs towards the smaller budget.)
         available = hidden_streams(shape, widths) + oom.free
     analysis = StepAnalysis(step, shape, widths, source, layout, padded, packed, oom, available, ())
-    caps = tuple(reschedule_peaks(analysis, cap, cap) for cap in CAPS
-                 if cap < shape.num_tokens and (budget_now is None or cap < budget_now))
+    caps = tuple(
+        reschedule_peaks(analysis, cap, cap)
+        for cap in CAPS
+        if cap < shape.num_tokens and (budget_now is None or cap < budget_now)
+    )
     return replace(analysis, caps=caps)
 
 

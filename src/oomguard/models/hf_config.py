@@ -18,29 +18,54 @@ from oomguard.models.spec import DTYPE_BYTES, ModelSpec, Quantization
 
 # `--dtype` spellings vLLM accepts -> canonical torch dtype name.
 DTYPE_ALIASES: dict[str, str] = {
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "half": "float16", "fp16": "float16",
-    "float32": "float32", "float": "float32", "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "float": "float32",
+    "fp32": "float32",
 }
 # NOTE: vLLM serves a float32 (or dtype-less) checkpoint in bfloat16 under --dtype auto (ModelConfig._resolve_auto_dtype).
 AUTO_DTYPE_FOR_FLOAT32 = "bfloat16"
 
 # For configs that lack `model_type`: the architecture class names of each family.
 ARCHITECTURE_TYPES: dict[str, str] = {
-    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
-    "Qwen3ForCausalLM": "qwen3", "GraniteForCausalLM": "granite", "MixtralForCausalLM": "mixtral",
-    "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe", "GemmaForCausalLM": "gemma",
-    "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
-    "Gemma3ForConditionalGeneration": "gemma3", "Phi3ForCausalLM": "phi3", "PhiForCausalLM": "phi",
-    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3",
-    "GptOssForCausalLM": "gpt_oss", "Llama4ForConditionalGeneration": "llama4",
-    "Glm4MoeForCausalLM": "glm4_moe", "Qwen3NextForCausalLM": "qwen3_next",
-    "NemotronHForCausalLM": "nemotron_h", "Mistral3ForConditionalGeneration": "mistral3",
-    "Qwen2VLForConditionalGeneration": "qwen2_vl", "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
-    "GraniteMoeForCausalLM": "granitemoe", "GraniteMoeHybridForCausalLM": "granitemoehybrid",
-    "CohereForCausalLM": "cohere", "Cohere2ForCausalLM": "cohere2", "Starcoder2ForCausalLM": "starcoder2",
-    "StableLmForCausalLM": "stablelm", "InternLM2ForCausalLM": "internlm2", "DeepseekForCausalLM": "deepseek",
-    "Gemma4ForConditionalGeneration": "gemma4", "Gemma4ForCausalLM": "gemma4_text",
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    "GraniteForCausalLM": "granite",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "GemmaForCausalLM": "gemma",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3",
+    "Phi3ForCausalLM": "phi3",
+    "PhiForCausalLM": "phi",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "GptOssForCausalLM": "gpt_oss",
+    "Llama4ForConditionalGeneration": "llama4",
+    "Glm4MoeForCausalLM": "glm4_moe",
+    "Qwen3NextForCausalLM": "qwen3_next",
+    "NemotronHForCausalLM": "nemotron_h",
+    "Mistral3ForConditionalGeneration": "mistral3",
+    "Qwen2VLForConditionalGeneration": "qwen2_vl",
+    "Qwen2_5_VLForConditionalGeneration": "qwen2_5_vl",
+    "GraniteMoeForCausalLM": "granitemoe",
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+    "CohereForCausalLM": "cohere",
+    "Cohere2ForCausalLM": "cohere2",
+    "Starcoder2ForCausalLM": "starcoder2",
+    "StableLmForCausalLM": "stablelm",
+    "InternLM2ForCausalLM": "internlm2",
+    "DeepseekForCausalLM": "deepseek",
+    "Gemma4ForConditionalGeneration": "gemma4",
+    "Gemma4ForCausalLM": "gemma4_text",
 }
 
 
@@ -59,8 +84,10 @@ def config_model_type(config: Mapping[str, Any]) -> str:
             if isinstance(arch, str) and ARCHITECTURE_TYPES.get(arch) in FAMILY_READERS:
                 return ARCHITECTURE_TYPES[arch]
     shown = model_type if isinstance(model_type, str) else architectures
-    raise ConfigError(f"config.json: model type {shown!r} is not supported "
-                      f"(supported model_type values: {', '.join(supported_model_types())})")
+    raise ConfigError(
+        f"config.json: model type {shown!r} is not supported "
+        f"(supported model_type values: {', '.join(supported_model_types())})"
+    )
 
 
 def read_facts(config: Mapping[str, Any]) -> tuple[str, FamilyFacts]:
@@ -88,7 +115,9 @@ def resolve_dtype(config_dtype: str | None, requested: str | None) -> str:
     if requested is not None and requested.lower() not in ("", "auto"):
         name = requested.lower().replace("torch.", "")
         if name not in DTYPE_ALIASES:
-            raise ConfigError(f"--dtype {requested}: not a dtype vLLM accepts (auto, bfloat16, float16, float32)")
+            raise ConfigError(
+                f"--dtype {requested}: not a dtype vLLM accepts (auto, bfloat16, float16, float32)"
+            )
         return DTYPE_ALIASES[name]
     if config_dtype is None or config_dtype == "float32":
         return AUTO_DTYPE_FOR_FLOAT32
@@ -102,8 +131,9 @@ def config_quantization(config: Mapping[str, Any]) -> Quantization | None:
     return None
 
 
-def spec_from_config(config: Mapping[str, Any], *, name: str = "", dtype: str | None = None,
-                     quantization: str | None = None) -> ModelSpec:
+def spec_from_config(
+    config: Mapping[str, Any], *, name: str = "", dtype: str | None = None, quantization: str | None = None
+) -> ModelSpec:
     """Build the ModelSpec of one config.json dict, as vLLM would load it with `--dtype` / `--quantization`."""
     model_type, facts = read_facts(config)
     stored_dtype = checkpoint_dtype(config)

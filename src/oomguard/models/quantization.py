@@ -28,12 +28,12 @@ FP32_BYTES = 4
 FP16_BYTES = 2
 INT32_BYTES = 4
 FP8_BYTES = 1
-DEEPSEEK_FP8_BLOCK = (128, 128)      # DeepSeek-V3 / Qwen3-FP8 `weight_block_size`
-BNB_4BIT_BLOCK = 64                  # bitsandbytes blocksize for 4-bit absmax
-BNB_NESTED_BLOCK = 256               # bitsandbytes nested (double) quantization block of the absmax
-MXFP4_BLOCK = 32                     # OCP MX spec: 32 elements share one E8M0 scale
-NVFP4_BLOCK = 16                     # NVFP4: 16 elements share one E4M3 scale
-AWQ_GPTQ_SCALE_BYTES = FP16_BYTES    # AutoAWQ / AutoGPTQ store scales in fp16
+DEEPSEEK_FP8_BLOCK = (128, 128)  # DeepSeek-V3 / Qwen3-FP8 `weight_block_size`
+BNB_4BIT_BLOCK = 64  # bitsandbytes blocksize for 4-bit absmax
+BNB_NESTED_BLOCK = 256  # bitsandbytes nested (double) quantization block of the absmax
+MXFP4_BLOCK = 32  # OCP MX spec: 32 elements share one E8M0 scale
+NVFP4_BLOCK = 16  # NVFP4: 16 elements share one E4M3 scale
+AWQ_GPTQ_SCALE_BYTES = FP16_BYTES  # AutoAWQ / AutoGPTQ store scales in fp16
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -67,43 +67,70 @@ def _int(qc: Mapping[str, Any], key: str, default: int) -> int:
 def _fp8(qc: Mapping[str, Any]) -> Quantization:
     block = qc.get("weight_block_size")
     if block is not None and not (
-            isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
-        raise ConfigError(f"quantization_config: 'weight_block_size' must be two positive ints, got {block!r}")
+        isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)
+    ):
+        raise ConfigError(
+            f"quantization_config: 'weight_block_size' must be two positive ints, got {block!r}"
+        )
     return Quantization(
-        method="fp8", weight_bits=8, block=(block[0], block[1]) if block else None, scale_bytes=FP32_BYTES,
+        method="fp8",
+        weight_bits=8,
+        block=(block[0], block[1]) if block else None,
+        scale_bytes=FP32_BYTES,
         skip_modules=_strings(qc.get("modules_to_not_convert")) + _strings(qc.get("ignored_layers")),
         static_activations=qc.get("activation_scheme") == "static",
     )
 
 
 def _awq(qc: Mapping[str, Any]) -> Quantization:
-    return Quantization(method="awq", weight_bits=_int(qc, "bits", _int(qc, "w_bit", 4)),
-                        group_size=_int(qc, "group_size", _int(qc, "q_group_size", 128)),
-                        scale_bytes=AWQ_GPTQ_SCALE_BYTES, zero_point=bool(qc.get("zero_point", True)),
-                        skip_modules=_strings(qc.get("modules_to_not_convert")))
+    return Quantization(
+        method="awq",
+        weight_bits=_int(qc, "bits", _int(qc, "w_bit", 4)),
+        group_size=_int(qc, "group_size", _int(qc, "q_group_size", 128)),
+        scale_bytes=AWQ_GPTQ_SCALE_BYTES,
+        zero_point=bool(qc.get("zero_point", True)),
+        skip_modules=_strings(qc.get("modules_to_not_convert")),
+    )
 
 
 def _gptq(qc: Mapping[str, Any]) -> Quantization:
-    return Quantization(method=str(qc.get("quant_method", "gptq")), weight_bits=_int(qc, "bits", 4),
-                        group_size=_int(qc, "group_size", 128), scale_bytes=AWQ_GPTQ_SCALE_BYTES,
-                        zero_point=True, act_order=bool(qc.get("desc_act", False)),
-                        skip_modules=_strings(qc.get("modules_to_not_convert")))
+    return Quantization(
+        method=str(qc.get("quant_method", "gptq")),
+        weight_bits=_int(qc, "bits", 4),
+        group_size=_int(qc, "group_size", 128),
+        scale_bytes=AWQ_GPTQ_SCALE_BYTES,
+        zero_point=True,
+        act_order=bool(qc.get("desc_act", False)),
+        skip_modules=_strings(qc.get("modules_to_not_convert")),
+    )
 
 
 def _bitsandbytes(qc: Mapping[str, Any]) -> Quantization:
     four_bit = bool(qc.get("load_in_4bit", False)) or not bool(qc.get("load_in_8bit", False))
     skip = _strings(qc.get("llm_int8_skip_modules"))
     if not four_bit:
-        return Quantization(method="bitsandbytes", weight_bits=8, scale_bytes=FP32_BYTES, scheme="int8",
-                            skip_modules=skip)
-    return Quantization(method="bitsandbytes", weight_bits=4, group_size=BNB_4BIT_BLOCK, scale_bytes=FP32_BYTES,
-                        scheme=str(qc.get("bnb_4bit_quant_type", "nf4")),
-                        double_quant=bool(qc.get("bnb_4bit_use_double_quant", False)), skip_modules=skip)
+        return Quantization(
+            method="bitsandbytes", weight_bits=8, scale_bytes=FP32_BYTES, scheme="int8", skip_modules=skip
+        )
+    return Quantization(
+        method="bitsandbytes",
+        weight_bits=4,
+        group_size=BNB_4BIT_BLOCK,
+        scale_bytes=FP32_BYTES,
+        scheme=str(qc.get("bnb_4bit_quant_type", "nf4")),
+        double_quant=bool(qc.get("bnb_4bit_use_double_quant", False)),
+        skip_modules=skip,
+    )
 
 
 def _mxfp4(qc: Mapping[str, Any]) -> Quantization:
-    return Quantization(method="mxfp4", weight_bits=4, group_size=MXFP4_BLOCK, scale_bytes=1,
-                        skip_modules=_strings(qc.get("modules_to_not_convert")))
+    return Quantization(
+        method="mxfp4",
+        weight_bits=4,
+        group_size=MXFP4_BLOCK,
+        scale_bytes=1,
+        skip_modules=_strings(qc.get("modules_to_not_convert")),
+    )
 
 
 def _modelopt(qc: Mapping[str, Any]) -> Quantization:
@@ -112,12 +139,24 @@ def _modelopt(qc: Mapping[str, Any]) -> Quantization:
     algo = str(inner.get("quant_algo", "")).upper()
     skip = _strings(inner.get("exclude_modules")) + _strings(qc.get("ignore"))
     if "FP4" in algo:
-        return Quantization(method="modelopt_fp4", weight_bits=4,
-                            group_size=_int(inner, "group_size", NVFP4_BLOCK), scale_bytes=FP8_BYTES,
-                            scheme="nvfp4", skip_modules=skip, static_activations=True)
+        return Quantization(
+            method="modelopt_fp4",
+            weight_bits=4,
+            group_size=_int(inner, "group_size", NVFP4_BLOCK),
+            scale_bytes=FP8_BYTES,
+            scheme="nvfp4",
+            skip_modules=skip,
+            static_activations=True,
+        )
     if "FP8" in algo:
-        return Quantization(method="modelopt", weight_bits=8, scale_bytes=FP32_BYTES, scheme="float",
-                            skip_modules=skip, static_activations=True)
+        return Quantization(
+            method="modelopt",
+            weight_bits=8,
+            scale_bytes=FP32_BYTES,
+            scheme="float",
+            skip_modules=skip,
+            static_activations=True,
+        )
     raise ConfigError(f"quantization_config: unsupported modelopt quant_algo {algo or None!r}")
 
 
@@ -140,16 +179,26 @@ def _compressed_tensors(qc: Mapping[str, Any]) -> Quantization:
     block = weights.get("block_structure")
     fmt = str(qc.get("format", ""))
     scheme = "nvfp4" if (kind == "float" and bits == 4) or "nvfp4" in fmt else kind
-    inputs = next((g.get("input_activations") for g in groups.values()
-                   if isinstance(g, Mapping) and isinstance(g.get("input_activations"), Mapping)), None)
+    inputs = next(
+        (
+            g.get("input_activations")
+            for g in groups.values()
+            if isinstance(g, Mapping) and isinstance(g.get("input_activations"), Mapping)
+        ),
+        None,
+    )
     return Quantization(
-        method="compressed-tensors", weight_bits=bits,
-        group_size=int(group_size) if isinstance(group_size, int) and strategy in ("group", "tensor_group") else -1,
+        method="compressed-tensors",
+        weight_bits=bits,
+        group_size=int(group_size)
+        if isinstance(group_size, int) and strategy in ("group", "tensor_group")
+        else -1,
         block=(int(block[0]), int(block[1])) if isinstance(block, list) and len(block) == 2 else None,
-        scale_bytes=FP8_BYTES if scheme == "nvfp4" else 0,   # 0: scales in model dtype
+        scale_bytes=FP8_BYTES if scheme == "nvfp4" else 0,  # 0: scales in model dtype
         zero_point=not bool(weights.get("symmetric", True)),
         act_order=weights.get("actorder") not in (None, False, "static"),
-        skip_modules=_strings(qc.get("ignore")), scheme=scheme,
+        skip_modules=_strings(qc.get("ignore")),
+        scheme=scheme,
         static_activations=isinstance(inputs, Mapping) and inputs.get("dynamic") is False,
     )
 
@@ -158,7 +207,7 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], Quantization]] = {
     "fp8": _fp8,
     "awq": _awq,
     "gptq": _gptq,
-    "auto-round": _gptq,           # AutoRound exports GPTQ-layout tensors
+    "auto-round": _gptq,  # AutoRound exports GPTQ-layout tensors
     "bitsandbytes": _bitsandbytes,
     "mxfp4": _mxfp4,
     "modelopt": _modelopt,
@@ -176,18 +225,27 @@ def quantization_from_config(qc: Any) -> Quantization:
     if not method and ("quant_algo" in qc or "quantization" in qc):
         method = "modelopt"
     if method not in PARSERS:
-        raise ConfigError(f"config.json: unsupported quant_method {qc.get('quant_method')!r} "
-                          f"(supported: {', '.join(sorted(PARSERS))})")
+        raise ConfigError(
+            f"config.json: unsupported quant_method {qc.get('quant_method')!r} "
+            f"(supported: {', '.join(sorted(PARSERS))})"
+        )
     return PARSERS[method](qc)
 
 
 # Runtime `--quantization` of an unquantized checkpoint (vLLM quantizes while loading).
 RUNTIME_METHODS: dict[str, Quantization] = {
     "fp8": Quantization(method="fp8", weight_bits=8, scale_bytes=FP32_BYTES, from_config=False),
-    "bitsandbytes": Quantization(method="bitsandbytes", weight_bits=4, group_size=BNB_4BIT_BLOCK,
-                                 scale_bytes=FP32_BYTES, scheme="nf4", from_config=False),
-    "mxfp4": Quantization(method="mxfp4", weight_bits=4, group_size=MXFP4_BLOCK, scale_bytes=1,
-                          from_config=False),
+    "bitsandbytes": Quantization(
+        method="bitsandbytes",
+        weight_bits=4,
+        group_size=BNB_4BIT_BLOCK,
+        scale_bytes=FP32_BYTES,
+        scheme="nf4",
+        from_config=False,
+    ),
+    "mxfp4": Quantization(
+        method="mxfp4", weight_bits=4, group_size=MXFP4_BLOCK, scale_bytes=1, from_config=False
+    ),
 }
 
 
@@ -203,8 +261,10 @@ def resolve_quantization(config_quant: Quantization | None, requested: str | Non
         return config_quant
     if name in RUNTIME_METHODS:
         return RUNTIME_METHODS[name]
-    raise ConfigError(f"--quantization {requested}: the checkpoint has no quantization_config and vLLM can only "
-                      f"quantize at load time with {', '.join(sorted(RUNTIME_METHODS))}")
+    raise ConfigError(
+        f"--quantization {requested}: the checkpoint has no quantization_config and vLLM can only "
+        f"quantize at load time with {', '.join(sorted(RUNTIME_METHODS))}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -234,7 +294,9 @@ def is_skipped(tensor_name: str, quant: Quantization) -> bool:
     return False
 
 
-def quantized_matrix_bytes(out_features: int, in_features: int, quant: Quantization, model_dtype_bytes: float) -> int:
+def quantized_matrix_bytes(
+    out_features: int, in_features: int, quant: Quantization, model_dtype_bytes: float
+) -> int:
     """Bytes one [out, in] weight matrix is stored in under `quant`, scales and indices included."""
     numel = out_features * in_features
     method = quant.method
@@ -244,9 +306,9 @@ def quantized_matrix_bytes(out_features: int, in_features: int, quant: Quantizat
             scale_bytes = quant.scale_bytes or int(model_dtype_bytes)
             scales = _ceil_div(out_features, b0) * _ceil_div(in_features, b1) * scale_bytes
         elif method == "compressed-tensors":
-            scales = out_features * int(model_dtype_bytes)      # per output channel, model dtype
+            scales = out_features * int(model_dtype_bytes)  # per output channel, model dtype
         else:
-            scales = FP32_BYTES                                 # one per-tensor scale
+            scales = FP32_BYTES  # one per-tensor scale
         extra = FP32_BYTES if quant.static_activations else 0
         return numel * FP8_BYTES + scales + extra
     if method == "awq":
@@ -267,11 +329,13 @@ def quantized_matrix_bytes(out_features: int, in_features: int, quant: Quantizat
         groups = _ceil_div(in_features, group)
         packed = out_features * _ceil_div(in_features * quant.weight_bits, 32) * INT32_BYTES
         scales = out_features * groups * int(model_dtype_bytes)
-        zeros = _ceil_div(out_features * quant.weight_bits, 32) * INT32_BYTES * groups if quant.zero_point else 0
+        zeros = (
+            _ceil_div(out_features * quant.weight_bits, 32) * INT32_BYTES * groups if quant.zero_point else 0
+        )
         return packed + scales + zeros + 2 * 8
     if method == "bitsandbytes":
         if quant.weight_bits == 8:
-            return numel + out_features * FP32_BYTES            # int8 weight + SCB per row
+            return numel + out_features * FP32_BYTES  # int8 weight + SCB per row
         blocks = _ceil_div(numel, BNB_4BIT_BLOCK)
         quant_map = 16 * FP32_BYTES
         if quant.double_quant:

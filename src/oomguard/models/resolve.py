@@ -32,7 +32,7 @@ CATALOG_PATH = Path(__file__).with_name("catalog") / "models.jsonl"
 HUB_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf://")
 HUB_ENDPOINT = "https://huggingface.co"
 HUB_CONNECT_TIMEOUT_S = 2.0
-MAX_CONFIG_BYTES = 16 << 20   # a real config.json is a few KiB; refuse anything absurd before parsing
+MAX_CONFIG_BYTES = 16 << 20  # a real config.json is a few KiB; refuse anything absurd before parsing
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def _strip_prefix(text: str) -> str:
     name = text.strip()
     for prefix in HUB_PREFIXES:
         if name.lower().startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     return name.strip("/")
 
 
@@ -99,7 +99,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text, so not a config.json") from None
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+        raise ConfigError(
+            f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}"
+        ) from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read ({err.strerror})") from None
     if not isinstance(data, dict):
@@ -113,7 +115,9 @@ def _local_config(text: str) -> Path | None:
         candidate = path / "config.json"
         if candidate.is_file():
             return candidate
-        raise UnknownModelError(f"{path} is a directory without config.json; put the model's config.json there")
+        raise UnknownModelError(
+            f"{path} is a directory without config.json; put the model's config.json there"
+        )
     if path.is_file() and path.name.endswith(".json"):
         return path
     return None
@@ -144,7 +148,7 @@ def _from_hub(repo_id: str) -> tuple[dict[str, Any], Any] | None:
         return None
     if not _hub_reachable():
         return None
-    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)   # its retry chatter is not for our users
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # its retry chatter is not for our users
     try:
         path = huggingface_hub.hf_hub_download(repo_id, "config.json", etag_timeout=5)
     except Exception:  # noqa: BLE001 - any Hub failure (network, 404, gated) means "not resolvable here"
@@ -166,26 +170,37 @@ def _unknown(text: str) -> UnknownModelError:
     where = "the Hub is offline (HF_HUB_OFFLINE)" if _hub_offline() else "the Hub could not be reached"
     return UnknownModelError(
         f"unknown model {text!r}: not a local directory, not in the bundled catalog, and {where}{hint}; "
-        f"pass a local directory that holds the model's config.json instead")
+        f"pass a local directory that holds the model's config.json instead"
+    )
 
 
-def resolve_model(text: str, *, dtype: str | None = None, quantization: str | None = None,
-                  trust_local_safetensors: bool = True) -> ModelSpec:
+def resolve_model(
+    text: str,
+    *,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    trust_local_safetensors: bool = True,
+) -> ModelSpec:
     """Id or path -> ModelSpec (cached). Raises UnknownModelError / ConfigError with a one-line message."""
     if not isinstance(text, str) or not text.strip():
-        raise UnknownModelError("no model given: pass a Hugging Face id or a local directory with config.json")
+        raise UnknownModelError(
+            "no model given: pass a Hugging Face id or a local directory with config.json"
+        )
     config_path = _local_config(text)
     stamp = config_path.stat().st_mtime_ns if config_path is not None else 0
     return _resolve_cached(text, dtype, quantization, trust_local_safetensors, stamp)
 
 
 @functools.lru_cache(maxsize=1024)
-def _resolve_cached(text: str, dtype: str | None, quantization: str | None, trust_local_safetensors: bool,
-                    stamp: int) -> ModelSpec:
+def _resolve_cached(
+    text: str, dtype: str | None, quantization: str | None, trust_local_safetensors: bool, stamp: int
+) -> ModelSpec:
     config_path = _local_config(text)
     if config_path is not None:
         name = str(config_path.parent if config_path.name == "config.json" else config_path)
-        spec = spec_from_config(read_config_file(config_path), name=name, dtype=dtype, quantization=quantization)
+        spec = spec_from_config(
+            read_config_file(config_path), name=name, dtype=dtype, quantization=quantization
+        )
         if trust_local_safetensors:
             checkpoint = read_local_checkpoint(config_path.parent)
             if checkpoint is not None:
@@ -198,7 +213,9 @@ def _resolve_cached(text: str, dtype: str | None, quantization: str | None, trus
         except OomguardError as err:
             raise ConfigError(f"bundled catalog entry {entry.id}: {err}") from None
         if entry.safetensors_total_size:
-            spec = replace(spec, checkpoint_bytes=entry.safetensors_total_size, weights_source="catalog total_size")
+            spec = replace(
+                spec, checkpoint_bytes=entry.safetensors_total_size, weights_source="catalog total_size"
+            )
         return spec
     hub = _from_hub(_strip_prefix(text))
     if hub is not None:

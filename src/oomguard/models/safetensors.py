@@ -25,9 +25,26 @@ INDEX_NAME = "model.safetensors.index.json"
 
 # Bits per element of each safetensors dtype code (safetensors/src/tensor.rs Dtype).
 DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16,
-    "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64, "U64": 64, "F4": 4, "F6_E2M3": 6,
-    "F6_E3M2": 6, "C64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "C64": 64,
 }
 FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64"}
 
@@ -35,7 +52,7 @@ FLOAT_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "
 @dataclass(frozen=True)
 class StoredTensor:
     name: str
-    dtype: str          # safetensors code: BF16, F8_E4M3, U8, I32 ...
+    dtype: str  # safetensors code: BF16, F8_E4M3, U8, I32 ...
     shape: tuple[int, ...]
     nbytes: int
 
@@ -46,8 +63,8 @@ class Checkpoint:
 
     tensors: tuple[StoredTensor, ...]
     total_bytes: int
-    source: str                       # "safetensors headers", "safetensors index total_size", "hub metadata"
-    names: tuple[str, ...] = ()       # from the index when headers are missing
+    source: str  # "safetensors headers", "safetensors index total_size", "hub metadata"
+    names: tuple[str, ...] = ()  # from the index when headers are missing
 
 
 def _bad(path: Path | str, problem: str) -> InputFormatError:
@@ -73,12 +90,17 @@ def parse_header(raw: bytes, path: Path | str) -> list[StoredTensor]:
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if dtype not in DTYPE_BITS:
             raise _bad(path, f"tensor {name!r} has unknown dtype {dtype!r}")
-        if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                for d in shape)):
+        if not (
+            isinstance(shape, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
             raise _bad(path, f"tensor {name!r} has an invalid shape {shape!r}")
-        if not (isinstance(offsets, list) and len(offsets) == 2
-                and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
-                and offsets[0] <= offsets[1]):
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+            and offsets[0] <= offsets[1]
+        ):
             raise _bad(path, f"tensor {name!r} has invalid data_offsets {offsets!r}")
         numel = 1
         for d in shape:
@@ -155,6 +177,7 @@ def checkpoint_from_hub(repo_id: str) -> Checkpoint | None:
     """Tensor dtypes/shapes from the Hub's safetensors metadata (HTTP range reads of the headers only)."""
     try:
         import huggingface_hub
+
         meta = huggingface_hub.get_safetensors_metadata(repo_id)
     except Exception:  # noqa: BLE001 - optional and best effort: the config alone still plans
         return None
@@ -175,9 +198,24 @@ def checkpoint_from_hub(repo_id: str) -> Checkpoint | None:
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 # Suffixes quantized formats store beside (or instead of) `.weight`: they belong to the same logical weight.
 _QUANT_SUFFIXES = (
-    "qweight", "qzeros", "scales", "g_idx", "weight_scale", "weight_scale_inv", "input_scale", "weight_packed",
-    "weight_shape", "weight_zero_point", "weight_global_scale", "input_global_scale", "weight_scale_2",
-    "SCB", "weight_format", "output_scale", "k_scale", "v_scale",
+    "qweight",
+    "qzeros",
+    "scales",
+    "g_idx",
+    "weight_scale",
+    "weight_scale_inv",
+    "input_scale",
+    "weight_packed",
+    "weight_shape",
+    "weight_zero_point",
+    "weight_global_scale",
+    "input_global_scale",
+    "weight_scale_2",
+    "SCB",
+    "weight_format",
+    "output_scale",
+    "k_scale",
+    "v_scale",
 )
 _MTP_NAME = re.compile(r"(^|\.)mtp(\.|_)")
 _VISION_NAME = re.compile(r"vision|visual|multi_modal_projector|mm_projector|image_newline|patch_embed")
@@ -191,9 +229,9 @@ def _logical_names(stored: str) -> Iterable[str]:
     module, _, leaf = name.rpartition(".")
     if leaf in _QUANT_SUFFIXES:
         yield f"{module}.weight"
-    if ".weight." in name:                         # bitsandbytes: q_proj.weight.absmax, .quant_state.*
+    if ".weight." in name:  # bitsandbytes: q_proj.weight.absmax, .quant_state.*
         yield name.split(".weight.", 1)[0] + ".weight"
-    for suffix in ("_blocks", "_scales"):           # gpt-oss MXFP4: gate_up_proj_blocks / _scales
+    for suffix in ("_blocks", "_scales"):  # gpt-oss MXFP4: gate_up_proj_blocks / _scales
         if name.endswith(suffix):
             yield name[: -len(suffix)]
 
@@ -203,7 +241,7 @@ def _guess_role(name: str, num_layers: int) -> Role:
         return Role.MTP
     layer = _LAYER_NAME.search(name)
     if layer is not None and int(layer.group(1)) >= num_layers and not _VISION_NAME.search(name):
-        return Role.MTP                             # DeepSeek-V3 layer 61, GLM-4.5 layer 92: the MTP block
+        return Role.MTP  # DeepSeek-V3 layer 61, GLM-4.5 layer 92: the MTP block
     if _VISION_NAME.search(name):
         return Role.VISION
     if "lm_head" in name:
@@ -229,13 +267,23 @@ def apply_checkpoint(spec: ModelSpec, checkpoint: Checkpoint) -> ModelSpec:
         if match is None:
             role = _guess_role(tensor.name, spec.num_hidden_layers)
             layer = _LAYER_NAME.search(tensor.name)
-            extras.append(TensorSpec(
-                name=tensor.name, shape=tensor.shape, role=role, split=Split.REPLICATED,
-                layer=int(layer.group(1)) if layer and role != Role.VISION else None, quantizable=False,
-                dtype=FLOAT_DTYPES.get(tensor.dtype, tensor.dtype), stored_bytes=tensor.nbytes))
+            extras.append(
+                TensorSpec(
+                    name=tensor.name,
+                    shape=tensor.shape,
+                    role=role,
+                    split=Split.REPLICATED,
+                    layer=int(layer.group(1)) if layer and role != Role.VISION else None,
+                    quantizable=False,
+                    dtype=FLOAT_DTYPES.get(tensor.dtype, tensor.dtype),
+                    stored_bytes=tensor.nbytes,
+                )
+            )
             continue
         stored_bytes[match] = stored_bytes.get(match, 0) + tensor.nbytes
-        if match not in stored_dtype or tensor.name.endswith((".weight", ".qweight", "_blocks", ".weight_packed")):
+        if match not in stored_dtype or tensor.name.endswith(
+            (".weight", ".qweight", "_blocks", ".weight_packed")
+        ):
             stored_dtype[match] = FLOAT_DTYPES.get(tensor.dtype, tensor.dtype)
     tensors = [
         replace(t, stored_bytes=stored_bytes[i], dtype=stored_dtype[i]) if i in stored_bytes else t
@@ -244,12 +292,21 @@ def apply_checkpoint(spec: ModelSpec, checkpoint: Checkpoint) -> ModelSpec:
     missing = len(spec.tensors) - len(stored_bytes)
     notes = list(spec.notes)
     if missing:
-        notes.append(f"{missing} tensors expected from config.json are not in the checkpoint; computed instead")
+        notes.append(
+            f"{missing} tensors expected from config.json are not in the checkpoint; computed instead"
+        )
     if extras:
-        notes.append(f"{len(extras)} stored tensors outside the modelled inventory kept as-is "
-                     f"({sum(t.stored_bytes or 0 for t in extras)} bytes)")
-    return replace(spec, tensors=tuple(tensors) + tuple(extras), checkpoint_bytes=checkpoint.total_bytes,
-                   weights_source=checkpoint.source, notes=tuple(notes))
+        notes.append(
+            f"{len(extras)} stored tensors outside the modelled inventory kept as-is "
+            f"({sum(t.stored_bytes or 0 for t in extras)} bytes)"
+        )
+    return replace(
+        spec,
+        tensors=tuple(tensors) + tuple(extras),
+        checkpoint_bytes=checkpoint.total_bytes,
+        weights_source=checkpoint.source,
+        notes=tuple(notes),
+    )
 
 
 def header_bytes(tensors: Mapping[str, Any]) -> bytes:

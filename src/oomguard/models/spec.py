@@ -13,10 +13,24 @@ from enum import Enum
 from typing import Literal
 
 DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "float": 4, "fp32": 4,
-    "bfloat16": 2, "bf16": 2, "float16": 2, "half": 2, "fp16": 2,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "int8": 1, "uint8": 1,
-    "int32": 4, "int64": 8, "bool": 1,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
 }
 
 
@@ -101,8 +115,15 @@ class NoAttention:
     kind: Literal["none"] = "none"
 
 
-AttentionKind = (FullAttention | SlidingWindowAttention | ChunkedLocalAttention | MlaAttention | MambaState
-                 | SharedKvAttention | NoAttention)
+AttentionKind = (
+    FullAttention
+    | SlidingWindowAttention
+    | ChunkedLocalAttention
+    | MlaAttention
+    | MambaState
+    | SharedKvAttention
+    | NoAttention
+)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,14 +172,16 @@ class DecoderLayer:
 class Split(str, Enum):
     """How vLLM places one tensor across tensor-parallel (and expert-parallel) ranks."""
 
-    COLUMN = "column"            # output dim divided by TP (q/k/v/gate/up projections)
-    ROW = "row"                  # input dim divided by TP (o/down projections); their bias is replicated
-    KV_COLUMN = "kv_column"      # k/v projections: divided by TP, but replicated when TP > KV heads
-    VOCAB = "vocab"              # embedding / lm_head rows: padded to a multiple of 64, then divided by TP
-    REPLICATED = "replicated"    # norms, routers, MLA's fused q_a/kv_a, biases of row-parallel layers
-    EXPERT = "expert"            # routed-expert weights: whole experts per EP rank, or TP-sharded inside
-    GROUPED_COLUMN = "grouped_column"   # Mamba2 in_proj / conv1d: divided by TP, but their B/C rows keep at least
-                                        # one whole group per rank (vLLM pads n_groups up to TP)
+    COLUMN = "column"  # output dim divided by TP (q/k/v/gate/up projections)
+    ROW = "row"  # input dim divided by TP (o/down projections); their bias is replicated
+    KV_COLUMN = "kv_column"  # k/v projections: divided by TP, but replicated when TP > KV heads
+    VOCAB = "vocab"  # embedding / lm_head rows: padded to a multiple of 64, then divided by TP
+    REPLICATED = "replicated"  # norms, routers, MLA's fused q_a/kv_a, biases of row-parallel layers
+    EXPERT = "expert"  # routed-expert weights: whole experts per EP rank, or TP-sharded inside
+    GROUPED_COLUMN = (
+        "grouped_column"  # Mamba2 in_proj / conv1d: divided by TP, but their B/C rows keep at least
+    )
+    # one whole group per rank (vLLM pads n_groups up to TP)
 
 
 class Role(str, Enum):
@@ -187,12 +210,12 @@ class TensorSpec:
     layer: int | None = None
     experts: int = 0
     quantizable: bool = True
-    dtype: str | None = None           # stored dtype when known exactly (safetensors headers); None: model dtype
-    stored_bytes: int | None = None    # exact bytes from safetensors headers, all experts included
-    kv_heads: int = 0                  # KV_COLUMN: the KV heads along dim 0 (replicated when TP > kv_heads)
-    shard_dim: int | None = None       # EXPERT: the dim TP divides without EP (0: gate/up, 1: down)
-    groups: int = 0                    # GROUPED_COLUMN: the B/C groups along dim 0
-    group_rows: int = 0                # GROUPED_COLUMN: how many rows of dim 0 they span (all groups together)
+    dtype: str | None = None  # stored dtype when known exactly (safetensors headers); None: model dtype
+    stored_bytes: int | None = None  # exact bytes from safetensors headers, all experts included
+    kv_heads: int = 0  # KV_COLUMN: the KV heads along dim 0 (replicated when TP > kv_heads)
+    shard_dim: int | None = None  # EXPERT: the dim TP divides without EP (0: gate/up, 1: down)
+    groups: int = 0  # GROUPED_COLUMN: the B/C groups along dim 0
+    group_rows: int = 0  # GROUPED_COLUMN: how many rows of dim 0 they span (all groups together)
 
     @property
     def numel(self) -> int:
@@ -222,10 +245,10 @@ class Quantization:
     zero_point: bool = False
     act_order: bool = False
     skip_modules: tuple[str, ...] = ()
-    from_config: bool = True           # False for runtime `--quantization fp8` of a bf16 checkpoint
-    scheme: str = ""                   # sub-format: "float"/"int"/"nvfp4" (compressed-tensors), "nf4", "int8" (bnb)
-    double_quant: bool = False         # bitsandbytes nested quantization of the absmax
-    static_activations: bool = False   # an input_scale per layer is stored (FP8 static)
+    from_config: bool = True  # False for runtime `--quantization fp8` of a bf16 checkpoint
+    scheme: str = ""  # sub-format: "float"/"int"/"nvfp4" (compressed-tensors), "nf4", "int8" (bnb)
+    double_quant: bool = False  # bitsandbytes nested quantization of the absmax
+    static_activations: bool = False  # an input_scale per layer is stored (FP8 static)
 
 
 @dataclass(frozen=True)
@@ -258,13 +281,13 @@ class ModelSpec:
     layers: tuple[DecoderLayer, ...]
     tensors: tuple[TensorSpec, ...]
     rotary_dim: int = 0
-    rope_caches: tuple[tuple[int, int], ...] = ()   # (positions, rotary_dim) per distinct RoPE config
-    checkpoint_dtype: str | None = None      # dtype the checkpoint stores unquantized tensors in
+    rope_caches: tuple[tuple[int, int], ...] = ()  # (positions, rotary_dim) per distinct RoPE config
+    checkpoint_dtype: str | None = None  # dtype the checkpoint stores unquantized tensors in
     quantization: Quantization | None = None
     vision: VisionTower | None = None
     mtp_layers: int = 0
-    weights_source: str = "config.json"      # or "safetensors headers", "safetensors index total_size"
-    checkpoint_bytes: int | None = None      # exact stored total when a source gives it (headers, index, catalog)
+    weights_source: str = "config.json"  # or "safetensors headers", "safetensors index total_size"
+    checkpoint_bytes: int | None = None  # exact stored total when a source gives it (headers, index, catalog)
     notes: tuple[str, ...] = field(default=())
 
     @property

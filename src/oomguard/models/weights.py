@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from oomguard.models.quantization import is_skipped, quantized_matrix_bytes
 from oomguard.models.spec import DTYPE_BYTES, ModelSpec, Role, Split, TensorSpec
 
-VOCAB_PADDING = 64   # vLLM vocab_parallel_embedding.DEFAULT_VOCAB_PADDING_SIZE
+VOCAB_PADDING = 64  # vLLM vocab_parallel_embedding.DEFAULT_VOCAB_PADDING_SIZE
 PLAIN_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -50,23 +50,28 @@ class RankPlacement:
     """Which part of the model one GPU holds."""
 
     tp_size: int = 1
-    ep_size: int = 1                 # > 1: whole experts per rank (vLLM EP = TP x DP); 1: experts TP-sharded
+    ep_size: int = 1  # > 1: whole experts per rank (vLLM EP = TP x DP); 1: experts TP-sharded
     ep_rank: int = 0
-    moe_tp_size: int | None = None   # TP inside routed experts without EP (vLLM: TP x DP); None: tp_size
-    layers: range | None = None      # decoder layers of this PP stage; None: all
+    moe_tp_size: int | None = None  # TP inside routed experts without EP (vLLM: TP x DP); None: tp_size
+    layers: range | None = None  # decoder layers of this PP stage; None: all
     has_embedding: bool = True
-    has_lm_head: bool = True         # the last stage: final norm and lm_head
-    redundant_experts: int = 0       # EPLB physical experts beyond the logical ones
-    load_mtp: bool = False           # MTP / next-token-prediction weights are loaded only for speculative decoding
-    load_vision: bool = True         # vision towers load unless the engine runs text-only
+    has_lm_head: bool = True  # the last stage: final norm and lm_head
+    redundant_experts: int = 0  # EPLB physical experts beyond the logical ones
+    load_mtp: bool = False  # MTP / next-token-prediction weights are loaded only for speculative decoding
+    load_vision: bool = True  # vision towers load unless the engine runs text-only
 
     @classmethod
-    def for_stage(cls, spec: ModelSpec, *, pp_size: int = 1, pp_rank: int = 0, tp_size: int = 1,
-                  **kwargs: object) -> RankPlacement:
+    def for_stage(
+        cls, spec: ModelSpec, *, pp_size: int = 1, pp_rank: int = 0, tp_size: int = 1, **kwargs: object
+    ) -> RankPlacement:
         first, last = pp_rank == 0, pp_rank == pp_size - 1
-        return cls(tp_size=tp_size, layers=pp_layer_range(spec.num_hidden_layers, pp_size, pp_rank),
-                   has_embedding=first or (spec.tie_word_embeddings and last), has_lm_head=last,
-                   **kwargs)  # type: ignore[arg-type]
+        return cls(
+            tp_size=tp_size,
+            layers=pp_layer_range(spec.num_hidden_layers, pp_size, pp_rank),
+            has_embedding=first or (spec.tie_word_embeddings and last),
+            has_lm_head=last,
+            **kwargs,
+        )  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,12 @@ class WeightBytes:
 
 def _quantized(tensor: TensorSpec, spec: ModelSpec) -> bool:
     quant = spec.quantization
-    return (quant is not None and tensor.quantizable and len(tensor.shape) == 2
-            and not is_skipped(tensor.name, quant))
+    return (
+        quant is not None
+        and tensor.quantizable
+        and len(tensor.shape) == 2
+        and not is_skipped(tensor.name, quant)
+    )
 
 
 def _computed_bytes(tensor: TensorSpec, spec: ModelSpec, shape: tuple[int, ...], experts: int) -> int:
@@ -136,14 +145,17 @@ def _mxfp4_padded(tensor: TensorSpec, spec: ModelSpec, shape: tuple[int, ...]) -
 
 def _is_plain_float(tensor: TensorSpec) -> bool:
     """Stored as an ordinary float tensor (no packing, no scales): its runtime size follows `--dtype`."""
-    return (tensor.stored_bytes is not None and tensor.dtype in PLAIN_FLOAT_DTYPES
-            and tensor.stored_bytes == tensor.numel * DTYPE_BYTES[tensor.dtype])
+    return (
+        tensor.stored_bytes is not None
+        and tensor.dtype in PLAIN_FLOAT_DTYPES
+        and tensor.stored_bytes == tensor.numel * DTYPE_BYTES[tensor.dtype]
+    )
 
 
 def tensor_bytes(tensor: TensorSpec, spec: ModelSpec) -> int:
     """Bytes of the whole tensor on the GPU (all experts, unsharded)."""
     if tensor.stored_bytes is not None and not _is_plain_float(tensor):
-        return tensor.stored_bytes                   # packed / quantized exactly as stored
+        return tensor.stored_bytes  # packed / quantized exactly as stored
     return _computed_bytes(tensor, spec, tensor.shape, tensor.experts)
 
 
@@ -172,8 +184,9 @@ def _sharded(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement) -> tuple
         shape[0] = _ceil_div(pad_vocab(shape[0]), tp)
     elif tensor.split == Split.EXPERT:
         if place.ep_size > 1:
-            return tuple(shape), experts_on_rank(tensor.experts + place.redundant_experts, place.ep_size,
-                                                 place.ep_rank)
+            return tuple(shape), experts_on_rank(
+                tensor.experts + place.redundant_experts, place.ep_size, place.ep_rank
+            )
         dim = tensor.shard_dim if tensor.shard_dim is not None else 0
         shape[dim] = _ceil_div(shape[dim], place.moe_tp_size or tp)
     return tuple(shape), tensor.experts
@@ -188,7 +201,7 @@ def _on_rank(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement) -> bool:
         return place.layers is None or tensor.layer in place.layers
     if tensor.role == Role.EMBEDDING:
         return place.has_embedding
-    return place.has_lm_head                          # lm_head and the final norm
+    return place.has_lm_head  # lm_head and the final norm
 
 
 def rank_tensor_bytes(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement) -> int:
@@ -208,8 +221,9 @@ def rank_tensor_bytes(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement)
 
 def checkpoint_weight_bytes(spec: ModelSpec, *, include_mtp: bool = True) -> WeightBytes:
     """Bytes of every tensor the checkpoint holds (in the dtype vLLM runs), by role."""
-    return WeightBytes.collect((t.role, tensor_bytes(t, spec)) for t in spec.tensors
-                               if include_mtp or t.role != Role.MTP)
+    return WeightBytes.collect(
+        (t.role, tensor_bytes(t, spec)) for t in spec.tensors if include_mtp or t.role != Role.MTP
+    )
 
 
 def rank_weight_bytes(spec: ModelSpec, place: RankPlacement) -> WeightBytes:

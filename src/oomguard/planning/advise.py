@@ -76,15 +76,27 @@ def _describe(base: Plan, candidate: Plan) -> str:
     if candidate.engine.max_num_seqs < base.engine.max_num_seqs:
         parts.append(f"at most {candidate.engine.max_num_seqs} concurrent sequences")
     if candidate.engine.max_num_batched_tokens < base.engine.max_num_batched_tokens:
-        parts.append(f"prefill chunks of {candidate.engine.max_num_batched_tokens:,} tokens (slower TTFT on long prompts)")
+        parts.append(
+            f"prefill chunks of {candidate.engine.max_num_batched_tokens:,} tokens (slower TTFT on long prompts)"
+        )
     if not parts:
-        parts.append(f"{candidate.kv.kv_cache_tokens:,} KV tokens, {candidate.kv.max_concurrency:.1f}x concurrency")
+        parts.append(
+            f"{candidate.kv.kv_cache_tokens:,} KV tokens, {candidate.kv.max_concurrency:.1f}x concurrency"
+        )
     return "; ".join(parts)
 
 
 def _fix(base: Plan, candidate: Plan, flags: dict[str, Any], summary: str) -> Fix:
-    return Fix(flags, summary, _describe(base, candidate), candidate.kv.kv_cache_tokens, candidate.kv.max_concurrency,
-               candidate.engine.max_model_len, candidate.engine.total_gpus, candidate)
+    return Fix(
+        flags,
+        summary,
+        _describe(base, candidate),
+        candidate.kv.kv_cache_tokens,
+        candidate.kv.max_concurrency,
+        candidate.engine.max_model_len,
+        candidate.engine.total_gpus,
+        candidate,
+    )
 
 
 def longest_max_model_len(result: Plan) -> int:
@@ -132,48 +144,72 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
     longest = longest_max_model_len(result)
     if result.failure in ("max-model-len",) and longest > 0:
         length = _round_length(longest, cfg.block_size)
-        add(f"--max-model-len {length}: the longest context the KV pool holds for one request", max_model_len=length)
+        add(
+            f"--max-model-len {length}: the longest context the KV pool holds for one request",
+            max_model_len=length,
+        )
     if result.failure in ("max-model-len", "no-kv-memory", None):
         needed = utilization_needed(result)
         if needed is not None and needed > cfg.gpu_memory_utilization:
-            add(f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
-                gpu_memory_utilization=needed)
+            add(
+                f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
+                gpu_memory_utilization=needed,
+            )
     if result.failure in ("max-model-len", "no-kv-memory") and cfg.kv_cache_dtype_bytes > 1:
         add("--kv-cache-dtype fp8: half the bytes per KV token", kv_cache_dtype="fp8")
     if result.failure in ("max-model-len", "no-kv-memory"):
         tp = cfg.tensor_parallel_size
         for more in (t for t in TP_CHOICES if t > tp):
-            add(f"--tensor-parallel-size {more}: shard weights and KV heads over {more} GPUs", group="tp",
-                tensor_parallel_size=more)
+            add(
+                f"--tensor-parallel-size {more}: shard weights and KV heads over {more} GPUs",
+                group="tp",
+                tensor_parallel_size=more,
+            )
         if cfg.pipeline_parallel_size == 1 and cfg.tensor_parallel_size >= 8:
             add("--pipeline-parallel-size 2: split the layers over two stages", pipeline_parallel_size=2)
         if cfg.quantization is None and result.model.quantization is None:
             add("--quantization fp8: load the weights in FP8 (about half the bytes)", quantization="fp8")
         if cfg.max_num_seqs > 256:
-            add("--max-num-seqs 256: a smaller sampler warm-up (rows x vocab) in the profile run", max_num_seqs=256)
+            add(
+                "--max-num-seqs 256: a smaller sampler warm-up (rows x vocab) in the profile run",
+                max_num_seqs=256,
+            )
     if result.failure in ("sampler-warmup", "cuda-graph-capture") or result.warnings:
         lower = round(max(0.5, cfg.gpu_memory_utilization - 0.03), 2)
-        add(f"--gpu-memory-utilization {lower}: leave room outside the budget for graphs and the sampler warm-up",
-            gpu_memory_utilization=lower)
+        add(
+            f"--gpu-memory-utilization {lower}: leave room outside the budget for graphs and the sampler warm-up",
+            gpu_memory_utilization=lower,
+        )
         if cfg.max_num_seqs > 256:
             add("--max-num-seqs 256: the sampler warm-up shrinks with its rows", max_num_seqs=256)
     if result.failure == "startup-free-memory" and cfg.replicas_per_gpu == 1:
-        cap = min(MAX_UTILIZATION, round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes
-                                         - 0.005, 3))
-        add(f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap)
+        cap = min(
+            MAX_UTILIZATION,
+            round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes - 0.005, 3),
+        )
+        add(
+            f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap
+        )
     if result.failure in ("replicas-exceed-gpu", "startup-free-memory") and cfg.replicas_per_gpu > 1:
         share = round((1.0 / cfg.replicas_per_gpu) - 0.03, 3)
-        add(f"--gpu-memory-utilization {share} per replica: {cfg.replicas_per_gpu} replicas share one GPU",
-            gpu_memory_utilization=share)
+        add(
+            f"--gpu-memory-utilization {share} per replica: {cfg.replicas_per_gpu} replicas share one GPU",
+            gpu_memory_utilization=share,
+        )
         for fewer in range(cfg.replicas_per_gpu - 1, 0, -1):
-            add(f"{fewer} replica(s) per GPU instead of {cfg.replicas_per_gpu}", group="replicas",
-                replicas_per_gpu=fewer)
+            add(
+                f"{fewer} replica(s) per GPU instead of {cfg.replicas_per_gpu}",
+                group="replicas",
+                replicas_per_gpu=fewer,
+            )
     if result.failure in ("max-model-len", "no-kv-memory") and cfg.max_num_batched_tokens > 2048:
         forward = result.rank0.activation.source.startswith("profile run: forward")
         if forward:
             smaller = max(2048, cfg.max_num_batched_tokens // 2)
-            add(f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation peak)",
-                max_num_batched_tokens=smaller)
+            add(
+                f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation peak)",
+                max_num_batched_tokens=smaller,
+            )
 
     fixes: list[Fix] = []
     seen: set[str] = set()
@@ -212,8 +248,10 @@ def _cost_rank(fix: Fix) -> tuple[int, int, float]:
 
 def fewest_gpus(request: PlanRequest, *, max_gpus: int = 64) -> Plan | None:
     """The smallest TP x PP that fits the model at the requested length (TP first: it also shards KV)."""
-    shapes = sorted(((tp, pp) for tp in TP_CHOICES for pp in PP_CHOICES if tp * pp <= max_gpus),
-                    key=lambda s: (s[0] * s[1], s[1]))
+    shapes = sorted(
+        ((tp, pp) for tp in TP_CHOICES for pp in PP_CHOICES if tp * pp <= max_gpus),
+        key=lambda s: (s[0] * s[1], s[1]),
+    )
     for tp, pp in shapes:
         candidate = _try(request, tensor_parallel_size=tp, pipeline_parallel_size=pp)
         if candidate is not None:
@@ -243,13 +281,19 @@ def fix_ledger(ledger: GpuLedger, headroom: float = LEDGER_FIX_HEADROOM) -> list
         return []
     fixes: list[LedgerFix] = []
     reserve = int(ledger.total_bytes * headroom)
-    target = GpuLedger(ledger.total_bytes - reserve, ledger.lines, ledger.replicas, ledger.label, ledger.notes)
+    target = GpuLedger(
+        ledger.total_bytes - reserve, ledger.lines, ledger.replicas, ledger.label, ledger.notes
+    )
     kv_room = largest_line_that_fits(target, KV_CACHE)
     if kv_room > 0 and ledger.line(KV_CACHE) is not None:
         fixed = ledger.with_line(KV_CACHE, kv_room)
-        fixes.append(LedgerFix(
-            f"cap the KV cache at {kv_room / GiB:.2f} GiB per replica (was {ledger.bytes_of(KV_CACHE) / GiB:.2f}): "
-            f"e.g. --kv-cache-memory-bytes {kv_room}", fixed))
+        fixes.append(
+            LedgerFix(
+                f"cap the KV cache at {kv_room / GiB:.2f} GiB per replica (was {ledger.bytes_of(KV_CACHE) / GiB:.2f}): "
+                f"e.g. --kv-cache-memory-bytes {kv_room}",
+                fixed,
+            )
+        )
     for replicas in range(ledger.replicas - 1, 0, -1):
         fewer = ledger.with_replicas(replicas)
         if fewer.used_bytes <= ledger.total_bytes - reserve:

@@ -15,7 +15,9 @@ GiB = 1 << 30
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
 PATTERNS = {
     "weights": re.compile(r"(?:Model loading took|Loading model weights took) " + _NUMBER + r" ?Gi?B"),
-    "activation": re.compile(r"(?:torch peak memory increase|PyTorch activation peak memory takes):? " + _NUMBER),
+    "activation": re.compile(
+        r"(?:torch peak memory increase|PyTorch activation peak memory takes):? " + _NUMBER
+    ),
     "non_torch": re.compile(r"(?:non-torch forward increase memory|non_torch_memory takes):? " + _NUMBER),
     "cuda_graph": re.compile(r"Estimated CUDA graph memory: " + _NUMBER + r" GiB"),
 }
@@ -38,5 +40,6 @@ def measured_terms_from_log(path: str) -> dict[str, int]:
     if not found:
         raise InputFormatError(
             f"{Path(path).name}: no vLLM memory figures found (expected 'Model loading took ... GiB' and, at DEBUG, "
-            "'torch peak memory increase'); start vLLM with VLLM_LOGGING_LEVEL=DEBUG for the full profile")
+            "'torch peak memory increase'); start vLLM with VLLM_LOGGING_LEVEL=DEBUG for the full profile"
+        )
     return found

@@ -29,7 +29,11 @@ from oomguard.yaml_input import load_yaml_documents
 
 GiB = 1 << 30
 GPU_RESOURCE_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
-GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "node.kubernetes.io/instance-type")
+GPU_PRODUCT_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "node.kubernetes.io/instance-type",
+)
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,19 @@ class CheckResult:
         return self.ok
 
 
-def check_deployment(deployment: Deployment, *, gpu: str | None = None, gpu_memory: str | None = None,
-                     vllm_version: str = NEWEST_KNOWN, min_headroom: str | int = 0,
-                     min_concurrency: float = 0.0) -> CheckResult:
+def check_deployment(
+    deployment: Deployment,
+    *,
+    gpu: str | None = None,
+    gpu_memory: str | None = None,
+    vllm_version: str = NEWEST_KNOWN,
+    min_headroom: str | int = 0,
+    min_concurrency: float = 0.0,
+) -> CheckResult:
     headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
-    request = PlanRequest(args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory,
-                          vllm_version=vllm_version)
+    request = PlanRequest(
+        args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory, vllm_version=vllm_version
+    )
     try:
         result = plan(request)
     except OomguardError as err:
@@ -68,23 +79,46 @@ def check_deployment(deployment: Deployment, *, gpu: str | None = None, gpu_memo
     if not result.fits:
         fixes = suggest_fixes(result, limit=2)
         hint = f"; fix: {fixes[0].summary}" if fixes else ""
-        return CheckResult(deployment, False, f"{name}: will not start ({result.failure}): "
-                           f"{result.errors[0] if result.errors else ''}{hint}", result)
+        return CheckResult(
+            deployment,
+            False,
+            f"{name}: will not start ({result.failure}): {result.errors[0] if result.errors else ''}{hint}",
+            result,
+        )
     gpus = result.engine.total_gpus
     if deployment.gpus_requested is not None and deployment.gpus_requested < result.engine.world_size:
-        return CheckResult(deployment, False, f"{name}: requests {deployment.gpus_requested} GPU(s) but TP x PP = "
-                           f"{result.engine.world_size}", result)
+        return CheckResult(
+            deployment,
+            False,
+            f"{name}: requests {deployment.gpus_requested} GPU(s) but TP x PP = {result.engine.world_size}",
+            result,
+        )
     free = min(r.gpu.free_bytes for r in result.ranks)
     if free < headroom_needed:
-        return CheckResult(deployment, False, f"{name}: fits, but leaves {free / GiB:.2f} GiB free at peak, less than "
-                           f"the required {headroom_needed / GiB:.2f} GiB", result)
+        return CheckResult(
+            deployment,
+            False,
+            f"{name}: fits, but leaves {free / GiB:.2f} GiB free at peak, less than "
+            f"the required {headroom_needed / GiB:.2f} GiB",
+            result,
+        )
     if result.kv.max_concurrency < min_concurrency:
-        return CheckResult(deployment, False, f"{name}: fits, but holds {result.kv.max_concurrency:.2f}x concurrency "
-                           f"at {result.engine.max_model_len:,} tokens, less than the required {min_concurrency}x", result)
-    return CheckResult(deployment, True, f"{name}: fits on {gpus} x {result.gpu.name}: KV "
-                       f"{result.rank0.available_kv_bytes / GiB:.2f} GiB = {result.kv.kv_cache_tokens:,} tokens, "
-                       f"{result.kv.max_concurrency:.2f}x at {result.engine.max_model_len:,}; "
-                       f"{free / GiB:.2f} GiB free at peak", result)
+        return CheckResult(
+            deployment,
+            False,
+            f"{name}: fits, but holds {result.kv.max_concurrency:.2f}x concurrency "
+            f"at {result.engine.max_model_len:,} tokens, less than the required {min_concurrency}x",
+            result,
+        )
+    return CheckResult(
+        deployment,
+        True,
+        f"{name}: fits on {gpus} x {result.gpu.name}: KV "
+        f"{result.rank0.available_kv_bytes / GiB:.2f} GiB = {result.kv.kv_cache_tokens:,} tokens, "
+        f"{result.kv.max_concurrency:.2f}x at {result.engine.max_model_len:,}; "
+        f"{free / GiB:.2f} GiB free at peak",
+        result,
+    )
 
 
 def check_command(command: str, **kwargs: Any) -> CheckResult:
@@ -119,8 +153,10 @@ def deployments_in_file(path: str) -> list[Deployment]:
             args = args_from_mapping(document, where=path)
             found.append(Deployment(args.model or path, args, None, None, path))
     if not found:
-        raise InputFormatError(f"{path}: no vLLM server found (expected a `vllm serve` command, a vLLM config YAML "
-                               "with `model:`, or Kubernetes objects whose containers run vLLM)")
+        raise InputFormatError(
+            f"{path}: no vLLM server found (expected a `vllm serve` command, a vLLM config YAML "
+            "with `model:`, or Kubernetes objects whose containers run vLLM)"
+        )
     return found
 
 
@@ -142,8 +178,10 @@ def _string_list(container: Mapping[str, Any], key: str, where: str) -> list[str
     if value is None:
         return []
     if not isinstance(value, list) or any(isinstance(w, (dict, list)) for w in value):
-        raise InputFormatError(f"{where}: container {container.get('name', '?')!r}: `{key}` must be a list of "
-                               f"strings, got {type(value).__name__}")
+        raise InputFormatError(
+            f"{where}: container {container.get('name', '?')!r}: `{key}` must be a list of "
+            f"strings, got {type(value).__name__}"
+        )
     return [str(w) for w in value]
 
 
@@ -158,8 +196,9 @@ def _gpu_count(limits: Mapping[str, Any], where: str) -> int | None:
             try:
                 return int(str(limits[key]))
             except ValueError:
-                raise InputFormatError(f"{where}: resources.limits {key} must be a whole number of GPUs, "
-                                       f"got {limits[key]!r}") from None
+                raise InputFormatError(
+                    f"{where}: resources.limits {key} must be a whole number of GPUs, got {limits[key]!r}"
+                ) from None
     return None
 
 
@@ -204,8 +243,11 @@ def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployme
             if command is None:
                 continue
             env_list = container.get("env")
-            env = {str(e.get("name")): str(e.get("value")) for e in (env_list if isinstance(env_list, list) else [])
-                   if isinstance(e, Mapping) and "value" in e}
+            env = {
+                str(e.get("name")): str(e.get("value"))
+                for e in (env_list if isinstance(env_list, list) else [])
+                if isinstance(e, Mapping) and "value" in e
+            }
             args = parse_serve_command([f"{k}={v}" for k, v in env.items()] + command)
             gpus = _gpu_count(_mapping(_mapping(container.get("resources")).get("limits")), where)
             yield Deployment(f"{name}/{container.get('name', 'vllm')}", args, gpu, gpus, where)

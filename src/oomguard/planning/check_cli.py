@@ -1,8 +1,8 @@
 """`oomguard check`: exit non-zero when a deployment would not start or leaves too little headroom.
 
-    oomguard check k8s/vllm-deployment.yaml --min-headroom 2GiB
-    oomguard check serve.yaml --gpu L40S
-    oomguard check -- vllm serve Qwen/Qwen3-32B -tp 2 --max-model-len 40960 --gpu H100
+oomguard check k8s/vllm-deployment.yaml --min-headroom 2GiB
+oomguard check serve.yaml --gpu L40S
+oomguard check -- vllm serve Qwen/Qwen3-32B -tp 2 --max-model-len 40960 --gpu H100
 """
 
 from __future__ import annotations
@@ -18,15 +18,25 @@ from oomguard.planning.check import CheckResult, Deployment, check_deployment, d
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="oomguard check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("files", nargs="*", help="Kubernetes manifests, vLLM config YAML, or files holding a command")
+    parser = argparse.ArgumentParser(
+        prog="oomguard check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "files", nargs="*", help="Kubernetes manifests, vLLM config YAML, or files holding a command"
+    )
     parser.add_argument("--gpu", help="GPU name, when the manifest's nodeSelector does not say")
     parser.add_argument("--gpu-memory", help="device total, e.g. 79.19GiB")
     parser.add_argument("--vllm-version", default=NEWEST_KNOWN)
     parser.add_argument("--min-headroom", default="0", help="free GPU memory required at peak (e.g. 2GiB)")
-    parser.add_argument("--min-concurrency", type=float, default=0.0,
-                        help="requests of max_model_len the KV cache must hold at once")
+    parser.add_argument(
+        "--min-concurrency",
+        type=float,
+        default=0.0,
+        help="requests of max_model_len the KV cache must hold at once",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per deployment, one per line")
     return parser
 
@@ -36,7 +46,7 @@ def main(argv: Sequence[str]) -> int:
     command: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, command = argv[:cut], argv[cut + 1:]
+        argv, command = argv[:cut], argv[cut + 1 :]
     options = _parser().parse_args(argv)
     deployments: list[Deployment] = []
     if command:
@@ -47,14 +57,28 @@ def main(argv: Sequence[str]) -> int:
     if not deployments:
         _parser().error("give a file or a command after --")
     results: list[CheckResult] = [
-        check_deployment(d, gpu=options.gpu, gpu_memory=options.gpu_memory, vllm_version=options.vllm_version,
-                         min_headroom=options.min_headroom, min_concurrency=options.min_concurrency)
+        check_deployment(
+            d,
+            gpu=options.gpu,
+            gpu_memory=options.gpu_memory,
+            vllm_version=options.vllm_version,
+            min_headroom=options.min_headroom,
+            min_concurrency=options.min_concurrency,
+        )
         for d in deployments
     ]
     for result in results:
         if options.json:
-            print(json.dumps({"name": result.deployment.name, "where": result.deployment.where, "ok": result.ok,
-                              "message": result.message}))
+            print(
+                json.dumps(
+                    {
+                        "name": result.deployment.name,
+                        "where": result.deployment.where,
+                        "ok": result.ok,
+                        "message": result.message,
+                    }
+                )
+            )
         else:
             print(("PASS " if result.ok else "FAIL ") + result.message)
     failed = sum(not r.ok for r in results)

@@ -30,9 +30,23 @@ from oomguard.render.plan_text import render_plan
 
 # oomguard's options and whether they take a value.
 OPTIONS: dict[str, bool] = {
-    "--gpu": True, "--gpu-memory": True, "--nvidia-smi": True, "--vllm-version": True, "--replicas-per-gpu": True,
-    "--llm": False, "--json": False, "--markdown": False, "--verbose": False, "-v": False, "--no-fixes": False,
-    "--at-length": True, "--fewest-gpus": False, "--calibrate": True, "--command": True, "--help": False, "-h": False,
+    "--gpu": True,
+    "--gpu-memory": True,
+    "--nvidia-smi": True,
+    "--vllm-version": True,
+    "--replicas-per-gpu": True,
+    "--llm": False,
+    "--json": False,
+    "--markdown": False,
+    "--verbose": False,
+    "-v": False,
+    "--no-fixes": False,
+    "--at-length": True,
+    "--fewest-gpus": False,
+    "--calibrate": True,
+    "--command": True,
+    "--help": False,
+    "-h": False,
 }
 SHORTHANDS = {"--tp": "-tp", "--pp": "-pp", "--dp": "-dp", "--ep": "--enable-expert-parallel"}
 
@@ -87,14 +101,18 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str]]:
     head, tail = list(argv), []
     if "--" in head:
         cut = head.index("--")
-        head, tail = head[:cut], head[cut + 1:]
+        head, tail = head[:cut], head[cut + 1 :]
     i = 0
     while i < len(head):
         token = head[i]
         i += 1
         name, has_value, value = token.partition("=")
         if name not in OPTIONS:
-            rest.append(SHORTHANDS.get(name, name) + (f"={value}" if has_value else "") if name in SHORTHANDS else token)
+            rest.append(
+                SHORTHANDS.get(name, name) + (f"={value}" if has_value else "")
+                if name in SHORTHANDS
+                else token
+            )
             continue
         if OPTIONS[name] and not has_value:
             if i >= len(head):
@@ -147,7 +165,7 @@ def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
     direct, command = rest, []
     if "--" in rest:
         cut = rest.index("--")
-        direct, command = rest[:cut], rest[cut + 1:]
+        direct, command = rest[:cut], rest[cut + 1 :]
     base = parse_serve_command(["vllm", "serve", *direct]) if direct else ServeArgs(None, {})
     if options.command:
         command = [options.command]
@@ -156,8 +174,9 @@ def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
     given = parse_serve_command(command[0] if len(command) == 1 and " " in command[0] else command)
     values = dict(base.values)
     values.update(given.values)
-    return ServeArgs(given.model or base.model, values, {**base.env, **given.env},
-                     base.unknown_flags + given.unknown_flags)
+    return ServeArgs(
+        given.model or base.model, values, {**base.env, **given.env}, base.unknown_flags + given.unknown_flags
+    )
 
 
 def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]:
@@ -185,9 +204,16 @@ def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]
 def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
     gpu, gpu_memory, used_by_others = gpu_from_options(options)
     measured = measured_terms_from_log(options.calibrate) if options.calibrate else {}
-    return PlanRequest(args=args, gpu=gpu, gpu_memory=gpu_memory, vllm_version=options.vllm_version,
-                       replicas_per_gpu=options.replicas_per_gpu, usage=options.usage, measured=measured,
-                       used_by_other_processes=used_by_others)
+    return PlanRequest(
+        args=args,
+        gpu=gpu,
+        gpu_memory=gpu_memory,
+        vllm_version=options.vllm_version,
+        replicas_per_gpu=options.replicas_per_gpu,
+        usage=options.usage,
+        measured=measured,
+        used_by_other_processes=used_by_others,
+    )
 
 
 def main(argv: Sequence[str]) -> int:

@@ -60,8 +60,8 @@ class PlanRequest:
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
     usage: str = "serve"
-    measured: Mapping[str, int] = field(default_factory=dict)   # calibrated terms (bytes) from an earlier log
-    used_by_other_processes: int = 0                              # bytes in use on the GPU before vLLM starts
+    measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
+    used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
@@ -93,9 +93,9 @@ class RankLedger:
     comm_buffers: Estimate
     cuda_graphs: Estimate
     context_bytes: int
-    available_kv_bytes: int             # "Available KV cache memory"
+    available_kv_bytes: int  # "Available KV cache memory"
     layout: kv.KvLayout
-    num_gpu_blocks: int                 # after the minimum over workers
+    num_gpu_blocks: int  # after the minimum over workers
     gpu: GpuLedger
 
     @property
@@ -125,7 +125,7 @@ class Plan:
     kv: KvPlan
     fits: bool
     errors: tuple[str, ...]
-    failure: str | None                 # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
+    failure: str | None  # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
 
@@ -137,7 +137,9 @@ class Plan:
 def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
     """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
     if name is not None and not name.strip():
-        raise UnknownGpuError("--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB")
+        raise UnknownGpuError(
+            "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
+        )
     if memory is not None:
         return gpu_with_memory(memory, name)
     if name:
@@ -154,9 +156,20 @@ _LAYOUT_MEMO: dict[tuple[object, ...], tuple[ModelSpec, kv.KvLayout]] = {}
 def _layout(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> kv.KvLayout:
     drafter = drafter_for(spec, cfg) if placement.holds_lm_head else None
     extra = drafter.kv_layers if drafter else ()
-    key = (id(spec), placement.layer_start, placement.layer_end, cfg.tensor_parallel_size, cfg.block_size,
-           cfg.kv_cache_dtype, cfg.dtype, cfg.disable_hybrid_kv_cache_manager, cfg.enable_prefix_caching,
-           cfg.behaviour.version, cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"), extra)
+    key = (
+        id(spec),
+        placement.layer_start,
+        placement.layer_end,
+        cfg.tensor_parallel_size,
+        cfg.block_size,
+        cfg.kv_cache_dtype,
+        cfg.dtype,
+        cfg.disable_hybrid_kv_cache_manager,
+        cfg.enable_prefix_caching,
+        cfg.behaviour.version,
+        cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"),
+        extra,
+    )
     hit = _LAYOUT_MEMO.get(key)
     if hit is not None and hit[0] is spec:
         return hit[1]
@@ -171,16 +184,21 @@ def _context_bytes(cfg: EngineConfig) -> int:
     return CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else CONTEXT_BYTES_SINGLE
 
 
-def _plan_rank(spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlacement,
-               measured: Mapping[str, int]) -> tuple[RankLedger, int]:
+def _plan_rank(
+    spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlacement, measured: Mapping[str, int]
+) -> tuple[RankLedger, int]:
     budget = acc.budget_bytes(gpu.total_bytes, cfg)
     weights = acc.weights_estimate(spec, cfg, placement)
     activation = acc.activation_estimate(spec, cfg, placement)
     non_torch = acc.non_torch_estimate(cfg)
     comm = acc.comm_buffers_estimate(spec, cfg)
     graphs = acc.cuda_graph_estimate(spec, cfg, placement)
-    for key, name in (("weights", "weights"), ("activation", "activation"), ("non_torch", "non_torch"),
-                      ("cuda_graph", "cuda_graphs")):
+    for key, name in (
+        ("weights", "weights"),
+        ("activation", "activation"),
+        ("non_torch", "non_torch"),
+        ("cuda_graph", "cuda_graphs"),
+    ):
         if key in measured:
             value = Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
             if name == "weights":
@@ -195,13 +213,31 @@ def _plan_rank(spec: ModelSpec, cfg: EngineConfig, gpu: Gpu, placement: RankPlac
     if cfg.kv_cache_memory_bytes is not None:
         available = int(cfg.kv_cache_memory_bytes)
     else:
-        available = (budget - weights.bytes - activation.bytes - non_torch.bytes - comm.bytes
-                     - (graphs.bytes if graphs_in_budget else 0))
+        available = (
+            budget
+            - weights.bytes
+            - activation.bytes
+            - non_torch.bytes
+            - comm.bytes
+            - (graphs.bytes if graphs_in_budget else 0)
+        )
     layout = _layout(spec, cfg, placement)
     blocks = kv.num_blocks(available, layout)
     context = _context_bytes(cfg)
-    rank = RankLedger(placement, budget, weights, activation, non_torch, comm, graphs, context, available,
-                      layout, blocks, GpuLedger(gpu.total_bytes, ()))
+    rank = RankLedger(
+        placement,
+        budget,
+        weights,
+        activation,
+        non_torch,
+        comm,
+        graphs,
+        context,
+        available,
+        layout,
+        blocks,
+        GpuLedger(gpu.total_bytes, ()),
+    )
     return rank, blocks
 
 
@@ -210,24 +246,59 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
     graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
     lines = (
         LedgerLine(WEIGHTS, rank.weights.bytes, rank.weights.kind, rank.weights.source, rank.weights.band),
-        LedgerLine(KV_CACHE, kv_bytes, "derived", f"{rank.num_gpu_blocks:,} blocks x {rank.layout.bytes_per_block:,} B"),
-        LedgerLine(ACTIVATION, rank.activation.bytes, rank.activation.kind, rank.activation.source, rank.activation.band),
-        LedgerLine(COMM_BUFFERS, rank.comm_buffers.bytes, rank.comm_buffers.kind, rank.comm_buffers.source,
-                   rank.comm_buffers.band),
-        LedgerLine(CUDA_GRAPHS, rank.cuda_graphs.bytes, rank.cuda_graphs.kind, rank.cuda_graphs.source,
-                   rank.cuda_graphs.band, in_budget=graphs_in_budget),
-        LedgerLine(NON_TORCH, rank.non_torch.bytes, rank.non_torch.kind, rank.non_torch.source, rank.non_torch.band),
-        LedgerLine(CONTEXT, rank.context_bytes, "estimated", "CUDA context and init buffers, before vLLM's budget",
-                   int(0.2 * GiB), in_budget=False),
+        LedgerLine(
+            KV_CACHE,
+            kv_bytes,
+            "derived",
+            f"{rank.num_gpu_blocks:,} blocks x {rank.layout.bytes_per_block:,} B",
+        ),
+        LedgerLine(
+            ACTIVATION,
+            rank.activation.bytes,
+            rank.activation.kind,
+            rank.activation.source,
+            rank.activation.band,
+        ),
+        LedgerLine(
+            COMM_BUFFERS,
+            rank.comm_buffers.bytes,
+            rank.comm_buffers.kind,
+            rank.comm_buffers.source,
+            rank.comm_buffers.band,
+        ),
+        LedgerLine(
+            CUDA_GRAPHS,
+            rank.cuda_graphs.bytes,
+            rank.cuda_graphs.kind,
+            rank.cuda_graphs.source,
+            rank.cuda_graphs.band,
+            in_budget=graphs_in_budget,
+        ),
+        LedgerLine(
+            NON_TORCH, rank.non_torch.bytes, rank.non_torch.kind, rank.non_torch.source, rank.non_torch.band
+        ),
+        LedgerLine(
+            CONTEXT,
+            rank.context_bytes,
+            "estimated",
+            "CUDA context and init buffers, before vLLM's budget",
+            int(0.2 * GiB),
+            in_budget=False,
+        ),
     )
     return GpuLedger(gpu.total_bytes, lines, cfg.replicas_per_gpu, rank.placement.label)
 
 
 def _engine_for(request: PlanRequest, args: ServeArgs, spec: ModelSpec, gpu: Gpu) -> EngineConfig:
     return resolve_engine_config(
-        args, spec,
-        gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, compute_capability=gpu.compute_capability,
-        vllm_version=request.vllm_version, usage=request.usage, replicas_per_gpu=request.replicas_per_gpu,
+        args,
+        spec,
+        gpu_total_bytes=gpu.total_bytes,
+        gpu_name=gpu.name,
+        compute_capability=gpu.compute_capability,
+        vllm_version=request.vllm_version,
+        usage=request.usage,
+        replicas_per_gpu=request.replicas_per_gpu,
     )
 
 
@@ -242,21 +313,31 @@ def plan(request: PlanRequest) -> Plan:
     gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = _engine_for(request, args, spec, gpu)
     if cfg.behaviour.version > parse_version(NEWEST_KNOWN):
-        notes.append(f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules")
+        notes.append(
+            f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules"
+        )
     placements = distinct_ranks(spec, cfg)
     measured = dict(request.measured)
 
     ranks_and_blocks = [_plan_rank(spec, cfg, gpu, p, measured) for p in placements]
     model_limit = spec.max_position_embeddings
     if cfg.max_model_len_auto:
-        fitted = min(kv.auto_fit_max_model_len(r.available_kv_bytes, r.layout, cfg, model_limit)
-                     for r, _ in ranks_and_blocks)
+        fitted = min(
+            kv.auto_fit_max_model_len(r.available_kv_bytes, r.layout, cfg, model_limit)
+            for r, _ in ranks_and_blocks
+        )
         if fitted <= 0:
-            raise_text = ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
-                          "token. Try increasing `gpu_memory_utilization`.")
-            return _failed(request, spec, gpu, cfg, ranks_and_blocks, "no-kv-memory", raise_text, notes, warnings)
+            raise_text = (
+                "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                "token. Try increasing `gpu_memory_utilization`."
+            )
+            return _failed(
+                request, spec, gpu, cfg, ranks_and_blocks, "no-kv-memory", raise_text, notes, warnings
+            )
         if fitted < model_limit:
-            notes.append(f"--max-model-len auto: reduced from {model_limit:,} to {fitted:,} to fit the KV cache")
+            notes.append(
+                f"--max-model-len auto: reduced from {model_limit:,} to {fitted:,} to fit the KV cache"
+            )
         cfg = cfg.with_changes(max_model_len=fitted)
         ranks_and_blocks = [_plan_rank(spec, cfg, gpu, p, measured) for p in placements]
 
@@ -281,8 +362,10 @@ def plan(request: PlanRequest) -> Plan:
         blocks_per_request=layout.blocks_per_request(cfg.max_model_len, cfg),
     )
     if layout.padding_layers:
-        notes.append(f"Add {layout.padding_layers} padding layers, may waste at most "
-                        f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache memory")
+        notes.append(
+            f"Add {layout.padding_layers} padding layers, may waste at most "
+            f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache memory"
+        )
     drafter = drafter_for(spec, cfg)
     if drafter is not None:
         notes.append(drafter.note)
@@ -290,11 +373,23 @@ def plan(request: PlanRequest) -> Plan:
         warnings.append(
             f"{gpu.name} shares memory with the host: vLLM's free-memory check reads the host's available memory, "
             "other host processes shrink it, and the KV cache takes the whole budget however small the workload; "
-            "cap it with --kv-cache-memory-bytes (max_num_seqs x max_model_len tokens is all a workload can use)")
+            "cap it with --kv-cache-memory-bytes (max_num_seqs x max_model_len tokens is all a workload can use)"
+        )
     if cfg.unknown_flags:
         notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
-    return Plan(request, spec, gpu, cfg, ranks, kv_plan, failure is None, tuple(errors), failure,
-                tuple(warnings), tuple(notes))
+    return Plan(
+        request,
+        spec,
+        gpu,
+        cfg,
+        ranks,
+        kv_plan,
+        failure is None,
+        tuple(errors),
+        failure,
+        tuple(warnings),
+        tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -302,35 +397,51 @@ def plan(request: PlanRequest) -> Plan:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _startup_failure(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
-                     ranks: tuple[RankLedger, ...], model_limit: int,
-                     warnings: list[str]) -> tuple[str | None, list[str]]:
-    found = (_check_free_memory(request, gpu, cfg, ranks)
-             or _check_kv_pool(cfg, ranks, model_limit)
-             or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
-             or _check_device(gpu, cfg, ranks))
+def _startup_failure(
+    request: PlanRequest,
+    spec: ModelSpec,
+    gpu: Gpu,
+    cfg: EngineConfig,
+    ranks: tuple[RankLedger, ...],
+    model_limit: int,
+    warnings: list[str],
+) -> tuple[str | None, list[str]]:
+    found = (
+        _check_free_memory(request, gpu, cfg, ranks)
+        or _check_kv_pool(cfg, ranks, model_limit)
+        or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
+        or _check_device(gpu, cfg, ranks)
+    )
     return (found[0], [found[1]]) if found else (None, [])
 
 
-def _check_free_memory(request: PlanRequest, gpu: Gpu, cfg: EngineConfig,
-                       ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+def _check_free_memory(
+    request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
+) -> tuple[str, str] | None:
     """request_memory: free memory at start (after the CUDA context, other processes and the replicas started
     before this one) must cover the budget."""
     if cfg.kv_cache_memory_bytes is not None:
         return None
     for r in ranks:
-        free_at_start = (gpu.total_bytes - r.context_bytes - request.used_by_other_processes
-                         - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes)
+        free_at_start = (
+            gpu.total_bytes
+            - r.context_bytes
+            - request.used_by_other_processes
+            - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+        )
         if free_at_start < r.budget_bytes:
             return "startup-free-memory", (
                 f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
                 f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
                 f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
-                "other processes.")
+                "other processes."
+            )
     return None
 
 
-def _check_kv_pool(cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int) -> tuple[str, str] | None:
+def _check_kv_pool(
+    cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int
+) -> tuple[str, str] | None:
     """_check_enough_kv_cache_memory, per worker."""
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
@@ -339,8 +450,9 @@ def _check_kv_pool(cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit
     return None
 
 
-def _check_outside_budget(spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...],
-                          warnings: list[str]) -> tuple[str, str] | None:
+def _check_outside_budget(
+    spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...], warnings: list[str]
+) -> tuple[str, str] | None:
     """Memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
     warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the copies the warm-up
     usually holds are a risk (the caching allocator can often reuse reserved blocks)."""
@@ -351,21 +463,30 @@ def _check_outside_budget(spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: t
             logits_copy = cfg.sampler_rows * spec.vocab_size * acc.FP32_BYTES
         headroom = gpu.total_bytes - r.budget_bytes
         if cfg.kv_cache_memory_bytes is not None:
-            headroom = gpu.total_bytes - (r.weights.bytes + r.activation.bytes + r.non_torch.bytes
-                                          + r.comm_buffers.bytes + cfg.kv_cache_memory_bytes)
+            headroom = gpu.total_bytes - (
+                r.weights.bytes
+                + r.activation.bytes
+                + r.non_torch.bytes
+                + r.comm_buffers.bytes
+                + cfg.kv_cache_memory_bytes
+            )
         if outside + logits_copy > headroom:
             if logits_copy:
                 return "sampler-warmup", (
                     f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
-                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.")
-            return "cuda-graph-capture", ("CUDA out of memory during CUDA graph capture: the graph pool does not "
-                                          "fit in the memory the utilization budget leaves free.")
+                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+                )
+            return "cuda-graph-capture", (
+                "CUDA out of memory during CUDA graph capture: the graph pool does not "
+                "fit in the memory the utilization budget leaves free."
+            )
         likely = outside + int(logits_copy * POST_CAPTURE_SAMPLER_COPIES)
         if likely > headroom:
             warnings.append(
                 f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the CUDA "
                 f"context, CUDA graphs and the sampler warm-up after capture, which may need {likely / GiB:.2f} GiB: "
-                "risk of 'CUDA out of memory occurred when warming up sampler'")
+                "risk of 'CUDA out of memory occurred when warming up sampler'"
+            )
     return None
 
 
@@ -378,21 +499,40 @@ def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) ->
         if cfg.replicas_per_gpu > 1:
             return "replicas-exceed-gpu", (
                 f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
-                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB")
+                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
+            )
         return "kv-cache-allocation", (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
-            f"{r.gpu.used_bytes / GiB:.2f} GiB, more than the device's {gpu.total_bytes / GiB:.2f} GiB")
+            f"{r.gpu.used_bytes / GiB:.2f} GiB, more than the device's {gpu.total_bytes / GiB:.2f} GiB"
+        )
     return None
 
 
-def _failed(request: PlanRequest, spec: ModelSpec, gpu: Gpu, cfg: EngineConfig,
-            ranks_and_blocks: list[tuple[RankLedger, int]], failure: str, error: str,
-            notes: list[str], warnings: list[str]) -> Plan:
+def _failed(
+    request: PlanRequest,
+    spec: ModelSpec,
+    gpu: Gpu,
+    cfg: EngineConfig,
+    ranks_and_blocks: list[tuple[RankLedger, int]],
+    failure: str,
+    error: str,
+    notes: list[str],
+    warnings: list[str],
+) -> Plan:
     ranks = tuple(replace(r, num_gpu_blocks=0) for r, _ in ranks_and_blocks)
     ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
     layout = ranks[0].layout
-    kv_plan = KvPlan(0, layout.min_block_size if layout.groups else cfg.block_size, layout.bytes_per_block, 0, 0.0,
-                     layout.groups, layout, layout.blocks_per_request(cfg.max_model_len, cfg))
-    return Plan(request, spec, gpu, cfg, ranks, kv_plan, False, (error,), failure, tuple(warnings), tuple(notes))
-
+    kv_plan = KvPlan(
+        0,
+        layout.min_block_size if layout.groups else cfg.block_size,
+        layout.bytes_per_block,
+        0,
+        0.0,
+        layout.groups,
+        layout,
+        layout.blocks_per_request(cfg.max_model_len, cfg),
+    )
+    return Plan(
+        request, spec, gpu, cfg, ranks, kv_plan, False, (error,), failure, tuple(warnings), tuple(notes)
+    )

@@ -21,8 +21,8 @@ class PlanReport:
     longest_max_model_len: int
     concurrency_at_length: tuple[tuple[int, float], ...]
     log_lines: tuple[str, ...]
-    engine_name: str = "vLLM"          # whose plan this is (the SGLang planner sets "SGLang")
-    budget_label: str | None = None    # how the engine's budget is defined, when not vLLM's ceil(u x total)
+    engine_name: str = "vLLM"  # whose plan this is (the SGLang planner sets "SGLang")
+    budget_label: str | None = None  # how the engine's budget is defined, when not vLLM's ceil(u x total)
 
     @property
     def fits(self) -> bool:
@@ -31,16 +31,20 @@ class PlanReport:
 
 def build_report(result: Plan, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()) -> PlanReport:
     rank0 = result.rank0
-    lines = startup_lines(
-        result.engine,
-        weights=rank0.weights.bytes,
-        available_kv=rank0.available_kv_bytes,
-        num_blocks=result.kv.num_gpu_blocks,
-        kv_tokens=result.kv.kv_cache_tokens,
-        max_concurrency=result.kv.max_concurrency,
-        cuda_graphs=rank0.cuda_graphs.bytes,
-        total_bytes=result.gpu.total_bytes,
-    ) if result.fits else []
+    lines = (
+        startup_lines(
+            result.engine,
+            weights=rank0.weights.bytes,
+            available_kv=rank0.available_kv_bytes,
+            num_blocks=result.kv.num_gpu_blocks,
+            kv_tokens=result.kv.kv_cache_tokens,
+            max_concurrency=result.kv.max_concurrency,
+            cuda_graphs=rank0.cuda_graphs.bytes,
+            total_bytes=result.gpu.total_bytes,
+        )
+        if result.fits
+        else []
+    )
     want_fixes = fixes and (not result.fits or bool(result.warnings))
     return PlanReport(
         plan=result,

@@ -1,7 +1,7 @@
 """`oomguard plan` for SGLang: the same options and renderers as the vLLM path, the SGLang planner behind them.
 
-    oomguard plan --gpu H100 -- python -m sglang.launch_server --model-path M --tp 2 --mem-fraction-static 0.85
-    oomguard plan --engine sglang M --tp 2 --context-length 32768
+oomguard plan --gpu H100 -- python -m sglang.launch_server --model-path M --tp 2 --mem-fraction-static 0.85
+oomguard plan --engine sglang M --tp 2 --context-length 32768
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def wants_sglang(argv: Sequence[str]) -> bool:
         if token.startswith("--command="):
             return is_sglang_command(token.partition("=")[2].split())
     if "--" in items:
-        return is_sglang_command(items[items.index("--") + 1:])
+        return is_sglang_command(items[items.index("--") + 1 :])
     return False
 
 
@@ -38,7 +38,7 @@ def _split(argv: Sequence[str]) -> tuple[PlanOptions, list[str], list[str]]:
     head, tail = list(argv), []
     if "--" in head:
         cut = head.index("--")
-        head, tail = head[:cut], head[cut + 1:]
+        head, tail = head[:cut], head[cut + 1 :]
     options, direct = PlanOptions(), []
     i = 0
     while i < len(head):
@@ -69,8 +69,9 @@ def launch_args_from(options: PlanOptions, direct: list[str], tail: list[str]) -
     given = parse_launch_command(command)
     values = dict(base.values)
     values.update(given.values)
-    return LaunchArgs(given.model or base.model, values, {**base.env, **given.env},
-                      base.unknown_flags + given.unknown_flags)
+    return LaunchArgs(
+        given.model or base.model, values, {**base.env, **given.env}, base.unknown_flags + given.unknown_flags
+    )
 
 
 def main(argv: Sequence[str]) -> int:
@@ -81,8 +82,12 @@ def main(argv: Sequence[str]) -> int:
     if options.fewest_gpus or options.calibrate or options.usage != "serve" or options.replicas_per_gpu != 1:
         raise ConfigError("--fewest-gpus, --calibrate, --llm and --replicas-per-gpu are vLLM-only for now")
     gpu, gpu_memory, others = gpu_from_options(options)
-    request = SglangRequest(args=launch_args_from(options, direct, tail), gpu=gpu, gpu_memory=gpu_memory,
-                            used_by_other_processes=others)
+    request = SglangRequest(
+        args=launch_args_from(options, direct, tail),
+        gpu=gpu,
+        gpu_memory=gpu_memory,
+        used_by_other_processes=others,
+    )
     result = plan_sglang(request)
     report = build_sglang_report(result, fixes=options.fixes, at_lengths=tuple(options.at_lengths))
     return emit(report, options)

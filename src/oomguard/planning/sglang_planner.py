@@ -40,7 +40,7 @@ from oomguard.planning.planner import Plan, resolve_gpu
 from oomguard.planning.report import PlanReport
 
 GiB = 1 << 30
-REQ_TO_TOKEN = "req_to_token_pool"    # a ledger line only SGLang has: the request -> token slot table
+REQ_TO_TOKEN = "req_to_token_pool"  # a ledger line only SGLang has: the request -> token slot table
 # The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside it.
 MAX_FRACTION = 0.95
 FRACTION_STEP = 0.05
@@ -49,12 +49,16 @@ LENGTH_ROUNDING = 1024
 # SGLang measures P after the CUDA context and NCCL init, so neither is a line of its own.
 NOT_SEPARATE_NON_TORCH = Estimate.zero("counted in the CUDA context / init line")
 NOT_SEPARATE_COMM = Estimate.zero("NCCL buffers are created before P is measured (init line)")
-ERROR_NOT_ENOUGH_MEMORY = ("Not enough memory. Please try to increase --mem-fraction-static. "
-                           "Current value: self.server_args.mem_fraction_static={fraction}")
-ERROR_GRAPH_CAPTURE = ("Capture cuda graph failed: CUDA out of memory. Possible solutions: 1. set "
-                       "--mem-fraction-static to a smaller value (e.g., 0.8 or 0.7) 2. set --cuda-graph-max-bs to a "
-                       "smaller value (e.g., 16) 3. disable torch compile by not using --enable-torch-compile "
-                       "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)")
+ERROR_NOT_ENOUGH_MEMORY = (
+    "Not enough memory. Please try to increase --mem-fraction-static. "
+    "Current value: self.server_args.mem_fraction_static={fraction}"
+)
+ERROR_GRAPH_CAPTURE = (
+    "Capture cuda graph failed: CUDA out of memory. Possible solutions: 1. set "
+    "--mem-fraction-static to a smaller value (e.g., 0.8 or 0.7) 2. set --cuda-graph-max-bs to a "
+    "smaller value (e.g., 16) 3. disable torch compile by not using --enable-torch-compile "
+    "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class SglangRequest:
     gpu_memory: int | str | None = None
     flags: Mapping[str, Any] = field(default_factory=dict)
     args: LaunchArgs | None = None
-    used_by_other_processes: int = 0                       # bytes in use on the GPU before SGLang starts
+    used_by_other_processes: int = 0  # bytes in use on the GPU before SGLang starts
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> SglangRequest:
@@ -108,17 +112,17 @@ class SglangRank:
     """One distinct rank's ledger, as SGLang computes it (attribute names as the vLLM RankLedger's)."""
 
     placement: SglangPlacement
-    free_at_init: int                   # P: what SGLang measures after init, before loading weights
-    budget_bytes: int                   # the static share: P x mem_fraction_static (weights + KV pool)
-    init: Estimate                      # CUDA context + distributed init, before P
+    free_at_init: int  # P: what SGLang measures after init, before loading weights
+    budget_bytes: int  # the static share: P x mem_fraction_static (weights + KV pool)
+    init: Estimate  # CUDA context + distributed init, before P
     weights: Estimate
     activation: Estimate
     cuda_graphs: Estimate
-    available_kv_bytes: int             # profile_max_num_token's rest
+    available_kv_bytes: int  # profile_max_num_token's rest
     layout: kv.TokenPool
-    profiled_tokens: int                # this rank's own pool size before the min over PP stages
-    num_gpu_blocks: int                 # pages after the min over ranks
-    kv_cache_bytes: int                 # the pool's buffers
+    profiled_tokens: int  # this rank's own pool size before the min over PP stages
+    num_gpu_blocks: int  # pages after the min over ranks
+    kv_cache_bytes: int  # the pool's buffers
     req_to_token_bytes: int
     gpu: GpuLedger
     non_torch: Estimate = NOT_SEPARATE_NON_TORCH
@@ -136,8 +140,8 @@ class SglangKv:
     num_gpu_blocks: int
     block_size: int
     bytes_per_block: int
-    kv_cache_tokens: int                # max_total_num_tokens
-    max_concurrency: float              # max_total_num_tokens / context_len
+    kv_cache_tokens: int  # max_total_num_tokens
+    max_concurrency: float  # max_total_num_tokens / context_len
     groups: tuple[kv.PoolGroup, ...]
     layout: kv.TokenPool
     blocks_per_request: int
@@ -172,32 +176,71 @@ def _placements(spec: ModelSpec, cfg: SglangConfig) -> list[SglangPlacement]:
     return out
 
 
-def _rank(spec: ModelSpec, cfg: SglangConfig, gpu: Gpu, placement: SglangPlacement, others: int) -> SglangRank:
+def _rank(
+    spec: ModelSpec, cfg: SglangConfig, gpu: Gpu, placement: SglangPlacement, others: int
+) -> SglangRank:
     init = acc.init_bytes(cfg)
     free = gpu.total_bytes - init.bytes - others
-    weights = acc.weights_estimate(spec, cfg, placement.layers, first=placement.pp_rank == 0,
-                                   last=placement.pp_rank == cfg.pp_size - 1)
+    weights = acc.weights_estimate(
+        spec, cfg, placement.layers, first=placement.pp_rank == 0, last=placement.pp_rank == cfg.pp_size - 1
+    )
     rest = acc.static_rest_bytes(free, weights.bytes, cfg)
     pool = kv.token_pool(spec, cfg, placement.layers)
     tokens = kv.max_total_num_tokens(kv.profiled_tokens(rest, pool), cfg)
-    return SglangRank(placement, free, int(free * cfg.mem_fraction_static), init, weights,
-                      acc.activation_estimate(spec, cfg, placement.layers), acc.cuda_graph_estimate(cfg), rest,
-                      pool, tokens, 0, 0, 0, GpuLedger(gpu.total_bytes, ()))
+    return SglangRank(
+        placement,
+        free,
+        int(free * cfg.mem_fraction_static),
+        init,
+        weights,
+        acc.activation_estimate(spec, cfg, placement.layers),
+        acc.cuda_graph_estimate(cfg),
+        rest,
+        pool,
+        tokens,
+        0,
+        0,
+        0,
+        GpuLedger(gpu.total_bytes, ()),
+    )
 
 
 def _ledger(rank: SglangRank, gpu: Gpu) -> GpuLedger:
     pool = rank.layout
     lines = (
         LedgerLine(WEIGHTS, rank.weights.bytes, rank.weights.kind, rank.weights.source, rank.weights.band),
-        LedgerLine(KV_CACHE, rank.kv_cache_bytes, "derived",
-                   f"{rank.num_gpu_blocks * pool.page_size:,} tokens x {pool.cell_bytes:,} B (+1 padding page)"),
-        LedgerLine(REQ_TO_TOKEN, rank.req_to_token_bytes, "derived",
-                   "max_running_requests x (context_len + 4) x int32, allocated after profiling", in_budget=False),
-        LedgerLine(CUDA_GRAPHS, rank.cuda_graphs.bytes, rank.cuda_graphs.kind, rank.cuda_graphs.source,
-                   rank.cuda_graphs.band, in_budget=False),
-        LedgerLine(ACTIVATION, rank.activation.bytes, rank.activation.kind, rank.activation.source,
-                   rank.activation.band, in_budget=False),
-        LedgerLine(CONTEXT, rank.init.bytes, rank.init.kind, rank.init.source, rank.init.band, in_budget=False),
+        LedgerLine(
+            KV_CACHE,
+            rank.kv_cache_bytes,
+            "derived",
+            f"{rank.num_gpu_blocks * pool.page_size:,} tokens x {pool.cell_bytes:,} B (+1 padding page)",
+        ),
+        LedgerLine(
+            REQ_TO_TOKEN,
+            rank.req_to_token_bytes,
+            "derived",
+            "max_running_requests x (context_len + 4) x int32, allocated after profiling",
+            in_budget=False,
+        ),
+        LedgerLine(
+            CUDA_GRAPHS,
+            rank.cuda_graphs.bytes,
+            rank.cuda_graphs.kind,
+            rank.cuda_graphs.source,
+            rank.cuda_graphs.band,
+            in_budget=False,
+        ),
+        LedgerLine(
+            ACTIVATION,
+            rank.activation.bytes,
+            rank.activation.kind,
+            rank.activation.source,
+            rank.activation.band,
+            in_budget=False,
+        ),
+        LedgerLine(
+            CONTEXT, rank.init.bytes, rank.init.kind, rank.init.source, rank.init.band, in_budget=False
+        ),
     )
     return GpuLedger(gpu.total_bytes, lines, 1, rank.placement.label)
 
@@ -208,8 +251,9 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
     warnings: list[str] = []
     args = request.launch_args()
     if not args.model:
-        raise ConfigError("no model given: name a Hugging Face id or a local directory with config.json "
-                          "(--model-path)")
+        raise ConfigError(
+            "no model given: name a Hugging Face id or a local directory with config.json (--model-path)"
+        )
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
     gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = resolve_config(args, spec, gpu)
@@ -221,34 +265,64 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
     split = kv.swa_split(tokens, pool0, cfg) if pool0.is_hybrid_swa and tokens > 0 else None
     if split is not None:
         tokens = split.full_tokens
-    max_running = cfg.max_running_requests or kv.default_max_running_requests(max(tokens, 0), cfg.context_length)
+    max_running = cfg.max_running_requests or kv.default_max_running_requests(
+        max(tokens, 0), cfg.context_length
+    )
     if cfg.max_running_requests is None:
         cfg = cfg.with_changes(max_running_requests=max_running)
-        cfg = cfg.with_changes(defaults={**cfg.defaults, "max_running_requests": (
-            f"{max_running}: SGLang's default, min(max(tokens / context_len x 512, 2048), 4096)")})
+        cfg = cfg.with_changes(
+            defaults={
+                **cfg.defaults,
+                "max_running_requests": (
+                    f"{max_running}: SGLang's default, min(max(tokens / context_len x 512, 2048), 4096)"
+                ),
+            }
+        )
     req_bytes = kv.req_to_token_bytes(max_running, cfg) if tokens > 0 else 0
     sized = []
     for r in ranks:
         pages = max(tokens, 0) // cfg.page_size
-        r = replace(r, num_gpu_blocks=pages, kv_cache_bytes=kv.allocated_bytes(max(tokens, 0), r.layout, split),
-                    req_to_token_bytes=req_bytes)
+        r = replace(
+            r,
+            num_gpu_blocks=pages,
+            kv_cache_bytes=kv.allocated_bytes(max(tokens, 0), r.layout, split),
+            req_to_token_bytes=req_bytes,
+        )
         sized.append(replace(r, gpu=_ledger(r, gpu)))
     final = tuple(sized)
     failure, error = _startup_failure(cfg, final, tokens, warnings)
     if any(layer.attention.kind == "mamba" for layer in spec.layers):
-        notes.append("Mamba / linear-attention state pools are not modelled for SGLang: the token pool counts the "
-                     "attention layers only, so it is an upper bound")
+        notes.append(
+            "Mamba / linear-attention state pools are not modelled for SGLang: the token pool counts the "
+            "attention layers only, so it is an upper bound"
+        )
     if cfg.unknown_flags:
         notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
     kv_plan = SglangKv(
-        num_gpu_blocks=max(tokens, 0) // cfg.page_size, block_size=cfg.page_size,
-        bytes_per_block=pool0.bytes_per_block, kv_cache_tokens=max(tokens, 0),
-        max_concurrency=max(tokens, 0) / cfg.context_length, groups=pool0.groups, layout=pool0,
+        num_gpu_blocks=max(tokens, 0) // cfg.page_size,
+        block_size=cfg.page_size,
+        bytes_per_block=pool0.bytes_per_block,
+        kv_cache_tokens=max(tokens, 0),
+        max_concurrency=max(tokens, 0) / cfg.context_length,
+        groups=pool0.groups,
+        layout=pool0,
         blocks_per_request=kv.pages_per_request(cfg.context_length, cfg.page_size),
-        max_running_requests=max_running, swa=split,
+        max_running_requests=max_running,
+        swa=split,
     )
-    return SglangPlan(request, spec, gpu, cfg, final, kv_plan, failure is None, (error,) if error else (), failure,
-                      tuple(warnings), tuple(notes))
+    return SglangPlan(
+        request,
+        spec,
+        gpu,
+        cfg,
+        final,
+        kv_plan,
+        failure is None,
+        (error,) if error else (),
+        failure,
+        tuple(warnings),
+        tuple(notes),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -256,13 +330,15 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _startup_failure(cfg: SglangConfig, ranks: tuple[SglangRank, ...], tokens: int,
-                     warnings: list[str]) -> tuple[str | None, str | None]:
+def _startup_failure(
+    cfg: SglangConfig, ranks: tuple[SglangRank, ...], tokens: int, warnings: list[str]
+) -> tuple[str | None, str | None]:
     for r in ranks:
         if r.weights.bytes > r.free_at_init:
             return "weights-dont-fit", (
                 f"CUDA out of memory while loading weights: this rank's {r.weights.bytes / GiB:.2f} GiB do not fit "
-                f"the {r.free_at_init / GiB:.2f} GiB free after init")
+                f"the {r.free_at_init / GiB:.2f} GiB free after init"
+            )
     if tokens <= 0:
         return "no-kv-memory", ERROR_NOT_ENOUGH_MEMORY.format(fraction=cfg.mem_fraction_static)
     for r in ranks:
@@ -270,7 +346,8 @@ def _startup_failure(cfg: SglangConfig, ranks: tuple[SglangRank, ...], tokens: i
         if after_pool < 0:
             return "kv-cache-allocation", (
                 f"CUDA out of memory allocating the KV pool and request table: {(r.kv_cache_bytes + r.req_to_token_bytes) / GiB:.2f} GiB "
-                f"with {max(0, r.free_at_init - r.weights.bytes) / GiB:.2f} GiB free after the weights")
+                f"with {max(0, r.free_at_init - r.weights.bytes) / GiB:.2f} GiB free after the weights"
+            )
         if r.cuda_graphs.bytes > after_pool:
             return "cuda-graph-capture", ERROR_GRAPH_CAPTURE
         after_graphs = after_pool - r.cuda_graphs.bytes
@@ -278,12 +355,14 @@ def _startup_failure(cfg: SglangConfig, ranks: tuple[SglangRank, ...], tokens: i
             warnings.append(
                 f"thin headroom outside the static share: {after_graphs / GiB:.2f} GiB left after CUDA graphs for a "
                 f"prefill chunk that may need {r.activation.bytes / GiB:.2f} GiB: risk of 'CUDA out of memory' at the "
-                "first long prefill (lower --mem-fraction-static or --chunked-prefill-size)")
+                "first long prefill (lower --mem-fraction-static or --chunked-prefill-size)"
+            )
             break
     if tokens < cfg.context_length:
         warnings.append(
             f"the pool holds {tokens:,} tokens, fewer than context_len {cfg.context_length:,}: SGLang rejects prompts "
-            f"longer than about {tokens - 1:,} tokens ('Input length ... exceeds the maximum allowed length')")
+            f"longer than about {tokens - 1:,} tokens ('Input length ... exceeds the maximum allowed length')"
+        )
     return None, None
 
 
@@ -331,28 +410,45 @@ def suggest_fixes(result: SglangPlan, *, limit: int = 6) -> list[Fix]:
     """Flag changes that make `result` start (or leave headroom), each re-planned with plan_sglang."""
     cfg = result.engine
     candidates: list[tuple[dict[str, Any], str]] = []
-    if result.failure in ("no-kv-memory", "weights-dont-fit") or (result.fits and result.warnings
-                                                                  and result.kv.kv_cache_tokens < cfg.context_length):
+    if result.failure in ("no-kv-memory", "weights-dont-fit") or (
+        result.fits and result.warnings and result.kv.kv_cache_tokens < cfg.context_length
+    ):
         needed = fraction_needed(result, cfg.context_length)
         if needed is not None and needed > cfg.mem_fraction_static:
-            candidates.append(({"mem_fraction_static": needed},
-                               (f"--mem-fraction-static {needed}: the smallest static share that holds one "
-                                f"{cfg.context_length:,}-token request")))
+            candidates.append(
+                (
+                    {"mem_fraction_static": needed},
+                    (
+                        f"--mem-fraction-static {needed}: the smallest static share that holds one "
+                        f"{cfg.context_length:,}-token request"
+                    ),
+                )
+            )
         for tp in (t for t in TP_CHOICES if t > cfg.tp_size):
             candidates.append(({"tp_size": tp}, f"--tp {tp}: shard weights and KV heads over {tp} GPUs"))
         if cfg.kv_cache_dtype_bytes > 1:
-            candidates.append(({"kv_cache_dtype": "fp8_e4m3"}, "--kv-cache-dtype fp8_e4m3: half the bytes per token"))
+            candidates.append(
+                ({"kv_cache_dtype": "fp8_e4m3"}, "--kv-cache-dtype fp8_e4m3: half the bytes per token")
+            )
     if result.failure == "cuda-graph-capture" or result.warnings:
         lower = round(max(0.5, cfg.mem_fraction_static - FRACTION_STEP), 3)
-        candidates.append(({"mem_fraction_static": lower},
-                           f"--mem-fraction-static {lower}: more room outside the pool for graphs and prefills"))
+        candidates.append(
+            (
+                {"mem_fraction_static": lower},
+                f"--mem-fraction-static {lower}: more room outside the pool for graphs and prefills",
+            )
+        )
         if not cfg.disable_cuda_graph and cfg.cuda_graph_max_bs > 16:
             bs = max(16, cfg.cuda_graph_max_bs // 4)
             candidates.append(({"cuda_graph_max_bs": bs}, f"--cuda-graph-max-bs {bs}: smaller graph buffers"))
         if cfg.chunked_prefill_size > 2048:
             size = max(2048, cfg.chunked_prefill_size // 2)
-            candidates.append(({"chunked_prefill_size": size},
-                               f"--chunked-prefill-size {size}: a smaller prefill activation peak"))
+            candidates.append(
+                (
+                    {"chunked_prefill_size": size},
+                    f"--chunked-prefill-size {size}: a smaller prefill activation peak",
+                )
+            )
     fixes: list[Fix] = []
     seen_tp = False
     for flags, summary in candidates:
@@ -362,9 +458,18 @@ def suggest_fixes(result: SglangPlan, *, limit: int = 6) -> list[Fix]:
         if candidate is None:
             continue
         seen_tp = seen_tp or "tp_size" in flags
-        fixes.append(Fix(flags, summary, _describe(result, candidate), candidate.kv.kv_cache_tokens,
-                         candidate.kv.max_concurrency, candidate.engine.context_length, candidate.engine.total_gpus,
-                         cast(Plan, candidate)))
+        fixes.append(
+            Fix(
+                flags,
+                summary,
+                _describe(result, candidate),
+                candidate.kv.kv_cache_tokens,
+                candidate.kv.max_concurrency,
+                candidate.engine.context_length,
+                candidate.engine.total_gpus,
+                cast(Plan, candidate),
+            )
+        )
         if len(fixes) >= limit:
             break
     return sorted(fixes, key=lambda f: (f.gpus, -f.max_model_len, -f.kv_cache_tokens))
@@ -375,17 +480,27 @@ def longest_context(result: SglangPlan) -> int:
     return max(0, min(result.kv.kv_cache_tokens, result.model.max_position_embeddings))
 
 
-def build_sglang_report(result: SglangPlan, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()) -> PlanReport:
+def build_sglang_report(
+    result: SglangPlan, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()
+) -> PlanReport:
     """The PlanReport the plan renderers print. NOTE: SglangPlan has the attributes the renderers read from a
     vLLM Plan (a structural match, hence the cast); engine_name and budget_label tell them which engine."""
     rank0 = result.rank0
     lines: list[str] = []
     if result.fits:
-        lines = startup_lines(result.engine, architecture=result.model.architecture, free_at_init=rank0.free_at_init,
-                              weights=rank0.weights.bytes, pool=rank0.layout, tokens=result.kv.kv_cache_tokens,
-                              split=result.kv.swa, kv_bytes=rank0.kv_cache_bytes,
-                              req_to_token=rank0.req_to_token_bytes, cuda_graphs=rank0.cuda_graphs.bytes,
-                              max_running=result.kv.max_running_requests)
+        lines = startup_lines(
+            result.engine,
+            architecture=result.model.architecture,
+            free_at_init=rank0.free_at_init,
+            weights=rank0.weights.bytes,
+            pool=rank0.layout,
+            tokens=result.kv.kv_cache_tokens,
+            split=result.kv.swa,
+            kv_bytes=rank0.kv_cache_bytes,
+            req_to_token=rank0.req_to_token_bytes,
+            cuda_graphs=rank0.cuda_graphs.bytes,
+            max_running=result.kv.max_running_requests,
+        )
     want_fixes = fixes and (not result.fits or bool(result.warnings))
     return PlanReport(
         plan=cast(Plan, result),

@@ -20,8 +20,12 @@ def _gib(num_bytes: float) -> float:
 
 
 def _term(estimate: Any) -> dict[str, Any]:
-    return {"gib": _gib(estimate.bytes), "kind": estimate.kind, "band_gib": _gib(estimate.band),
-            "source": estimate.source}
+    return {
+        "gib": _gib(estimate.bytes),
+        "kind": estimate.kind,
+        "band_gib": _gib(estimate.band),
+        "source": estimate.source,
+    }
 
 
 def _rank(rank: RankLedger) -> dict[str, Any]:
@@ -71,28 +75,48 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
         "bytes_per_block": plan.kv.bytes_per_block,
         "blocks_per_request": plan.kv.blocks_per_request,
         "kv_groups": [
-            {"kind": g.kind, "num_layers": g.num_layers, "block_size": g.block_size,
-             "sliding_window": g.sliding_window, "page_bytes": g.page_bytes, "padding_layers": g.padding_layers}
+            {
+                "kind": g.kind,
+                "num_layers": g.num_layers,
+                "block_size": g.block_size,
+                "sliding_window": g.sliding_window,
+                "page_bytes": g.page_bytes,
+                "padding_layers": g.padding_layers,
+            }
             for g in plan.kv.groups
         ],
         "longest_max_model_len": report.longest_max_model_len,
         "concurrency_at_length": {str(n): round(c, 4) for n, c in report.concurrency_at_length},
         "ranks": [_rank(r) for r in plan.ranks],
         "fixes": [
-            {"flags": fix.flags, "summary": fix.summary, "cost": fix.cost, "command": fix.command(),
-             "kv_cache_tokens": fix.kv_cache_tokens, "max_concurrency": round(fix.max_concurrency, 4),
-             "max_model_len": fix.max_model_len, "gpus": fix.gpus}
+            {
+                "flags": fix.flags,
+                "summary": fix.summary,
+                "cost": fix.cost,
+                "command": fix.command(),
+                "kv_cache_tokens": fix.kv_cache_tokens,
+                "max_concurrency": round(fix.max_concurrency, 4),
+                "max_model_len": fix.max_model_len,
+                "gpus": fix.gpus,
+            }
             for fix in report.fixes
         ],
         "log_lines": list(report.log_lines),
         "model": {
-            "name": plan.model.name, "architecture": plan.model.architecture, "params": plan.model.num_params,
-            "dtype": cfg.dtype, "quantization": plan.model.quantization.method if plan.model.quantization else None,
+            "name": plan.model.name,
+            "architecture": plan.model.architecture,
+            "params": plan.model.num_params,
+            "dtype": cfg.dtype,
+            "quantization": plan.model.quantization.method if plan.model.quantization else None,
             "max_position_embeddings": plan.model.max_position_embeddings,
             "weights_source": plan.model.weights_source,
         },
-        "gpu": {"name": plan.gpu.name, "total_gib": _gib(plan.gpu.total_bytes), "total_bytes": plan.gpu.total_bytes,
-                "total_source": plan.gpu.total_source},
+        "gpu": {
+            "name": plan.gpu.name,
+            "total_gib": _gib(plan.gpu.total_bytes),
+            "total_bytes": plan.gpu.total_bytes,
+            "total_source": plan.gpu.total_source,
+        },
         "engine": {
             "vllm_version": cfg.vllm_version,
             "tensor_parallel_size": cfg.tensor_parallel_size,
@@ -113,5 +137,5 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
         },
     }
     if report.engine_name == "vLLM":
-        result["vllm_log_lines"] = result["log_lines"]      # the name the contract first gave them
+        result["vllm_log_lines"] = result["log_lines"]  # the name the contract first gave them
     return result

@@ -14,24 +14,37 @@ def render_plan_markdown(report: PlanReport) -> str:
     rank = plan.rank0
     verdict = "**fits**" if plan.fits else f"**will not start** ({plan.failure})"
     out = [
-        (f"### oomguard plan: `{plan.model.name}` on {cfg.total_gpus} x {plan.gpu.name}, "
-         f"{report.engine_name} {cfg.vllm_version}"),
+        (
+            f"### oomguard plan: `{plan.model.name}` on {cfg.total_gpus} x {plan.gpu.name}, "
+            f"{report.engine_name} {cfg.vllm_version}"
+        ),
         "",
-        (f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.kv_cache_tokens:,} tokens, "
-         f"{plan.kv.max_concurrency:.2f}x concurrency at {cfg.max_model_len:,} tokens."),
+        (
+            f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.kv_cache_tokens:,} tokens, "
+            f"{plan.kv.max_concurrency:.2f}x concurrency at {cfg.max_model_len:,} tokens."
+        ),
         "",
     ]
     for error in plan.errors:
         out += [f"> {report.engine_name}: {error}", ""]
-    budget_row = (f"| {report.budget_label} | {rank.budget_bytes / GiB:.2f} | derived | |" if report.budget_label else
-                  f"| budget (u = {cfg.gpu_memory_utilization}) | {rank.budget_bytes / GiB:.2f} | exact | ceil(total x u) |")
-    out += ["| line | GiB | kind | source |", "|---|---:|---|---|",
-            f"| device total | {rank.gpu.total_bytes / GiB:.2f} | exact | {plan.gpu.total_source} |", budget_row]
+    budget_row = (
+        f"| {report.budget_label} | {rank.budget_bytes / GiB:.2f} | derived | |"
+        if report.budget_label
+        else f"| budget (u = {cfg.gpu_memory_utilization}) | {rank.budget_bytes / GiB:.2f} | exact | ceil(total x u) |"
+    )
+    out += [
+        "| line | GiB | kind | source |",
+        "|---|---:|---|---|",
+        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | exact | {plan.gpu.total_source} |",
+        budget_row,
+    ]
     for line in rank.gpu.lines:
         where = "" if line.in_budget else " (outside budget)"
         kind = f"{line.kind} ±{line.band / GiB:.2f}" if line.band else line.kind
-        out.append(f"| {LINE_LABELS.get(line.key, line.key)}{where} | {line.bytes / GiB:.2f} | {kind} | "
-                   f"{line.source.replace('|', '/')} |")
+        out.append(
+            f"| {LINE_LABELS.get(line.key, line.key)}{where} | {line.bytes / GiB:.2f} | {kind} | "
+            f"{line.source.replace('|', '/')} |"
+        )
     out.append(f"| free at peak | {rank.gpu.free_bytes / GiB:.2f} | derived | |")
     if report.log_lines:
         out += ["", f"{report.engine_name} should log:", "```"] + list(report.log_lines) + ["```"]

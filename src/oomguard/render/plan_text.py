@@ -12,8 +12,15 @@ from oomguard.planning.report import PlanReport
 
 GiB = 1 << 30
 BAR_WIDTH = 60
-BAR_GLYPHS = {"weights": "W", "kv_cache": "K", "activation": "A", "comm_buffers": "E", "cuda_graph": "G",
-              "non_torch": "N", "cuda_context": "C"}
+BAR_GLYPHS = {
+    "weights": "W",
+    "kv_cache": "K",
+    "activation": "A",
+    "comm_buffers": "E",
+    "cuda_graph": "G",
+    "non_torch": "N",
+    "cuda_context": "C",
+}
 
 
 class Style:
@@ -63,10 +70,15 @@ def _bar(rank: RankLedger) -> str:
 def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
     cfg = report.plan.engine
     out = [style.bold(f"Per-GPU ledger, {rank.placement.label}") + style.dim("   (GiB)")]
-    out.append(f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  exact     "
-               + style.dim(report.plan.gpu.total_source[:70]))
-    budget_text = (f"budget: ceil({cfg.gpu_memory_utilization} x total)" if cfg.kv_cache_memory_bytes is None
-                   else "budget: --kv-cache-memory-bytes + the rest")
+    out.append(
+        f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  exact     "
+        + style.dim(report.plan.gpu.total_source[:70])
+    )
+    budget_text = (
+        f"budget: ceil({cfg.gpu_memory_utilization} x total)"
+        if cfg.kv_cache_memory_bytes is None
+        else "budget: --kv-cache-memory-bytes + the rest"
+    )
     budget_kind = "derived" if report.budget_label else "exact"
     out.append(f"  {report.budget_label or budget_text:<38}{_g(rank.budget_bytes)}  {budget_kind}")
     for line in rank.gpu.lines:
@@ -75,13 +87,17 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
             label += f" ({rank.num_gpu_blocks:,} blocks)"
         prefix = "    " if line.in_budget else "  + outside budget: "
         width = 36 if line.in_budget else 20
-        out.append(f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(line.source[:80]))
+        out.append(
+            f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(line.source[:80])
+        )
     if rank.gpu.replicas > 1:
         out.append(f"  x {rank.gpu.replicas} replicas on this GPU{'':<14}{_g(rank.gpu.used_bytes)}")
     free = rank.gpu.free_bytes
     text = f"  {'free at peak':<38}{_g(free)}"
     out.append(style.bad(text) if free < 0 else text)
-    out.append("  " + _bar(rank) + style.dim("  W weights K KV A activation E EP G graphs N non-torch C context"))
+    out.append(
+        "  " + _bar(rank) + style.dim("  W weights K KV A activation E EP G graphs N non-torch C context")
+    )
     return out
 
 
@@ -93,7 +109,8 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
     rank0 = plan.rank0
     gpus = cfg.total_gpus
     lines = [
-        style.bold(f"{plan.model.name}") + f" on {gpus} x {plan.gpu.name} ({plan.gpu.total_bytes / GiB:.2f} GiB), "
+        style.bold(f"{plan.model.name}")
+        + f" on {gpus} x {plan.gpu.name} ({plan.gpu.total_bytes / GiB:.2f} GiB), "
         f"{report.engine_name} {cfg.vllm_version}",
         style.dim(
             f"  TP {cfg.tensor_parallel_size} · PP {cfg.pipeline_parallel_size} · DP {cfg.data_parallel_size}"
@@ -107,9 +124,11 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
         "",
     ]
     if plan.fits:
-        lines.append(style.good("FITS") + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
-                     f"{plan.kv.kv_cache_tokens:,} tokens; {plan.kv.max_concurrency:.2f}x concurrency at "
-                     f"{cfg.max_model_len:,} tokens per request")
+        lines.append(
+            style.good("FITS") + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
+            f"{plan.kv.kv_cache_tokens:,} tokens; {plan.kv.max_concurrency:.2f}x concurrency at "
+            f"{cfg.max_model_len:,} tokens per request"
+        )
     else:
         lines.append(style.bad("WILL NOT START") + f"  ({plan.failure})")
         for error in plan.errors:
@@ -122,23 +141,33 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
         lines += _ledger(rank, report, style)
         lines.append("")
     if len(plan.ranks) > 1 and not verbose:
-        others = ", ".join(f"{r.placement.label}: KV {r.available_kv_bytes / GiB:.2f} GiB" for r in plan.ranks[1:])
+        others = ", ".join(
+            f"{r.placement.label}: KV {r.available_kv_bytes / GiB:.2f} GiB" for r in plan.ranks[1:]
+        )
         lines.append(style.dim(f"  other ranks ({others}); --verbose shows their ledgers"))
         lines.append("")
     if report.log_lines:
-        lines.append(style.bold(f"{report.engine_name} should log") + style.dim(" (rank 0; compare with your server's log)"))
+        lines.append(
+            style.bold(f"{report.engine_name} should log")
+            + style.dim(" (rank 0; compare with your server's log)")
+        )
         lines += ["  " + line for line in report.log_lines]
         lines.append("")
     group_text = ", ".join(
         f"{g.num_layers} {g.kind}" + (f" (window {g.sliding_window})" if g.sliding_window else "")
-        for g in plan.kv.groups[:6]) + (" ..." if len(plan.kv.groups) > 6 else "")
-    lines.append(style.bold("KV cache") + f"  {plan.kv.bytes_per_block:,} B per block of {plan.kv.block_size} tokens "
-                 f"({len(plan.kv.groups)} group{'s' if len(plan.kv.groups) != 1 else ''}: {group_text}); "
-                 f"{plan.kv.blocks_per_request:,} blocks per {cfg.max_model_len:,}-token request")
+        for g in plan.kv.groups[:6]
+    ) + (" ..." if len(plan.kv.groups) > 6 else "")
+    lines.append(
+        style.bold("KV cache") + f"  {plan.kv.bytes_per_block:,} B per block of {plan.kv.block_size} tokens "
+        f"({len(plan.kv.groups)} group{'s' if len(plan.kv.groups) != 1 else ''}: {group_text}); "
+        f"{plan.kv.blocks_per_request:,} blocks per {cfg.max_model_len:,}-token request"
+    )
     limit = plan.model.max_position_embeddings
     longest = report.longest_max_model_len
-    lines.append(f"  longest max_model_len one request can use: {longest:,}"
-                 + (" (the model's limit)" if longest >= limit else ""))
+    lines.append(
+        f"  longest max_model_len one request can use: {longest:,}"
+        + (" (the model's limit)" if longest >= limit else "")
+    )
     for length, conc in report.concurrency_at_length:
         lines.append(f"  concurrency at {length:,} tokens per request: {conc:.2f}x")
     if report.fixes:

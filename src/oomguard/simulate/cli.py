@@ -67,26 +67,45 @@ def _parser() -> argparse.ArgumentParser:
         "--enable-prefix-caching, --long-prefill-token-threshold, --num-gpu-blocks-override, "
         "--tensor-parallel-size, ...) are accepted as vLLM spells them, or after `-- vllm serve MODEL`.",
     )
-    p.add_argument("trace", nargs="?", help="Azure CSV, Mooncake JSONL, the oracle's JSONL, or a generic CSV/JSONL")
-    p.add_argument("--synthetic", help="instead of a trace: poisson:rate=R,duration=S[,prompt=DIST,output=DIST,seed=N], "
-                   "bursty:... (plus burst=F,burst_s=S,period_s=S) or agentic[:sessions=N,turns=N]")
+    p.add_argument(
+        "trace", nargs="?", help="Azure CSV, Mooncake JSONL, the oracle's JSONL, or a generic CSV/JSONL"
+    )
+    p.add_argument(
+        "--synthetic",
+        help="instead of a trace: poisson:rate=R,duration=S[,prompt=DIST,output=DIST,seed=N], "
+        "bursty:... (plus burst=F,burst_s=S,period_s=S) or agentic[:sessions=N,turns=N]",
+    )
     p.add_argument("--model", help="model id or local directory with config.json")
     p.add_argument("--gpu", help="GPU name (H100, H200, A100-80GB, ...); default H100")
     p.add_argument("--gpu-memory", help="device memory instead of a GPU name (e.g. 79.19GiB)")
-    p.add_argument("--hidden-size", type=positive_int, help="activation width for step memory (overrides the model's)")
+    p.add_argument(
+        "--hidden-size", type=positive_int, help="activation width for step memory (overrides the model's)"
+    )
     p.add_argument("--intermediate-size", type=positive_int)
     p.add_argument("--vocab-size", type=positive_int)
     p.add_argument("--dtype", help="activation dtype (bfloat16, float16, float32)")
-    p.add_argument("--layout", choices=("packed", "padded"), default="packed",
-                   help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)")
-    p.add_argument("--tensors-alive", type=positive_int, default=DEFAULT_TENSORS_ALIVE,
-                   help=f"intermediates of the step's widest layer alive at once (default {DEFAULT_TENSORS_ALIVE})")
+    p.add_argument(
+        "--layout",
+        choices=("packed", "padded"),
+        default="packed",
+        help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)",
+    )
+    p.add_argument(
+        "--tensors-alive",
+        type=positive_int,
+        default=DEFAULT_TENSORS_ALIVE,
+        help=f"intermediates of the step's widest layer alive at once (default {DEFAULT_TENSORS_ALIVE})",
+    )
     p.add_argument("--headroom", help="memory a step's activations may use (default: from the planner)")
     p.add_argument("--step-time", help="A,B,C: ms per step, ms per token, ms per 1k decode-context tokens")
     p.add_argument("--rate-scale", type=float, default=1.0, help="arrivals this many times as fast")
     p.add_argument("--window", help="START:END seconds (or steps) of the trace to replay")
-    p.add_argument("--skip-bad-rows", action="store_true", help="skip malformed rows (and count them) instead of failing")
-    p.add_argument("--sweep", help="FLAG=V1,V2,...: simulate each value side by side (vLLM field or flag name)")
+    p.add_argument(
+        "--skip-bad-rows", action="store_true", help="skip malformed rows (and count them) instead of failing"
+    )
+    p.add_argument(
+        "--sweep", help="FLAG=V1,V2,...: simulate each value side by side (vLLM field or flag name)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--timeline", help="write the per-step timeline (.csv, or .parquet with pyarrow)")
     p.add_argument("--plot", help="write a PNG of KV usage and step memory (needs matplotlib)")
@@ -149,8 +168,10 @@ def split_argv(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
             continue
         takes_value = _vllm_flag_takes_value(name)
         if takes_value is None and not eq:
-            raise ConfigError(f"unknown option {word}: neither an `oomguard simulate` option nor a vLLM flag "
-                              f"oomguard knows; write it as {name}=VALUE, or put vLLM flags after `--`")
+            raise ConfigError(
+                f"unknown option {word}: neither an `oomguard simulate` option nor a vLLM flag "
+                f"oomguard knows; write it as {name}=VALUE, or put vLLM flags after `--`"
+            )
         vllm.append(word)
         if takes_value and not eq:
             if i >= len(argv):
@@ -164,7 +185,9 @@ def _serve_args(model: str | None, vllm_argv: list[str]) -> ServeArgs:
     from oomguard.engines.vllm.flags import parse_serve_command
 
     words = list(vllm_argv)
-    if not words or words[0].startswith("-"):  # flags only; otherwise the user's own command, launcher and all
+    if not words or words[0].startswith(
+        "-"
+    ):  # flags only; otherwise the user's own command, launcher and all
         words = ["vllm", "serve"] + ([model] if model else []) + words
     return parse_serve_command(words)
 
@@ -173,7 +196,9 @@ def _get(values: Any, name: str, default: Any = None) -> Any:
     return values.get(name, default)
 
 
-def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[str, Any] | None = None) -> Setup:
+def build_setup(
+    args: argparse.Namespace, vllm_argv: list[str], overrides: dict[str, Any] | None = None
+) -> Setup:
     serve = _serve_args(args.model, vllm_argv)
     if overrides:
         serve = serve.with_values(**overrides)
@@ -190,9 +215,13 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
         from oomguard.planning import PlanRequest
 
         try:
-            pool, planned_facts, plan_result = from_planner(PlanRequest(
-                args=replace(serve, model=model), gpu=args.gpu or (None if args.gpu_memory else "H100"),
-                gpu_memory=args.gpu_memory))
+            pool, planned_facts, plan_result = from_planner(
+                PlanRequest(
+                    args=replace(serve, model=model),
+                    gpu=args.gpu or (None if args.gpu_memory else "H100"),
+                    gpu_memory=args.gpu_memory,
+                )
+            )
         except OomguardError as err:
             if override_blocks is None or local_facts is None:
                 raise
@@ -201,9 +230,14 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
             facts = planned_facts
             engine = plan_result.engine
             if not plan_result.fits and override_blocks is None:
-                raise ConfigError("the planner says this deployment does not start: "
-                                  + "; ".join(plan_result.errors[:2]) + " (see `oomguard plan`)")
-    block_size = int(_get(values, "block_size") or (engine.block_size if engine is not None else DEFAULT_BLOCK_SIZE))
+                raise ConfigError(
+                    "the planner says this deployment does not start: "
+                    + "; ".join(plan_result.errors[:2])
+                    + " (see `oomguard plan`)"
+                )
+    block_size = int(
+        _get(values, "block_size") or (engine.block_size if engine is not None else DEFAULT_BLOCK_SIZE)
+    )
 
     def pick(name: str, default: Any) -> Any:
         if name in values:
@@ -214,8 +248,10 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
 
     if override_blocks is not None:
         if facts is None and pool is None:
-            raise ConfigError("--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
-                              "for the KV cache groups")
+            raise ConfigError(
+                "--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
+                "for the KV cache groups"
+            )
         # The model directory's own layer kinds when there is one (how the scheduler oracle is replayed).
         if local_facts is not None:
             groups = kv_groups(local_facts, block_size)
@@ -227,11 +263,15 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
     elif pool is not None:
         groups, num_blocks, source = pool.groups, pool.num_gpu_blocks, pool.source
     else:
-        raise ConfigError("no KV pool: give --model (and --gpu) for the planner, or --num-gpu-blocks-override N")
+        raise ConfigError(
+            "no KV pool: give --model (and --gpu) for the planner, or --num-gpu-blocks-override N"
+        )
 
     max_model_len = pick("max_model_len", None)
     if not isinstance(max_model_len, int):
-        max_model_len = facts.max_position_embeddings if facts is not None and facts.max_position_embeddings else None
+        max_model_len = (
+            facts.max_position_embeddings if facts is not None and facts.max_position_embeddings else None
+        )
     if not max_model_len:
         raise ConfigError("give --max-model-len (the model's config does not say)")
     # The scheduler and step-memory configs check their own ranges (ValueError): here those are the user's flags.
@@ -248,43 +288,72 @@ def build_setup(args: argparse.Namespace, vllm_argv: list[str], overrides: dict[
             pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
         )
         activation = _activation(args, facts)
-        headroom = parse_bytes(args.headroom) if args.headroom else (pool.headroom_bytes if pool is not None else None)
+        headroom = (
+            parse_bytes(args.headroom)
+            if args.headroom
+            else (pool.headroom_bytes if pool is not None else None)
+        )
         step_time = None
         if args.step_time:
             step_time = StepTimeModel.from_coefficients(args.step_time)
         elif facts is not None:
             tp = int(pick("tensor_parallel_size", 1))
             step_time = StepTimeModel.from_hardware(
-                args.gpu, facts.num_params * facts.widths.dtype_bytes, facts.active_params,
-                facts.kv_bytes_per_token, facts.num_layers, facts.widths.hidden_size, tp)
+                args.gpu,
+                facts.num_params * facts.widths.dtype_bytes,
+                facts.active_params,
+                facts.kv_bytes_per_token,
+                facts.num_layers,
+                facts.widths.hidden_size,
+                tp,
+            )
         config = SimulationConfig(
-            scheduler=sched, activation=activation,
+            scheduler=sched,
+            activation=activation,
             memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
-            headroom_bytes=headroom, step_time=step_time, max_steps=args.max_steps,
+            headroom_bytes=headroom,
+            step_time=step_time,
+            max_steps=args.max_steps,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    describe = (f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
-                f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
-                f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
-                f"max_model_len {sched.max_model_len:,}, prefix caching {'on' if sched.enable_prefix_caching else 'off'}")
+    describe = (
+        f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
+        f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
+        f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
+        f"max_model_len {sched.max_model_len:,}, prefix caching {'on' if sched.enable_prefix_caching else 'off'}"
+    )
     info = {
-        "describe": describe, "model": model, "num_gpu_blocks": num_blocks, "block_size": block_size,
-        "kv_groups": [g.kind for g in groups], "max_num_batched_tokens": sched.max_num_batched_tokens,
-        "max_num_seqs": sched.max_num_seqs, "max_model_len": sched.max_model_len,
+        "describe": describe,
+        "model": model,
+        "num_gpu_blocks": num_blocks,
+        "block_size": block_size,
+        "kv_groups": [g.kind for g in groups],
+        "max_num_batched_tokens": sched.max_num_batched_tokens,
+        "max_num_seqs": sched.max_num_seqs,
+        "max_model_len": sched.max_model_len,
         "enable_prefix_caching": sched.enable_prefix_caching,
         "long_prefill_token_threshold": sched.long_prefill_token_threshold,
-        "async_scheduling": sched.async_scheduling, "layout": args.layout, "headroom_bytes": headroom,
-        "step_time_model": step_time.source if step_time is not None else None, "notes": notes,
+        "async_scheduling": sched.async_scheduling,
+        "layout": args.layout,
+        "headroom_bytes": headroom,
+        "step_time_model": step_time.source if step_time is not None else None,
+        "notes": notes,
     }
     return Setup(config, describe, info)
 
 
 def _activation(args: argparse.Namespace, facts: ModelFacts | None) -> ActivationModel | None:
     """The model's activation costs (the planner's), or widths given as flags over the model's widths."""
-    overrides: dict[str, Any] = {name: value for name, value in (
-        ("hidden_size", args.hidden_size), ("intermediate_size", args.intermediate_size),
-        ("vocab_size", args.vocab_size)) if value}
+    overrides: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("hidden_size", args.hidden_size),
+            ("intermediate_size", args.intermediate_size),
+            ("vocab_size", args.vocab_size),
+        )
+        if value
+    }
     if args.dtype:
         from oomguard.simulate.step_cli import dtype_bytes
 
@@ -320,14 +389,27 @@ def load_workload(args: argparse.Namespace) -> wl.Workload:
             output = wl.LengthDist.parse(opts.pop("output", "lognormal:200:0.8"))
             seed = int(opts.pop("seed", "0"))
             if kind == "poisson":
-                workload = wl.poisson(float(opts.pop("rate")), float(opts.pop("duration", "600")), prompt, output, seed)
+                workload = wl.poisson(
+                    float(opts.pop("rate")), float(opts.pop("duration", "600")), prompt, output, seed
+                )
             elif kind == "bursty":
-                workload = wl.bursty(float(opts.pop("rate")), float(opts.pop("duration", "600")), prompt, output,
-                                     float(opts.pop("burst", "10")), float(opts.pop("burst_s", "5")),
-                                     float(opts.pop("period_s", "60")), seed)
+                workload = wl.bursty(
+                    float(opts.pop("rate")),
+                    float(opts.pop("duration", "600")),
+                    prompt,
+                    output,
+                    float(opts.pop("burst", "10")),
+                    float(opts.pop("burst_s", "5")),
+                    float(opts.pop("period_s", "60")),
+                    seed,
+                )
             elif kind == "agentic":
-                workload = wl.agentic(int(opts.pop("sessions", "7")), int(opts.pop("turns", "20")),
-                                      long_prompt=int(opts.pop("long_prompt", "153853")), seed=seed)
+                workload = wl.agentic(
+                    int(opts.pop("sessions", "7")),
+                    int(opts.pop("turns", "20")),
+                    long_prompt=int(opts.pop("long_prompt", "153853")),
+                    seed=seed,
+                )
             else:
                 raise ConfigError(f"unknown --synthetic kind {kind!r} (poisson, bursty, agentic)")
         except KeyError as err:
@@ -356,15 +438,21 @@ def _progress_fn(enabled: bool) -> ProgressFn | None:
         return None
 
     def report(clock: float, steps: int, done: int, total: int) -> None:
-        print(f"\r  simulated {clock:,.1f}, {steps:,} steps, {done:,}/{total:,} requests done",
-              end="", file=sys.stderr, flush=True)
+        print(
+            f"\r  simulated {clock:,.1f}, {steps:,} steps, {done:,}/{total:,} requests done",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return report
 
 
 def run_one(workload: wl.Workload, setup: Setup, progress: bool) -> tuple[SimulationResult, Summary]:
     if workload.clock == wl.SECONDS and setup.config.step_time is None:
-        raise ConfigError("a trace timed in seconds needs a step-time model: give --model, or --step-time A,B,C")
+        raise ConfigError(
+            "a trace timed in seconds needs a step-time model: give --model, or --step-time A,B,C"
+        )
     result = simulate(workload, setup.config, _progress_fn(progress))
     if progress:
         print(file=sys.stderr)
@@ -392,7 +480,9 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, result: SimulationResult, summary: Summary, info: dict[str, Any]) -> list[str]:
+def _write_outputs(
+    args: argparse.Namespace, result: SimulationResult, summary: Summary, info: dict[str, Any]
+) -> list[str]:
     written = []
     try:
         if args.timeline:
@@ -430,12 +520,14 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
                 continue
         if value.lower() in ("true", "false"):
             parsed = value.lower() == "true"
-        else:   # a vLLM flag's value is parsed as vLLM parses it (one-line error when it is not one)
+        else:  # a vLLM flag's value is parsed as vLLM parses it (one-line error when it is not one)
             typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
             parsed = typed.get(name, parsed)
         setup = build_setup(args, vllm_argv, {name: parsed})
         result, summary = run_one(workload, setup, progress)
-        safe = summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
+        safe = (
+            summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
+        )
         rows.append((value, summary, safe))
         results.append(summary_dict(result, summary, setup.facts))
     safe_values = [v for v, _, ok in rows if ok]
@@ -444,8 +536,16 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
     except ValueError:
         safest = safe_values[-1] if safe_values else None
     if args.json:
-        print(json.dumps({"flag": name, "largest_safe": safest,
-                          "runs": [dict(r, value=v) for (v, _, _), r in zip(rows, results)]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "flag": name,
+                    "largest_safe": safest,
+                    "runs": [dict(r, value=v) for (v, _, _), r in zip(rows, results)],
+                },
+                indent=1,
+            )
+        )
     else:
         print(sweep_table(name, rows, safest))
     return 0

@@ -129,8 +129,8 @@ class BlockPool:
         stack = self.uncached_free
         ref_cnt = self.ref_cnt
         take = min(n, len(stack))
-        out = stack[len(stack) - take:][::-1]  # the top of the stack first
-        del stack[len(stack) - take:]
+        out = stack[len(stack) - take :][::-1]  # the top of the stack first
+        del stack[len(stack) - take :]
         for block in out:
             ref_cnt[block] = 1
         if n > take:
@@ -361,7 +361,7 @@ def longest_hit(
                 run += 1
                 if run >= need:
                     for col in computed:
-                        del col[i + run:]
+                        del col[i + run :]
                     return computed, len(computed[0]) * bs
             else:
                 run = 0

@@ -80,13 +80,17 @@ def _layer_kinds(cfg: dict[str, Any], n_layers: int) -> list[tuple[str, int | No
     window = view.int("sliding_window", 0) or None
     types = cfg.get("layer_types")
     if isinstance(types, list) and len(types) >= n_layers:
-        return [("sliding_window", window) if t == "sliding_attention" and window else ("full", None)
-                for t in types[:n_layers]]
+        return [
+            ("sliding_window", window) if t == "sliding_attention" and window else ("full", None)
+            for t in types[:n_layers]
+        ]
     pattern = cfg.get("sliding_window_pattern")
     model_type = str(cfg.get("model_type", ""))
     if window and isinstance(pattern, int) and pattern > 1:
         # Gemma-3: every `pattern`-th layer is global, the others local.
-        return [("full", None) if (i + 1) % pattern == 0 else ("sliding_window", window) for i in range(n_layers)]
+        return [
+            ("full", None) if (i + 1) % pattern == 0 else ("sliding_window", window) for i in range(n_layers)
+        ]
     if window and model_type.startswith("gemma2"):
         return [("sliding_window", window) if i % 2 == 0 else ("full", None) for i in range(n_layers)]
     if window and cfg.get("use_sliding_window", model_type in ("mistral",)):
@@ -112,7 +116,9 @@ def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
     vocab = view.int("vocab_size") if view.has("vocab_size") else outer.int("vocab_size", 0)
     dtype = str(text.get("torch_dtype", cfg.get("torch_dtype", "bfloat16")) or "bfloat16")
     dtype_bytes = DTYPE_BYTES.get(dtype, 2)
-    experts = view.int("num_experts", 0) or view.int("n_routed_experts", 0) or view.int("num_local_experts", 0)
+    experts = (
+        view.int("num_experts", 0) or view.int("n_routed_experts", 0) or view.int("num_local_experts", 0)
+    )
     topk = view.int("num_experts_per_tok", 0) or view.int("experts_per_token", 0)
     moe_inter = view.int("moe_intermediate_size", 0) or inter
     kinds = _layer_kinds(text, layers)
@@ -131,8 +137,12 @@ def facts_from_config(cfg: dict[str, Any], name: str) -> ModelFacts:
         mlp_total = mlp_active = 3 * hidden * inter
     embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
     widths = ModelWidths(
-        hidden_size=hidden, dtype_bytes=dtype_bytes, intermediate_size=moe_inter if experts and topk else inter,
-        vocab_size=vocab, num_experts=experts, experts_per_token=topk,
+        hidden_size=hidden,
+        dtype_bytes=dtype_bytes,
+        intermediate_size=moe_inter if experts and topk else inter,
+        vocab_size=vocab,
+        num_experts=experts,
+        experts_per_token=topk,
     )
     return ModelFacts(
         name=name,
@@ -189,21 +199,34 @@ def from_planner(request: PlanRequest) -> tuple[PoolFacts, ModelFacts, Plan]:
         active = params - moe_layers * (moe.num_experts - moe.experts_per_token) * expert
     engine = result.engine
     widths = ModelWidths(
-        hidden_size=int(spec.hidden_size), dtype_bytes=activation.dtype_bytes,
+        hidden_size=int(spec.hidden_size),
+        dtype_bytes=activation.dtype_bytes,
         intermediate_size=int(moe.expert_intermediate_size) if moe else int(spec.intermediate_size),
-        vocab_size=int(spec.vocab_size), tensor_parallel_size=int(engine.tensor_parallel_size),
-        num_experts=int(moe.num_experts) if moe else 0, experts_per_token=int(moe.experts_per_token) if moe else 0,
-        expert_parallel=bool(engine.enable_expert_parallel), data_parallel_size=int(engine.data_parallel_size),
+        vocab_size=int(spec.vocab_size),
+        tensor_parallel_size=int(engine.tensor_parallel_size),
+        num_experts=int(moe.num_experts) if moe else 0,
+        experts_per_token=int(moe.experts_per_token) if moe else 0,
+        expert_parallel=bool(engine.enable_expert_parallel),
+        data_parallel_size=int(engine.data_parallel_size),
     )
     facts = ModelFacts(
-        name=str(spec.name), widths=widths, activation=activation, num_layers=int(spec.num_hidden_layers), kv_layer_kinds=(),
+        name=str(spec.name),
+        widths=widths,
+        activation=activation,
+        num_layers=int(spec.num_hidden_layers),
+        kv_layer_kinds=(),
         kv_bytes_per_token=int(kv.bytes_per_block) // max(int(kv.block_size), 1),
-        num_params=params, active_params=max(active, 1),
+        num_params=params,
+        active_params=max(active, 1),
         max_position_embeddings=int(spec.max_position_embeddings),
     )
     where = f" ({rank.placement.label})" if len(result.ranks) > 1 else ""
-    pool = PoolFacts(int(kv.num_gpu_blocks), groups, headroom,
-                     f"oomguard plan: {result.gpu.name}{where}, {kv.num_gpu_blocks:,} blocks of {kv.block_size}")
+    pool = PoolFacts(
+        int(kv.num_gpu_blocks),
+        groups,
+        headroom,
+        f"oomguard plan: {result.gpu.name}{where}, {kv.num_gpu_blocks:,} blocks of {kv.block_size}",
+    )
     return pool, facts, result
 
 
@@ -218,8 +241,11 @@ def activation_of_rank(result: Plan, rank: RankLedger) -> ActivationModel:
     spec, cfg, placement = result.model, result.engine, rank.placement
     tokens = max(1, int(cfg.max_num_batched_tokens))
     sampler = acc.sampler_warmup_bytes(spec, cfg) if placement.holds_lm_head else 0
-    fixed = (acc.mla_workspace_bytes(spec, cfg, placement) + acc.encoder_cache_bytes(spec, cfg)
-             + acc.PROFILE_RESIDUAL_BYTES)
+    fixed = (
+        acc.mla_workspace_bytes(spec, cfg, placement)
+        + acc.encoder_cache_bytes(spec, cfg)
+        + acc.PROFILE_RESIDUAL_BYTES
+    )
     # The activation dtype, as forward_peak_bytes takes it.
     dt = spec.dtype_bytes if cfg.dtype == spec.dtype else (4 if cfg.dtype == "float32" else 2)
     return ActivationModel(
@@ -241,8 +267,13 @@ def binding_rank(result: Plan) -> tuple[RankLedger, ActivationModel, int]:
     for rank in result.ranks:
         model = activation_of_rank(result, rank)
         headroom = int(rank.gpu.free_bytes) + int(rank.activation.bytes)
-        profile_peak = max(int(cfg.max_num_batched_tokens * model.forward_bytes_per_token),
-                           int(cfg.sampler_rows * model.sampler_bytes_per_row)) + model.fixed_bytes
+        profile_peak = (
+            max(
+                int(cfg.max_num_batched_tokens * model.forward_bytes_per_token),
+                int(cfg.sampler_rows * model.sampler_bytes_per_row),
+            )
+            + model.fixed_bytes
+        )
         margin = headroom - profile_peak
         if best is None or margin < best[0]:
             best = (margin, rank, model, headroom)

@@ -28,8 +28,15 @@ def summary_dict(result: SimulationResult, summary: Summary, setup: dict[str, An
     """The `--json` object. Keys are stable; `steps`, `preemptions`, `max_kv_blocks_used`, `max_running`
     mean what the scheduler oracle's summary means by them."""
     events = [
-        {"step": e.step, "time": _num(e.time), "peak_bytes": e.peak_bytes, "headroom_bytes": e.headroom_bytes,
-         "shape": e.shape.describe(), "kv_usage": _num(e.kv_usage, 4), "kv_blocks_used": e.kv_blocks_used}
+        {
+            "step": e.step,
+            "time": _num(e.time),
+            "peak_bytes": e.peak_bytes,
+            "headroom_bytes": e.headroom_bytes,
+            "shape": e.shape.describe(),
+            "kv_usage": _num(e.kv_usage, 4),
+            "kv_blocks_used": e.kv_blocks_used,
+        }
         for e in result.oom_events[:100]
     ]
     return {
@@ -38,8 +45,11 @@ def summary_dict(result: SimulationResult, summary: Summary, setup: dict[str, An
         "max_kv_blocks_used": summary.max_kv_blocks_used,
         "max_running": summary.max_running,
         "usable_blocks": summary.usable_blocks,
-        "kv_usage": {"p50": _num(summary.kv_usage_p50, 4), "p99": _num(summary.kv_usage_p99, 4),
-                     "max": _num(summary.kv_usage_max, 4)},
+        "kv_usage": {
+            "p50": _num(summary.kv_usage_p50, 4),
+            "p99": _num(summary.kv_usage_p99, 4),
+            "max": _num(summary.kv_usage_max, 4),
+        },
         "clock": "steps" if summary.clock == STEPS else "seconds",
         "simulated_time": _num(summary.simulated_time),
         "time_saturated": _num(summary.time_saturated),
@@ -70,32 +80,43 @@ def summary_text(result: SimulationResult, summary: Summary, setup: dict[str, An
     lines = [
         f"oomguard simulate: {result.workload_source}",
         f"  setup          {setup.get('describe', '')}",
-        (f"  requests       {summary.requests:,} arrived, {summary.finished:,} finished"
-         + (f", {summary.rejected} rejected (prompt >= max_model_len)" if summary.rejected else "")
-         + (f", {summary.unservable} never fit the pool" if summary.unservable else "")),
+        (
+            f"  requests       {summary.requests:,} arrived, {summary.finished:,} finished"
+            + (f", {summary.rejected} rejected (prompt >= max_model_len)" if summary.rejected else "")
+            + (f", {summary.unservable} never fit the pool" if summary.unservable else "")
+        ),
         f"  steps          {summary.steps:,} over {summary.simulated_time:,.1f} {unit}",
-        (f"  KV blocks      peak {summary.max_kv_blocks_used:,} / {summary.usable_blocks:,}; usage p50 "
-         f"{summary.kv_usage_p50:.1%}, p99 {summary.kv_usage_p99:.1%}, max {summary.kv_usage_max:.1%}"),
+        (
+            f"  KV blocks      peak {summary.max_kv_blocks_used:,} / {summary.usable_blocks:,}; usage p50 "
+            f"{summary.kv_usage_p50:.1%}, p99 {summary.kv_usage_p99:.1%}, max {summary.kv_usage_max:.1%}"
+        ),
         f"  saturated      {summary.time_saturated:,.1f} {unit} with requests waiting on a >=95% full pool",
         f"  preemptions    {summary.preemptions:,}; max running {summary.max_running:,}",
         f"  queue p99      {summary.queue_p99:,.3f} {unit}; TTFT p50 {summary.ttft_p50:,.3f}, p99 {summary.ttft_p99:,.3f} {unit}",
-        (f"  throughput     {summary.output_tokens_per_s:,.1f} output tokens/{unit} "
-         f"({summary.total_tokens_per_s:,.1f} scheduled tokens/{unit} while busy)"),
+        (
+            f"  throughput     {summary.output_tokens_per_s:,.1f} output tokens/{unit} "
+            f"({summary.total_tokens_per_s:,.1f} scheduled tokens/{unit} while busy)"
+        ),
     ]
     if summary.prefix_hit_rate is not None:
         lines.append(f"  prefix cache   {summary.prefix_hit_rate:.1%} of prompt tokens hit")
     if summary.peak_shape is not None:
-        lines.append(f"  peak step      {format_gib(summary.peak_bytes)} at step {summary.peak_step}: {summary.peak_shape}"
-                     f" (layout {result.config.memory.layout}, padding up to {summary.max_padding_ratio:.1f}x)")
+        lines.append(
+            f"  peak step      {format_gib(summary.peak_bytes)} at step {summary.peak_step}: {summary.peak_shape}"
+            f" (layout {result.config.memory.layout}, padding up to {summary.max_padding_ratio:.1f}x)"
+        )
     headroom = result.config.headroom_bytes
     if headroom is None:
-        lines.append("  OOM events     not judged: no headroom known (give --headroom, or --model/--gpu for the planner)")
+        lines.append(
+            "  OOM events     not judged: no headroom known (give --headroom, or --model/--gpu for the planner)"
+        )
     elif summary.oom_events:
         first = result.oom_events[0]
         lines.append(
             f"  OOM events     {summary.oom_events:,} steps pass the {format_gib(headroom)} headroom; first at "
             f"{first.time:,.2f} {unit} (step {first.step}): {format_gib(first.peak_bytes)} for "
-            f"{first.shape.describe()}, KV {first.kv_usage:.0%} used")
+            f"{first.shape.describe()}, KV {first.kv_usage:.0%} used"
+        )
     else:
         lines.append(f"  OOM events     none: every step stays under the {format_gib(headroom)} headroom")
     lines += [f"  note: {n}" for n in result.notes]
@@ -180,11 +201,15 @@ def _axes(x0: float, x1: float, top: float, unit: str, fmt: str) -> str:
     parts = [f'<rect class="frame" x="{CHART_PAD}" y="0" width="{CHART_W}" height="{CHART_H}"/>']
     for frac in (0.0, 0.5, 1.0):
         y = CHART_H - frac * CHART_H
-        parts.append(f'<text class="tick" x="{CHART_PAD - 4}" y="{y + 4:.1f}" text-anchor="end">'
-                     f"{format(frac * top, fmt)}</text>")
+        parts.append(
+            f'<text class="tick" x="{CHART_PAD - 4}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{format(frac * top, fmt)}</text>"
+        )
         x = CHART_PAD + frac * CHART_W
-        parts.append(f'<text class="tick" x="{x:.1f}" y="{CHART_H + 16}" text-anchor="middle">'
-                     f"{x0 + frac * (x1 - x0):,.0f} {unit}</text>")
+        parts.append(
+            f'<text class="tick" x="{x:.1f}" y="{CHART_H + 16}" text-anchor="middle">'
+            f"{x0 + frac * (x1 - x0):,.0f} {unit}</text>"
+        )
     return "".join(parts)
 
 
@@ -256,8 +281,10 @@ def render_html(result: SimulationResult, summary: Summary, setup: dict[str, Any
     head_line = ""
     if head_gib is not None:
         y = CHART_H - head_gib * CHART_H / top
-        head_line = (f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}">'
-                     f"<title>headroom {head_gib:.2f} GiB</title></line>")
+        head_line = (
+            f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}">'
+            f"<title>headroom {head_gib:.2f} GiB</title></line>"
+        )
     sx = CHART_W / (x1 - x0) if x1 > x0 else 1.0
     markers = "".join(
         f'<circle class="oom" cx="{CHART_PAD + (e.time - x0) * sx:.1f}" '
@@ -265,16 +292,29 @@ def render_html(result: SimulationResult, summary: Summary, setup: dict[str, Any
         f"<title>OOM at step {e.step}: {format_gib(e.peak_bytes)}, {html.escape(e.shape.describe())}</title></circle>"
         for e in result.oom_events[:200]
     )
-    rows = "".join(
-        f"<tr><td>{e.step}</td><td>{e.time:,.2f}</td><td>{format_gib(e.peak_bytes)}</td>"
-        f"<td>{html.escape(e.shape.describe())}</td><td>{e.kv_usage:.1%}</td></tr>"
-        for e in result.oom_events[:50]
-    ) or '<tr><td colspan="5">none</td></tr>'
+    rows = (
+        "".join(
+            f"<tr><td>{e.step}</td><td>{e.time:,.2f}</td><td>{format_gib(e.peak_bytes)}</td>"
+            f"<td>{html.escape(e.shape.describe())}</td><td>{e.kv_usage:.1%}</td></tr>"
+            for e in result.oom_events[:50]
+        )
+        or '<tr><td colspan="5">none</td></tr>'
+    )
     start = max(range(len(peak)), key=peak.__getitem__) if peak else 0
     series = {
-        "x": [round(x, 4) for x in xs], "kv": [round(k, 2) for k in kv], "peak": [round(v, 4) for v in peak],
-        "waiting": waiting, "step": steps, "headroom": round(head_gib, 4) if head_gib is not None else None,
-        "x0": x0, "x1": x1, "unit": unit, "start": start, "pad": CHART_PAD, "width": CHART_W, "height": CHART_H,
+        "x": [round(x, 4) for x in xs],
+        "kv": [round(k, 2) for k in kv],
+        "peak": [round(v, 4) for v in peak],
+        "waiting": waiting,
+        "step": steps,
+        "headroom": round(head_gib, 4) if head_gib is not None else None,
+        "x0": x0,
+        "x1": x1,
+        "unit": unit,
+        "start": start,
+        "pad": CHART_PAD,
+        "width": CHART_W,
+        "height": CHART_H,
     }
     # `</` cannot end the script element early: JSON escapes the slash.
     data_json = json.dumps(series, separators=(",", ":")).replace("</", "<\\/")
@@ -316,8 +356,16 @@ table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:2px 6px}}
 def sweep_table(flag: str, rows: list[tuple[str, Summary, bool]], safest: str | None) -> str:
     header = (flag, "OOM events", "peak GiB", "preemptions", "KV p99", "queue p99", "out tok/s", "safe")
     body = [
-        (value, f"{s.oom_events:,}", f"{s.peak_bytes / 2**30:.2f}", f"{s.preemptions:,}", f"{s.kv_usage_p99:.1%}",
-         f"{s.queue_p99:.3f}", f"{s.output_tokens_per_s:,.1f}", "yes" if safe else "no")
+        (
+            value,
+            f"{s.oom_events:,}",
+            f"{s.peak_bytes / 2**30:.2f}",
+            f"{s.preemptions:,}",
+            f"{s.kv_usage_p99:.1%}",
+            f"{s.queue_p99:.3f}",
+            f"{s.output_tokens_per_s:,.1f}",
+            "yes" if safe else "no",
+        )
         for value, s, safe in rows
     ]
     widths = [max(len(str(r[i])) for r in [header, *body]) for i in range(len(header))]

@@ -75,8 +75,22 @@ class Timeline:
     peak_bytes: tuple[int, ...]
     chunks: tuple[tuple[tuple[str, int, int], ...], ...] = ()
 
-    COLUMNS = ("step", "time", "duration", "tokens", "num_prefills", "num_decodes", "max_prefill", "running",
-               "waiting", "kv_blocks_used", "preempted", "admitted", "finished", "peak_bytes")
+    COLUMNS = (
+        "step",
+        "time",
+        "duration",
+        "tokens",
+        "num_prefills",
+        "num_decodes",
+        "max_prefill",
+        "running",
+        "waiting",
+        "kv_blocks_used",
+        "preempted",
+        "admitted",
+        "finished",
+        "peak_bytes",
+    )
 
     def __len__(self) -> int:
         return len(self.step)
@@ -120,14 +134,18 @@ ProgressFn = Callable[[float, int, int, int], None]  # (clock, steps, requests d
 PROGRESS_EVERY_STEPS = 2000
 
 
-def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn | None = None) -> SimulationResult:
+def simulate(
+    workload: Workload, config: SimulationConfig, progress: ProgressFn | None = None
+) -> SimulationResult:
     """Replay `workload` step by step (see the module docstring). Runs of identical decode steps go through
     `Scheduler.decode_run` unless `config.fast_forward` is off; the timeline is the same either way."""
     cfg = config.scheduler
     sched = Scheduler(cfg)
     interner = KeyInterner() if cfg.enable_prefix_caching else None
-    reqs = [SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
-            for i, r in enumerate(workload.requests)]
+    reqs = [
+        SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
+        for i, r in enumerate(workload.requests)
+    ]
     by_clock_steps = workload.clock == STEPS
     step_time = config.step_time
     if not by_clock_steps and step_time is None:
@@ -218,9 +236,18 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                 drun.close()
                 k = executed - first
                 if k:
-                    for column, value in ((c_tok, num), (c_np, 0), (c_nd, num), (c_mp, 0), (c_run, num),
-                                          (c_wait, len(sched.waiting)), (c_pre, 0), (c_adm, 0), (c_fin, 0),
-                                          (c_peak, peak)):
+                    for column, value in (
+                        (c_tok, num),
+                        (c_np, 0),
+                        (c_nd, num),
+                        (c_mp, 0),
+                        (c_run, num),
+                        (c_wait, len(sched.waiting)),
+                        (c_pre, 0),
+                        (c_adm, 0),
+                        (c_fin, 0),
+                        (c_peak, peak),
+                    ):
                         column.extend([value] * k)
                     if progress is not None and executed >= next_progress:
                         progress(now, executed, finished_count, n)
@@ -240,8 +267,10 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                 stuck = sched.waiting.popleft()
                 unservable += 1
                 if unservable == 1:
-                    notes.append(f"request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV pool of "
-                                 f"{usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such request.")
+                    notes.append(
+                        f"request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV pool of "
+                        f"{usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such request."
+                    )
             step += 1
             continue
 
@@ -273,16 +302,28 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
                     peak_value, peak_index, peak_rows = peak, executed, rows
                 if over:
                     assert headroom is not None
-                    ooms.append(OomEvent(
-                        step=step, time=now, peak_bytes=peak, headroom_bytes=headroom, shape=StepShape(rows),
-                        kv_usage=plan.kv_blocks_used / usable, kv_blocks_used=plan.kv_blocks_used,
-                    ))
+                    ooms.append(
+                        OomEvent(
+                            step=step,
+                            time=now,
+                            peak_bytes=peak,
+                            headroom_bytes=headroom,
+                            shape=StepShape(rows),
+                            kv_usage=plan.kv_blocks_used / usable,
+                            kv_blocks_used=plan.kv_blocks_used,
+                        )
+                    )
         if record_chunks:
             chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
         finished = sched.update_from_output(plan, now + duration)
         finished_count += len(finished)
-        steady = (not rows_chunks and not finished and not plan.admitted and not plan.preempted
-                  and num_decodes == plan.num_running)
+        steady = (
+            not rows_chunks
+            and not finished
+            and not plan.admitted
+            and not plan.preempted
+            and num_decodes == plan.num_running
+        )
         c_step.append(step)
         c_time.append(now)
         c_dur.append(duration)
@@ -314,24 +355,49 @@ def simulate(workload: Workload, config: SimulationConfig, progress: ProgressFn 
     ttfts = tuple(r.first_token - r.arrival for r in done if r.first_token is not None)
     latencies = tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None)
     stats = RequestStats(
-        arrived=nxt, rejected_too_long=rejected, unservable=unservable, finished=len(done),
-        queue_times=queue_times, ttfts=ttfts, latencies=latencies,
-        output_tokens=sum(r.num_output for r in reqs), prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
-        prefix_hit_tokens=sched.prefix_hits, prefix_query_tokens=sched.prefix_queries,
+        arrived=nxt,
+        rejected_too_long=rejected,
+        unservable=unservable,
+        finished=len(done),
+        queue_times=queue_times,
+        ttfts=ttfts,
+        latencies=latencies,
+        output_tokens=sum(r.num_output for r in reqs),
+        prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
+        prefix_hit_tokens=sched.prefix_hits,
+        prefix_query_tokens=sched.prefix_queries,
     )
     if rejected:
         notes.append(f"{rejected} request(s) rejected: prompt >= max_model_len {max_len:,}")
     timeline = Timeline(
-        step=tuple(c_step), time=tuple(c_time), duration=tuple(c_dur), tokens=tuple(c_tok),
-        num_prefills=tuple(c_np), num_decodes=tuple(c_nd), max_prefill=tuple(c_mp), running=tuple(c_run),
-        waiting=tuple(c_wait), kv_blocks_used=tuple(c_kv), preempted=tuple(c_pre), admitted=tuple(c_adm),
-        finished=tuple(c_fin), peak_bytes=tuple(c_peak), chunks=tuple(chunks),
+        step=tuple(c_step),
+        time=tuple(c_time),
+        duration=tuple(c_dur),
+        tokens=tuple(c_tok),
+        num_prefills=tuple(c_np),
+        num_decodes=tuple(c_nd),
+        max_prefill=tuple(c_mp),
+        running=tuple(c_run),
+        waiting=tuple(c_wait),
+        kv_blocks_used=tuple(c_kv),
+        preempted=tuple(c_pre),
+        admitted=tuple(c_adm),
+        finished=tuple(c_fin),
+        peak_bytes=tuple(c_peak),
+        chunks=tuple(chunks),
     )
     return SimulationResult(
-        config=config, workload_source=workload.source, clock=workload.clock, timeline=timeline,
-        requests=stats, preemptions=sched.num_preemptions, oom_events=tuple(ooms),
-        peak_step=peak_index, peak_shape=StepShape(peak_rows) if peak_rows is not None else None,
-        usable_blocks=usable, notes=tuple(notes),
+        config=config,
+        workload_source=workload.source,
+        clock=workload.clock,
+        timeline=timeline,
+        requests=stats,
+        preemptions=sched.num_preemptions,
+        oom_events=tuple(ooms),
+        peak_step=peak_index,
+        peak_shape=StepShape(peak_rows) if peak_rows is not None else None,
+        usable_blocks=usable,
+        notes=tuple(notes),
     )
 
 
@@ -418,8 +484,11 @@ def summarize(result: SimulationResult) -> Summary:
     weights = tl.duration if result.clock != STEPS else None
     kv_p50, kv_p99 = (b / usable for b in weighted_percentiles(tl.kv_blocks_used, weights, (0.50, 0.99)))
     ttft_p50, ttft_p99 = weighted_percentiles(result.requests.ttfts, None, (0.50, 0.99))
-    saturated = sum(d for d, w, b in zip(tl.duration, tl.waiting, tl.kv_blocks_used)
-                    if w > 0 and b >= SATURATED_KV_USAGE * usable)
+    saturated = sum(
+        d
+        for d, w, b in zip(tl.duration, tl.waiting, tl.kv_blocks_used)
+        if w > 0 and b >= SATURATED_KV_USAGE * usable
+    )
     sim_time = (tl.time[-1] + tl.duration[-1] - tl.time[0]) if len(tl) else 0.0
     busy = sum(tl.duration)
     rs = result.requests

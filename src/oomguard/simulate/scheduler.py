@@ -242,7 +242,9 @@ class Scheduler:
                 continue
             total = computed + n
             # Most decodes stay inside their last block: nothing for the KV manager to do.
-            if total > request.free_slots_upto and not self._allocate_or_preempt(request, computed, n, preempted):
+            if total > request.free_slots_upto and not self._allocate_or_preempt(
+                request, computed, n, preempted
+            ):
                 break
             request.num_computed = total
             if n == 1 and total == request.num_tokens and request.num_output:
@@ -264,7 +266,11 @@ class Scheduler:
                     n = threshold
                 n = min(n, budget)
                 if not kv.allocate_slots(
-                    request, 0, n, hit_tokens, hit_blocks if hit_tokens else None,
+                    request,
+                    0,
+                    n,
+                    hit_tokens,
+                    hit_blocks if hit_tokens else None,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
                 ):
                     break
@@ -285,10 +291,21 @@ class Scheduler:
                     chunks.append((request, n, hit_tokens))
                 budget -= n
 
-        return StepPlan(decodes, chunks, preempted, admitted, len(running), len(self.waiting), kv.num_used,
-                        cfg.max_num_batched_tokens - budget, decode_context)
+        return StepPlan(
+            decodes,
+            chunks,
+            preempted,
+            admitted,
+            len(running),
+            len(self.waiting),
+            kv.num_used,
+            cfg.max_num_batched_tokens - budget,
+            decode_context,
+        )
 
-    def _allocate_or_preempt(self, request: SimRequest, computed: int, n: int, preempted: list[SimRequest]) -> bool:
+    def _allocate_or_preempt(
+        self, request: SimRequest, computed: int, n: int, preempted: list[SimRequest]
+    ) -> bool:
         """Allocate slots, preempting from the back of the running list until they fit; False when the request
         had to preempt itself."""
         kv = self.kv

@@ -32,8 +32,18 @@ from oomguard.simulate.step_memory import (
 )
 from oomguard.units import format_gib, parse_bytes
 
-DTYPE_BYTES = {"bfloat16": 2.0, "bf16": 2.0, "float16": 2.0, "fp16": 2.0, "half": 2.0,
-               "float32": 4.0, "fp32": 4.0, "float": 4.0, "fp8": 1.0, "float8": 1.0}
+DTYPE_BYTES = {
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "half": 2.0,
+    "float32": 4.0,
+    "fp32": 4.0,
+    "float": 4.0,
+    "fp8": 1.0,
+    "float8": 1.0,
+}
 _DICT = re.compile(r"num_scheduled_tokens\s*[=:]\s*(\{[^}]*\})")
 _PAIR = re.compile(r"""['"]?([\w.:\-]+)['"]?\s*:\s*(\d+)""")
 
@@ -61,13 +71,17 @@ def parse_scheduled(text: str) -> StepShape:
             continue
         m = re.fullmatch(r"(\d+)(d?)", item.lower())
         if not m:
-            raise ConfigError(f"bad --scheduled entry {item!r}: use a prefill chunk (4096) or decodes (1d, 3d)")
+            raise ConfigError(
+                f"bad --scheduled entry {item!r}: use a prefill chunk (4096) or decodes (1d, 3d)"
+            )
         n = int(m.group(1))
         if n < 1:
             raise ConfigError(f"bad --scheduled entry {item!r}: must be >= 1")
         if m.group(2):
             if n > MAX_DECODE_ROWS:
-                raise ConfigError(f"bad --scheduled entry {item!r}: at most {MAX_DECODE_ROWS:,} decodes in one step")
+                raise ConfigError(
+                    f"bad --scheduled entry {item!r}: at most {MAX_DECODE_ROWS:,} decodes in one step"
+                )
             rows.extend(Row(1, decode=True) for _ in range(n))
         else:
             rows.append(Row(n))
@@ -104,59 +118,105 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="oomguard step", description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--scheduled", required=True, help="31344,1352,4,1d,1d | a pasted num_scheduled_tokens={...} line")
-    p.add_argument("--model", help="model id or directory: the planner's activation costs and headroom for it")
+    p.add_argument(
+        "--scheduled", required=True, help="31344,1352,4,1d,1d | a pasted num_scheduled_tokens={...} line"
+    )
+    p.add_argument(
+        "--model", help="model id or directory: the planner's activation costs and headroom for it"
+    )
     p.add_argument("--gpu", help="GPU for --model's plan (default H100): sets the default --free")
-    p.add_argument("--hidden-size", type=positive_int, help="width of the padded layer's tensors (seed 002: 10240)")
+    p.add_argument(
+        "--hidden-size", type=positive_int, help="width of the padded layer's tensors (seed 002: 10240)"
+    )
     p.add_argument("--intermediate-size", type=positive_int, help="MLP width (the expert's, for MoE)")
     p.add_argument("--vocab-size", type=positive_int)
     p.add_argument("--dtype", default=None, help="activation dtype (default: the model's, else bfloat16)")
     p.add_argument("--tensor-parallel-size", "-tp", type=positive_int, default=1)
     p.add_argument("--data-parallel-size", "-dp", type=positive_int, default=1)
-    p.add_argument("--enable-expert-parallel", "-ep", action="store_true",
-                   help="MoE experts spread over TP x DP ranks (each rank gathers every DP rank's tokens)")
+    p.add_argument(
+        "--enable-expert-parallel",
+        "-ep",
+        action="store_true",
+        help="MoE experts spread over TP x DP ranks (each rank gathers every DP rank's tokens)",
+    )
     p.add_argument("--num-experts", type=count, default=0)
     p.add_argument("--experts-per-token", type=count, default=0)
-    p.add_argument("--tensors-alive", type=positive_int, default=DEFAULT_TENSORS_ALIVE,
-                   help=f"intermediates alive at once in the padded layer (default {DEFAULT_TENSORS_ALIVE}, "
-                   "the seed's packed -> transposed copy -> conv/silu output)")
-    p.add_argument("--sampler-copies", type=float, default=DEFAULT_SAMPLER_COPIES,
-                   help="fp32 logits copies alive in the sampler (with --model: the engine version's)")
-    p.add_argument("--free", help="memory the step may use (e.g. 11.8GiB); default with --model: the planner's headroom")
+    p.add_argument(
+        "--tensors-alive",
+        type=positive_int,
+        default=DEFAULT_TENSORS_ALIVE,
+        help=f"intermediates alive at once in the padded layer (default {DEFAULT_TENSORS_ALIVE}, "
+        "the seed's packed -> transposed copy -> conv/silu output)",
+    )
+    p.add_argument(
+        "--sampler-copies",
+        type=float,
+        default=DEFAULT_SAMPLER_COPIES,
+        help="fp32 logits copies alive in the sampler (with --model: the engine version's)",
+    )
+    p.add_argument(
+        "--free", help="memory the step may use (e.g. 11.8GiB); default with --model: the planner's headroom"
+    )
     p.add_argument("--json", action="store_true")
     return p
 
 
 def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
     """The step's activation costs and, with --model, the planner's headroom for them."""
-    flags = {name: value for name, value in (
-        ("hidden_size", args.hidden_size), ("intermediate_size", args.intermediate_size),
-        ("vocab_size", args.vocab_size)) if value}
+    flags = {
+        name: value
+        for name, value in (
+            ("hidden_size", args.hidden_size),
+            ("intermediate_size", args.intermediate_size),
+            ("vocab_size", args.vocab_size),
+        )
+        if value
+    }
     if args.model:
         from oomguard.planning import PlanRequest, plan
         from oomguard.simulate.model_facts import binding_rank
 
-        result = plan(PlanRequest(model=args.model, gpu=args.gpu or "H100", flags={
-            "tensor_parallel_size": args.tensor_parallel_size, "data_parallel_size": args.data_parallel_size,
-            "enable_expert_parallel": args.enable_expert_parallel}))
+        result = plan(
+            PlanRequest(
+                model=args.model,
+                gpu=args.gpu or "H100",
+                flags={
+                    "tensor_parallel_size": args.tensor_parallel_size,
+                    "data_parallel_size": args.data_parallel_size,
+                    "enable_expert_parallel": args.enable_expert_parallel,
+                },
+            )
+        )
         _, model, headroom = binding_rank(result)
         if not flags and not args.dtype:
             return model, headroom
         spec, moe = result.model, result.model.moe
         base = ModelWidths(
-            hidden_size=spec.hidden_size, dtype_bytes=model.dtype_bytes,
+            hidden_size=spec.hidden_size,
+            dtype_bytes=model.dtype_bytes,
             intermediate_size=moe.expert_intermediate_size if moe else spec.intermediate_size,
-            vocab_size=spec.vocab_size, num_experts=moe.num_experts if moe else 0,
-            experts_per_token=moe.experts_per_token if moe else 0)
+            vocab_size=spec.vocab_size,
+            num_experts=moe.num_experts if moe else 0,
+            experts_per_token=moe.experts_per_token if moe else 0,
+        )
     else:
         if "hidden_size" not in flags:
             raise ConfigError("give --hidden-size (or --model for the model's widths)")
-        base = ModelWidths(hidden_size=0, dtype_bytes=2.0, num_experts=args.num_experts,
-                           experts_per_token=args.experts_per_token)
+        base = ModelWidths(
+            hidden_size=0,
+            dtype_bytes=2.0,
+            num_experts=args.num_experts,
+            experts_per_token=args.experts_per_token,
+        )
         headroom = None
-    widths = replace(base, **flags, tensor_parallel_size=args.tensor_parallel_size,
-                     data_parallel_size=args.data_parallel_size, expert_parallel=args.enable_expert_parallel,
-                     dtype_bytes=dtype_bytes(args.dtype) if args.dtype else base.dtype_bytes)
+    widths = replace(
+        base,
+        **flags,
+        tensor_parallel_size=args.tensor_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        expert_parallel=args.enable_expert_parallel,
+        dtype_bytes=dtype_bytes(args.dtype) if args.dtype else base.dtype_bytes,
+    )
     return ActivationModel.from_widths(widths, args.sampler_copies), headroom
 
 
@@ -209,25 +269,43 @@ def main(argv: list[str]) -> int:
         return 0
     h = model.hidden_size
     print(f"step: {shape.describe()}, width {h:,} x {model.dtype_bytes:g} B ({model.source})")
-    print(f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {h:,})"
-          f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x {padded.max_prefill_len:,}"
-          f" x {h:,})")
+    print(
+        f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {h:,})"
+        f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x {padded.max_prefill_len:,}"
+        f" x {h:,})"
+    )
     worst = max(padded.row_padding, default=1.0)
     print(f"  padding        {padded.padding_ratio:.2f}x overall; the shortest row padded {worst:,.0f}x")
-    print(f"  forward        {format_gib(packed.forward_bytes)} (hidden streams + the widest layer, as the planner "
-          "sizes the profile run)")
-    print(f"  padded layer   {format_gib(padded.padded_layer_bytes)} (hidden streams + {args.tensors_alive} padded "
-          "intermediates alive)")
-    print(f"  int32 index    largest tensor {padded.max_tensor_elements:,} elements "
-          + ("> 2^31: int32 indexing fails (canUse32BitIndexMath)" if padded.exceeds_int32_index else "< 2^31: ok"))
+    print(
+        f"  forward        {format_gib(packed.forward_bytes)} (hidden streams + the widest layer, as the planner "
+        "sizes the profile run)"
+    )
+    print(
+        f"  padded layer   {format_gib(padded.padded_layer_bytes)} (hidden streams + {args.tensors_alive} padded "
+        "intermediates alive)"
+    )
+    print(
+        f"  int32 index    largest tensor {padded.max_tensor_elements:,} elements "
+        + (
+            "> 2^31: int32 indexing fails (canUse32BitIndexMath)"
+            if padded.exceeds_int32_index
+            else "< 2^31: ok"
+        )
+    )
     if packed.ep_dispatch_bytes:
-        print(f"  EP buffers     all-gather {format_gib(packed.ep_dispatch_bytes)}, "
-              f"reduce-scatter {format_gib(packed.ep_combine_bytes)}")
+        print(
+            f"  EP buffers     all-gather {format_gib(packed.ep_dispatch_bytes)}, "
+            f"reduce-scatter {format_gib(packed.ep_combine_bytes)}"
+        )
     if packed.sampler_bytes:
-        print(f"  sampler        {packed.sampler_rows} rows: {format_gib(packed.sampler_bytes)} of fp32 logits")
-    print(f"  step peak      packed {format_gib(packed.peak_bytes)} ({packed.peak_part}), "
-          f"padded {format_gib(padded.peak_bytes)} ({padded.peak_part}), "
-          f"both incl. {format_gib(packed.fixed_bytes)} fixed")
+        print(
+            f"  sampler        {packed.sampler_rows} rows: {format_gib(packed.sampler_bytes)} of fp32 logits"
+        )
+    print(
+        f"  step peak      packed {format_gib(packed.peak_bytes)} ({packed.peak_part}), "
+        f"padded {format_gib(padded.peak_bytes)} ({padded.peak_part}), "
+        f"both incl. {format_gib(packed.fixed_bytes)} fixed"
+    )
     if free is not None:
         for name, m in (("packed", packed), ("padded", padded)):
             verdict = "OOM" if m.peak_bytes > free else "fits"

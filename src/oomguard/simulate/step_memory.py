@@ -95,14 +95,20 @@ class ActivationModel:
 
     hidden_size: int
     dtype_bytes: float
-    forward_bytes_per_token: float  # hidden streams + the widest layer's transient (accounting.forward_peak_bytes)
+    forward_bytes_per_token: (
+        float  # hidden streams + the widest layer's transient (accounting.forward_peak_bytes)
+    )
     sampler_bytes_per_row: float  # fp32 logits x vocab x copies (accounting.sampler_warmup_bytes per row)
-    fixed_bytes: int = 0  # MLA workspace + encoder cache + allocator residual (accounting.activation_estimate)
+    fixed_bytes: int = (
+        0  # MLA workspace + encoder cache + allocator residual (accounting.activation_estimate)
+    )
     ep_gathered_ranks: int = 0  # expert parallel: the DP ranks whose tokens each rank gathers (0: no EP)
     source: str = "flags"
 
     @classmethod
-    def from_widths(cls, widths: ModelWidths, sampler_copies: float = DEFAULT_SAMPLER_COPIES) -> ActivationModel:
+    def from_widths(
+        cls, widths: ModelWidths, sampler_copies: float = DEFAULT_SAMPLER_COPIES
+    ) -> ActivationModel:
         """`accounting.forward_peak_bytes` for a model whose layers all have these widths (per token):
         3 hidden streams + the MLP's gate_up and activation (3 I / TP), or fused MoE's caches per routed copy
         (k x (3 I + H), I TP-sharded without EP; with EP the DP ranks' tokens gathered first)."""
@@ -184,8 +190,9 @@ def step_memory(
     max_elems = packed_elems
     if options.layout == "padded":
         # The padded layer's prefill tensor, plus the decode rows it handles packed, over the hidden streams.
-        padded_layer = int((FORWARD_HIDDEN_STREAMS * t + options.tensors_alive * (p * lmax + shape.num_decodes))
-                           * h * s)
+        padded_layer = int(
+            (FORWARD_HIDDEN_STREAMS * t + options.tensors_alive * (p * lmax + shape.num_decodes)) * h * s
+        )
         max_elems = max(padded_elems, packed_elems)
     phases = {"forward": forward, "padded layer": padded_layer, "sampler": sampler}
     part = max(phases, key=lambda k: phases[k])
@@ -215,16 +222,26 @@ def step_memory(
 
 
 def step_peak_bytes(
-    num_tokens: int, num_prefills: int, max_prefill: int, num_decodes: int, num_sampling: int,
-    model: ActivationModel, options: StepMemoryOptions,
+    num_tokens: int,
+    num_prefills: int,
+    max_prefill: int,
+    num_decodes: int,
+    num_sampling: int,
+    model: ActivationModel,
+    options: StepMemoryOptions,
 ) -> int:
     """`step_memory(...).peak_bytes` from the shape's summary numbers, for the simulator's inner loop."""
     peak = int(num_tokens * model.forward_bytes_per_token)
     sampler = int(num_sampling * model.sampler_bytes_per_row)
     peak = max(peak, sampler)
     if options.layout == "padded":
-        padded = int((FORWARD_HIDDEN_STREAMS * num_tokens
-                      + options.tensors_alive * (num_prefills * max_prefill + num_decodes))
-                     * model.hidden_size * model.dtype_bytes)
+        padded = int(
+            (
+                FORWARD_HIDDEN_STREAMS * num_tokens
+                + options.tensors_alive * (num_prefills * max_prefill + num_decodes)
+            )
+            * model.hidden_size
+            * model.dtype_bytes
+        )
         peak = max(peak, padded)
     return peak + model.fixed_bytes

@@ -22,14 +22,14 @@ MFU = 0.5  # achievable fraction of peak dense FLOPs in prefill (assumption)
 
 # (HBM bytes/s, dense bf16 FLOP/s) from NVIDIA / AMD data sheets.
 GPU_PEAKS: dict[str, tuple[float, float]] = {
-    "h200": (4.8e12, 989e12),   # H200 SXM: 4.8 TB/s, 989 TFLOPS bf16 dense
+    "h200": (4.8e12, 989e12),  # H200 SXM: 4.8 TB/s, 989 TFLOPS bf16 dense
     "h100": (3.35e12, 989e12),  # H100 SXM: 3.35 TB/s, 989 TFLOPS bf16 dense
-    "h20": (4.0e12, 148e12),    # H20: 4.0 TB/s, 148 TFLOPS bf16 dense
+    "h20": (4.0e12, 148e12),  # H20: 4.0 TB/s, 148 TFLOPS bf16 dense
     "b200": (8.0e12, 2250e12),  # B200: 8 TB/s, 2.25 PFLOPS bf16 dense
-    "a100": (2.0e12, 312e12),   # A100 80GB SXM: 2.0 TB/s, 312 TFLOPS bf16 dense
+    "a100": (2.0e12, 312e12),  # A100 80GB SXM: 2.0 TB/s, 312 TFLOPS bf16 dense
     "l40s": (0.864e12, 362e12),  # L40S: 864 GB/s, 362 TFLOPS bf16 dense
-    "l4": (0.3e12, 121e12),     # L4: 300 GB/s, 121 TFLOPS bf16 dense
-    "a10": (0.6e12, 125e12),    # A10: 600 GB/s, 125 TFLOPS bf16 dense
+    "l4": (0.3e12, 121e12),  # L4: 300 GB/s, 121 TFLOPS bf16 dense
+    "a10": (0.6e12, 125e12),  # A10: 600 GB/s, 125 TFLOPS bf16 dense
     "mi300x": (5.3e12, 1307e12),  # MI300X: 5.3 TB/s, 1307 TFLOPS bf16 dense
 }
 DEFAULT_GPU = "h100"
@@ -55,13 +55,23 @@ class StepTimeModel:
     source: str
 
     def step_seconds(self, tokens: int, decode_context: int, prefill_attention: int) -> float:
-        return (self.per_step_s + self.per_token_s * tokens + self.per_context_token_s * decode_context
-                + self.per_prefill_attention_s * prefill_attention)
+        return (
+            self.per_step_s
+            + self.per_token_s * tokens
+            + self.per_context_token_s * decode_context
+            + self.per_prefill_attention_s * prefill_attention
+        )
 
     @classmethod
     def from_hardware(
-        cls, gpu: str | None, weights_bytes: float, active_params: float, kv_bytes_per_token: float,
-        num_layers: int, hidden_size: int, tensor_parallel_size: int = 1,
+        cls,
+        gpu: str | None,
+        weights_bytes: float,
+        active_params: float,
+        kv_bytes_per_token: float,
+        num_layers: int,
+        hidden_size: int,
+        tensor_parallel_size: int = 1,
     ) -> StepTimeModel:
         key, bandwidth, flops = gpu_peaks(gpu)
         tp = max(1, tensor_parallel_size)
@@ -73,7 +83,7 @@ class StepTimeModel:
             per_context_token_s=kv_bytes_per_token / tp / bw,
             per_prefill_attention_s=4 * num_layers * hidden_size / tp / fl,
             source=f"roofline on {key} (TP {tp}): {bandwidth / 1e12:g} TB/s x {BANDWIDTH_EFFICIENCY}, "
-                   f"{flops / 1e12:g} TFLOPS x {MFU}, +{OVERHEAD_S * 1e3:g} ms/step",
+            f"{flops / 1e12:g} TFLOPS x {MFU}, +{OVERHEAD_S * 1e3:g} ms/step",
         )
 
     @classmethod
@@ -82,7 +92,9 @@ class StepTimeModel:
         try:
             a, b, c = (float(x) for x in text.split(","))
         except ValueError:
-            raise ValueError(f"--step-time wants A,B,C (ms/step, ms/token, ms per 1k context tokens), not {text!r}") from None
+            raise ValueError(
+                f"--step-time wants A,B,C (ms/step, ms/token, ms per 1k context tokens), not {text!r}"
+            ) from None
         if not all(math.isfinite(x) and x >= 0 for x in (a, b, c)):
             raise ValueError(f"--step-time coefficients must be finite and >= 0, not {text!r}")
         return cls(a / 1e3, b / 1e3, c / 1e6, 0.0, f"given: {a:g} ms + {b:g} ms/token + {c:g} ms/1k context")

@@ -194,8 +194,9 @@ def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
     kind: str | None = None
     for line_no, record in _jsonl_records(text, path, rows):
         if kind is None:
-            if "arrival_step" in record or ("prompt_tokens" in record and "id" in record
-                                            and _pick(record, _ARRIVAL_SECONDS) is None):
+            if "arrival_step" in record or (
+                "prompt_tokens" in record and "id" in record and _pick(record, _ARRIVAL_SECONDS) is None
+            ):
                 kind = "oracle"
             elif "input_length" in record and "timestamp" in record:
                 kind = "mooncake"
@@ -378,14 +379,20 @@ def read_workload(path: str | Path, *, skip_bad_rows: bool = False) -> Workload:
 
 def scale_rate(workload: Workload, factor: float) -> Workload:
     """Arrivals `factor` times as fast (the same requests, inter-arrival gaps divided by `factor`)."""
-    if not (math.isfinite(factor) and factor > 0):    # NaN compares false to everything: say so here
+    if not (math.isfinite(factor) and factor > 0):  # NaN compares false to everything: say so here
         raise ValueError(f"rate factor must be a finite number > 0, got {factor}")
     if workload.clock == STEPS:
-        return replace(workload, requests=tuple(
-            replace(r, arrival=float(math.floor(r.arrival / factor))) for r in workload.requests))
+        return replace(
+            workload,
+            requests=tuple(
+                replace(r, arrival=float(math.floor(r.arrival / factor))) for r in workload.requests
+            ),
+        )
     start = workload.requests[0].arrival if workload.requests else 0.0
-    return replace(workload, requests=tuple(
-        replace(r, arrival=start + (r.arrival - start) / factor) for r in workload.requests))
+    return replace(
+        workload,
+        requests=tuple(replace(r, arrival=start + (r.arrival - start) / factor) for r in workload.requests),
+    )
 
 
 def window(workload: Workload, start: float | None, end: float | None) -> Workload:
@@ -453,10 +460,14 @@ MAX_AGENTIC_REQUESTS = 100_000
 def _check_arrivals(rate: float, duration: float) -> None:
     """Rate and duration finite and positive, and their product (the expected requests) within reach."""
     if not (math.isfinite(rate) and math.isfinite(duration) and rate > 0 and duration > 0):
-        raise ValueError(f"rate and duration must be finite numbers > 0, got rate={rate}, duration={duration}")
+        raise ValueError(
+            f"rate and duration must be finite numbers > 0, got rate={rate}, duration={duration}"
+        )
     if rate * duration > MAX_GENERATED_REQUESTS:
-        raise ValueError(f"rate x duration = {rate * duration:,.0f} requests; at most "
-                         f"{MAX_GENERATED_REQUESTS:,} are generated (lower the rate or the duration)")
+        raise ValueError(
+            f"rate x duration = {rate * duration:,.0f} requests; at most "
+            f"{MAX_GENERATED_REQUESTS:,} are generated (lower the rate or the duration)"
+        )
 
 
 def poisson(rate: float, duration: float, prompt: LengthDist, output: LengthDist, seed: int = 0) -> Workload:
@@ -476,12 +487,21 @@ def poisson(rate: float, duration: float, prompt: LengthDist, output: LengthDist
 
 
 def bursty(
-    rate: float, duration: float, prompt: LengthDist, output: LengthDist,
-    burst_factor: float = 10.0, burst_s: float = 5.0, period_s: float = 60.0, seed: int = 0,
+    rate: float,
+    duration: float,
+    prompt: LengthDist,
+    output: LengthDist,
+    burst_factor: float = 10.0,
+    burst_s: float = 5.0,
+    period_s: float = 60.0,
+    seed: int = 0,
 ) -> Workload:
     """Poisson at `rate`, except `burst_s` seconds of every `period_s` at `burst_factor` x `rate`."""
-    if not all(math.isfinite(x) for x in (burst_factor, burst_s, period_s)) \
-            or burst_factor <= 0 or not 0 < burst_s <= period_s:
+    if (
+        not all(math.isfinite(x) for x in (burst_factor, burst_s, period_s))
+        or burst_factor <= 0
+        or not 0 < burst_s <= period_s
+    ):
         raise ValueError("need rate, duration, burst factor > 0 and 0 < burst_s <= period_s")
     _check_arrivals(max(rate, rate * burst_factor), duration)
     rng = random.Random(seed)
@@ -498,19 +518,27 @@ def bursty(
             out.append(TraceRequest(f"b{len(out)}", t, prompt.draw(rng), output.draw(rng)))
     if not out:
         raise ValueError("no request arrived; raise the rate or the duration")
-    return Workload(tuple(out), SECONDS, f"bursty(rate={rate:g}/s x{burst_factor:g} for {burst_s:g}s/{period_s:g}s)")
+    return Workload(
+        tuple(out), SECONDS, f"bursty(rate={rate:g}/s x{burst_factor:g} for {burst_s:g}s/{period_s:g}s)"
+    )
 
 
 def agentic(
-    sessions: int = 7, turns: int = 20, think_s: float = 2.0, long_prompt: int = 153_853,
-    long_at_s: float = 10.0, seed: int = 0,
+    sessions: int = 7,
+    turns: int = 20,
+    think_s: float = 2.0,
+    long_prompt: int = 153_853,
+    long_at_s: float = 10.0,
+    seed: int = 0,
 ) -> Workload:
     """Seed 002's traffic: multi-turn sessions whose prompts grow by small appends (each turn reuses the
     previous turn's prefix), and one very long fresh prompt arriving among them."""
     # Each turn's prefix ids repeat every earlier turn's, so memory grows with sessions x turns^2.
     if not (1 <= sessions and 1 <= turns <= MAX_AGENTIC_TURNS and sessions * turns <= MAX_AGENTIC_REQUESTS):
-        raise ValueError(f"need 1 <= turns <= {MAX_AGENTIC_TURNS} and 1 <= sessions, with sessions x turns <= "
-                         f"{MAX_AGENTIC_REQUESTS:,}; got {sessions} sessions x {turns} turns")
+        raise ValueError(
+            f"need 1 <= turns <= {MAX_AGENTIC_TURNS} and 1 <= sessions, with sessions x turns <= "
+            f"{MAX_AGENTIC_REQUESTS:,}; got {sessions} sessions x {turns} turns"
+        )
     if long_prompt < 1:
         raise ValueError(f"long_prompt must be >= 1 token, got {long_prompt}")
     rng = random.Random(seed)
@@ -530,4 +558,6 @@ def agentic(
             t += think_s * rng.uniform(0.5, 1.5)
     out.append(TraceRequest("long", long_at_s, long_prompt, 50))
     out.sort(key=lambda r: r.arrival)
-    return Workload(tuple(out), SECONDS, f"agentic({sessions} sessions x {turns} turns + {long_prompt}-token prompt)")
+    return Workload(
+        tuple(out), SECONDS, f"agentic({sessions} sessions x {turns} turns + {long_prompt}-token prompt)"
+    )

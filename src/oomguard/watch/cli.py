@@ -58,8 +58,13 @@ def add_threshold_options(parser: argparse.ArgumentParser) -> None:
     defaults = Thresholds()
     group = parser.add_argument_group("thresholds (durations like 90s, 15m, 2h)")
     for option, name in THRESHOLD_OPTIONS.items():
-        group.add_argument(option, dest=name, default=None, metavar="D" if name.endswith("_s") else "X",
-                           help=f"default {getattr(defaults, name):g}{' s' if name.endswith('_s') else ''}")
+        group.add_argument(
+            option,
+            dest=name,
+            default=None,
+            metavar="D" if name.endswith("_s") else "X",
+            help=f"default {getattr(defaults, name):g}{' s' if name.endswith('_s') else ''}",
+        )
 
 
 def thresholds_from(args: argparse.Namespace) -> Thresholds:
@@ -79,31 +84,55 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
             raise ConfigError(f"{option} must not be negative")
     for name, upper in FRACTION_BOUNDS.items():
         if name in changes and not 0 < changes[name] <= upper:
-            raise ConfigError(f"--{name.replace('_', '-')} is a fraction in (0, {upper:g}], got {changes[name]:g}")
+            raise ConfigError(
+                f"--{name.replace('_', '-')} is a fraction in (0, {upper:g}], got {changes[name]:g}"
+            )
     known = {f.name for f in fields(Thresholds)}
     return replace(Thresholds(), **{k: v for k, v in changes.items() if k in known})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="oomguard watch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("urls", nargs="*", metavar="URL", help="vLLM /metrics endpoints (one per DP rank or replica)")
-    parser.add_argument("--prometheus", metavar="URL", help="run the detectors on range queries against Prometheus")
-    parser.add_argument("--selector", default="", help="PromQL label matchers for --prometheus, e.g. '{job=\"vllm\"}'")
+    parser = argparse.ArgumentParser(
+        prog="oomguard watch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "urls", nargs="*", metavar="URL", help="vLLM /metrics endpoints (one per DP rank or replica)"
+    )
+    parser.add_argument(
+        "--prometheus", metavar="URL", help="run the detectors on range queries against Prometheus"
+    )
+    parser.add_argument(
+        "--selector", default="", help="PromQL label matchers for --prometheus, e.g. '{job=\"vllm\"}'"
+    )
     parser.add_argument("--gpu-selector", default="", help="PromQL label matchers for dcgm-exporter series")
     parser.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file for samples (default ./{DEFAULT_DB})")
     parser.add_argument("--interval", default="5s", help="time between scrapes (default 5s)")
-    parser.add_argument("--timeout", default=f"{DEFAULT_TIMEOUT_S:g}s", help="per-scrape timeout (default 5s)")
-    parser.add_argument("--once", action="store_true", help="one scrape and one check; exit 1 when anything fires")
-    parser.add_argument("--json", action="store_true", help="JSON-lines alerts on stdout instead of the live view")
+    parser.add_argument(
+        "--timeout", default=f"{DEFAULT_TIMEOUT_S:g}s", help="per-scrape timeout (default 5s)"
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="one scrape and one check; exit 1 when anything fires"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="JSON-lines alerts on stdout instead of the live view"
+    )
     parser.add_argument("--count", type=int, default=None, help="stop after this many scrapes")
     parser.add_argument("--duration", default=None, help="stop after this long (e.g. 8h)")
-    parser.add_argument("--pid", type=int, action="append", default=[],
-                        help="also watch host memory of this local process (found by port for local URLs)")
+    parser.add_argument(
+        "--pid",
+        type=int,
+        action="append",
+        default=[],
+        help="also watch host memory of this local process (found by port for local URLs)",
+    )
     parser.add_argument("--no-host", action="store_true", help="do not read /proc and cgroups for local URLs")
     parser.add_argument("--no-nvml", action="store_true", help="do not read GPU memory through NVML")
-    parser.add_argument("--plan", metavar="COMMAND", help="the server's `vllm serve ...` command (quoted): alert when "
-                        "it got clearly fewer KV blocks than `oomguard plan` says it should")
+    parser.add_argument(
+        "--plan",
+        metavar="COMMAND",
+        help="the server's `vllm serve ...` command (quoted): alert when "
+        "it got clearly fewer KV blocks than `oomguard plan` says it should",
+    )
     parser.add_argument("--gpu", help="GPU for --plan (e.g. H100); default: the planner's")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every failed scrape and retry")
     add_threshold_options(parser)
@@ -130,18 +159,30 @@ def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> N
     for alert in alerts:
         print(alert_json(alert) if as_json else alert_line(alert), flush=True)
     for alert in cleared:
-        print(alert_json(alert, state="resolved") if as_json else f"RESOLVED {alert.detector} {alert.subject}",
-              flush=True)
+        print(
+            alert_json(alert, state="resolved") if as_json else f"RESOLVED {alert.detector} {alert.subject}",
+            flush=True,
+        )
 
 
 def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
     from oomguard.watch.prometheus_query import PrometheusError, PrometheusSource
 
-    source = PrometheusSource(args.prometheus, selector=args.selector, gpu_selector=args.gpu_selector,
-                              timeout=parse_duration(args.timeout))
+    source = PrometheusSource(
+        args.prometheus,
+        selector=args.selector,
+        gpu_selector=args.gpu_selector,
+        timeout=parse_duration(args.timeout),
+    )
     planned = planned_capacity(args.plan, args.gpu) if args.plan else None
-    lookback = max(thresholds.leak_window_s, thresholds.kv_window_s, thresholds.restart_window_s,
-                   thresholds.imbalance_window_s, thresholds.preemption_window_s, thresholds.queue_window_s)
+    lookback = max(
+        thresholds.leak_window_s,
+        thresholds.kv_window_s,
+        thresholds.restart_window_s,
+        thresholds.imbalance_window_s,
+        thresholds.preemption_window_s,
+        thresholds.queue_window_s,
+    )
     interval = parse_duration(args.interval)
     deadline = _deadline(args)
     rounds = 0
@@ -166,11 +207,18 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
         alerts = evaluate(history, now, thresholds, models, planned)
         found = found or bool(alerts)
         current = {a.key: a for a in alerts}
-        _emit([a for k, a in current.items() if k not in active or active[k].severity != a.severity],
-              [a for k, a in active.items() if k not in current], args.json or args.once)
+        _emit(
+            [a for k, a in current.items() if k not in active or active[k].severity != a.severity],
+            [a for k, a in active.items() if k not in current],
+            args.json or args.once,
+        )
         active = current
         rounds += 1
-        if args.once or (args.count is not None and rounds >= args.count) or time.time() + interval > deadline:
+        if (
+            args.once
+            or (args.count is not None and rounds >= args.count)
+            or time.time() + interval > deadline
+        ):
             return EXIT_FINDINGS if args.once and found else 0
         time.sleep(interval)
 
@@ -182,15 +230,20 @@ def _deadline(args: argparse.Namespace) -> float:
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="oomguard watch: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="oomguard watch: %(message)s",
+    )
     thresholds = thresholds_from(args)
     if args.prometheus:
         if args.urls:
             raise ConfigError("give either /metrics URLs or --prometheus, not both")
         return _run_prometheus(args, thresholds)
     if not args.urls:
-        raise ConfigError("no /metrics URL given (e.g. oomguard watch http://localhost:8000) and no --prometheus")
+        raise ConfigError(
+            "no /metrics URL given (e.g. oomguard watch http://localhost:8000) and no --prometheus"
+        )
     urls = [normalize_url(u) for u in args.urls]
     interval = parse_duration(args.interval)
     if interval <= 0:
@@ -216,12 +269,18 @@ def main(argv: list[str]) -> int:
                 _emit(result.alerts, (), args.json)
             else:
                 _emit(result.new, result.cleared, args.json)
-            if args.once or (args.count is not None and ticks >= args.count) or time.time() + interval > deadline:
+            if (
+                args.once
+                or (args.count is not None and ticks >= args.count)
+                or time.time() + interval > deadline
+            ):
                 break
             time.sleep(max(0.0, interval - (time.time() - result.at)))
     finally:
         closing = store.close(time.time())
         if closing.pending:
-            print(f"oomguard watch: {closing.pending} records could not be written to {args.db}: {closing.error}",
-                  file=sys.stderr)
+            print(
+                f"oomguard watch: {closing.pending} records could not be written to {args.db}: {closing.error}",
+                file=sys.stderr,
+            )
     return EXIT_FINDINGS if args.once and found else 0

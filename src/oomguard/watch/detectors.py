@@ -82,13 +82,23 @@ class Alert:
         return self.detector, self.subject
 
     def as_dict(self) -> dict[str, object]:
-        return {"at": self.at, "detector": self.detector, "severity": self.severity, "subject": self.subject,
-                "summary": self.summary, "eta_seconds": self.eta_seconds, "value": self.value,
-                "threshold": self.threshold, "evidence": list(self.evidence), "fix": list(self.fix),
-                **({"extra": dict(self.extra)} if self.extra else {})}
+        return {
+            "at": self.at,
+            "detector": self.detector,
+            "severity": self.severity,
+            "subject": self.subject,
+            "summary": self.summary,
+            "eta_seconds": self.eta_seconds,
+            "value": self.value,
+            "threshold": self.threshold,
+            "evidence": list(self.evidence),
+            "fix": list(self.fix),
+            **({"extra": dict(self.extra)} if self.extra else {}),
+        }
 
 
 # ----- helpers over a History ----------------------------------------------------------------------------
+
 
 def _series(history: History, target: str, engine: str, metric: str, since: float) -> Series | None:
     series = history.get(SeriesKey(target, engine, metric))
@@ -126,8 +136,8 @@ def after_last_drop(series: Series, drop: float) -> Series:
     k = RESET_CONFIRM_POINTS
     start = 0
     for i in range(k, len(series) - k + 1):
-        before = statistics.median(series.values[i - k:i])
-        after = statistics.median(series.values[i:i + k])
+        before = statistics.median(series.values[i - k : i])
+        after = statistics.median(series.values[i : i + k])
         if before - after > drop:
             start = i
     return Series(series.ts[start:], series.values[start:])
@@ -157,16 +167,27 @@ def token_rate_change(history: History, start: float, end: float) -> float | Non
 # ----- memory leak ---------------------------------------------------------------------------------------
 
 LEAK_FIX = (
-    ("restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
-    "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem"),
-    ("compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
-    "non-default flags one at a time (bisect)"),
+    (
+        "restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
+        "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem"
+    ),
+    (
+        "compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
+        "non-default flags one at a time (bisect)"
+    ),
     "keep watching at fixed load for hours: only a flat curve with zero restarts counts as fixed",
 )
 
 
-def _leak(history: History, key: SeriesKey, capacity: float, now: float, t: Thresholds, what: str,
-          capacity_name: str) -> Alert | None:
+def _leak(
+    history: History,
+    key: SeriesKey,
+    capacity: float,
+    now: float,
+    t: Thresholds,
+    what: str,
+    capacity_name: str,
+) -> Alert | None:
     series = _series(history, key.target, key.engine, key.metric, now - t.leak_window_s)
     if series is None:
         return None
@@ -182,17 +203,31 @@ def _leak(history: History, key: SeriesKey, capacity: float, now: float, t: Thre
     change = token_rate_change(history, series.ts[0], series.ts[-1])
     if change is not None and change > t.steady_load_tolerance:
         return None  # memory following a changing load is not a leak
-    load = (f"load steady: token rate changed {change:.0%} between the halves of the window"
-            if change is not None else "no token counters beside this series: load steadiness not checked")
+    load = (
+        f"load steady: token rate changed {change:.0%} between the halves of the window"
+        if change is not None
+        else "no token counters beside this series: load steadiness not checked"
+    )
     subject = str(key.rank)
     return Alert(
-        "memory_leak", CRITICAL if eta < t.critical_eta_s else WARNING, subject,
+        "memory_leak",
+        CRITICAL if eta < t.critical_eta_s else WARNING,
+        subject,
         f"{what} rises {_per_hour(trend.slope)} at steady load: {capacity_name} exhausted in {format_duration(eta)}",
-        (f"{what} now {_gib(trend.level)} of {_gib(capacity)} ({capacity_name})",
-         (f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
-         f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves"),
-         load),
-        LEAK_FIX, now, eta, trend.slope, capacity, {"level": trend.level, "capacity": capacity},
+        (
+            f"{what} now {_gib(trend.level)} of {_gib(capacity)} ({capacity_name})",
+            (
+                f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
+                f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves"
+            ),
+            load,
+        ),
+        LEAK_FIX,
+        now,
+        eta,
+        trend.slope,
+        capacity,
+        {"level": trend.level, "capacity": capacity},
     )
 
 
@@ -226,10 +261,14 @@ def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
 # ----- KV cache saturation and the waiting queue ---------------------------------------------------------
 
 KV_FIX = (
-    ("limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
-    "not oversubscribed; cap max_tokens and input length at the gateway"),
-    ("give KV more room per GPU: --kv-cache-dtype fp8, a shorter --max-model-len, a slightly higher "
-    "--gpu-memory-utilization if the startup ledger leaves headroom, or more tensor parallelism"),
+    (
+        "limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
+        "not oversubscribed; cap max_tokens and input length at the gateway"
+    ),
+    (
+        "give KV more room per GPU: --kv-cache-dtype fp8, a shorter --max-model-len, a slightly higher "
+        "--gpu-memory-utilization if the startup ledger leaves headroom, or more tensor parallelism"
+    ),
     "add replicas when the arrival rate, not single requests, exceeds capacity",
 )
 
@@ -260,9 +299,20 @@ def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
         level = recent_level(kv, max(t.kv_window_s / 20, 1.0))
         context = _kv_context(history, rank, now - t.kv_window_s)
         if level >= t.kv_high:
-            alerts.append(Alert(
-                "kv_saturation", WARNING, str(rank), f"KV cache {level:.0%} full: requests wait or are preempted",
-                (f"KV usage {level:.1%} >= {t.kv_high:.0%}", *context), KV_FIX, now, 0.0, level, t.kv_high))
+            alerts.append(
+                Alert(
+                    "kv_saturation",
+                    WARNING,
+                    str(rank),
+                    f"KV cache {level:.0%} full: requests wait or are preempted",
+                    (f"KV usage {level:.1%} >= {t.kv_high:.0%}", *context),
+                    KV_FIX,
+                    now,
+                    0.0,
+                    level,
+                    t.kv_high,
+                )
+            )
             continue
         trend = sustained_rise(kv, 0.6)
         if trend is None:
@@ -270,11 +320,23 @@ def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
         eta = time_to_reach(trend, t.kv_high)
         if eta is None or eta > t.kv_horizon_s:
             continue
-        alerts.append(Alert(
-            "kv_saturation", WARNING, str(rank),
-            f"KV cache {level:.0%} and rising {trend.slope * 60:.1%}/min: full in {format_duration(eta)}",
-            (f"Theil-Sen slope {trend.slope * 3600:.0%} per hour over {format_duration(trend.span)}",
-             *context), KV_FIX, now, eta, trend.slope, t.kv_high))
+        alerts.append(
+            Alert(
+                "kv_saturation",
+                WARNING,
+                str(rank),
+                f"KV cache {level:.0%} and rising {trend.slope * 60:.1%}/min: full in {format_duration(eta)}",
+                (
+                    f"Theil-Sen slope {trend.slope * 3600:.0%} per hour over {format_duration(trend.span)}",
+                    *context,
+                ),
+                KV_FIX,
+                now,
+                eta,
+                trend.slope,
+                t.kv_high,
+            )
+        )
     return alerts
 
 
@@ -300,21 +362,39 @@ def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
             cause = f"KV-bound: KV cache {kv_level:.0%} full, admission waits for free blocks"
             fix = KV_FIX
         else:
-            cause = ("not KV-bound" + (f" (KV {kv_level:.0%})" if kv_level is not None else "") +
-                     ": the scheduler's max-num-seqs / max-num-batched-tokens or compute is the limit")
-            fix = ("arrival rate exceeds what the engine serves: add replicas or throttle at the gateway",
-                   "if KV has room, a higher --max-num-seqs admits more at once (re-plan: it raises peak memory)")
-        alerts.append(Alert(
-            "queue_growth", WARNING, str(rank),
-            f"waiting queue {level:.0f} and growing {trend.slope * 60:.1f}/min"
-            + (f": {t.queue_limit:.0f} waiting in {format_duration(eta)}" if eta else ""),
-            (f"Theil-Sen slope {trend.slope * 60:.2f} requests/min over {format_duration(trend.span)}", cause,
-             *_kv_context(history, rank, now - t.queue_window_s)),
-            fix, now, eta, trend.slope, t.queue_min_waiting))
+            cause = (
+                "not KV-bound"
+                + (f" (KV {kv_level:.0%})" if kv_level is not None else "")
+                + ": the scheduler's max-num-seqs / max-num-batched-tokens or compute is the limit"
+            )
+            fix = (
+                "arrival rate exceeds what the engine serves: add replicas or throttle at the gateway",
+                "if KV has room, a higher --max-num-seqs admits more at once (re-plan: it raises peak memory)",
+            )
+        alerts.append(
+            Alert(
+                "queue_growth",
+                WARNING,
+                str(rank),
+                f"waiting queue {level:.0f} and growing {trend.slope * 60:.1f}/min"
+                + (f": {t.queue_limit:.0f} waiting in {format_duration(eta)}" if eta else ""),
+                (
+                    f"Theil-Sen slope {trend.slope * 60:.2f} requests/min over {format_duration(trend.span)}",
+                    cause,
+                    *_kv_context(history, rank, now - t.queue_window_s),
+                ),
+                fix,
+                now,
+                eta,
+                trend.slope,
+                t.queue_min_waiting,
+            )
+        )
     return alerts
 
 
 # ----- preemptions -----------------------------------------------------------------------------------------
+
 
 def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
@@ -328,20 +408,36 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
         if rate < t.preemptions_per_min:
             continue
         kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.preemption_window_s)
-        alerts.append(Alert(
-            "preemptions", WARNING, str(rank),
-            f"{increase:.0f} preemptions in {format_duration(counter.ts[-1] - counter.ts[0])} "
-            f"({rate:.1f}/min): the KV cache is oversubscribed",
-            (f"vllm:num_preemptions rose by {increase:.0f}",
-             *( [f"KV usage peaked at {max(kv.values):.0%}"] if kv is not None else []),
-             *_kv_context(history, rank, now - t.preemption_window_s)),
-            (("preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
-             "or --max-num-batched-tokens, or limit concurrency at the gateway"), *KV_FIX[1:]),
-            now, None, rate, t.preemptions_per_min))
+        alerts.append(
+            Alert(
+                "preemptions",
+                WARNING,
+                str(rank),
+                f"{increase:.0f} preemptions in {format_duration(counter.ts[-1] - counter.ts[0])} "
+                f"({rate:.1f}/min): the KV cache is oversubscribed",
+                (
+                    f"vllm:num_preemptions rose by {increase:.0f}",
+                    *([f"KV usage peaked at {max(kv.values):.0%}"] if kv is not None else []),
+                    *_kv_context(history, rank, now - t.preemption_window_s),
+                ),
+                (
+                    (
+                        "preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
+                        "or --max-num-batched-tokens, or limit concurrency at the gateway"
+                    ),
+                    *KV_FIX[1:],
+                ),
+                now,
+                None,
+                rate,
+                t.preemptions_per_min,
+            )
+        )
     return alerts
 
 
 # ----- data-parallel imbalance -----------------------------------------------------------------------------
+
 
 def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[RankKey, str]) -> list[Alert]:
     """Ranks serving the same model whose KV usage or load differ by more than `imbalance` of their mean."""
@@ -356,8 +452,14 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
         checks = []
         kv = {r: _mean(_series(history, r.target, r.engine, "kv_cache_usage", since)) for r in ranks}
         if all(v is not None for v in kv.values()):
-            checks.append(("KV usage", {r: float(v) for r, v in kv.items() if v is not None}, t.imbalance_min_kv,
-                           "{:.0%}"))
+            checks.append(
+                (
+                    "KV usage",
+                    {r: float(v) for r, v in kv.items() if v is not None},
+                    t.imbalance_min_kv,
+                    "{:.0%}",
+                )
+            )
         load: dict[RankKey, float] = {}
         for r in ranks:
             running = _mean(_series(history, r.target, r.engine, "requests_running", since))
@@ -378,16 +480,29 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
             continue
         spread, name, values, fmt = worst
         hot = max(values, key=values.__getitem__)
-        alerts.append(Alert(
-            "dp_imbalance", WARNING, model or "all watched ranks",
-            f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs hottest",
-            tuple(f"{r}: {fmt.format(v)}" for r, v in sorted(values.items())) +
-            (f"(max - min) / mean over the last {format_duration(t.imbalance_window_s)}",),
-            (("check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
-             "requests on one rank; prefer least-outstanding-requests balancing"),
-             "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the average",
-             "cap max_tokens and input length so one long request cannot pin a rank"),
-            now, None, spread, t.imbalance, {"ranks": float(len(ranks))}))
+        alerts.append(
+            Alert(
+                "dp_imbalance",
+                WARNING,
+                model or "all watched ranks",
+                f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs hottest",
+                tuple(f"{r}: {fmt.format(v)}" for r, v in sorted(values.items()))
+                + (f"(max - min) / mean over the last {format_duration(t.imbalance_window_s)}",),
+                (
+                    (
+                        "check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
+                        "requests on one rank; prefer least-outstanding-requests balancing"
+                    ),
+                    "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the average",
+                    "cap max_tokens and input length so one long request cannot pin a rank",
+                ),
+                now,
+                None,
+                spread,
+                t.imbalance,
+                {"ranks": float(len(ranks))},
+            )
+        )
     return alerts
 
 
@@ -395,8 +510,10 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
 
 HOST_FIX = (
     "this is host (container) memory, not GPU memory: exit code 137 / OOMKilled follows when it reaches the limit",
-    ("raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
-    "less --swap-space / CPU offload, fewer API-server processes"),
+    (
+        "raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
+        "less --swap-space / CPU offload, fewer API-server processes"
+    ),
 )
 
 
@@ -404,31 +521,57 @@ def host_memory(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
     for key in sorted(k for k in history if k.metric == "cgroup_limit_bytes"):
         limit = history[key].last
-        used = _series(history, key.target, key.engine, "cgroup_memory_bytes", now - t.leak_window_s) or \
-            _series(history, key.target, key.engine, "host_rss_bytes", now - t.leak_window_s)
+        used = _series(
+            history, key.target, key.engine, "cgroup_memory_bytes", now - t.leak_window_s
+        ) or _series(history, key.target, key.engine, "host_rss_bytes", now - t.leak_window_s)
         subject = str(key.rank)
         kills = _series(history, key.target, key.engine, "oom_kills", now - t.restart_window_s)
         if kills is not None and len(kills) >= 2:
             killed, _ = counter_increase(kills)
             if killed > 0:
-                alerts.append(Alert(
-                    "host_memory", CRITICAL, subject, f"the OOM killer fired {killed:.0f} time(s) in this cgroup",
-                    ((f"memory.events oom_kill rose by {killed:.0f} in the last "
-                     f"{format_duration(kills.ts[-1] - kills.ts[0])}"),), HOST_FIX, now, 0.0, killed, 0.0))
+                alerts.append(
+                    Alert(
+                        "host_memory",
+                        CRITICAL,
+                        subject,
+                        f"the OOM killer fired {killed:.0f} time(s) in this cgroup",
+                        (
+                            (
+                                f"memory.events oom_kill rose by {killed:.0f} in the last "
+                                f"{format_duration(kills.ts[-1] - kills.ts[0])}"
+                            ),
+                        ),
+                        HOST_FIX,
+                        now,
+                        0.0,
+                        killed,
+                        0.0,
+                    )
+                )
         if used is None or limit <= 0:
             continue
         level = recent_level(used, 30.0)
         ratio = level / limit
         if ratio >= t.host_memory_ratio:
-            alerts.append(Alert(
-                "host_memory", CRITICAL if ratio >= (1 + t.host_memory_ratio) / 2 else WARNING, subject,
-                f"host memory {ratio:.0%} of the limit ({_gib(level)} of {_gib(limit)})",
-                (f"memory now {_gib(level)}, limit {_gib(limit)}",), HOST_FIX, now, None, ratio,
-                t.host_memory_ratio))
+            alerts.append(
+                Alert(
+                    "host_memory",
+                    CRITICAL if ratio >= (1 + t.host_memory_ratio) / 2 else WARNING,
+                    subject,
+                    f"host memory {ratio:.0%} of the limit ({_gib(level)} of {_gib(limit)})",
+                    (f"memory now {_gib(level)}, limit {_gib(limit)}",),
+                    HOST_FIX,
+                    now,
+                    None,
+                    ratio,
+                    t.host_memory_ratio,
+                )
+            )
     return alerts
 
 
 # ----- restarts ----------------------------------------------------------------------------------------------
+
 
 def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
     """Counter resets and a changed process start time; failed scrapes (`up` 0) around them as context."""
@@ -449,7 +592,8 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
                 if abs(window.values[i] - window.values[i - 1]) > 1.0:
                     by_target.setdefault(key.target, set()).add(window.ts[i])
                     evidence.setdefault(key.target, []).append(
-                        f"process start time changed to {window.values[i]:.0f} (seen at {window.ts[i]:.0f})")
+                        f"process start time changed to {window.values[i]:.0f} (seen at {window.ts[i]:.0f})"
+                    )
     alerts = []
     for target, times in sorted(by_target.items()):
         # Resets seen within one scrape interval of each other are one restart.
@@ -459,14 +603,28 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
                 merged.append(ts)
         up = _series(history, target, "", "up", since)
         down = sum(1 for v in up.values if v == 0) if up is not None else 0
-        alerts.append(Alert(
-            "restarts", CRITICAL if len(merged) > 1 else WARNING, target,
-            f"the server restarted {len(merged)} time(s) in the last {format_duration(t.restart_window_s)}",
-            tuple(dict.fromkeys(evidence[target])) + ((f"{down} failed scrape(s) in the window",) if down else ()),
-            (("find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
-             "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)"),
-             "a restart that hides a leak resets the curve: watch the memory trend after each one"),
-            now, None, float(len(merged)), 0.0, {"last_restart": merged[-1]}))
+        alerts.append(
+            Alert(
+                "restarts",
+                CRITICAL if len(merged) > 1 else WARNING,
+                target,
+                f"the server restarted {len(merged)} time(s) in the last {format_duration(t.restart_window_s)}",
+                tuple(dict.fromkeys(evidence[target]))
+                + ((f"{down} failed scrape(s) in the window",) if down else ()),
+                (
+                    (
+                        "find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
+                        "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)"
+                    ),
+                    "a restart that hides a leak resets the curve: watch the memory trend after each one",
+                ),
+                now,
+                None,
+                float(len(merged)),
+                0.0,
+                {"last_restart": merged[-1]},
+            )
+        )
     return alerts
 
 
@@ -484,13 +642,26 @@ def targets_down(history: History, now: float, t: Thresholds) -> list[Alert]:
             failed += 1
         since = series.ts[len(series) - failed]
         last_good = "none in the window" if failed == len(series) else f"{series.ts[-failed - 1]:.0f}"
-        alerts.append(Alert(
-            "target_down", WARNING, key.target,
-            f"not answering for {format_duration(now - since)} ({failed} failed scrape(s))",
-            (f"last good scrape: {last_good}",),
-            (("check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
-              "kubectl describe says whether it ran out of GPU or host memory"),),
-            now, None, float(failed), 0.0, {"down_since": since}))
+        alerts.append(
+            Alert(
+                "target_down",
+                WARNING,
+                key.target,
+                f"not answering for {format_duration(now - since)} ({failed} failed scrape(s))",
+                (f"last good scrape: {last_good}",),
+                (
+                    (
+                        "check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
+                        "kubectl describe says whether it ran out of GPU or host memory"
+                    ),
+                ),
+                now,
+                None,
+                float(failed),
+                0.0,
+                {"down_since": since},
+            )
+        )
     return alerts
 
 
@@ -507,23 +678,45 @@ def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) ->
         short = 1 - blocks / planned.num_gpu_blocks if planned.num_gpu_blocks else 0.0
         if short <= KV_POOL_SHORTFALL:
             continue
-        alerts.append(Alert(
-            "kv_pool_shortfall", WARNING, str(rank),
-            f"{blocks:.0f} KV blocks, {short:.0%} fewer than planned ({planned.num_gpu_blocks}): memory went "
-            "somewhere the plan did not count",
-            (f"cache_config_info num_gpu_blocks = {blocks:.0f}",
-             (f"oomguard plan of `{planned.command}` on {planned.gpu_name}: {planned.num_gpu_blocks} blocks of "
-             f"{planned.block_size} tokens")),
-            ("check the GPU for other processes (nvidia-smi --query-compute-apps) before vLLM starts",
-             ("compare vLLM's startup log ledger with `oomguard plan` (weights, activation peak, non-torch, CUDA "
-             "graphs): the larger line is where the memory went"),
-             "with less KV than planned, saturation and preemption come earlier: re-plan concurrency"),
-            now, None, short, KV_POOL_SHORTFALL, {"planned_blocks": float(planned.num_gpu_blocks)}))
+        alerts.append(
+            Alert(
+                "kv_pool_shortfall",
+                WARNING,
+                str(rank),
+                f"{blocks:.0f} KV blocks, {short:.0%} fewer than planned ({planned.num_gpu_blocks}): memory went "
+                "somewhere the plan did not count",
+                (
+                    f"cache_config_info num_gpu_blocks = {blocks:.0f}",
+                    (
+                        f"oomguard plan of `{planned.command}` on {planned.gpu_name}: {planned.num_gpu_blocks} blocks of "
+                        f"{planned.block_size} tokens"
+                    ),
+                ),
+                (
+                    "check the GPU for other processes (nvidia-smi --query-compute-apps) before vLLM starts",
+                    (
+                        "compare vLLM's startup log ledger with `oomguard plan` (weights, activation peak, non-torch, CUDA "
+                        "graphs): the larger line is where the memory went"
+                    ),
+                    "with less KV than planned, saturation and preemption come earlier: re-plan concurrency",
+                ),
+                now,
+                None,
+                short,
+                KV_POOL_SHORTFALL,
+                {"planned_blocks": float(planned.num_gpu_blocks)},
+            )
+        )
     return alerts
 
 
-def evaluate(history: History, now: float, thresholds: Thresholds | None = None,
-             models: Mapping[RankKey, str] | None = None, planned: PlannedCapacity | None = None) -> list[Alert]:
+def evaluate(
+    history: History,
+    now: float,
+    thresholds: Thresholds | None = None,
+    models: Mapping[RankKey, str] | None = None,
+    planned: PlannedCapacity | None = None,
+) -> list[Alert]:
     """Every detector over one history, most urgent first."""
     t = thresholds or Thresholds()
     alerts: list[Alert] = []
@@ -545,7 +738,9 @@ def _urgency(alert: Alert) -> tuple[int, float]:
     return (0 if alert.severity == CRITICAL else 1, eta)
 
 
-def latest_trends(history: History, metric: str, window_s: float, now: float) -> Iterable[tuple[SeriesKey, Trend]]:
+def latest_trends(
+    history: History, metric: str, window_s: float, now: float
+) -> Iterable[tuple[SeriesKey, Trend]]:
     """Theil-Sen trend of every series of `metric` over the window (for views)."""
     for key in sorted(k for k in history if k.metric == metric):
         series = history[key].since(now - window_s)

@@ -19,7 +19,7 @@ def parse_duration(text: str) -> float:
     except ValueError:
         pass
     else:
-        if not (math.isfinite(seconds) and seconds >= 0):    # 'nan', 'inf', '-5': no interval means that
+        if not (math.isfinite(seconds) and seconds >= 0):  # 'nan', 'inf', '-5': no interval means that
             raise ConfigError(f"a duration must be a finite number of seconds >= 0, got {text!r}")
         return seconds
     pos, total = 0, 0.0

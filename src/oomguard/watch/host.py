@@ -40,7 +40,8 @@ def is_loopback_url(url: str) -> bool:
         return True
     try:
         return host.startswith("127.") or socket.inet_pton(socket.AF_INET6, host) == socket.inet_pton(
-            socket.AF_INET6, "::1")
+            socket.AF_INET6, "::1"
+        )
     except OSError:
         return False
 
@@ -83,7 +84,7 @@ def _stat_fields(pid: int, proc: Path) -> list[str] | None:
     if text is None or ")" not in text:
         return None
     # the command name (field 2) may hold spaces and parentheses: split after its last ')'
-    return [str(pid), "comm"] + text[text.rindex(")") + 2:].split()
+    return [str(pid), "comm"] + text[text.rindex(")") + 2 :].split()
 
 
 def process_tree(pid: int, proc: Path = Path("/proc")) -> list[int]:
@@ -111,8 +112,14 @@ def rss_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
 
 def start_time(pid: int, proc: Path = Path("/proc")) -> float | None:
     fields = _stat_fields(pid, proc)
-    btime = next((int(line.split()[1]) for line in (_read(proc / "stat") or "").splitlines()
-                  if line.startswith("btime ")), None)
+    btime = next(
+        (
+            int(line.split()[1])
+            for line in (_read(proc / "stat") or "").splitlines()
+            if line.startswith("btime ")
+        ),
+        None,
+    )
     if fields is None or btime is None or len(fields) < 22:
         return None
     return btime + int(fields[21]) / os.sysconf("SC_CLK_TCK")
@@ -157,28 +164,49 @@ def _keyed(text: str | None, key: str) -> int | None:
     return None
 
 
-def cgroup_memory(pid: int, proc: Path = Path("/proc"), root: Path = Path("/sys/fs/cgroup")) -> CgroupMemory | None:
+def cgroup_memory(
+    pid: int, proc: Path = Path("/proc"), root: Path = Path("/sys/fs/cgroup")
+) -> CgroupMemory | None:
     """The memory cgroup of `pid`: v2 unified or v1 `memory` controller, whichever holds its numbers."""
     lines = (_read(proc / str(pid) / "cgroup") or "").splitlines()
-    v1 = next((ln.split(":", 2)[2] for ln in lines if ln.count(":") >= 2 and "memory" in ln.split(":")[1].split(",")),
-              None)
+    v1 = next(
+        (
+            ln.split(":", 2)[2]
+            for ln in lines
+            if ln.count(":") >= 2 and "memory" in ln.split(":")[1].split(",")
+        ),
+        None,
+    )
     v2 = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
     if v1 is not None:
-        for base in (root / "memory" / v1.lstrip("/"), root / "memory"):  # inside a cgroup namespace: the root
+        for base in (
+            root / "memory" / v1.lstrip("/"),
+            root / "memory",
+        ):  # inside a cgroup namespace: the root
             usage = _int_or_none(_read(base / "memory.usage_in_bytes"))
             if usage is not None:
                 limit = _int_or_none(_read(base / "memory.limit_in_bytes"))
-                return CgroupMemory(1, base, usage, limit if limit is not None and limit < NO_LIMIT_V1 else None,
-                                    _keyed(_read(base / "memory.oom_control"), "oom_kill"),
-                                    _keyed(_read(base / "memory.stat"), "total_inactive_file"))
+                return CgroupMemory(
+                    1,
+                    base,
+                    usage,
+                    limit if limit is not None and limit < NO_LIMIT_V1 else None,
+                    _keyed(_read(base / "memory.oom_control"), "oom_kill"),
+                    _keyed(_read(base / "memory.stat"), "total_inactive_file"),
+                )
     if v2 is not None:
         for base in (root / v2.lstrip("/"), root / "unified" / v2.lstrip("/"), root):
             usage = _int_or_none(_read(base / "memory.current"))
             if usage is not None:
                 limit_text = (_read(base / "memory.max") or "max").strip()
-                return CgroupMemory(2, base, usage, None if limit_text == "max" else _int_or_none(limit_text),
-                                    _keyed(_read(base / "memory.events"), "oom_kill"),
-                                    _keyed(_read(base / "memory.stat"), "inactive_file"))
+                return CgroupMemory(
+                    2,
+                    base,
+                    usage,
+                    None if limit_text == "max" else _int_or_none(limit_text),
+                    _keyed(_read(base / "memory.events"), "oom_kill"),
+                    _keyed(_read(base / "memory.stat"), "inactive_file"),
+                )
     return None
 
 
@@ -189,8 +217,15 @@ class HostProbe:
     restarted server (new PID, same port) stays watched and its new start time shows the restart.
     """
 
-    def __init__(self, *, pid: int | None = None, port: int | None = None, target: str | None = None,
-                 proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> None:
+    def __init__(
+        self,
+        *,
+        pid: int | None = None,
+        port: int | None = None,
+        target: str | None = None,
+        proc: Path = Path("/proc"),
+        cgroup_root: Path = Path("/sys/fs/cgroup"),
+    ) -> None:
         if (pid is None) == (port is None):
             raise ValueError("give exactly one of pid and port")
         self.pid = pid

@@ -46,9 +46,11 @@ CACHE_CONFIG_LABELS: dict[str, str] = {
 }
 
 # Every exposed name this module reads, for Prometheus queries and for rules.
-EXPOSED_NAMES: tuple[str, ...] = tuple(
-    name for names in (*GAUGE_SOURCES.values(), *COUNTER_SOURCES.values()) for name in names
-) + tuple(PROCESS_SOURCES.values()) + (CACHE_CONFIG_INFO,)
+EXPOSED_NAMES: tuple[str, ...] = (
+    tuple(name for names in (*GAUGE_SOURCES.values(), *COUNTER_SOURCES.values()) for name in names)
+    + tuple(PROCESS_SOURCES.values())
+    + (CACHE_CONFIG_INFO,)
+)
 
 
 @dataclass(frozen=True)

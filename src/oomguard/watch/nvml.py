@@ -30,7 +30,9 @@ class NvmlProbe:
         try:
             nvml = importlib.import_module("pynvml")  # the module nvidia-ml-py installs
         except ImportError:
-            self.reason = "nvidia-ml-py is not installed (pip install 'oomguard[nvml]'): GPU memory not watched"
+            self.reason = (
+                "nvidia-ml-py is not installed (pip install 'oomguard[nvml]'): GPU memory not watched"
+            )
             return
         try:
             nvml.nvmlInit()

@@ -28,5 +28,11 @@ def planned_capacity(command: str, gpu: str | None = None) -> PlannedCapacity:
 
     argv = shlex.split(command)
     result = plan(PlanRequest.from_argv(argv, gpu=gpu))
-    return PlannedCapacity(command, result.kv.num_gpu_blocks, result.kv.block_size, result.ranks[0].budget_bytes,
-                           result.gpu.total_bytes, result.gpu.name)
+    return PlannedCapacity(
+        command,
+        result.kv.num_gpu_blocks,
+        result.kv.block_size,
+        result.ranks[0].budget_bytes,
+        result.gpu.total_bytes,
+        result.gpu.name,
+    )

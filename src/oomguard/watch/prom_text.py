@@ -23,8 +23,17 @@ from dataclasses import dataclass
 
 from oomguard.errors import InputFormatError
 
-METRIC_TYPES = ("counter", "gauge", "histogram", "summary", "untyped", "info", "stateset", "gaugehistogram",
-                "unknown")
+METRIC_TYPES = (
+    "counter",
+    "gauge",
+    "histogram",
+    "summary",
+    "untyped",
+    "info",
+    "stateset",
+    "gaugehistogram",
+    "unknown",
+)
 
 # Suffixes under which a typed family's samples appear (Prometheus and OpenMetrics conventions).
 _FAMILY_SUFFIXES = ("_bucket", "_sum", "_count", "_created", "_total", "_info", "_gcount", "_gsum")
@@ -116,8 +125,10 @@ class _Builder:
 
     def family_of(self, sample_name: str) -> str:
         current = self.current
-        if current is not None and (sample_name == current or (
-                sample_name.startswith(current) and sample_name[len(current):] in _FAMILY_SUFFIXES)):
+        if current is not None and (
+            sample_name == current
+            or (sample_name.startswith(current) and sample_name[len(current) :] in _FAMILY_SUFFIXES)
+        ):
             return current
         # prometheus_client declares counters as `x_total` and exposes `x_created` beside them.
         if current is not None and current.endswith("_total") and sample_name == current[:-6] + "_created":
@@ -129,7 +140,9 @@ class _Builder:
 
     def build(self) -> tuple[MetricFamily, ...]:
         return tuple(
-            MetricFamily(name, self.types.get(name, "untyped"), self.helps.get(name, ""), tuple(self.samples[name]))
+            MetricFamily(
+                name, self.types.get(name, "untyped"), self.helps.get(name, ""), tuple(self.samples[name])
+            )
             for name in self.order
         )
 
@@ -161,7 +174,7 @@ def _parse_labels(body: str) -> tuple[tuple[str, str], ...]:
     while pos < len(body):
         match = _LABEL.match(body, pos)
         if match is None:
-            raise ValueError(f"bad label syntax at {body[pos:pos + 30]!r}")
+            raise ValueError(f"bad label syntax at {body[pos : pos + 30]!r}")
         name = match.group(1)
         if name in labels:
             raise ValueError(f"label {name!r} given twice")
@@ -197,8 +210,13 @@ def parse(body: bytes | str) -> Exposition:
     lines = raw.split(b"\n")
     if truncated:
         cut = lines.pop()
-        skipped = [SkippedLine(len(lines) + 1, "body ends without a newline: last line was cut short",
-                               cut[:80].decode("utf-8", "replace"))]
+        skipped = [
+            SkippedLine(
+                len(lines) + 1,
+                "body ends without a newline: last line was cut short",
+                cut[:80].decode("utf-8", "replace"),
+            )
+        ]
     else:
         lines.pop()  # the empty string after the final newline
         skipped = []
@@ -226,7 +244,7 @@ def parse(body: bytes | str) -> Exposition:
 def _parse_sample_line(line: str, builder: _Builder, lineno: int) -> str | None:
     exemplar = _EXEMPLAR.search(line)
     if exemplar is not None:
-        line = line[:exemplar.start()]  # OpenMetrics exemplar: not a sample of ours
+        line = line[: exemplar.start()]  # OpenMetrics exemplar: not a sample of ours
     match = _SAMPLE.match(line)
     if match is None:
         return "not a sample line (name{labels} value [timestamp])"

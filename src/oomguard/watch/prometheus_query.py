@@ -42,6 +42,7 @@ def with_selector(metric: str, selector: str) -> str:
 
 def queries(selector: str = "", gpu_selector: str = "") -> dict[str, str]:
     """canonical metric -> PromQL returning one series per (instance, engine)."""
+
     def s(name: str) -> str:
         return with_selector(name, selector)
 
@@ -58,7 +59,7 @@ def queries(selector: str = "", gpu_selector: str = "") -> dict[str, str]:
         "process_start_time": f"process_start_time_seconds and on (instance, job) {vllm_targets}",
         "gpu_memory_used_bytes": f"{with_selector('DCGM_FI_DEV_FB_USED', gpu_selector)} * {MiB}",
         "gpu_memory_total_bytes": f"({with_selector('DCGM_FI_DEV_FB_USED', gpu_selector)} + "
-                                  f"{with_selector('DCGM_FI_DEV_FB_FREE', gpu_selector)}) * {MiB}",
+        f"{with_selector('DCGM_FI_DEV_FB_FREE', gpu_selector)}) * {MiB}",
     }
 
 
@@ -73,11 +74,13 @@ def _key(metric_labels: dict[str, str], metric: str) -> SeriesKey:
 
 
 class PrometheusSource:
-    def __init__(self, url: str, *, selector: str = "", gpu_selector: str = "", timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, *, selector: str = "", gpu_selector: str = "", timeout: float = 10.0
+    ) -> None:
         try:
             parts = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
-            _ = parts.port   # checked only when asked
-        except ValueError as err:   # an unclosed IPv6 bracket, a port that is not a number
+            _ = parts.port  # checked only when asked
+        except ValueError as err:  # an unclosed IPv6 bracket, a port that is not a number
             raise PrometheusError(f"{url!r} is not a Prometheus URL ({err})") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise PrometheusError(f"{url!r} is not a Prometheus URL (e.g. http://localhost:9090)")
@@ -100,16 +103,19 @@ class PrometheusSource:
         try:
             payload = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise PrometheusError(f"{self.base} did not answer with Prometheus API JSON "
-                                  f"(got {body[:60]!r})") from None
+            raise PrometheusError(
+                f"{self.base} did not answer with Prometheus API JSON (got {body[:60]!r})"
+            ) from None
         if not isinstance(payload, dict) or payload.get("status") != "success":
             error = payload.get("error", "unknown error") if isinstance(payload, dict) else "not an object"
             raise PrometheusError(f"Prometheus refused {params.get('query', path)!r}: {error}")
         return payload.get("data")
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
-        data = self._get("/api/v1/query_range", {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}",
-                                                 "step": f"{step:g}"})
+        data = self._get(
+            "/api/v1/query_range",
+            {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
+        )
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusError(f"unexpected answer to {query!r}: not a matrix")
         result = data.get("result", [])
@@ -138,7 +144,9 @@ class PrometheusSource:
                     continue
                 if math.isfinite(number):
                     samples += [Sample(key.target, key.engine, metric, float(ts), number) for ts, _ in values]
-        for series in self.query_range(with_selector("vllm:num_requests_running", self.selector), start, end, step):
+        for series in self.query_range(
+            with_selector("vllm:num_requests_running", self.selector), start, end, step
+        ):
             labels = series.get("metric", {})
             if labels.get("model_name"):
                 models[_key(labels, "requests_running").rank] = labels["model_name"]

@@ -77,27 +77,38 @@ class MetricDef:
     meaning: str
 
 
-METRICS: dict[str, MetricDef] = {m.name: m for m in (
-    MetricDef("kv_cache_usage", "gauge", "ratio", "fraction of KV-cache blocks in use, 0..1"),
-    MetricDef("requests_running", "gauge", "requests", "requests scheduled on the GPU"),
-    MetricDef("requests_waiting", "gauge", "requests", "requests queued for admission"),
-    MetricDef("preemptions", "counter", "preemptions", "requests preempted since the engine started"),
-    MetricDef("prompt_tokens", "counter", "tokens", "prefill tokens processed"),
-    MetricDef("generation_tokens", "counter", "tokens", "tokens generated"),
-    MetricDef("requests_finished", "counter", "requests", "requests finished, all reasons"),
-    MetricDef("kv_num_gpu_blocks", "gauge", "blocks", "KV-cache blocks vLLM allocated (cache_config_info)"),
-    MetricDef("kv_block_size", "gauge", "tokens", "tokens per KV block (cache_config_info)"),
-    MetricDef("gpu_memory_utilization", "gauge", "ratio", "vLLM's --gpu-memory-utilization (cache_config_info)"),
-    MetricDef("process_rss_bytes", "gauge", "bytes", "resident memory of the process serving /metrics"),
-    MetricDef("process_start_time", "gauge", "seconds", "start time of the process serving /metrics"),
-    MetricDef("gpu_memory_used_bytes", "gauge", "bytes", "GPU memory in use, all processes (NVML)"),
-    MetricDef("gpu_memory_total_bytes", "gauge", "bytes", "GPU memory of the device (NVML)"),
-    MetricDef("host_rss_bytes", "gauge", "bytes", "resident memory of the server's process tree"),
-    MetricDef("cgroup_memory_bytes", "gauge", "bytes", "memory charged to the server's cgroup"),
-    MetricDef("cgroup_limit_bytes", "gauge", "bytes", "memory limit of the server's cgroup (or host RAM)"),
-    MetricDef("oom_kills", "counter", "kills", "OOM kills in the server's cgroup (memory.events oom_kill)"),
-    MetricDef("up", "gauge", "bool", "1 when the scrape succeeded, 0 when it failed"),
-)}
+METRICS: dict[str, MetricDef] = {
+    m.name: m
+    for m in (
+        MetricDef("kv_cache_usage", "gauge", "ratio", "fraction of KV-cache blocks in use, 0..1"),
+        MetricDef("requests_running", "gauge", "requests", "requests scheduled on the GPU"),
+        MetricDef("requests_waiting", "gauge", "requests", "requests queued for admission"),
+        MetricDef("preemptions", "counter", "preemptions", "requests preempted since the engine started"),
+        MetricDef("prompt_tokens", "counter", "tokens", "prefill tokens processed"),
+        MetricDef("generation_tokens", "counter", "tokens", "tokens generated"),
+        MetricDef("requests_finished", "counter", "requests", "requests finished, all reasons"),
+        MetricDef(
+            "kv_num_gpu_blocks", "gauge", "blocks", "KV-cache blocks vLLM allocated (cache_config_info)"
+        ),
+        MetricDef("kv_block_size", "gauge", "tokens", "tokens per KV block (cache_config_info)"),
+        MetricDef(
+            "gpu_memory_utilization", "gauge", "ratio", "vLLM's --gpu-memory-utilization (cache_config_info)"
+        ),
+        MetricDef("process_rss_bytes", "gauge", "bytes", "resident memory of the process serving /metrics"),
+        MetricDef("process_start_time", "gauge", "seconds", "start time of the process serving /metrics"),
+        MetricDef("gpu_memory_used_bytes", "gauge", "bytes", "GPU memory in use, all processes (NVML)"),
+        MetricDef("gpu_memory_total_bytes", "gauge", "bytes", "GPU memory of the device (NVML)"),
+        MetricDef("host_rss_bytes", "gauge", "bytes", "resident memory of the server's process tree"),
+        MetricDef("cgroup_memory_bytes", "gauge", "bytes", "memory charged to the server's cgroup"),
+        MetricDef(
+            "cgroup_limit_bytes", "gauge", "bytes", "memory limit of the server's cgroup (or host RAM)"
+        ),
+        MetricDef(
+            "oom_kills", "counter", "kills", "OOM kills in the server's cgroup (memory.events oom_kill)"
+        ),
+        MetricDef("up", "gauge", "bool", "1 when the scrape succeeded, 0 when it failed"),
+    )
+}
 
 
 History = Mapping[SeriesKey, Series]

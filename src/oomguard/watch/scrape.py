@@ -38,10 +38,12 @@ def normalize_url(text: str) -> str:
         url = "http://" + url
     try:
         parts = urllib.parse.urlsplit(url)
-    except ValueError as err:   # 'http://[::1': an unclosed IPv6 bracket
+    except ValueError as err:  # 'http://[::1': an unclosed IPv6 bracket
         raise ConfigError(f"{text!r} is not a URL ({err})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{text!r} is not an http(s) URL of a /metrics endpoint (e.g. http://localhost:8000)")
+        raise ConfigError(
+            f"{text!r} is not an http(s) URL of a /metrics endpoint (e.g. http://localhost:8000)"
+        )
     try:
         _ = parts.port  # urlsplit checks the port only when asked
     except ValueError:
@@ -98,8 +100,9 @@ def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | No
     """GET one /metrics URL and turn it into canonical samples, or a failed outcome with its reason."""
     ts = time.time() if now is None else now
     start = time.monotonic()
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
-                                                   "User-Agent": "oomguard-watch"})
+    request = urllib.request.Request(
+        url, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": "oomguard-watch"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             content_type = (response.headers.get("Content-Type") or "").lower()
@@ -109,8 +112,9 @@ def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | No
     duration = time.monotonic() - start
     head = body[:512].lstrip().lower()
     if "html" in content_type or head.startswith((b"<!doctype", b"<html", b"<?xml", b"<")):
-        return ScrapeOutcome(url, ts, False, duration, "got an HTML page, not metrics text (wrong URL or a proxy "
-                                                          "error page)")
+        return ScrapeOutcome(
+            url, ts, False, duration, "got an HTML page, not metrics text (wrong URL or a proxy error page)"
+        )
     exposition = parse(body)
     scraped = vllm_samples(exposition, url, ts)
     note = ""
@@ -118,11 +122,15 @@ def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | No
         first = exposition.skipped[0]
         note = f"{len(exposition.skipped)} line(s) skipped, first at line {first.lineno}: {first.reason}"
     if not scraped.vllm_found:
-        reason = "no metrics in the body" if exposition.num_samples == 0 else "no vllm: metrics (is this vLLM?)"
+        reason = (
+            "no metrics in the body" if exposition.num_samples == 0 else "no vllm: metrics (is this vLLM?)"
+        )
         if exposition.skipped:
             reason += f"; {note}"
         return ScrapeOutcome(url, ts, False, duration, reason, skipped_lines=len(exposition.skipped))
-    return ScrapeOutcome(url, ts, True, duration, "", scraped.samples, scraped.models, len(exposition.skipped), note)
+    return ScrapeOutcome(
+        url, ts, True, duration, "", scraped.samples, scraped.models, len(exposition.skipped), note
+    )
 
 
 @dataclass
@@ -134,8 +142,14 @@ class _TargetState:
 class Scraper:
     """Scrapes many endpoints concurrently; a failing one is retried after 1, 2, 4 ... 60 s, not every tick."""
 
-    def __init__(self, urls: list[str], *, timeout: float = DEFAULT_TIMEOUT_S,
-                 backoff_base: float = BACKOFF_BASE_S, backoff_max: float = BACKOFF_MAX_S) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        backoff_base: float = BACKOFF_BASE_S,
+        backoff_max: float = BACKOFF_MAX_S,
+    ) -> None:
         self.urls = list(dict.fromkeys(urls))
         self.timeout = timeout
         self.backoff_base = backoff_base

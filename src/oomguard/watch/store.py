@@ -84,13 +84,16 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise InputFormatError(
                     f"{self.path}: watch database schema {version} is newer than this oomguard's "
-                    f"({SCHEMA_VERSION}); upgrade oomguard or use another --db")
+                    f"({SCHEMA_VERSION}); upgrade oomguard or use another --db"
+                )
             if version < SCHEMA_VERSION:
                 self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
         except sqlite3.DatabaseError as err:
             raise InputFormatError(f"{self.path}: cannot use as the watch database: {err}") from None
         self._ids: dict[SeriesKey, int] = {
-            SeriesKey(t, e, m): i for i, t, e, m in self._db.execute("SELECT id, target, engine, metric FROM series")}
+            SeriesKey(t, e, m): i
+            for i, t, e, m in self._db.execute("SELECT id, target, engine, metric FROM series")
+        }
         self._samples: list[Sample] = []
         self._scrapes: list[ScrapeRecord] = []
         self._ranks: dict[RankKey, str] = {}
@@ -129,18 +132,28 @@ class Store:
         try:
             self._db.execute("BEGIN IMMEDIATE")
             for key in {s.key for s in self._samples} - self._ids.keys():
-                self._db.execute("INSERT OR IGNORE INTO series (target, engine, metric) VALUES (?, ?, ?)",
-                                 (key.target, key.engine, key.metric))
-                row = self._db.execute("SELECT id FROM series WHERE target=? AND engine=? AND metric=?",
-                                       (key.target, key.engine, key.metric)).fetchone()
+                self._db.execute(
+                    "INSERT OR IGNORE INTO series (target, engine, metric) VALUES (?, ?, ?)",
+                    (key.target, key.engine, key.metric),
+                )
+                row = self._db.execute(
+                    "SELECT id FROM series WHERE target=? AND engine=? AND metric=?",
+                    (key.target, key.engine, key.metric),
+                ).fetchone()
                 new_ids[key] = int(row[0])
             ids = {**self._ids, **new_ids}
-            self._db.executemany("INSERT OR REPLACE INTO samples (series_id, ts, value) VALUES (?, ?, ?)",
-                                 [(ids[s.key], s.ts, s.value) for s in self._samples])
-            self._db.executemany("INSERT OR REPLACE INTO scrapes VALUES (?, ?, ?, ?, ?)",
-                                 [(r.target, r.ts, int(r.ok), r.duration, r.error) for r in self._scrapes])
-            self._db.executemany("INSERT OR REPLACE INTO ranks VALUES (?, ?, ?)",
-                                 [(k.target, k.engine, m) for k, m in self._ranks.items()])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO samples (series_id, ts, value) VALUES (?, ?, ?)",
+                [(ids[s.key], s.ts, s.value) for s in self._samples],
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO scrapes VALUES (?, ?, ?, ?, ?)",
+                [(r.target, r.ts, int(r.ok), r.duration, r.error) for r in self._scrapes],
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO ranks VALUES (?, ?, ?)",
+                [(k.target, k.engine, m) for k, m in self._ranks.items()],
+            )
             self._db.executemany("INSERT INTO alerts VALUES (?, ?, ?, ?, ?)", self._alerts)
             self._db.execute("COMMIT")
         except sqlite3.Error as err:
@@ -150,8 +163,13 @@ class Store:
             delay = min(RETRY_BASE_S * 2 ** (self._failures - 1), RETRY_MAX_S)
             self._retry_at = now + delay
             self.last_error = f"{type(err).__name__}: {err}"
-            log.warning("cannot write %s (%s); keeping %d records in memory, retrying in %.0f s",
-                        self.path, err, self.pending, delay)
+            log.warning(
+                "cannot write %s (%s); keeping %d records in memory, retrying in %.0f s",
+                self.path,
+                err,
+                self.pending,
+                delay,
+            )
             return FlushResult(0, self.pending, self.last_error)
         if self._failures:
             log.warning("%s writable again: %d buffered records written", self.path, self.pending)
@@ -174,8 +192,12 @@ class Store:
         if result.pending:
             spilled = self._spill()
             if spilled is not None:
-                log.warning("%d records could not be written to %s; saved to %s and read back on the next run",
-                            result.pending, self.path, spilled)
+                log.warning(
+                    "%d records could not be written to %s; saved to %s and read back on the next run",
+                    result.pending,
+                    self.path,
+                    spilled,
+                )
                 result = FlushResult(0, 0, f"{result.error}; saved to {spilled}")
         self._db.close()
         return result
@@ -237,8 +259,9 @@ class Store:
         rows: list[Sample] = []
         for key, series_id in self._ids.items():
             for ts, value in self._db.execute(
-                    "SELECT ts, value FROM samples WHERE series_id=? AND ts>=? AND ts<=? ORDER BY ts",
-                    (series_id, since, end)):
+                "SELECT ts, value FROM samples WHERE series_id=? AND ts>=? AND ts<=? ORDER BY ts",
+                (series_id, since, end),
+            ):
                 rows.append(Sample(key.target, key.engine, key.metric, ts, value))
         rows.extend(s for s in self._samples if since <= s.ts <= end)
         return to_history(rows)
@@ -252,9 +275,13 @@ class Store:
         return {**stored, **self._ranks}
 
     def scrapes(self, target: str, since: float = 0.0) -> list[ScrapeRecord]:
-        stored = [ScrapeRecord(t, ts, bool(ok), d, e) for t, ts, ok, d, e in self._db.execute(
-            "SELECT target, ts, ok, duration, error FROM scrapes WHERE target=? AND ts>=? ORDER BY ts",
-            (target, since))]
+        stored = [
+            ScrapeRecord(t, ts, bool(ok), d, e)
+            for t, ts, ok, d, e in self._db.execute(
+                "SELECT target, ts, ok, duration, error FROM scrapes WHERE target=? AND ts>=? ORDER BY ts",
+                (target, since),
+            )
+        ]
         buffered = [r for r in self._scrapes if r.target == target and r.ts >= since]
         return sorted(stored + buffered, key=lambda r: r.ts)
 

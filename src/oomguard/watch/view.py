@@ -36,14 +36,22 @@ def alert_json(alert: Alert, *, state: str = "firing") -> str:
 
 def screen(result: TickResult, *, db: str) -> str:
     """The whole live view for one tick."""
-    lines = [f"oomguard watch  {_clock(result.at)}  db {db}" +
-             (f"  ({result.pending} records not yet on disk: {result.flush.error})" if result.flush.error else "")]
+    lines = [
+        f"oomguard watch  {_clock(result.at)}  db {db}"
+        + (
+            f"  ({result.pending} records not yet on disk: {result.flush.error})"
+            if result.flush.error
+            else ""
+        )
+    ]
     lines.append("")
     header = f"{'engine':<48} {'model':<24} {'KV':>5} {'run':>5} {'wait':>5} {'preempt':>8} {'blocks':>8}"
     lines += [header, "-" * len(header)]
     for row in result.ranks:
-        lines.append(f"{str(row.rank)[:48]:<48} {row.model[:24]:<24} {_pct(row.kv_usage):>5} {_num(row.running):>5} "
-                     f"{_num(row.waiting):>5} {_num(row.preemptions_window):>8} {_num(row.num_gpu_blocks):>8}")
+        lines.append(
+            f"{str(row.rank)[:48]:<48} {row.model[:24]:<24} {_pct(row.kv_usage):>5} {_num(row.running):>5} "
+            f"{_num(row.waiting):>5} {_num(row.preemptions_window):>8} {_num(row.num_gpu_blocks):>8}"
+        )
     if not result.ranks:
         lines.append("(no vLLM samples yet)")
     for mem in result.memory:

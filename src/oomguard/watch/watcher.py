@@ -78,8 +78,14 @@ def _last(history: History, rank: RankKey, metric: str) -> float | None:
 
 
 class Watcher:
-    def __init__(self, store: Store, scraper: Scraper, probes: list[Probe] | None = None,
-                 thresholds: Thresholds | None = None, planned: PlannedCapacity | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        scraper: Scraper,
+        probes: list[Probe] | None = None,
+        thresholds: Thresholds | None = None,
+        planned: PlannedCapacity | None = None,
+    ) -> None:
         self.store = store
         self.scraper = scraper
         self.probes = probes or []
@@ -91,8 +97,14 @@ class Watcher:
     @property
     def lookback_s(self) -> float:
         t = self.thresholds
-        return max(t.leak_window_s, t.kv_window_s, t.queue_window_s, t.preemption_window_s,
-                   t.imbalance_window_s, t.restart_window_s)
+        return max(
+            t.leak_window_s,
+            t.kv_window_s,
+            t.queue_window_s,
+            t.preemption_window_s,
+            t.imbalance_window_s,
+            t.restart_window_s,
+        )
 
     def collect(self, now: float) -> tuple[list[ScrapeOutcome], list[str]]:
         notes: list[str] = []
@@ -101,13 +113,18 @@ class Watcher:
             self.last_outcome[outcome.target] = outcome
             self.store.add(outcome.samples)
             self.store.add([up_sample(outcome)])
-            self.store.add_scrape(ScrapeRecord(outcome.target, outcome.ts, outcome.ok, outcome.duration,
-                                               outcome.error or outcome.note))
+            self.store.add_scrape(
+                ScrapeRecord(
+                    outcome.target, outcome.ts, outcome.ok, outcome.duration, outcome.error or outcome.note
+                )
+            )
             for engine, model in outcome.models.items():
                 self.store.add_rank(RankKey(outcome.target, engine), model)
             if not outcome.ok:
                 retry = self.scraper.failures(outcome.target)
-                log.warning("scrape %s failed (%s); attempt %d, backing off", outcome.target, outcome.error, retry)
+                log.warning(
+                    "scrape %s failed (%s); attempt %d, backing off", outcome.target, outcome.error, retry
+                )
             elif outcome.note:
                 notes.append(f"{outcome.target}: {outcome.note}")
                 log.warning("scrape %s: %s", outcome.target, outcome.note)
@@ -129,9 +146,19 @@ class Watcher:
         new, cleared = self._diff(alerts)
         for alert in new:
             self.store.add_alert(alert.at, alert.detector, alert.subject, alert.severity, alert.summary)
-        return TickResult(now, tuple(outcomes), flush, tuple(alerts), tuple(new), tuple(cleared),
-                          self._ranks(history, now), self._targets(), self._memory(history),
-                          self.store.pending, tuple(notes))
+        return TickResult(
+            now,
+            tuple(outcomes),
+            flush,
+            tuple(alerts),
+            tuple(new),
+            tuple(cleared),
+            self._ranks(history, now),
+            self._targets(),
+            self._memory(history),
+            self.store.pending,
+            tuple(notes),
+        )
 
     def _diff(self, alerts: list[Alert]) -> tuple[list[Alert], list[Alert]]:
         current = {a.key: a for a in alerts}
@@ -147,20 +174,32 @@ class Watcher:
         for rank in ranks:
             preempt = history.get(SeriesKey(rank.target, rank.engine, "preemptions"))
             window = preempt.since(now - self.thresholds.preemption_window_s) if preempt is not None else None
-            rows.append(RankStatus(
-                rank, models.get(rank, ""), _last(history, rank, "kv_cache_usage"),
-                _last(history, rank, "requests_running"), _last(history, rank, "requests_waiting"),
-                counter_increase(window)[0] if window is not None and len(window) > 1 else None,
-                _last(history, rank, "kv_num_gpu_blocks")))
+            rows.append(
+                RankStatus(
+                    rank,
+                    models.get(rank, ""),
+                    _last(history, rank, "kv_cache_usage"),
+                    _last(history, rank, "requests_running"),
+                    _last(history, rank, "requests_waiting"),
+                    counter_increase(window)[0] if window is not None and len(window) > 1 else None,
+                    _last(history, rank, "kv_num_gpu_blocks"),
+                )
+            )
         return tuple(rows)
 
     def _targets(self) -> tuple[TargetStatus, ...]:
         rows = []
         for url in self.scraper.urls:
             outcome = self.last_outcome.get(url)
-            rows.append(TargetStatus(url, None if outcome is None else outcome.ok,
-                                     "" if outcome is None else outcome.error, self.scraper.failures(url),
-                                     tuple(self.store.gaps(url))))
+            rows.append(
+                TargetStatus(
+                    url,
+                    None if outcome is None else outcome.ok,
+                    "" if outcome is None else outcome.error,
+                    self.scraper.failures(url),
+                    tuple(self.store.gaps(url)),
+                )
+            )
         return tuple(rows)
 
     def _memory(self, history: History) -> tuple[MemoryStatus, ...]:
@@ -170,7 +209,11 @@ class Watcher:
                 total = _last(history, key.rank, "gpu_memory_total_bytes")
                 rows.append(MemoryStatus(f"GPU {key.engine}", history[key].last, total))
             elif key.metric == "cgroup_memory_bytes":
-                rows.append(MemoryStatus(f"host {key.target}", history[key].last,
-                                         _last(history, key.rank, "cgroup_limit_bytes")))
+                rows.append(
+                    MemoryStatus(
+                        f"host {key.target}",
+                        history[key].last,
+                        _last(history, key.rank, "cgroup_limit_bytes"),
+                    )
+                )
         return tuple(rows)
-

@@ -37,8 +37,15 @@ class Context:
     def startup_number(self, line: Line, msg: Message, quantity: str, value: float | None) -> None:
         """A StartupNumber at `line`, when the value was read."""
         if value is not None:
-            self.emit(StartupNumber(where=self.where(line), text=clip(msg.body), quantity=quantity, value=value,
-                                    process_tag=msg.tag))
+            self.emit(
+                StartupNumber(
+                    where=self.where(line),
+                    text=clip(msg.body),
+                    quantity=quantity,
+                    value=value,
+                    process_tag=msg.tag,
+                )
+            )
 
     def clip(self, text: str) -> str:
         return clip(text)
@@ -59,12 +66,16 @@ class Message:
 # Decorations found in front of vLLM / SGLang / Python log messages, in the order they appear.
 _GREP_N = re.compile(r"^\d{1,9}[:-](?=\S)(?!\d{2}-\d{2}[T ]\d)")  # `grep -n` (not an ISO date's year)
 _COMPOSE = re.compile(r"^[\w.-]{1,64}\s+\|\s?")
-_ISO_TIME = re.compile(r"^\d{4}-(?P<mon>\d{2})-(?P<day>\d{2})[T ](?P<hms>\d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
-                       r"(?:Z|[+-]\d{2}:?\d{2})?\s+")
+_ISO_TIME = re.compile(
+    r"^\d{4}-(?P<mon>\d{2})-(?P<day>\d{2})[T ](?P<hms>\d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
+    r"(?:Z|[+-]\d{2}:?\d{2})?\s+"
+)
 _PROC_TAG = re.compile(r"^\((?P<tag>[A-Za-z][\w]*(?:[ _][^()]{0,80})?)\)\s*")
 _RANK = re.compile(r"^\[(?P<tag>rank\d+)\]:\s*")
-_SGLANG = re.compile(r"^\[\d{4}-(?P<mon>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?"
-                     r"(?P<tag>(?: [A-Z]+\d+)*)\]\s*")
+_SGLANG = re.compile(
+    r"^\[\d{4}-(?P<mon>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?"
+    r"(?P<tag>(?: [A-Z]+\d+)*)\]\s*"
+)
 _LEVEL = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b:?\s*"
     r"(?:(?P<mon>\d{2})-(?P<day>\d{2}) (?P<hms>\d{2}:\d{2}:\d{2})(?:\.\d+)?\s*)?"
@@ -97,16 +108,16 @@ def split_prefix(text: str) -> Message:
                     tag = m.group("tag").strip()
                 if "hms" in groups and time is None:
                     time = _seconds(m)
-                body = body[m.end():]
+                body = body[m.end() :]
         m = _LEVEL.match(body)
         if m:
             level = m.group("level")
             if time is None:
                 time = _seconds(m)
-            body = body[m.end():]
+            body = body[m.end() :]
         m = _FILEINFO.match(body)
         if m:
-            body = body[m.end():]
+            body = body[m.end() :]
     return Message(tag, level, body, body != start.lstrip(), time)
 
 
@@ -129,9 +140,24 @@ def continuation(following: list[str], limit: int = 3) -> list[str]:
 
 # Sizes as logs print them. vLLM and SGLang print GiB values with a "GB" label (their "GB" is 2**30), and
 # PyTorch prints binary units, so every G/M/K unit here is binary. "bytes"/"B" are bytes.
-_UNIT = {"": 1, "b": 1, "bytes": 1, "byte": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-         "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-         "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+_UNIT = {
+    "": 1,
+    "b": 1,
+    "bytes": 1,
+    "byte": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1 << 40,
+    "tib": 1 << 40,
+}
 SIZE = r"(?:-?[\d,]*\.?\d+)\s*(?:[KMGT]i?B|bytes?|B)\b"
 _SIZE_PARTS = re.compile(r"(-?[\d,]*\.?\d+)\s*([KMGT]i?B|bytes?|B)?", re.IGNORECASE)
 

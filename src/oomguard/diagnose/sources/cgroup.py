@@ -16,9 +16,14 @@ _KEYVAL = re.compile(r"^\s*(?P<k>oom_kill|oom|max|high|oom_group_kill|under_oom)
 _NUMBER = re.compile(r"^\s*(?P<v>\d+|max)\s*$")
 # The file a bare number belongs to, by its name.
 VALUE_FILES = {
-    "memory.max": "limit", "memory.limit_in_bytes": "limit", "memory.memsw.limit_in_bytes": "limit",
-    "memory.high": "high", "memory.current": "current", "memory.usage_in_bytes": "current",
-    "memory.peak": "peak", "memory.max_usage_in_bytes": "peak",
+    "memory.max": "limit",
+    "memory.limit_in_bytes": "limit",
+    "memory.memsw.limit_in_bytes": "limit",
+    "memory.high": "high",
+    "memory.current": "current",
+    "memory.usage_in_bytes": "current",
+    "memory.peak": "peak",
+    "memory.max_usage_in_bytes": "peak",
 }
 # cgroup v1 reports "no limit" as a huge page-aligned number.
 V1_UNLIMITED = 1 << 62
@@ -49,12 +54,25 @@ def read_document(name: str, base: str, data: bytes, evidence: Evidence) -> int:
             continue
         kv = _KEYVAL.match(raw)
         if kv and kv.group("k") == "oom_kill":
-            evidence.add(HostMemory(where=where, text=raw.strip(), quantity="oom_kill_count",
-                                    value=int(kv.group("v")), scope=name))
+            evidence.add(
+                HostMemory(
+                    where=where,
+                    text=raw.strip(),
+                    quantity="oom_kill_count",
+                    value=int(kv.group("v")),
+                    scope=name,
+                )
+            )
             facts += 1
             if int(kv.group("v")) > 0:
-                evidence.add(Signal(where=where, text=raw.strip(), name="cgroup-oom-kill",
-                                    numbers=(("count", float(kv.group("v"))),)))
+                evidence.add(
+                    Signal(
+                        where=where,
+                        text=raw.strip(),
+                        name="cgroup-oom-kill",
+                        numbers=(("count", float(kv.group("v"))),),
+                    )
+                )
                 facts += 1
     return facts
 
@@ -67,19 +85,36 @@ class Parser(LineParser):
         kv = _KEYVAL.match(body)
         if kv and kv.group("k") == "oom_kill":
             count = int(kv.group("v"))
-            self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="oom_kill_count",
-                                     value=count))
+            self.ctx.emit(
+                HostMemory(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    quantity="oom_kill_count",
+                    value=count,
+                )
+            )
             if count > 0:
-                self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(body), name="cgroup-oom-kill",
-                                     numbers=(("count", float(count)),)))
+                self.ctx.emit(
+                    Signal(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        name="cgroup-oom-kill",
+                        numbers=(("count", float(count)),),
+                    )
+                )
             return
         for file, quantity in VALUE_FILES.items():
             if file in body:
                 after = line.following()
                 m = _NUMBER.match(after[0]) if after else None
                 if m:
-                    fact = _value_fact(self.ctx.where(line), self.ctx.clip(body + " -> " + after[0].strip()),
-                                       quantity, m.group("v"), file)
+                    fact = _value_fact(
+                        self.ctx.where(line),
+                        self.ctx.clip(body + " -> " + after[0].strip()),
+                        quantity,
+                        m.group("v"),
+                        file,
+                    )
                     if fact:
                         self.ctx.emit(fact)
                 return

@@ -8,8 +8,17 @@ from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
 
-_HUMAN = {"B": 1, "K": 1 << 10, "Ki": 1 << 10, "M": 1 << 20, "Mi": 1 << 20, "G": 1 << 30, "Gi": 1 << 30,
-          "T": 1 << 40, "Ti": 1 << 40}
+_HUMAN = {
+    "B": 1,
+    "K": 1 << 10,
+    "Ki": 1 << 10,
+    "M": 1 << 20,
+    "Mi": 1 << 20,
+    "G": 1 << 30,
+    "Gi": 1 << 30,
+    "T": 1 << 40,
+    "Ti": 1 << 40,
+}
 _CELL = re.compile(r"^(?P<v>[\d.]+)(?P<u>[KMGT]i?|B)?$")
 # Plain `free` prints KiB, `free -m` MiB. A host with >= 10 GiB shows >= 10M in KiB and < 10M in MiB unless it
 # has more than 10 TiB, so a bare total above this is KiB.
@@ -50,8 +59,15 @@ class Parser(LineParser):
             values = {k: v * self.bare_unit for k, v in values.items()}
         for name in ("total", "used", "available"):
             if name in values:
-                self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(text), quantity=name,
-                                         value=values[name], scope="host"))
+                self.ctx.emit(
+                    HostMemory(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(text),
+                        quantity=name,
+                        value=values[name],
+                        scope="host",
+                    )
+                )
 
     def _old_available(self, line: Line, text: str) -> None:
         """procps before 3.3.10 has no 'available' column; its '-/+ buffers/cache:' row's free is the same idea
@@ -61,5 +77,12 @@ class Parser(LineParser):
         if not m:
             return
         scale = _HUMAN[m.group("u")] if m.group("u") else self.bare_unit
-        self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(text), quantity="available",
-                                 value=float(m.group("v")) * scale, scope="host"))
+        self.ctx.emit(
+            HostMemory(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(text),
+                quantity="available",
+                value=float(m.group("v")) * scale,
+                scope="host",
+            )
+        )

@@ -9,8 +9,10 @@ from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message
 
-_KILLED = re.compile(r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
-                     r"(?:.*?anon-rss:(?P<rss>\d+)kB)?")
+_KILLED = re.compile(
+    r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
+    r"(?:.*?anon-rss:(?P<rss>\d+)kB)?"
+)
 _OOM_KILL = re.compile(r"oom-kill:.*?(?:oom_memcg=(?P<memcg>[^,]+))?.*?task=(?P<task>[^,]+),pid=(?P<pid>\d+)")
 _KIB = 1 << 10
 
@@ -22,8 +24,15 @@ class Parser(LineParser):
             m = _KILLED.search(body)
             self.ctx.signal(line, body, "kernel-oom-kill")
             if m and m.group("rss"):
-                self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="killed_rss",
-                                         value=int(m.group("rss")) * _KIB, scope=m.group("name")))
+                self.ctx.emit(
+                    HostMemory(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        quantity="killed_rss",
+                        value=int(m.group("rss")) * _KIB,
+                        scope=m.group("name"),
+                    )
+                )
         elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
             self.ctx.signal(line, body, "kernel-oom-kill")
         elif body.strip() in ("Killed", "Killed.") or re.search(r"\bline \d+:\s*\d+ Killed\b", body):

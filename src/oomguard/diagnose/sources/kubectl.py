@@ -10,10 +10,22 @@ from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
 
 # Kubernetes quantities (binary and decimal suffixes).
-_QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "K": 10**3, "k": 10**3, "M": 10**6,
-             "G": 10**9, "T": 10**12, "": 1}
+_QUANTITY = {
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "K": 10**3,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "": 1,
+}
 _MEM_LIMIT = re.compile(r"^\s*memory:\s*(?P<v>\d+(?:\.\d+)?)(?P<u>Ki|Mi|Gi|Ti|K|k|M|G|T)?\s*$")
-_EXIT = re.compile(r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*)(?P<c>\d+)", re.IGNORECASE)
+_EXIT = re.compile(
+    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*)(?P<c>\d+)", re.IGNORECASE
+)
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 
 
@@ -24,8 +36,10 @@ class Parser(LineParser):
 
     def feed(self, line: Line, msg: Message) -> None:
         body = line.text.strip()
-        if not any(k in body for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted",
-                                        "KILL")):
+        if not any(
+            k in body
+            for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
+        ):
             return
         if body.startswith("Limits:"):
             self.section = "limits"
@@ -44,10 +58,23 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "oom-killed")
         r = _RESTARTS.search(body)
         if r:
-            self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="restarts",
-                                     value=int(r.group("n"))))
+            self.ctx.emit(
+                HostMemory(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    quantity="restarts",
+                    value=int(r.group("n")),
+                )
+            )
         lim = _MEM_LIMIT.match(line.text)
         if lim and self.section == "limits":
             value = float(lim.group("v")) * _QUANTITY[lim.group("u") or ""]
-            self.ctx.emit(HostMemory(where=self.ctx.where(line), text=self.ctx.clip(body), quantity="limit",
-                                     value=value, scope="pod"))
+            self.ctx.emit(
+                HostMemory(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    quantity="limit",
+                    value=value,
+                    scope="pod",
+                )
+            )

@@ -27,8 +27,12 @@ _SLOT_OF: dict[str, tuple[str, int]] = {
 }
 RSS = PROCESS_SOURCES["process_rss_bytes"]
 # cache_config_info labels -> startup quantities (kv_cache_size_tokens / kv_cache_max_concurrency from 0.33).
-CACHE_LABELS = {"num_gpu_blocks": "num_gpu_blocks", "gpu_memory_utilization": "gpu_memory_utilization",
-                "kv_cache_size_tokens": "kv_cache_tokens", "kv_cache_max_concurrency": "max_concurrency"}
+CACHE_LABELS = {
+    "num_gpu_blocks": "num_gpu_blocks",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "kv_cache_size_tokens": "kv_cache_tokens",
+    "kv_cache_max_concurrency": "max_concurrency",
+}
 
 
 class _Scrape:
@@ -55,12 +59,17 @@ class _Scrape:
         out = []
         for engine, values in self.engines.items():
             running, waiting = _value(values, "running"), _value(values, "waiting")
-            out.append(LoadSample(
-                where=Where(name, min(v[2] for v in values.values())), text=f"/metrics scrape ({engine or 'engine'})",
-                running=int(running) if running is not None else None,
-                waiting=int(waiting) if waiting is not None else None,
-                kv_usage=_value(values, "kv_usage"), preemptions=_value(values, "preemptions"), engine=engine,
-            ))
+            out.append(
+                LoadSample(
+                    where=Where(name, min(v[2] for v in values.values())),
+                    text=f"/metrics scrape ({engine or 'engine'})",
+                    running=int(running) if running is not None else None,
+                    waiting=int(waiting) if waiting is not None else None,
+                    kv_usage=_value(values, "kv_usage"),
+                    preemptions=_value(values, "preemptions"),
+                    engine=engine,
+                )
+            )
         return out
 
 
@@ -85,8 +94,15 @@ def read_document(name: str, data: bytes, evidence: Evidence) -> tuple[int, list
         if sample.name in _SLOT_OF:
             scrape.put(sample, *_SLOT_OF[sample.name])
         elif sample.name == RSS:
-            facts.append(HostMemory(where=where, text=f"{sample.name} {sample.value:.0f}", quantity="rss",
-                                    value=sample.value, scope="process"))
+            facts.append(
+                HostMemory(
+                    where=where,
+                    text=f"{sample.name} {sample.value:.0f}",
+                    quantity="rss",
+                    value=sample.value,
+                    scope="process",
+                )
+            )
         elif sample.name == CACHE_CONFIG_INFO:
             facts += _cache_config(where, sample)
     facts += scrape.facts(name)
@@ -102,6 +118,13 @@ def _cache_config(where: Where, sample: PromSample) -> list[StartupNumber]:
         except ValueError:
             continue  # absent, or "None" before the KV cache is sized
         if math.isfinite(value):
-            out.append(StartupNumber(where=where, text=f"{CACHE_CONFIG_INFO} {label}={sample.label(label)}",
-                                     quantity=quantity, value=value, process_tag=sample.label("engine")))
+            out.append(
+                StartupNumber(
+                    where=where,
+                    text=f"{CACHE_CONFIG_INFO} {label}={sample.label(label)}",
+                    quantity=quantity,
+                    value=value,
+                    process_tag=sample.label("engine"),
+                )
+            )
     return out

@@ -95,10 +95,26 @@ class Parser:
             gpu = r.gpu
             cuda_total = gpu.total_bytes if gpu is not None and gpu.key != "custom" else None
             no = numbers[r.lineno - 1]
-            self.ctx.emit(GpuMemory(where=self.ctx.where_no(no), text=self.ctx.clip(block[r.lineno - 1][1]),
-                                    gpu=r.index, name=r.name, total=r.memory_total_bytes, used=used,
-                                    cuda_total=cuda_total))
+            self.ctx.emit(
+                GpuMemory(
+                    where=self.ctx.where_no(no),
+                    text=self.ctx.clip(block[r.lineno - 1][1]),
+                    gpu=r.index,
+                    name=r.name,
+                    total=r.memory_total_bytes,
+                    used=used,
+                    cuda_total=cuda_total,
+                )
+            )
         for p in parse_nvidia_smi_processes(text):
             no = numbers[p.lineno - 1]
-            self.ctx.emit(GpuProcess(where=self.ctx.where_no(no), text=self.ctx.clip(block[p.lineno - 1][1]),
-                                     gpu=p.gpu_index, pid=p.pid, name=p.name, used=p.used_bytes))
+            self.ctx.emit(
+                GpuProcess(
+                    where=self.ctx.where_no(no),
+                    text=self.ctx.clip(block[p.lineno - 1][1]),
+                    gpu=p.gpu_index,
+                    pid=p.pid,
+                    name=p.name,
+                    used=p.used_bytes,
+                )
+            )

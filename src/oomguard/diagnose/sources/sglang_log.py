@@ -11,10 +11,14 @@ from oomguard.diagnose.sources.base import LineParser, Message, to_float
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
 
 _GIB = 1 << 30
-_LOAD_END = re.compile(r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB")
+_LOAD_END = re.compile(
+    r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
+)
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
 _TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
-_BATCH = re.compile(r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>[\d.]+)(?:.*?#queue-req:\s*(?P<q>\d+))?")
+_BATCH = re.compile(
+    r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>[\d.]+)(?:.*?#queue-req:\s*(?P<q>\d+))?"
+)
 _ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
 _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
 _VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
@@ -27,15 +31,23 @@ class Parser(LineParser):
         if "token usage" in body and "#running-req" in body:
             m = _BATCH.search(body)
             if m:
-                self.ctx.emit(LoadSample(
-                    where=self.ctx.where(line), text=self.ctx.clip(body), running=int(m.group("run")),
-                    waiting=int(m.group("q")) if m.group("q") else None, kv_usage=float(m.group("u")), engine=msg.tag,
-                ))
+                self.ctx.emit(
+                    LoadSample(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        running=int(m.group("run")),
+                        waiting=int(m.group("q")) if m.group("q") else None,
+                        kv_usage=float(m.group("u")),
+                        engine=msg.tag,
+                    )
+                )
             return
         if "Load weight end" in body:
             m = _LOAD_END.search(body)
             if m:
-                self.ctx.startup_number(line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB)
+                self.ctx.startup_number(
+                    line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB
+                )
                 self.ctx.startup_number(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
             self.ctx.signal(line, body, "milestone-weights-loaded")
         if "Load weight begin" in body:
@@ -43,7 +55,9 @@ class Parser(LineParser):
         if "profiled value" in body:
             m = _PROFILED.search(body)
             if m and int(m.group("v")) <= 0:
-                self.ctx.signal(line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v")))
+                self.ctx.signal(
+                    line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v"))
+                )
         if "max_total_num_tokens" in body:
             m = _TOTAL_TOKENS.search(body)
             if m:
@@ -65,27 +79,50 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "sglang-not-enough-memory")
         if "memory capacity is unbalanced" in body:
             self.ctx.signal(line, body, "sglang-unbalanced-memory")
-        if ("Retract" in body or "retract" in body) and ("KV cache pool is full" in body or "#retracted" in body
-                                                         or "Retract requests" in body):
+        if ("Retract" in body or "retract" in body) and (
+            "KV cache pool is full" in body or "#retracted" in body or "Retract requests" in body
+        ):
             self.ctx.signal(line, body, "sglang-retract")
         if "ServerArgs(" in body:
             m = _ARGS.search(body)
             if m:
                 items = tuple((a.group("k"), clean_value(a.group("v"))) for a in _ARG.finditer(m.group("a")))
-                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="sglang-args",
-                                    flags=items + (("engine", "sglang"),)))
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="sglang-args",
+                        flags=items + (("engine", "sglang"),),
+                    )
+                )
         if "sglang" in body:
             m = _LAUNCH.search(body)
             if m:
                 flags = parse_argv(m.group("rest"), positional_model=False)
-                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
-                                    flags=tuple(flags.items()) + (("engine", "sglang"),)))
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="command-line",
+                        flags=tuple(flags.items()) + (("engine", "sglang"),),
+                    )
+                )
             v = _VERSION.search(body)
             if v:
-                self.ctx.emit(Version(where=self.ctx.where(line), text=self.ctx.clip(body), engine="sglang",
-                                      version=v.group("v")))
-        if "[" in line.text[:3] and " TP" in line.text[:40] and msg.tag.startswith(("TP", "DP")) and \
-                "Decode batch" not in body:
+                self.ctx.emit(
+                    Version(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        engine="sglang",
+                        version=v.group("v"),
+                    )
+                )
+        if (
+            "[" in line.text[:3]
+            and " TP" in line.text[:40]
+            and msg.tag.startswith(("TP", "DP"))
+            and "Decode batch" not in body
+        ):
             pass  # SGLang's own prefix ("[2025-07-02 07:41:58 DP0 TP0]"): recognised by split_prefix
 
 

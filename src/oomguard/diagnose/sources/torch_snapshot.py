@@ -19,12 +19,44 @@ from oomguard.diagnose.evidence import Evidence, Snapshot, Where
 
 # Opcodes that push a scalar argument as is.
 _SCALARS = {
-    "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT", "STRING", "BINSTRING",
-    "SHORT_BINSTRING", "UNICODE", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "BINBYTES", "SHORT_BINBYTES",
-    "BINBYTES8", "BYTEARRAY8",
+    "INT",
+    "BININT",
+    "BININT1",
+    "BININT2",
+    "LONG",
+    "LONG1",
+    "LONG4",
+    "FLOAT",
+    "BINFLOAT",
+    "STRING",
+    "BINSTRING",
+    "SHORT_BINSTRING",
+    "UNICODE",
+    "SHORT_BINUNICODE",
+    "BINUNICODE",
+    "BINUNICODE8",
+    "BINBYTES",
+    "SHORT_BINBYTES",
+    "BINBYTES8",
+    "BYTEARRAY8",
 }
-_REFUSED = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "BUILD", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
-            "PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER"}
+_REFUSED = {
+    "GLOBAL",
+    "STACK_GLOBAL",
+    "INST",
+    "OBJ",
+    "REDUCE",
+    "BUILD",
+    "NEWOBJ",
+    "NEWOBJ_EX",
+    "EXT1",
+    "EXT2",
+    "EXT4",
+    "PERSID",
+    "BINPERSID",
+    "NEXT_BUFFER",
+    "READONLY_BUFFER",
+}
 # Bound on the opcodes read (a snapshot of a busy 8-GPU node is a few million).
 MAX_OPCODES = 50_000_000
 
@@ -69,7 +101,9 @@ def load_plain(data: bytes) -> Any:
                 raise RefusedPickle("too many opcodes")
             if name in _REFUSED:
                 what = f" {arg}" if isinstance(arg, str) else ""
-                raise RefusedPickle(f"refused opcode {name}{what} at byte {pos}: snapshots hold plain data only")
+                raise RefusedPickle(
+                    f"refused opcode {name}{what} at byte {pos}: snapshots hold plain data only"
+                )
             if name in ("PROTO", "FRAME"):
                 continue
             if name == "STOP":
@@ -183,9 +217,16 @@ def summarize(snapshot: Any, name: str) -> Snapshot:
             if isinstance(entry, dict) and entry.get("action") == "oom":
                 failed = int(entry.get("size", 0) or 0)
     top = tuple(sorted(sites.items(), key=lambda kv: -kv[1])[:5])
-    return Snapshot(where=Where(name, 1), text=f"torch memory snapshot, {len(snapshot['segments'])} segments",
-                    reserved=reserved, allocated=allocated, largest_free_block=largest_free,
-                    segments=len(snapshot["segments"]), top_sites=top, failed_request=failed)
+    return Snapshot(
+        where=Where(name, 1),
+        text=f"torch memory snapshot, {len(snapshot['segments'])} segments",
+        reserved=reserved,
+        allocated=allocated,
+        largest_free_block=largest_free,
+        segments=len(snapshot["segments"]),
+        top_sites=top,
+        failed_request=failed,
+    )
 
 
 def read_document(name: str, data: bytes, evidence: Evidence) -> int:

@@ -33,7 +33,9 @@ _OLD = re.compile(
 # (free: 20578304, total: 25272516608)"
 _MAPPER = re.compile(
     r"memory\s*mapping\s*failed.*?device\s*(?P<dev>\d+).*?map\s*(?P<req>\d+)\s*bytes\s*\(free:\s*(?P<free>\d+),\s*"
-    r"total:\s*(?P<total>\d+)\)", re.IGNORECASE)
+    r"total:\s*(?P<total>\d+)\)",
+    re.IGNORECASE,
+)
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
 _FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
 _BARE_WORD = re.compile(r"^[\w]+$")
@@ -61,25 +63,41 @@ class Parser(LineParser):
             self._mapper(line, msg)
         if "HSA_STATUS_ERROR_OUT_OF_RESOURCES" in body or "HSA_STATUS_ERROR_OUT_OF_MEMORY" in body:
             free = _size(_HSA_FREE.search(body))
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="hsa", free=free,
-                                     process_tag=msg.tag))
+            self.ctx.emit(
+                OomMessage(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    flavor="hsa",
+                    free=free,
+                    process_tag=msg.tag,
+                )
+            )
             self.ctx.signal(line, body, "hsa-out-of-resources")
         if "OUT_OF_DEVICE_MEMORY" in body:
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu",
-                                     process_tag=msg.tag))
+            self.ctx.emit(
+                OomMessage(
+                    where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu", process_tag=msg.tag
+                )
+            )
         if "canUse32BitIndexMath" in body or "INT32_MAX" in body:
             self.ctx.signal(line, body, "int32-index-math")
         if "illegal memory access" in body:
             self.ctx.signal(line, body, "illegal-memory-access")
         low = body.lower()
-        if ("deep_ep" in low or "deepep" in low) and any(w in low for w in ("error", "invalid", "fail", "assert")):
+        if ("deep_ep" in low or "deepep" in low) and any(
+            w in low for w in ("error", "invalid", "fail", "assert")
+        ):
             self.ctx.signal(line, body, "deepep-error")
         if "nvshmem" in low and any(w in low for w in ("alloc", "fail", "error", "out of")):
             self.ctx.signal(line, body, "nvshmem-alloc")
         if "NCCL error" in body:
             self.ctx.signal(line, body, "nccl-error")
-        if ("Cannot allocate memory" in body or "bad_alloc" in body or "DefaultCPUAllocator: not enough memory" in body
-                or re.search(r"\bMemoryError\b", body)) and "CUDA" not in body:
+        if (
+            "Cannot allocate memory" in body
+            or "bad_alloc" in body
+            or "DefaultCPUAllocator: not enough memory" in body
+            or re.search(r"\bMemoryError\b", body)
+        ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
 
     def _frame(self, line: Line, msg: Message) -> None:
@@ -95,10 +113,25 @@ class Parser(LineParser):
                 func += nxt
                 after = after[1:]
                 nxt = split_body(after[0]) if after else ""
-            if nxt and not nxt.startswith(("File ", "Traceback")) and ":" not in nxt[:40].split("(")[0] or nxt and not nxt.startswith(("File ", "Traceback")) and "=" in nxt:
+            if (
+                nxt
+                and not nxt.startswith(("File ", "Traceback"))
+                and ":" not in nxt[:40].split("(")[0]
+                or nxt
+                and not nxt.startswith(("File ", "Traceback"))
+                and "=" in nxt
+            ):
                 code = nxt.strip()[:200]
-        self.ctx.emit(Frame(where=self.ctx.where(line), text=self.ctx.clip(msg.body), path=m.group("path"),
-                            lineno=int(m.group("no")), function=func, code=code))
+        self.ctx.emit(
+            Frame(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(msg.body),
+                path=m.group("path"),
+                lineno=int(m.group("no")),
+                function=func,
+                code=code,
+            )
+        )
 
     def _torch_oom(self, line: Line, msg: Message) -> None:
         text = _join_head(msg.body, line)
@@ -118,32 +151,56 @@ class Parser(LineParser):
             reserved = log_size(old.group("reserved"))
             if reserved is not None and allocated is not None:
                 reserved_unalloc = max(0, reserved - allocated)
-        self.ctx.emit(OomMessage(
-            where=self.ctx.where(line), text=self.ctx.clip(text), flavor="torch",
-            requested=_size(tried), device=device, total=total, free=free,
-            this_process=_size(_THIS.search(text)), processes=processes, allocated=allocated,
-            private_pools=_size(_PRIVATE.search(text)), reserved_unallocated=reserved_unalloc, process_tag=msg.tag,
-        ))
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(text),
+                flavor="torch",
+                requested=_size(tried),
+                device=device,
+                total=total,
+                free=free,
+                this_process=_size(_THIS.search(text)),
+                processes=processes,
+                allocated=allocated,
+                private_pools=_size(_PRIVATE.search(text)),
+                reserved_unallocated=reserved_unalloc,
+                process_tag=msg.tag,
+            )
+        )
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
 
     def _bare_oom(self, line: Line, msg: Message) -> None:
         body = msg.body
-        if "CUDA out of memory" not in body and "OutOfMemoryError" not in body and "HIP out of memory" not in body:
+        if (
+            "CUDA out of memory" not in body
+            and "OutOfMemoryError" not in body
+            and "HIP out of memory" not in body
+        ):
             return
         flavor = "cuda-runtime" if "CUDA error: out of memory" in body else "torch"
-        self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor=flavor,
-                                 process_tag=msg.tag))
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line), text=self.ctx.clip(body), flavor=flavor, process_tag=msg.tag
+            )
+        )
 
     def _mapper(self, line: Line, msg: Message) -> None:
         text = _join_head(msg.body, line)
         m = _MAPPER.search(text)
-        self.ctx.emit(OomMessage(
-            where=self.ctx.where(line), text=self.ctx.clip(text), flavor="expandable-segments",
-            requested=to_int(m.group("req")) if m else None, device=int(m.group("dev")) if m else None,
-            free=to_int(m.group("free")) if m else None, total=to_int(m.group("total")) if m else None,
-            process_tag=msg.tag,
-        ))
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(text),
+                flavor="expandable-segments",
+                requested=to_int(m.group("req")) if m else None,
+                device=int(m.group("dev")) if m else None,
+                free=to_int(m.group("free")) if m else None,
+                total=to_int(m.group("total")) if m else None,
+                process_tag=msg.tag,
+            )
+        )
 
 
 def split_body(raw: str) -> str:
@@ -157,10 +214,27 @@ def _join_head(body: str, line: Line) -> str:
     parts = [body.rstrip()]
     for raw in line.following()[:3]:
         nxt = split_body(raw)
-        if not nxt or nxt.startswith(("File ", "Traceback")) or "Tried to allocate" in nxt or "OutOfMemory" in nxt:
+        if (
+            not nxt
+            or nxt.startswith(("File ", "Traceback"))
+            or "Tried to allocate" in nxt
+            or "OutOfMemory" in nxt
+        ):
             break  # a new message (another rank's OOM), not a continuation
-        if any(k in nxt for k in ("is free", "memory in use", "by PyTorch", "private pools", "capacity", "which",
-                                  "bytes", "total:", "unallocated")) or not split_prefix_flag(raw):
+        if any(
+            k in nxt
+            for k in (
+                "is free",
+                "memory in use",
+                "by PyTorch",
+                "private pools",
+                "capacity",
+                "which",
+                "bytes",
+                "total:",
+                "unallocated",
+            )
+        ) or not split_prefix_flag(raw):
             parts.append(nxt)
         else:
             break

@@ -20,45 +20,63 @@ _NUM = r"-?[\d,]*\.?\d+"
 
 _WEIGHTS = re.compile(rf"(?:Loading model weights took|Model loading took)\s+(?P<v>{_NUM})\s*(?:GiB|GB)")
 _KV_AVAIL = re.compile(rf"Available KV cache memory:\s*(?P<v>{_NUM})\s*GiB")
-_KV_TOKENS = re.compile(r"\b(?:GPU|XPU|CPU|NPU|HPU|TPU)(?: \+ host)? KV cache size:\s*(?P<v>[\d, ]+?)\s*tokens")
-_CONCURRENCY = re.compile(rf"Maximum concurrency for\s*(?P<len>[\d, ]+?)\s*tokens per request:\s*(?P<x>{_NUM})x")
+_KV_TOKENS = re.compile(
+    r"\b(?:GPU|XPU|CPU|NPU|HPU|TPU)(?: \+ host)? KV cache size:\s*(?P<v>[\d, ]+?)\s*tokens"
+)
+_CONCURRENCY = re.compile(
+    rf"Maximum concurrency for\s*(?P<len>[\d, ]+?)\s*tokens per request:\s*(?P<x>{_NUM})x"
+)
 _BLOCKS = re.compile(r"#\s*(?:GPU|CUDA|XPU|NPU)?\s*blocks:\s*(?P<v>\d+)")
 _V0_BUDGET = re.compile(
-    rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB")
+    rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB"
+)
 _V0_TERMS = re.compile(
     rf"model weights take (?P<w>{_NUM})\s*GiB; non_torch_memory takes (?P<n>{_NUM})\s*GiB; PyTorch activation peak "
-    rf"memory takes (?P<a>{_NUM})\s*GiB; the rest of the memory reserved for KV Cache is (?P<kv>{_NUM})\s*GiB")
+    rf"memory takes (?P<a>{_NUM})\s*GiB; the rest of the memory reserved for KV Cache is (?P<kv>{_NUM})\s*GiB"
+)
 _KEYVAL_GIB = re.compile(rf"(?P<k>\w+)=(?P<v>{_NUM})\s*GiB")
 _V1_DEBUG = re.compile(
     rf"torch peak memory increase:\s*(?P<a>{_NUM})\s*GiB;.*?(?:non-torch forward increase memory:\s*(?P<n>{_NUM})\s*GiB;)?"
-    rf".*?weights memory:\s*(?P<w>{_NUM})\s*GiB")
+    rf".*?weights memory:\s*(?P<w>{_NUM})\s*GiB"
+)
 _SUGGEST = re.compile(
     rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup\. Desired GPU memory utilization "
     rf"is \((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)\. Actual usage is (?P<c>{_NUM}) GiB for (?:weight|consumed)[^,]*, "
-    rf"(?P<a>{_NUM}) GiB for peak activation(?:, (?P<n>{_NUM}) GiB for non-torch memory)?,? and (?P<g>{_NUM}) GiB for CUDAGraph")
+    rf"(?P<a>{_NUM}) GiB for peak activation(?:, (?P<n>{_NUM}) GiB for non-torch memory)?,? and (?P<g>{_NUM}) GiB for CUDAGraph"
+)
 _FREE_LOW = re.compile(
     rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup is less than (?:desired GPU memory "
-    rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)")
+    rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)"
+)
 _CG_EST = re.compile(rf"Estimated CUDA graph memory:\s*(?P<v>{_NUM})\s*GiB total")
-_CG_POOL = re.compile(rf"CUDA graph pool memory:\s*(?P<a>{_NUM})\s*GiB \(actual\)(?:,\s*(?P<e>{_NUM})\s*GiB \(estimated\))?")
+_CG_POOL = re.compile(
+    rf"CUDA graph pool memory:\s*(?P<a>{_NUM})\s*GiB \(actual\)(?:,\s*(?P<e>{_NUM})\s*GiB \(estimated\))?"
+)
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
 _CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
 _MAXLEN_V0 = re.compile(
     r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"
-    r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)")
+    r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)"
+)
 _MAXLEN_V1 = re.compile(
     rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"
-    rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)")
+    rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
+)
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
 _SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
-_MM_PROFILE = re.compile(r"Encoder cache will be initialized with a budget of (?P<b>\d+) tokens, and profiled with "
-                         r"(?P<n>\d+) (?P<kind>\w+) items")
+_MM_PROFILE = re.compile(
+    r"Encoder cache will be initialized with a budget of (?P<b>\d+) tokens, and profiled with "
+    r"(?P<n>\d+) (?P<kind>\w+) items"
+)
 _STATS = re.compile(
-    r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)")
+    r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)"
+)
 _PREEMPT = re.compile(r"Preemptions: (?P<p>\d+)")
 _KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>[\d.]+)%")
 _ENGINE = re.compile(r"(Engine \d+):")
-_KEYVAL_STATS = re.compile(r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)")
+_KEYVAL_STATS = re.compile(
+    r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)"
+)
 _SCHED = re.compile(r"num_scheduled_tokens=\{(?P<d>[^}]*)\}")
 _SCHED_VALUES = re.compile(r":\s*(\d+)")
 _VERSION = (
@@ -75,8 +93,13 @@ _ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9
 # Field names of the engine-config line that differ from the flag's name.
 CONFIG_ALIASES = {"max_seq_len": "max_model_len", "model_tag": "model"}
 # Lines showing the server is up and serving traffic.
-SERVING_MARKERS = ("Avg prompt throughput", "Application startup complete", "Starting vLLM API server",
-                   "Uvicorn running", "Avg generation throughput")
+SERVING_MARKERS = (
+    "Avg prompt throughput",
+    "Application startup complete",
+    "Starting vLLM API server",
+    "Uvicorn running",
+    "Avg generation throughput",
+)
 
 
 def _gib(text: str | None) -> float | None:
@@ -107,8 +130,12 @@ class Parser(LineParser):
             m = _WEIGHTS.search(body)
             self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
             self.ctx.signal(line, body, "milestone-weights-loaded")
-        elif "Starting to load model" in body or "Loading model from scratch" in body or \
-                "Loading safetensors checkpoint shards" in body or "Loading weights took" in body:
+        elif (
+            "Starting to load model" in body
+            or "Loading model from scratch" in body
+            or "Loading safetensors checkpoint shards" in body
+            or "Loading weights took" in body
+        ):
             self.ctx.signal(line, body, "milestone-weights-loading")
         if "Available KV cache memory" in body:
             m = _KV_AVAIL.search(body)
@@ -163,13 +190,18 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "load-model-failed")
         if "warming up sampler" in body:
             m = _SAMPLER.search(body)
-            self.ctx.signal(line, body, "sampler-warmup-oom", num_requests=to_float(m.group("n")) if m else None)
+            self.ctx.signal(
+                line, body, "sampler-warmup-oom", num_requests=to_float(m.group("n")) if m else None
+            )
         if "warming up pooler" in body:
             self.ctx.signal(line, body, "pooler-warmup-oom")
         if "Error in memory profiling" in body:
             self.ctx.signal(line, body, "profiling-memory-released")
-        if "EngineDeadError" in body or "EngineCore encountered a fatal error" in body or \
-                "EngineCore encountered an issue" in body:
+        if (
+            "EngineDeadError" in body
+            or "EngineCore encountered a fatal error" in body
+            or "EngineCore encountered an issue" in body
+        ):
             self.ctx.signal(line, body, "engine-dead")
         if "Engine core initialization failed" in body or "EngineCore failed to start" in body:
             self.ctx.signal(line, body, "engine-init-failed")
@@ -180,8 +212,13 @@ class Parser(LineParser):
             self.ctx.signal(line, body, name)
         if "Encoder cache will be initialized" in body:
             m = _MM_PROFILE.search(body)
-            self.ctx.signal(line, body, "milestone-mm-profile", items=to_float(m.group("n")) if m else None,
-                         budget_tokens=to_float(m.group("b")) if m else None)
+            self.ctx.signal(
+                line,
+                body,
+                "milestone-mm-profile",
+                items=to_float(m.group("n")) if m else None,
+                budget_tokens=to_float(m.group("b")) if m else None,
+            )
         if "num_scheduled_tokens" in body:
             self._scheduled(line, msg)
         if "kv_cache_usage=" in body or "num_running_reqs=" in body:
@@ -200,8 +237,14 @@ class Parser(LineParser):
         if "VLLM_" in body or "PYTORCH_CUDA_ALLOC_CONF" in body:
             env = [(m.group("k"), m.group("v")) for m in _ENV.finditer(body)]
             if env and "is enabled" not in body and "try setting" not in body and "To disable" not in body:
-                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="environment",
-                                    flags=tuple(env)))
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="environment",
+                        flags=tuple(env),
+                    )
+                )
 
     def _stats(self, line: Line, msg: Message) -> None:
         m = _STATS.search(msg.body)
@@ -211,12 +254,17 @@ class Parser(LineParser):
         usage = _KV_USAGE.search(rest)
         pre = _PREEMPT.search(msg.body)
         engine = _ENGINE.search(msg.body)
-        self.ctx.emit(LoadSample(
-            where=self.ctx.where(line), text=self.ctx.clip(msg.body), running=int(m.group("run")),
-            waiting=int(m.group("wait")), kv_usage=float(usage.group("u")) / 100 if usage else None,
-            preemptions=float(pre.group("p")) if pre else None,
-            engine=" ".join(x for x in (msg.tag, engine.group(1) if engine else "") if x),
-        ))
+        self.ctx.emit(
+            LoadSample(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(msg.body),
+                running=int(m.group("run")),
+                waiting=int(m.group("wait")),
+                kv_usage=float(usage.group("u")) / 100 if usage else None,
+                preemptions=float(pre.group("p")) if pre else None,
+                engine=" ".join(x for x in (msg.tag, engine.group(1) if engine else "") if x),
+            )
+        )
         if not self.serving_seen:
             self.serving_seen = True
             self.ctx.signal(line, msg.body, "milestone-serving")
@@ -225,12 +273,16 @@ class Parser(LineParser):
         values = {m.group("k"): float(m.group("v")) for m in _KEYVAL_STATS.finditer(msg.body)}
         if not values:
             return
-        self.ctx.emit(LoadSample(
-            where=self.ctx.where(line), text=self.ctx.clip(msg.body),
-            running=int(values["num_running_reqs"]) if "num_running_reqs" in values else None,
-            waiting=int(values["num_waiting_reqs"]) if "num_waiting_reqs" in values else None,
-            kv_usage=values.get("kv_cache_usage"), engine=msg.tag,
-        ))
+        self.ctx.emit(
+            LoadSample(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(msg.body),
+                running=int(values["num_running_reqs"]) if "num_running_reqs" in values else None,
+                waiting=int(values["num_waiting_reqs"]) if "num_waiting_reqs" in values else None,
+                kv_usage=values.get("kv_cache_usage"),
+                engine=msg.tag,
+            )
+        )
 
     def _scheduled(self, line: Line, msg: Message) -> None:
         m = _SCHED.search(msg.body)
@@ -239,8 +291,14 @@ class Parser(LineParser):
         tokens = tuple(int(v) for v in _SCHED_VALUES.findall(m.group("d")))
         if tokens:
             usage = re.search(r"kv_cache_usage[=:]\s*([\d.]+)", msg.body)
-            self.ctx.emit(ScheduledStep(where=self.ctx.where(line), text=self.ctx.clip(msg.body),
-                                        tokens_per_request=tokens, kv_usage=float(usage.group(1)) if usage else None))
+            self.ctx.emit(
+                ScheduledStep(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(msg.body),
+                    tokens_per_request=tokens,
+                    kv_usage=float(usage.group(1)) if usage else None,
+                )
+            )
 
     def _profile_v0(self, line: Line, msg: Message) -> None:
         body = msg.body
@@ -264,9 +322,15 @@ class Parser(LineParser):
         text = msg.body + "".join(continuation(line.following(), 2))
         low = _FREE_LOW.search(text)
         if low:
-            self.ctx.signal(line, text, "free-memory-below-utilization", free_bytes=_gib(low.group("free")),
-                         total_bytes=_gib(low.group("t")), utilization=to_float(low.group("u")),
-                         requested_bytes=_gib(low.group("r")))
+            self.ctx.signal(
+                line,
+                text,
+                "free-memory-below-utilization",
+                free_bytes=_gib(low.group("free")),
+                total_bytes=_gib(low.group("t")),
+                utilization=to_float(low.group("u")),
+                requested_bytes=_gib(low.group("r")),
+            )
             self.ctx.startup_number(line, msg, "free_at_start_bytes", _gib(low.group("free")))
             self.ctx.startup_number(line, msg, "gpu_total_bytes", _gib(low.group("t")))
             self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(low.group("u")))
@@ -295,23 +359,39 @@ class Parser(LineParser):
         m = _CG_EQUIV.search(body)
         if m:
             self.ctx.startup_number(line, msg, "gpu_memory_utilization", to_float(m.group("u")))
-        if ("Capturing CUDA graph" in body or "Capturing cudagraph" in body or "Capturing the model for CUDA graphs"
-                in body or "CUDA graphs can take additional" in body or "Capturing CUDA graphs" in body):
+        if (
+            "Capturing CUDA graph" in body
+            or "Capturing cudagraph" in body
+            or "Capturing the model for CUDA graphs" in body
+            or "CUDA graphs can take additional" in body
+            or "Capturing CUDA graphs" in body
+        ):
             self.ctx.signal(line, body, "milestone-cudagraph-start")
 
     def _max_len(self, line: Line, msg: Message) -> None:
         text = msg.body + "".join(continuation(line.following(), 3))
         v0 = _MAXLEN_V0.search(text)
         if v0:
-            self.ctx.signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v0.group("L")),
-                         kv_cache_tokens=to_float(v0.group("kv")))
+            self.ctx.signal(
+                line,
+                text,
+                "max-model-len-exceeds-kv",
+                max_model_len=to_float(v0.group("L")),
+                kv_cache_tokens=to_float(v0.group("kv")),
+            )
             return
         v1 = _MAXLEN_V1.search(text)
         if v1:
             est = _EST_LEN.search(text)
-            self.ctx.signal(line, text, "max-model-len-exceeds-kv", max_model_len=to_float(v1.group("L")),
-                         kv_needed_bytes=_gib(v1.group("need")), kv_available_bytes=_gib(v1.group("avail")),
-                         estimated_max_model_len=to_float(est.group("v")) if est else None)
+            self.ctx.signal(
+                line,
+                text,
+                "max-model-len-exceeds-kv",
+                max_model_len=to_float(v1.group("L")),
+                kv_needed_bytes=_gib(v1.group("need")),
+                kv_available_bytes=_gib(v1.group("avail")),
+                estimated_max_model_len=to_float(est.group("v")) if est else None,
+            )
         elif "To serve at least one request" in text:
             self.ctx.signal(line, text, "max-model-len-exceeds-kv")
 
@@ -320,26 +400,44 @@ class Parser(LineParser):
             m = pattern.search(msg.body)
             if m and m.group("v") not in self.versions:
                 self.versions.add(m.group("v"))
-                self.ctx.emit(Version(where=self.ctx.where(line), text=self.ctx.clip(msg.body), engine="vllm",
-                                      version=m.group("v")))
+                self.ctx.emit(
+                    Version(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(msg.body),
+                        engine="vllm",
+                        version=m.group("v"),
+                    )
+                )
                 return
 
     def _dict_flags(self, line: Line, msg: Message) -> None:
         brace = msg.body.find("{")
         if brace < 0:
             return
-        items = tuple((m.group("k"), clean_value(m.group("v"))) for m in _DICT_ITEM.finditer(msg.body[brace:]))
+        items = tuple(
+            (m.group("k"), clean_value(m.group("v"))) for m in _DICT_ITEM.finditer(msg.body[brace:])
+        )
         origin = "llm-kwargs" if "llm_kwargs" in msg.body else "non-default-args"
         if items:
-            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(msg.body), origin=origin, flags=items))
+            self.ctx.emit(
+                Flags(where=self.ctx.where(line), text=self.ctx.clip(msg.body), origin=origin, flags=items)
+            )
 
     def _config_flags(self, line: Line, msg: Message) -> None:
         config = msg.body.split("with config:", 1)[1]
-        items = tuple((CONFIG_ALIASES.get(m.group("k"), m.group("k")), clean_value(m.group("v")))
-                      for m in _CONFIG_ITEM.finditer(config))
+        items = tuple(
+            (CONFIG_ALIASES.get(m.group("k"), m.group("k")), clean_value(m.group("v")))
+            for m in _CONFIG_ITEM.finditer(config)
+        )
         if items:
-            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(msg.body), origin="engine-config",
-                                flags=items))
+            self.ctx.emit(
+                Flags(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(msg.body),
+                    origin="engine-config",
+                    flags=items,
+                )
+            )
 
     def _command(self, line: Line, msg: Message) -> None:
         body = msg.body
@@ -347,8 +445,14 @@ class Parser(LineParser):
         if m:
             flags = parse_argv(m.group("rest"), positional_model="serve" in body[: m.start("rest")])
             if flags:
-                self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
-                                    flags=tuple(flags.items())))
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="command-line",
+                        flags=tuple(flags.items()),
+                    )
+                )
             return
         y = _YAML_FLAG.match(line.text)
         if y:
@@ -357,8 +461,14 @@ class Parser(LineParser):
                 after = line.following()
                 nxt = _YAML_VALUE.match(after[0]) if after else None
                 value = nxt.group("v") if nxt else "true"
-            self.ctx.emit(Flags(where=self.ctx.where(line), text=self.ctx.clip(body), origin="command-line",
-                                flags=((y.group("k").replace("-", "_"), clean_value(value)),)))
+            self.ctx.emit(
+                Flags(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    origin="command-line",
+                    flags=((y.group("k").replace("-", "_"), clean_value(value)),),
+                )
+            )
 
 
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:

@@ -40,11 +40,15 @@ def init_bytes(cfg: SglangConfig) -> Estimate:
     """Memory in use before P is measured: the CUDA context, plus NCCL/custom all-reduce at TP/PP >= 2."""
     distributed = cfg.tp_size * cfg.pp_size > 1
     num = CONTEXT_BYTES + (DISTRIBUTED_INIT_BYTES if distributed else 0)
-    source = "CUDA context" + (" + torch.distributed/NCCL init (8 x H200 logs: 1.77-2.01 GB)" if distributed else "")
+    source = "CUDA context" + (
+        " + torch.distributed/NCCL init (8 x H200 logs: 1.77-2.01 GB)" if distributed else ""
+    )
     return Estimate.estimated(num, INIT_BAND, source)
 
 
-def weights_estimate(spec: ModelSpec, cfg: SglangConfig, layers: range, *, first: bool, last: bool) -> Estimate:
+def weights_estimate(
+    spec: ModelSpec, cfg: SglangConfig, layers: range, *, first: bool, last: bool
+) -> Estimate:
     """W: the tensors this rank loads. Attention and dense MLPs split over TP; experts over EP when --ep-size
     > 1 (each EP rank holds num_experts / ep whole experts, split again over tp / ep), else over TP."""
     place = model_weights.RankPlacement(
@@ -61,8 +65,11 @@ def weights_estimate(spec: ModelSpec, cfg: SglangConfig, layers: range, *, first
     source = f"{spec.weights_source}: " + ", ".join(parts) + " GiB"
     if cfg.enable_dp_attention:
         # DP attention replicates attention weights inside each attention-TP group of tp / dp GPUs.
-        return Estimate.estimated(breakdown.total, breakdown.total // 10,
-                                  source + "; DP attention: attention weights counted as TP-split")
+        return Estimate.estimated(
+            breakdown.total,
+            breakdown.total // 10,
+            source + "; DP attention: attention weights counted as TP-split",
+        )
     return Estimate.exact(breakdown.total, source)
 
 
@@ -75,8 +82,11 @@ def cuda_graph_estimate(cfg: SglangConfig) -> Estimate:
     if cfg.disable_cuda_graph:
         return Estimate.zero("--disable-cuda-graph")
     num = cfg.cuda_graph_max_bs * GRAPH_BYTES_PER_MAX_BS
-    return Estimate.estimated(num, int(num * GRAPH_BAND_FRACTION),
-                              f"SGLang's graph reserve: 2 MiB x cuda_graph_max_bs {cfg.cuda_graph_max_bs}")
+    return Estimate.estimated(
+        num,
+        int(num * GRAPH_BAND_FRACTION),
+        f"SGLang's graph reserve: 2 MiB x cuda_graph_max_bs {cfg.cuda_graph_max_bs}",
+    )
 
 
 def activation_estimate(spec: ModelSpec, cfg: SglangConfig, layers: range) -> Estimate:
@@ -93,5 +103,8 @@ def activation_estimate(spec: ModelSpec, cfg: SglangConfig, layers: range) -> Es
             inter = mlp.expert_intermediate_size / max(1, tp // cfg.ep_size)
             widest = max(widest, mlp.experts_per_token * (3 * inter + spec.hidden_size))
     num = int(tokens * (HIDDEN_STREAMS * spec.hidden_size + widest) * dt)
-    return Estimate.estimated(num, int(num * ACTIVATION_BAND_FRACTION),
-                              f"prefill chunk of {tokens:,} tokens: hidden streams + widest MLP on this rank")
+    return Estimate.estimated(
+        num,
+        int(num * ACTIVATION_BAND_FRACTION),
+        f"prefill chunk of {tokens:,} tokens: hidden streams + widest MLP on this rank",
+    )

@@ -28,16 +28,16 @@ from oomguard.hardware import Gpu
 from oomguard.models.spec import ModelSpec
 
 MiB = 1 << 20
-ENGINE_VERSION = "main (2026)"   # the server_args.py / model_runner_kv_cache_mixin.py read for these rules
+ENGINE_VERSION = "main (2026)"  # the server_args.py / model_runner_kv_cache_mixin.py read for these rules
 
 # (capacity below MiB, chunked_prefill_size, cuda_graph_max_bs at TP < 4, at TP >= 4): server_args.py buckets.
 GPU_BUCKETS: tuple[tuple[float, int, int, int], ...] = (
-    (20 * 1024, 2048, 8, 8),             # T4, RTX 4080
-    (35 * 1024, 2048, 24, 80),           # A10, RTX 4090/5090
-    (60 * 1024, 4096, 32, 160),          # A100 40GB, L40
-    (90 * 1024, 8192, 256, 512),         # H100, A100 80GB
-    (160 * 1024, 8192, 256, 512),        # H20, H200
-    (float("inf"), 16384, 512, 512),     # B200, MI300
+    (20 * 1024, 2048, 8, 8),  # T4, RTX 4080
+    (35 * 1024, 2048, 24, 80),  # A10, RTX 4090/5090
+    (60 * 1024, 4096, 32, 160),  # A100 40GB, L40
+    (90 * 1024, 8192, 256, 512),  # H100, A100 80GB
+    (160 * 1024, 8192, 256, 512),  # H20, H200
+    (float("inf"), 16384, 512, 512),  # B200, MI300
 )
 RESERVED_CONSTANT_MIB = 512
 RESERVED_PER_PREFILL_TOKEN_MIB = 1.5
@@ -51,9 +51,9 @@ RESERVED_FLOOR_LARGE_GPU_MIB = 10 * 1024
 LARGE_GPU_MIB = 60 * 1024
 RESERVED_EAGLE_MIB = 2 * 1024
 RESERVED_STANDALONE_MIB = 6 * 1024
-DEFAULT_MAX_PREFILL_TOKENS = 16384     # ServerArgs.max_prefill_tokens
-DEFAULT_PAGE_SIZE = 1                  # ServerArgs.page_size resolves to 1 for the default CUDA backends
-DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8    # ServerArgs.swa_full_tokens_ratio
+DEFAULT_MAX_PREFILL_TOKENS = 16384  # ServerArgs.max_prefill_tokens
+DEFAULT_PAGE_SIZE = 1  # ServerArgs.page_size resolves to 1 for the default CUDA backends
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8  # ServerArgs.swa_full_tokens_ratio
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
 BF16_KV_DTYPES = ("bf16", "bfloat16", "float16", "fp16", "half")
 
@@ -73,7 +73,7 @@ class SglangConfig:
     max_prefill_tokens: int
     cuda_graph_max_bs: int
     disable_cuda_graph: bool
-    max_running_requests: int | None      # None until the pool is sized (then SGLang's own default)
+    max_running_requests: int | None  # None until the pool is sized (then SGLang's own default)
     max_total_tokens: int | None
     page_size: int
     kv_cache_dtype: str
@@ -155,8 +155,11 @@ class SglangConfig:
 
     @property
     def cudagraph_capture_sizes(self) -> tuple[int, ...]:
-        return () if self.disable_cuda_graph else capture_batch_sizes(self.cuda_graph_max_bs,
-                                                                      self.speculative_algorithm is not None)
+        return (
+            ()
+            if self.disable_cuda_graph
+            else capture_batch_sizes(self.cuda_graph_max_bs, self.speculative_algorithm is not None)
+        )
 
     @property
     def kv_cache_memory_bytes(self) -> None:
@@ -171,10 +174,20 @@ def capture_batch_sizes(max_bs: int, speculative: bool) -> tuple[int, ...]:
     """_generate_cuda_graph_batch_sizes: 1, 2, 4, 8, 12, then steps of 8 to 256, 16 to 512, 32 beyond
     (speculative decoding: finer steps below 64)."""
     if speculative:
-        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
-                 + list(range(272, max_bs + 1, 16)))
+        sizes = (
+            list(range(1, 9))
+            + list(range(10, 33, 2))
+            + list(range(40, 65, 4))
+            + list(range(72, 257, 8))
+            + list(range(272, max_bs + 1, 16))
+        )
     else:
-        sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
+        sizes = (
+            [1, 2, 4, 8, 12]
+            + list(range(16, 257, 8))
+            + list(range(272, 512, 16))
+            + list(range(512, max_bs + 1, 32))
+        )
     return tuple(s for s in sizes if s <= max_bs)
 
 
@@ -188,9 +201,12 @@ def gpu_capacity_mib(gpu: Gpu) -> tuple[float, str]:
 def reserved_mib(cfg: SglangConfig) -> float:
     """The memory SGLang keeps out of the static pool when it picks mem_fraction_static (module docstring)."""
     prefill = cfg.chunked_prefill_size if cfg.chunked_prefill_size > 0 else cfg.max_prefill_tokens
-    reserved = (RESERVED_CONSTANT_MIB + RESERVED_PER_PREFILL_TOKEN_MIB * max(prefill, RESERVED_PREFILL_FLOOR_TOKENS)
-                + RESERVED_PER_GRAPH_BS_MIB * cfg.cuda_graph_max_bs
-                + cfg.tp_size * cfg.pp_size / 8 * RESERVED_PER_EIGHT_GPUS_MIB)
+    reserved = (
+        RESERVED_CONSTANT_MIB
+        + RESERVED_PER_PREFILL_TOKEN_MIB * max(prefill, RESERVED_PREFILL_FLOOR_TOKENS)
+        + RESERVED_PER_GRAPH_BS_MIB * cfg.cuda_graph_max_bs
+        + cfg.tp_size * cfg.pp_size / 8 * RESERVED_PER_EIGHT_GPUS_MIB
+    )
     if cfg.enable_dp_attention:
         reserved += RESERVED_DP_ATTENTION_PER_BS_MIB * cfg.cuda_graph_max_bs * cfg.dp_size
         if cfg.cuda_graph_max_bs > RESERVED_DP_ATTENTION_LARGE_BS:
@@ -212,8 +228,9 @@ def _kv_dtype(name: str, spec: ModelSpec) -> tuple[str, int]:
         return name, 1
     if name in BF16_KV_DTYPES:
         return name, 2
-    raise ConfigError(f"--kv-cache-dtype {name!r} is not one oomguard models for SGLang (auto, fp8_e4m3, "
-                      "fp8_e5m2, bf16)")
+    raise ConfigError(
+        f"--kv-cache-dtype {name!r} is not one oomguard models for SGLang (auto, fp8_e4m3, fp8_e5m2, bf16)"
+    )
 
 
 def _positive(name: str, value: int) -> int:
@@ -239,7 +256,9 @@ def resolve_config(args: LaunchArgs, spec: ModelSpec, gpu: Gpu) -> SglangConfig:
     chunked = args.get("chunked_prefill_size")
     if chunked is None:
         chunked = limit[1]
-        why["chunked_prefill_size"] = f"{chunked}: SGLang's default for a {capacity:,.0f} MiB GPU ({capacity_source})"
+        why["chunked_prefill_size"] = (
+            f"{chunked}: SGLang's default for a {capacity:,.0f} MiB GPU ({capacity_source})"
+        )
     graph_bs = args.get("cuda_graph_max_bs")
     if graph_bs is None:
         graph_bs = limit[2] if tp < 4 else limit[3]
@@ -262,24 +281,38 @@ def resolve_config(args: LaunchArgs, spec: ModelSpec, gpu: Gpu) -> SglangConfig:
     if max_running is not None and int(max_running) < 1:
         raise ConfigError(f"--max-running-requests must be positive, got {max_running}")
     cfg = SglangConfig(
-        tp_size=tp, pp_size=pp, dp_size=dp, ep_size=ep, enable_dp_attention=dp_attention,
-        mem_fraction_static=0.0, context_length=int(context), chunked_prefill_size=int(chunked),
+        tp_size=tp,
+        pp_size=pp,
+        dp_size=dp,
+        ep_size=ep,
+        enable_dp_attention=dp_attention,
+        mem_fraction_static=0.0,
+        context_length=int(context),
+        chunked_prefill_size=int(chunked),
         max_prefill_tokens=int(args.get("max_prefill_tokens", DEFAULT_MAX_PREFILL_TOKENS)),
-        cuda_graph_max_bs=int(graph_bs), disable_cuda_graph=bool(args.get("disable_cuda_graph", False)),
+        cuda_graph_max_bs=int(graph_bs),
+        disable_cuda_graph=bool(args.get("disable_cuda_graph", False)),
         max_running_requests=int(max_running) if max_running is not None else None,
         max_total_tokens=int(max_total) if max_total is not None else None,
-        page_size=page, kv_cache_dtype=kv_name, kv_cache_dtype_bytes=kv_bytes,
-        dtype=str(args.get("dtype") or spec.dtype), quantization=args.get("quantization"),
-        speculative_algorithm=args.get("speculative_algorithm"), swa_full_tokens_ratio=ratio,
+        page_size=page,
+        kv_cache_dtype=kv_name,
+        kv_cache_dtype_bytes=kv_bytes,
+        dtype=str(args.get("dtype") or spec.dtype),
+        quantization=args.get("quantization"),
+        speculative_algorithm=args.get("speculative_algorithm"),
+        swa_full_tokens_ratio=ratio,
         disable_hybrid_swa_memory=bool(args.get("disable_hybrid_swa_memory", False)),
-        gpu_capacity_mib=capacity, args=args,
+        gpu_capacity_mib=capacity,
+        args=args,
     )
     fraction = args.get("mem_fraction_static")
     if fraction is None:
         reserved = reserved_mib(cfg)
         fraction = round((capacity - reserved) / capacity, 3)
-        why["mem_fraction_static"] = (f"{fraction}: SGLang's default, (capacity {capacity:,.0f} MiB - reserved "
-                                      f"{reserved:,.0f} MiB) / capacity")
+        why["mem_fraction_static"] = (
+            f"{fraction}: SGLang's default, (capacity {capacity:,.0f} MiB - reserved "
+            f"{reserved:,.0f} MiB) / capacity"
+        )
     if not 0 < float(fraction) <= 1:
         raise ConfigError(f"--mem-fraction-static must be in (0, 1], got {fraction}")
     return cfg.with_changes(mem_fraction_static=float(fraction), defaults=why)

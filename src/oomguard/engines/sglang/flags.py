@@ -144,9 +144,9 @@ def _strip_launcher(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     rest = argv[i:]
     for j, token in enumerate(rest[:8]):
         if token in ("sglang.launch_server", "sglang.launch_server.py"):
-            return rest[j + 1:], env
+            return rest[j + 1 :], env
         if token.rsplit("/", 1)[-1] == "sglang" and j + 1 < len(rest) and rest[j + 1] == "serve":
-            return rest[j + 2:], env
+            return rest[j + 2 :], env
     return rest, env
 
 

@@ -39,12 +39,12 @@ REQ_TO_TOKEN_EXTRA_LEN = 4
 class PoolGroup:
     """Layers of one kind in the pool (named as vLLM's KV groups so renderers read either engine)."""
 
-    kind: str                     # full | sliding_window | mla
+    kind: str  # full | sliding_window | mla
     num_layers: int
-    block_size: int               # the page size
+    block_size: int  # the page size
     sliding_window: int | None
-    page_bytes: int               # one page of this group's layers
-    bytes_per_token: int          # the group's share of the cell
+    page_bytes: int  # one page of this group's layers
+    bytes_per_token: int  # the group's share of the cell
     padding_layers: int = 0
 
 
@@ -53,7 +53,7 @@ class TokenPool:
     """One rank's pool layout: the cell and its groups."""
 
     groups: tuple[PoolGroup, ...]
-    cell_bytes: int               # bytes per token over this rank's layers (SGLang's cell_size)
+    cell_bytes: int  # bytes per token over this rank's layers (SGLang's cell_size)
     page_size: int
     num_layers: int
 
@@ -67,7 +67,9 @@ class TokenPool:
 
     @property
     def is_hybrid_swa(self) -> bool:
-        return any(g.kind == "sliding_window" for g in self.groups) and any(g.kind == "full" for g in self.groups)
+        return any(g.kind == "sliding_window" for g in self.groups) and any(
+            g.kind == "full" for g in self.groups
+        )
 
     def bytes_of(self, kind: str) -> int:
         return sum(g.bytes_per_token for g in self.groups if g.kind == kind)
@@ -90,18 +92,29 @@ def token_pool(spec: ModelSpec, cfg: SglangConfig, layers: range) -> TokenPool:
             mla += attn.latent_size * s
             n_mla += 1
         elif isinstance(attn, SlidingWindowAttention) and not cfg.disable_hybrid_swa_memory:
-            swa += kv_heads_per_rank(attn.num_kv_heads, cfg.attention_tp_size) * (attn.head_size + attn.head_size_v) * s
+            swa += (
+                kv_heads_per_rank(attn.num_kv_heads, cfg.attention_tp_size)
+                * (attn.head_size + attn.head_size_v)
+                * s
+            )
             n_swa += 1
             window = attn.window
         elif isinstance(attn, FullAttention | SlidingWindowAttention | ChunkedLocalAttention):
             # NOTE: with --disable-hybrid-swa-memory (and for chunked-local layers) every layer keeps every token.
-            full += kv_heads_per_rank(attn.num_kv_heads, cfg.attention_tp_size) * (attn.head_size + attn.head_size_v) * s
+            full += (
+                kv_heads_per_rank(attn.num_kv_heads, cfg.attention_tp_size)
+                * (attn.head_size + attn.head_size_v)
+                * s
+            )
             n_full += 1
     page = cfg.page_size
     groups = tuple(
         PoolGroup(kind, n, page, win, per_token * page, per_token)
-        for kind, n, win, per_token in (("full", n_full, None, full), ("sliding_window", n_swa, window, swa),
-                                        ("mla", n_mla, None, mla))
+        for kind, n, win, per_token in (
+            ("full", n_full, None, full),
+            ("sliding_window", n_swa, window, swa),
+            ("mla", n_mla, None, mla),
+        )
         if n
     )
     return TokenPool(groups, full + swa + mla, page, len(layers))
@@ -144,15 +157,18 @@ def allocated_bytes(tokens: int, pool: TokenPool, split: SwaSplit | None = None)
     """The pool's buffers: (size + page_size) slots per layer group (slot 0 pads)."""
     page = pool.page_size
     if split is not None and pool.is_hybrid_swa:
-        return ((split.full_tokens + page) * pool.bytes_of("full")
-                + (split.swa_tokens + page) * pool.bytes_of("sliding_window"))
+        return (split.full_tokens + page) * pool.bytes_of("full") + (split.swa_tokens + page) * pool.bytes_of(
+            "sliding_window"
+        )
     return (tokens + page) * pool.cell_bytes if tokens > 0 else 0
 
 
 def default_max_running_requests(tokens: int, context_len: int) -> int:
     """init_memory's default: the pool's worth of context-length requests x 512, within [2048, 4096]."""
-    return min(max(int(tokens / context_len * REQUESTS_PER_CONTEXT), MIN_DEFAULT_RUNNING_REQUESTS),
-               MAX_DEFAULT_RUNNING_REQUESTS)
+    return min(
+        max(int(tokens / context_len * REQUESTS_PER_CONTEXT), MIN_DEFAULT_RUNNING_REQUESTS),
+        MAX_DEFAULT_RUNNING_REQUESTS,
+    )
 
 
 def req_to_token_bytes(max_running: int, cfg: SglangConfig) -> int:

@@ -49,9 +49,9 @@ NCCL_BUFFERS_PER_EXTRA_PEER = int(0.065 * GiB)
 CUDA_CONTEXT_BYTES = int(0.5 * GiB)
 
 # --- EP all2all (ACCOUNTING §5) ------------------------------------------------------------------------------
-DEEPEP_NVL_BUFFER = 1024 * MiB        # VLLM_DEEPEP_BUFFER_SIZE_MB default
+DEEPEP_NVL_BUFFER = 1024 * MiB  # VLLM_DEEPEP_BUFFER_SIZE_MB default
 FLASHINFER_MNNVL_WORKSPACE = 512 * MiB
-DEEPEP_LL_TOKENS_BEFORE_MNBT = 256    # VLLM_MOE_DP_CHUNK_SIZE, until 2026-04-14
+DEEPEP_LL_TOKENS_BEFORE_MNBT = 256  # VLLM_MOE_DP_CHUNK_SIZE, until 2026-04-14
 
 # --- CUDA graphs --------------------------------------------------------------------------------------------
 # Graph pool of FULL_AND_PIECEWISE capture, fitted on the v0.19 "CUDA graph pool memory (actual)" figures of
@@ -102,8 +102,9 @@ def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacemen
     return Estimate.exact(total, source)
 
 
-def eplb_buffer_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement,
-                      breakdown: model_weights.WeightBytes) -> int:
+def eplb_buffer_bytes(
+    spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement, breakdown: model_weights.WeightBytes
+) -> int:
     """EPLB keeps one MoE layer's worth of this rank's experts as a staging buffer for rebalancing."""
     enabled = bool(cfg.args and cfg.args.get("enable_eplb"))
     moe_layers = sum(1 for i in placement.layer_indices if isinstance(spec.layers[i].mlp, MoeMlp))
@@ -175,7 +176,9 @@ def forward_peak_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacem
             gathered = tokens * (cfg.data_parallel_size if cfg.enable_expert_parallel else 1)
             inter = mlp.expert_intermediate_size // (1 if cfg.enable_expert_parallel else tp)
             routed = gathered * mlp.experts_per_token * (3 * inter + spec.hidden_size) * dt
-            shared = tokens * 3 * (mlp.shared_expert_intermediate_size * max(1, mlp.num_shared_experts) // tp) * dt
+            shared = (
+                tokens * 3 * (mlp.shared_expert_intermediate_size * max(1, mlp.num_shared_experts) // tp) * dt
+            )
             widest = max(widest, routed + shared)
     return int(hidden + widest)
 
@@ -209,12 +212,16 @@ def activation_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlace
     extra = mla_workspace_bytes(spec, cfg, placement) + encoder_cache_bytes(spec, cfg)
     peak = max(forward, sampler) + extra + PROFILE_RESIDUAL_BYTES
     if not placement.holds_lm_head:
-        source = (f"profile run: forward pass of {cfg.max_num_batched_tokens:,} tokens (the sampler runs on the "
-                  "last stage)")
+        source = (
+            f"profile run: forward pass of {cfg.max_num_batched_tokens:,} tokens (the sampler runs on the "
+            "last stage)"
+        )
     else:
         which = "sampler warm-up" if sampler >= forward else "forward pass"
-        source = (f"profile run: {which} dominates ({cfg.sampler_rows} rows x {spec.vocab_size:,} vocab x fp32 x "
-                  f"{cfg.behaviour.sampler_logit_copies} copies vs {cfg.max_num_batched_tokens:,}-token forward)")
+        source = (
+            f"profile run: {which} dominates ({cfg.sampler_rows} rows x {spec.vocab_size:,} vocab x fp32 x "
+            f"{cfg.behaviour.sampler_logit_copies} copies vs {cfg.max_num_batched_tokens:,}-token forward)"
+        )
     band = max(int(0.25 * GiB), int(0.12 * peak))
     return Estimate.estimated(peak, band, source)
 
@@ -247,8 +254,11 @@ def deepep_low_latency_rdma_bytes(hidden: int, num_experts: int, tokens: int) ->
     msg_dispatch = 16 + max(2 * hidden, hidden + hidden // 32)
     msg_combine = 2 * hidden
     signalling = -(-4 * num_experts // 128) * 128
-    total = 2 * (max(tokens * msg_dispatch, num_experts * tokens * msg_combine)
-                 + num_experts * tokens * max(msg_dispatch, msg_combine) + signalling)
+    total = 2 * (
+        max(tokens * msg_dispatch, num_experts * tokens * msg_combine)
+        + num_experts * tokens * max(msg_dispatch, msg_combine)
+        + signalling
+    )
     return -(-total // 128) * 128
 
 
@@ -260,20 +270,37 @@ def comm_buffers_estimate(spec: ModelSpec, cfg: EngineConfig) -> Estimate:
         return Estimate.zero("no expert-parallel all2all")
     backend = cfg.all2all_backend
     if backend in ("allgather_reducescatter", "naive", "pplx", "passthrough"):
-        return Estimate.zero(f"{backend}: no persistent all2all buffers (gathered tokens count in the activation)")
+        return Estimate.zero(
+            f"{backend}: no persistent all2all buffers (gathered tokens count in the activation)"
+        )
     if backend == "deepep_high_throughput":
         size = int(cfg.env.get("VLLM_DEEPEP_BUFFER_SIZE_MB", DEEPEP_NVL_BUFFER // MiB)) * MiB
-        return Estimate.exact(size, "DeepEP high-throughput NVL buffer (VLLM_DEEPEP_BUFFER_SIZE_MB); RDMA only across nodes")
+        return Estimate.exact(
+            size, "DeepEP high-throughput NVL buffer (VLLM_DEEPEP_BUFFER_SIZE_MB); RDMA only across nodes"
+        )
     if backend in ("deepep_low_latency", "nixl_ep"):
-        tokens = cfg.max_num_batched_tokens if cfg.behaviour.version >= V("0.22.0") else DEEPEP_LL_TOKENS_BEFORE_MNBT
-        rdma = deepep_low_latency_rdma_bytes(spec.hidden_size, moe.num_experts + cfg.num_redundant_experts, tokens)
-        return Estimate.exact(DEEPEP_NVL_BUFFER + rdma,
-                              f"DeepEP low-latency: 1 GiB NVL + RDMA size hint for {tokens} tokens x "
-                              f"{moe.num_experts} experts x hidden {spec.hidden_size}")
+        tokens = (
+            cfg.max_num_batched_tokens
+            if cfg.behaviour.version >= V("0.22.0")
+            else DEEPEP_LL_TOKENS_BEFORE_MNBT
+        )
+        rdma = deepep_low_latency_rdma_bytes(
+            spec.hidden_size, moe.num_experts + cfg.num_redundant_experts, tokens
+        )
+        return Estimate.exact(
+            DEEPEP_NVL_BUFFER + rdma,
+            f"DeepEP low-latency: 1 GiB NVL + RDMA size hint for {tokens} tokens x "
+            f"{moe.num_experts} experts x hidden {spec.hidden_size}",
+        )
     if backend.startswith("flashinfer"):
-        return Estimate.estimated(FLASHINFER_MNNVL_WORKSPACE, 256 * MiB, "FlashInfer MNNVL all2all workspaces")
-    return Estimate.estimated(DEEPEP_NVL_BUFFER, DEEPEP_NVL_BUFFER // 2,
-                              f"{backend}: buffer size not modelled; assuming a DeepEP-sized 1 GiB")
+        return Estimate.estimated(
+            FLASHINFER_MNNVL_WORKSPACE, 256 * MiB, "FlashInfer MNNVL all2all workspaces"
+        )
+    return Estimate.estimated(
+        DEEPEP_NVL_BUFFER,
+        DEEPEP_NVL_BUFFER // 2,
+        f"{backend}: buffer size not modelled; assuming a DeepEP-sized 1 GiB",
+    )
 
 
 def cuda_graph_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> Estimate:
@@ -283,9 +310,18 @@ def cuda_graph_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlace
     modes = 2 if cfg.cudagraph_mode == "FULL_AND_PIECEWISE" else 1
     graphs = len(cfg.cudagraph_capture_sizes) * modes
     moe_layers = sum(1 for i in placement.layer_indices if isinstance(spec.layers[i].mlp, MoeMlp))
-    size = (GRAPH_BYTES_PER_LAYER * placement.num_layers + GRAPH_BYTES_PER_MOE_LAYER * moe_layers
-            + GRAPH_BYTES_PER_CAPTURE * graphs)
-    counted = "subtracted from the KV budget (v0.21+)" if cfg.behaviour.cuda_graphs_in_budget else \
-        "outside the budget before v0.21: must fit in total - budget"
-    return Estimate.estimated(size, max(int(0.3 * GiB), size // 3),
-                              f"{graphs} graphs ({cfg.cudagraph_mode}, {len(cfg.cudagraph_capture_sizes)} sizes); {counted}")
+    size = (
+        GRAPH_BYTES_PER_LAYER * placement.num_layers
+        + GRAPH_BYTES_PER_MOE_LAYER * moe_layers
+        + GRAPH_BYTES_PER_CAPTURE * graphs
+    )
+    counted = (
+        "subtracted from the KV budget (v0.21+)"
+        if cfg.behaviour.cuda_graphs_in_budget
+        else "outside the budget before v0.21: must fit in total - budget"
+    )
+    return Estimate.estimated(
+        size,
+        max(int(0.3 * GiB), size // 3),
+        f"{graphs} graphs ({cfg.cudagraph_mode}, {len(cfg.cudagraph_capture_sizes)} sizes); {counted}",
+    )

@@ -23,9 +23,12 @@ DEFAULT_BLOCK_SIZE = 16
 BACKEND_BLOCK_SIZE = {"FLASHMLA": 64, "FLASHMLA_SPARSE": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 32}
 # EngineArgs.get_batch_defaults: (max_num_batched_tokens, max_num_seqs) per usage context and device tier.
 BATCH_DEFAULTS = {
-    ("llm", "huge"): (16384, 1024), ("serve", "huge"): (16384, 1024),       # >= 160 GiB (newer versions)
-    ("llm", "large"): (16384, 1024), ("serve", "large"): (8192, 1024),      # >= 70 GiB, not A100, not GB10
-    ("llm", "other"): (8192, 256), ("serve", "other"): (2048, 256),
+    ("llm", "huge"): (16384, 1024),
+    ("serve", "huge"): (16384, 1024),  # >= 160 GiB (newer versions)
+    ("llm", "large"): (16384, 1024),
+    ("serve", "large"): (8192, 1024),  # >= 70 GiB, not A100, not GB10
+    ("llm", "other"): (8192, 256),
+    ("serve", "other"): (2048, 256),
 }
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
@@ -36,8 +39,15 @@ CUDA_GRAPH_CEILING_SM100 = 1024
 MODEL_CAPTURE_CEILING = {"gpt_oss": 1024}
 INTERACTIVITY_CAPTURE_MAX = 32
 KV_CACHE_DTYPE_BYTES = {
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-    "bfloat16": 2, "float16": 2, "half": 2, "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
 }
 
 
@@ -48,10 +58,10 @@ class EngineConfig:
     model: str
     vllm_version: str
     behaviour: Behaviour
-    usage: str                          # "serve" or "llm"
+    usage: str  # "serve" or "llm"
     dtype: str
     quantization: str | None
-    kv_cache_dtype: str                 # resolved: "bfloat16", "float16", "fp8_e4m3", ...
+    kv_cache_dtype: str  # resolved: "bfloat16", "float16", "fp8_e4m3", ...
     kv_cache_dtype_bytes: float
     max_model_len: int
     max_model_len_auto: bool
@@ -86,7 +96,7 @@ class EngineConfig:
     skip_mm_profiling: bool
     replicas_per_gpu: int
     env: Mapping[str, str] = field(default_factory=dict)
-    defaults: Mapping[str, str] = field(default_factory=dict)   # field -> why it has its value
+    defaults: Mapping[str, str] = field(default_factory=dict)  # field -> why it has its value
     unknown_flags: tuple[str, ...] = ()
     args: ServeArgs | None = None
 
@@ -126,7 +136,9 @@ def derived_max_model_len(spec: ModelSpec) -> int:
     return spec.max_position_embeddings
 
 
-def gpu_tier(total_bytes: int, gpu_name: str, compute_capability: tuple[int, int] | None, behaviour: Behaviour) -> str:
+def gpu_tier(
+    total_bytes: int, gpu_name: str, compute_capability: tuple[int, int] | None, behaviour: Behaviour
+) -> str:
     """The device tier of EngineArgs.get_batch_defaults."""
     name = gpu_name.upper()
     if behaviour.batch_default_tier_160gib and total_bytes >= 160 * GiB:
@@ -136,14 +148,24 @@ def gpu_tier(total_bytes: int, gpu_name: str, compute_capability: tuple[int, int
     return "other"
 
 
-def _resolve_dtype(requested: str | None, spec: ModelSpec, compute_capability: tuple[int, int] | None) -> tuple[str, str]:
+def _resolve_dtype(
+    requested: str | None, spec: ModelSpec, compute_capability: tuple[int, int] | None
+) -> tuple[str, str]:
     """--dtype auto: the checkpoint's dtype; float32 checkpoints are served in bfloat16 (vLLM >= 0.5);
     GPUs without bf16 (compute capability < 8.0) fall back to float16."""
     if requested and requested != "auto":
-        aliases = {"half": "float16", "bf16": "bfloat16", "fp16": "float16", "float": "float32", "fp32": "float32"}
+        aliases = {
+            "half": "float16",
+            "bf16": "bfloat16",
+            "fp16": "float16",
+            "float": "float32",
+            "fp32": "float32",
+        }
         dtype = aliases.get(requested, requested)
         if dtype not in ("float16", "bfloat16", "float32"):
-            raise ConfigError(f"--dtype {requested!r} is not one of auto, half, float16, bfloat16, float, float32")
+            raise ConfigError(
+                f"--dtype {requested!r} is not one of auto, half, float16, bfloat16, float, float32"
+            )
         return dtype, "--dtype"
     dtype = spec.dtype if spec.dtype in ("float16", "bfloat16") else "bfloat16"
     why = "the checkpoint's torch_dtype"
@@ -152,13 +174,23 @@ def _resolve_dtype(requested: str | None, spec: ModelSpec, compute_capability: t
     return dtype, why
 
 
-def capture_sizes(behaviour: Behaviour, max_num_batched_tokens: int, max_num_seqs: int, spec_tokens: int,
-                  compute_capability: tuple[int, int] | None, explicit_max: int | None = None) -> tuple[int, ...]:
+def capture_sizes(
+    behaviour: Behaviour,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    spec_tokens: int,
+    compute_capability: tuple[int, int] | None,
+    explicit_max: int | None = None,
+) -> tuple[int, ...]:
     """The CUDA-graph capture sizes vLLM picks (config/vllm.py): [1, 2, 4] + 8..248 step 8 + 256..max step 16,
     max = min(2 x S x (1 + k), 512 (1024 on SM100 from ~0.26)), capped at max_num_batched_tokens.
     Before 0.11.1 the grid stepped by 8 all the way (67 sizes at 512)."""
     ceiling = CUDA_GRAPH_CEILING
-    if behaviour.capture_ceiling_1024_sm100 and compute_capability is not None and compute_capability[0] == 10:
+    if (
+        behaviour.capture_ceiling_1024_sm100
+        and compute_capability is not None
+        and compute_capability[0] == 10
+    ):
         ceiling = CUDA_GRAPH_CEILING_SM100
     largest = explicit_max or min(2 * max_num_seqs * (1 + spec_tokens), ceiling)
     largest = min(largest, max_num_batched_tokens)
@@ -193,8 +225,12 @@ def resolve_engine_config(
     pp = int(get("pipeline_parallel_size", 1))
     dp = int(get("data_parallel_size", 1))
     dcp = int(get("decode_context_parallel_size", 1))
-    for name, value in (("--tensor-parallel-size", tp), ("--pipeline-parallel-size", pp),
-                        ("--data-parallel-size", dp), ("--decode-context-parallel-size", dcp)):
+    for name, value in (
+        ("--tensor-parallel-size", tp),
+        ("--pipeline-parallel-size", pp),
+        ("--data-parallel-size", dp),
+        ("--decode-context-parallel-size", dcp),
+    ):
         if value < 1:
             raise ParallelismError(f"{name} must be at least 1, got {value}")
     ep = bool(get("enable_expert_parallel", False))
@@ -206,7 +242,10 @@ def resolve_engine_config(
         kv_dtype, kv_bytes = dtype, KV_CACHE_DTYPE_BYTES[dtype]
         why["kv_cache_dtype"] = "auto: the model dtype"
     elif kv_dtype_flag in KV_CACHE_DTYPE_BYTES:
-        kv_dtype, kv_bytes = ("fp8_e4m3" if kv_dtype_flag == "fp8" else kv_dtype_flag), KV_CACHE_DTYPE_BYTES[kv_dtype_flag]
+        kv_dtype, kv_bytes = (
+            ("fp8_e4m3" if kv_dtype_flag == "fp8" else kv_dtype_flag),
+            KV_CACHE_DTYPE_BYTES[kv_dtype_flag],
+        )
         why["kv_cache_dtype"] = "--kv-cache-dtype"
     else:
         raise ConfigError(
@@ -220,7 +259,9 @@ def resolve_engine_config(
     auto_len = requested_len == "auto"
     if requested_len is None or auto_len:
         max_model_len = model_limit
-        why["max_model_len"] = f"the model's limit ({model_limit:,} positions)" + (", auto-fit" if auto_len else "")
+        why["max_model_len"] = f"the model's limit ({model_limit:,} positions)" + (
+            ", auto-fit" if auto_len else ""
+        )
     else:
         max_model_len = int(requested_len)
         why["max_model_len"] = "--max-model-len"
@@ -248,7 +289,12 @@ def resolve_engine_config(
         tier = gpu_tier(gpu_total_bytes, gpu_name, compute_capability, behaviour)
         default_mnbt, default_s = BATCH_DEFAULTS[(usage, tier)]
         tier_text = {"huge": ">= 160 GiB", "large": ">= 70 GiB", "other": "< 70 GiB or A100"}[tier]
-        if ep and dp > 1 and all2all in ("deepep_low_latency", "nixl_ep") and behaviour.version >= V("0.26.0"):
+        if (
+            ep
+            and dp > 1
+            and all2all in ("deepep_low_latency", "nixl_ep")
+            and behaviour.version >= V("0.26.0")
+        ):
             default_mnbt = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
             tier_text = "batched-DP MoE with " + all2all
         default_why = f"vLLM {behaviour.version} default for `{'vllm serve' if usage == 'serve' else 'LLM()'}` on {tier_text} GPUs"
@@ -291,14 +337,21 @@ def resolve_engine_config(
     elif backend in BACKEND_BLOCK_SIZE:
         block_size = BACKEND_BLOCK_SIZE[backend]
         why["block_size"] = f"the {backend} backend's block size"
-    elif spec.uses_mla and compute_capability is not None and compute_capability[0] == 10 and behaviour.version >= V("0.26.0"):
+    elif (
+        spec.uses_mla
+        and compute_capability is not None
+        and compute_capability[0] == 10
+        and behaviour.version >= V("0.26.0")
+    ):
         block_size = BACKEND_BLOCK_SIZE["FLASHINFER_MLA"]
         why["block_size"] = "FLASHINFER_MLA, the default MLA backend on SM100"
     else:
         block_size = DEFAULT_BLOCK_SIZE
         why["block_size"] = "vLLM default (FLASH_ATTN / FLASH_ATTN_MLA / TRITON backends)"
     if block_size <= 0 or block_size % 8:
-        raise ConfigError(f"--block-size must be a positive multiple of 8 (vLLM's kernels need it), got {block_size}")
+        raise ConfigError(
+            f"--block-size must be a positive multiple of 8 (vLLM's kernels need it), got {block_size}"
+        )
 
     # speculative decoding
     spec_cfg = get("speculative_config")
@@ -313,7 +366,9 @@ def resolve_engine_config(
     compilation = get("compilation_config") or {}
     if not isinstance(compilation, Mapping):
         compilation = {}
-    cudagraph_mode = str(compilation.get("cudagraph_mode") or ("NONE" if enforce_eager else "FULL_AND_PIECEWISE"))
+    cudagraph_mode = str(
+        compilation.get("cudagraph_mode") or ("NONE" if enforce_eager else "FULL_AND_PIECEWISE")
+    )
     if enforce_eager:
         cudagraph_mode = "NONE"
     explicit_sizes = compilation.get("cudagraph_capture_sizes")
@@ -322,15 +377,21 @@ def resolve_engine_config(
     elif isinstance(explicit_sizes, list) and explicit_sizes:
         sizes = tuple(sorted(int(s) for s in explicit_sizes))
     elif performance_mode == "interactivity":
-        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))       # 1...32 (Part 2 §6)
+        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))  # 1...32 (Part 2 §6)
     else:
         explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
         if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:
             # NOTE: vLLM's per-model config hooks raise gpt-oss's default capture ceiling to 1024
             # (the v0.19 llm-d runs logged 83 sizes, largest 1024).
             explicit_max = MODEL_CAPTURE_CEILING[spec.model_type]
-        sizes = capture_sizes(behaviour, mnbt, max_num_seqs, spec_tokens, compute_capability,
-                              int(explicit_max) if explicit_max else None)
+        sizes = capture_sizes(
+            behaviour,
+            mnbt,
+            max_num_seqs,
+            spec_tokens,
+            compute_capability,
+            int(explicit_max) if explicit_max else None,
+        )
 
     async_flag = get("async_scheduling")
     async_scheduling = bool(async_flag) if async_flag is not None else (behaviour.engine == "v1" and pp == 1)
@@ -392,4 +453,3 @@ def resolve_engine_config(
         unknown_flags=args.unknown_flags,
         args=args,
     )
-

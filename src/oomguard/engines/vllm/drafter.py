@@ -23,8 +23,9 @@ from oomguard.models.spec import (
     ModelSpec,
 )
 
-MTP_METHODS = frozenset({"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", "ernie_mtp", "mimo_mtp",
-                         "longcat_flash_mtp"})
+MTP_METHODS = frozenset(
+    {"mtp", "deepseek_mtp", "qwen3_next_mtp", "glm4_moe_mtp", "ernie_mtp", "mimo_mtp", "longcat_flash_mtp"}
+)
 EAGLE_METHODS = frozenset({"eagle", "eagle3"})
 MODEL_FREE_METHODS = frozenset({"ngram", "suffix", "ngram_gpu"})
 # EAGLE-3 drafters predict over a reduced vocabulary (draft_vocab_size 32000 in the published drafters).
@@ -34,7 +35,7 @@ EAGLE3_DRAFT_VOCAB = 32000
 @dataclass(frozen=True)
 class Drafter:
     kv_layers: tuple[AttentionKind, ...]
-    extra_weight_bytes: int          # weights not in the target's inventory (EAGLE); MTP weights are in it
+    extra_weight_bytes: int  # weights not in the target's inventory (EAGLE); MTP weights are in it
     loads_mtp: bool
     note: str
 
@@ -51,8 +52,10 @@ def _one_layer_bytes(spec: ModelSpec, cfg: EngineConfig) -> int:
     h, dt = spec.hidden_size, 2
     q = spec.num_attention_heads * spec.head_dim
     kv = spec.num_key_value_heads * spec.head_dim
-    inter = next((layer.mlp.intermediate_size for layer in spec.layers if isinstance(layer.mlp, DenseMlp)),
-                 spec.intermediate_size)
+    inter = next(
+        (layer.mlp.intermediate_size for layer in spec.layers if isinstance(layer.mlp, DenseMlp)),
+        spec.intermediate_size,
+    )
     tp = cfg.tensor_parallel_size
     return int((h * (q + 2 * kv) + q * h + 3 * h * inter) * dt / tp)
 
@@ -65,13 +68,26 @@ def drafter_for(spec: ModelSpec, cfg: EngineConfig) -> Drafter | None:
         return Drafter((), 0, False, f"{method} speculation: no draft model, no extra memory")
     if method in MTP_METHODS:
         layers = max(1, spec.mtp_layers)
-        return Drafter((_target_attention(spec),) * layers, 0, True,
-                       f"{method}: {layers} MTP layer(s) from the checkpoint join the KV groups and are loaded")
+        return Drafter(
+            (_target_attention(spec),) * layers,
+            0,
+            True,
+            f"{method}: {layers} MTP layer(s) from the checkpoint join the KV groups and are loaded",
+        )
     if method in EAGLE_METHODS:
         h = spec.hidden_size
         fuse = (3 if method == "eagle3" else 2) * h * h * 2 // cfg.tensor_parallel_size
         head = EAGLE3_DRAFT_VOCAB * h * 2 // cfg.tensor_parallel_size if method == "eagle3" else 0
-        return Drafter((_target_attention(spec),), _one_layer_bytes(spec, cfg) + fuse + head, False,
-                       f"{method} drafter: one decoder layer of the target's shape (weights estimated) and one KV layer")
-    return Drafter((), 0, False, f"speculative model {method!r}: a separate draft model is not modelled; plan it "
-                   "on its own and add its weights and KV layers")
+        return Drafter(
+            (_target_attention(spec),),
+            _one_layer_bytes(spec, cfg) + fuse + head,
+            False,
+            f"{method} drafter: one decoder layer of the target's shape (weights estimated) and one KV layer",
+        )
+    return Drafter(
+        (),
+        0,
+        False,
+        f"speculative model {method!r}: a separate draft model is not modelled; plan it "
+        "on its own and add its weights and KV layers",
+    )

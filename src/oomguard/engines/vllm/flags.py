@@ -55,7 +55,7 @@ def human_int(flag: str, text: str) -> int:
     if not match:
         return _int(flag, text)
     if not match.group(2) and match.group(1).isdigit():
-        return int(match.group(1))     # exact, however long (float() would round 10**23)
+        return int(match.group(1))  # exact, however long (float() would round 10**23)
     number, suffix = float(match.group(1)), match.group(2)
     scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}[suffix]
     value = number * scale
@@ -66,11 +66,13 @@ def human_int(flag: str, text: str) -> int:
 
 def _at_least_one(parse: Callable[[str, str], int]) -> Callable[[str, str], int]:
     """Counts a scheduler cannot run with zero or fewer of (sequences, batched tokens)."""
+
     def checked(flag: str, text: str) -> int:
         value = parse(flag, text)
         if value < 1:
             raise ConfigError(f"{flag} must be >= 1, got {text!r}")
         return value
+
     return checked
 
 
@@ -129,7 +131,7 @@ def _compilation(flag: str, text: str) -> Any:
 @dataclass(frozen=True)
 class FlagSpec:
     field: str
-    parse: Parser | None           # None: a boolean switch
+    parse: Parser | None  # None: a boolean switch
     names: tuple[str, ...]
 
 
@@ -198,23 +200,69 @@ LIST_VALUED_FIELDS = frozenset({"cuda_graph_sizes"})
 
 # Flags that change no memory figure: accepted without comment (value-taking ones listed with True).
 IGNORED_FLAGS: dict[str, bool] = {
-    "--host": True, "--port": True, "--api-key": True, "--served-model-name": True, "--chat-template": True,
-    "--tool-call-parser": True, "--reasoning-parser": True, "--uvicorn-log-level": True, "--tokenizer": True,
-    "--revision": True, "--tokenizer-revision": True, "--code-revision": True, "--download-dir": True,
-    "--seed": True, "--root-path": True, "--middleware": True, "--ssl-keyfile": True, "--ssl-certfile": True,
-    "--allowed-origins": True, "--tokenizer-mode": True, "--config-format": True, "--generation-config": True,
-    "--override-generation-config": True, "--log-level": True, "--distributed-executor-backend": True,
-    "--worker-cls": True, "--response-role": True, "--lora-modules": True, "--chat-template-content-format": True,
-    "--api-server-count": True, "--data-parallel-address": True, "--data-parallel-rpc-port": True,
-    "--data-parallel-start-rank": True, "--data-parallel-backend": True, "--nnodes": True, "--node-rank": True,
-    "--master-addr": True, "--master-port": True, "--mm-processor-kwargs": True, "--guided-decoding-backend": True,
-    "--structured-outputs-config": True, "--kv-transfer-config": True, "--default-chat-template-kwargs": True,
-    "--max-logprobs": True, "--logprobs-mode": True, "--otlp-traces-endpoint": True, "--hf-token": True,
-    "--trust-remote-code": False, "--enable-auto-tool-choice": False, "--disable-log-requests": False,
-    "--disable-log-stats": False, "--enable-log-requests": False, "--headless": False, "--disable-frontend-multiprocessing": False,
-    "--enable-prompt-tokens-details": False, "--enable-server-load-tracking": False, "--disable-fastapi-docs": False,
-    "--enable-request-id-headers": False, "--enable-force-include-usage": False, "--no-enable-log-requests": False,
-    "--data-parallel-hybrid-lb": False, "--data-parallel-external-lb": False, "--enable-sleep-mode": False,
+    "--host": True,
+    "--port": True,
+    "--api-key": True,
+    "--served-model-name": True,
+    "--chat-template": True,
+    "--tool-call-parser": True,
+    "--reasoning-parser": True,
+    "--uvicorn-log-level": True,
+    "--tokenizer": True,
+    "--revision": True,
+    "--tokenizer-revision": True,
+    "--code-revision": True,
+    "--download-dir": True,
+    "--seed": True,
+    "--root-path": True,
+    "--middleware": True,
+    "--ssl-keyfile": True,
+    "--ssl-certfile": True,
+    "--allowed-origins": True,
+    "--tokenizer-mode": True,
+    "--config-format": True,
+    "--generation-config": True,
+    "--override-generation-config": True,
+    "--log-level": True,
+    "--distributed-executor-backend": True,
+    "--worker-cls": True,
+    "--response-role": True,
+    "--lora-modules": True,
+    "--chat-template-content-format": True,
+    "--api-server-count": True,
+    "--data-parallel-address": True,
+    "--data-parallel-rpc-port": True,
+    "--data-parallel-start-rank": True,
+    "--data-parallel-backend": True,
+    "--nnodes": True,
+    "--node-rank": True,
+    "--master-addr": True,
+    "--master-port": True,
+    "--mm-processor-kwargs": True,
+    "--guided-decoding-backend": True,
+    "--structured-outputs-config": True,
+    "--kv-transfer-config": True,
+    "--default-chat-template-kwargs": True,
+    "--max-logprobs": True,
+    "--logprobs-mode": True,
+    "--otlp-traces-endpoint": True,
+    "--hf-token": True,
+    "--trust-remote-code": False,
+    "--enable-auto-tool-choice": False,
+    "--disable-log-requests": False,
+    "--disable-log-stats": False,
+    "--enable-log-requests": False,
+    "--headless": False,
+    "--disable-frontend-multiprocessing": False,
+    "--enable-prompt-tokens-details": False,
+    "--enable-server-load-tracking": False,
+    "--disable-fastapi-docs": False,
+    "--enable-request-id-headers": False,
+    "--enable-force-include-usage": False,
+    "--no-enable-log-requests": False,
+    "--data-parallel-hybrid-lb": False,
+    "--data-parallel-external-lb": False,
+    "--enable-sleep-mode": False,
 }
 
 _BY_NAME: dict[str, FlagSpec] = {name: spec for spec in MEMORY_FLAGS for name in spec.names}
@@ -266,11 +314,11 @@ def _strip_launcher(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     rest = argv[i:]
     for j, word in enumerate(rest):
         if word == "serve" and j > 0 and Path(rest[j - 1]).name == "vllm":
-            return rest[j + 1:], env
+            return rest[j + 1 :], env
         if word.startswith("vllm.entrypoints"):
-            return rest[j + 1:], env
+            return rest[j + 1 :], env
         if "vllm-openai" in word or word.startswith("vllm/vllm"):
-            return rest[j + 1:], env
+            return rest[j + 1 :], env
     if rest[:1] == ["vllm"]:
         return rest[1:], env
     if rest[:1] == ["serve"]:
@@ -355,7 +403,7 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
     for path in config_files:
         file_values = load_config_yaml(path)
         for key, value in file_values.values.items():
-            values.setdefault(key, value)    # the command line wins over the file, as in vLLM
+            values.setdefault(key, value)  # the command line wins over the file, as in vLLM
         if model is None:
             model = file_values.model
         unknown += file_values.unknown_flags
@@ -399,8 +447,10 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
             values[spec.field] = raw_value if isinstance(raw_value, bool) else _bool(key, str(raw_value))
         elif isinstance(raw_value, (dict, list)):
             if spec.parse not in (_json, _compilation) and spec.field not in LIST_VALUED_FIELDS:
-                raise ConfigError(f"{where or 'options'}: {key} expects a single value, got a "
-                                  f"{'mapping' if isinstance(raw_value, dict) else 'list'}")
+                raise ConfigError(
+                    f"{where or 'options'}: {key} expects a single value, got a "
+                    f"{'mapping' if isinstance(raw_value, dict) else 'list'}"
+                )
             values[spec.field] = raw_value
         elif raw_value is None:
             continue

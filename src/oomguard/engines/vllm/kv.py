@@ -82,7 +82,7 @@ class SlidingWindowSpec:
 class ChunkedLocalSpec:
     block_size: int
     page_bytes: int
-    window: int          # the chunk size
+    window: int  # the chunk size
     kind: Literal["chunked_local"] = "chunked_local"
 
     def blocks_per_request(self, max_model_len: int, cfg: EngineConfig) -> int:
@@ -127,13 +127,19 @@ def _mamba_state_bytes(state: MambaState, tp: int, cfg: EngineConfig) -> int:
         if split is not None:
             dims[split] = cdiv(dims[split], tp)
         numel = math.prod(dims)
-        element = DTYPE_BYTES.get(dtype, cfg.kv_cache_dtype_bytes) if dtype != "auto" else DTYPE_BYTES[cfg.dtype]
+        element = (
+            DTYPE_BYTES.get(dtype, cfg.kv_cache_dtype_bytes) if dtype != "auto" else DTYPE_BYTES[cfg.dtype]
+        )
         total += int(numel * element)
     return total
 
 
-def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int],
-                extra_layers: Sequence[AttentionKind] = ()) -> list[LayerKvSpec]:
+def layer_specs(
+    spec: ModelSpec,
+    cfg: EngineConfig,
+    layer_indices: Sequence[int],
+    extra_layers: Sequence[AttentionKind] = (),
+) -> list[LayerKvSpec]:
     """The KV spec of each decoder layer on one rank (one PP stage, one TP shard), plus `extra_layers`
     (a speculative drafter's attention layers, which share the pool)."""
     tp = cfg.tensor_parallel_size
@@ -143,7 +149,7 @@ def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int]
     attentions = [spec.layers[index].attention for index in layer_indices] + list(extra_layers)
     for attention in attentions:
         if isinstance(attention, (SharedKvAttention, NoAttention)):
-            continue    # NOTE: KV-sharing layers read an earlier layer's cache, MLP-only layers keep none
+            continue  # NOTE: KV-sharing layers read an earlier layer's cache, MLP-only layers keep none
         if isinstance(attention, MlaAttention):
             if cfg.kv_cache_dtype == "fp8_ds_mla":
                 page = block * FP8_DS_MLA_BYTES_PER_TOKEN
@@ -160,9 +166,11 @@ def layer_specs(spec: ModelSpec, cfg: EngineConfig, layer_indices: Sequence[int]
             page = _attention_page(heads, attention.head_size, attention.head_size_v, block, cfg)
             if isinstance(attention, SlidingWindowAttention) and hybrid_allocator:
                 specs.append(SlidingWindowSpec(block, page, attention.window))
-            elif isinstance(attention, ChunkedLocalAttention) and hybrid_allocator and cfg.env.get(
-                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
-            ) in ("1", "true"):
+            elif (
+                isinstance(attention, ChunkedLocalAttention)
+                and hybrid_allocator
+                and cfg.env.get("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE") in ("1", "true")
+            ):
                 specs.append(ChunkedLocalSpec(block, page, attention.chunk_size))
             else:
                 # NOTE: without the hybrid allocator (and for Llama-4's chunked-local layers by default)
@@ -225,7 +233,7 @@ class KvLayout:
     groups: tuple[KvGroup, ...]
     bytes_per_block: int
     num_layers: int
-    uniform: bool         # one group over every layer (possibly of different page sizes)
+    uniform: bool  # one group over every layer (possibly of different page sizes)
 
     @property
     def min_block_size(self) -> int:
@@ -260,8 +268,12 @@ def group_layers(specs: Sequence[LayerKvSpec]) -> KvLayout:
         pages = {s.page_bytes for s in specs}
         group = KvGroup(first.kind, len(specs), first.block_size, first.window, first.page_bytes, first)
         # Same type, different sizes (e.g. per-layer head sizes): one group, a block costs the sum of pages.
-        return KvLayout((group,), sum(s.page_bytes for s in specs) if len(pages) > 1 else first.page_bytes * len(specs),
-                        len(specs), True)
+        return KvLayout(
+            (group,),
+            sum(s.page_bytes for s in specs) if len(pages) > 1 else first.page_bytes * len(specs),
+            len(specs),
+            True,
+        )
     # Hybrid: unify page sizes (vLLM scales block sizes when pages divide; pads otherwise).
     page = max(s.page_bytes for s in specs)
     counts = {key: len(layers) for key, layers in buckets.items()}
@@ -277,7 +289,9 @@ def group_layers(specs: Sequence[LayerKvSpec]) -> KvLayout:
         n_groups = cdiv(len(layers), group_size)
         for g in range(n_groups):
             in_group = len(layers[g::n_groups])
-            groups.append(KvGroup(rep.kind, in_group, rep.block_size, rep.window, page, rep, group_size - in_group))
+            groups.append(
+                KvGroup(rep.kind, in_group, rep.block_size, rep.window, page, rep, group_size - in_group)
+            )
     return KvLayout(tuple(groups), page * group_size, len(specs), False)
 
 
@@ -368,7 +382,9 @@ def check_fits(available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_
     if need <= budget:
         return FitCheck(True, need, available_bytes, cfg.max_model_len, None)
     estimate = estimate_max_model_len(available_bytes, layout, cfg, max(cfg.max_model_len, model_limit))
-    return FitCheck(False, need, available_bytes, estimate, max_len_error(need, available_bytes, estimate, cfg, layout))
+    return FitCheck(
+        False, need, available_bytes, estimate, max_len_error(need, available_bytes, estimate, cfg, layout)
+    )
 
 
 # From 2025-12 (~v0.13) both KV errors end by pointing at the docs.
@@ -381,31 +397,44 @@ def _docs(cfg: EngineConfig) -> str:
 
 def no_memory_error(cfg: EngineConfig) -> str:
     if cfg.behaviour.engine == "v0":
-        return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-                "initializing the engine.")
-    cpu = (" (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
-           if cfg.behaviour.version >= V("0.22.0") else "")
-    return ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            f"initializing the engine{cpu}.{_docs(cfg)}")
+        return (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."
+        )
+    cpu = (
+        " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
+        if cfg.behaviour.version >= V("0.22.0")
+        else ""
+    )
+    return (
+        "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        f"initializing the engine{cpu}.{_docs(cfg)}"
+    )
 
 
 def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, layout: KvLayout) -> str:
     if cfg.behaviour.engine == "v0":
         tokens = reported_kv_tokens(num_blocks(available, layout), layout, cfg)
-        return (f"The model's max seq len ({cfg.max_model_len}) is larger than the maximum number of tokens that "
-                f"can be stored in KV cache ({tokens}). Try increasing `gpu_memory_utilization` or decreasing "
-                "`max_model_len` when initializing the engine.")
-    new_text = cfg.behaviour.version >= V("0.22.0")   # 2026-05-15: "model's", CPU parentheticals
+        return (
+            f"The model's max seq len ({cfg.max_model_len}) is larger than the maximum number of tokens that "
+            f"can be stored in KV cache ({tokens}). Try increasing `gpu_memory_utilization` or decreasing "
+            "`max_model_len` when initializing the engine."
+        )
+    new_text = cfg.behaviour.version >= V("0.22.0")  # 2026-05-15: "model's", CPU parentheticals
     owner = "model's" if new_text else "models's"
     cpu = " (which also controls CPU memory on the CPU backend)" if new_text else ""
-    return (f"To serve at least one request with the {owner} max seq len ({cfg.max_model_len}), "
-            f"({cfg.behaviour.gib_text(need)} GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({cfg.behaviour.gib_text(available)} GiB). Based on the available memory, the estimated maximum model "
-            f"length is {estimate}. Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` "
-            f"when initializing the engine.{_docs(cfg)}")
+    return (
+        f"To serve at least one request with the {owner} max seq len ({cfg.max_model_len}), "
+        f"({cfg.behaviour.gib_text(need)} GiB KV cache is needed, which is larger than the available KV cache memory "
+        f"({cfg.behaviour.gib_text(available)} GiB). Based on the available memory, the estimated maximum model "
+        f"length is {estimate}. Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` "
+        f"when initializing the engine.{_docs(cfg)}"
+    )
 
 
-def auto_fit_max_model_len(available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_limit: int) -> int:
+def auto_fit_max_model_len(
+    available_bytes: int, layout: KvLayout, cfg: EngineConfig, model_limit: int
+) -> int:
     """--max-model-len auto: the model's full length if it fits, else the longest that does."""
     budget = usable_bytes(available_bytes, layout, cfg)
     if needed_bytes(model_limit, layout, cfg) <= budget:

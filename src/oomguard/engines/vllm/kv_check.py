@@ -66,14 +66,29 @@ class KvAnswer:
 
 def predict(case: KvCase, configs: Path) -> KvAnswer:
     spec = resolve_model(str(configs / case.model))
-    args = ServeArgs(str(configs / case.model), {
-        "max_model_len": case.max_model_len, "tensor_parallel_size": case.tp, "pipeline_parallel_size": case.pp,
-        "block_size": case.block_size, "kv_cache_dtype": case.kv_cache_dtype,
-        "max_num_batched_tokens": case.max_num_batched_tokens, "max_num_seqs": case.max_num_seqs,
-        "async_scheduling": case.async_scheduling, "disable_hybrid_kv_cache_manager": case.disable_hybrid,
-    }, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
-    cfg = resolve_engine_config(args, spec, gpu_total_bytes=H100_BYTES, gpu_name="NVIDIA H100 80GB HBM3",
-                                compute_capability=(9, 0), vllm_version="0.33.0")
+    args = ServeArgs(
+        str(configs / case.model),
+        {
+            "max_model_len": case.max_model_len,
+            "tensor_parallel_size": case.tp,
+            "pipeline_parallel_size": case.pp,
+            "block_size": case.block_size,
+            "kv_cache_dtype": case.kv_cache_dtype,
+            "max_num_batched_tokens": case.max_num_batched_tokens,
+            "max_num_seqs": case.max_num_seqs,
+            "async_scheduling": case.async_scheduling,
+            "disable_hybrid_kv_cache_manager": case.disable_hybrid,
+        },
+        {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"},
+    )
+    cfg = resolve_engine_config(
+        args,
+        spec,
+        gpu_total_bytes=H100_BYTES,
+        gpu_name="NVIDIA H100 80GB HBM3",
+        compute_capability=(9, 0),
+        vllm_version="0.33.0",
+    )
     available = int(case.available_bytes)
     layouts = [kv.group_layers(kv.layer_specs(spec, cfg, p.layer_indices)) for p in distinct_ranks(spec, cfg)]
     for layout in layouts:
@@ -82,5 +97,10 @@ def predict(case: KvCase, configs: Path) -> KvAnswer:
             return KvAnswer(0, 0, 0.0, layout.bytes_per_block, check.error)
     blocks = min(kv.num_blocks(available, layout) for layout in layouts)
     layout = layouts[0]
-    return KvAnswer(blocks, kv.reported_kv_tokens(blocks, layout, cfg), kv.max_concurrency(blocks, layout, cfg),
-                    layout.bytes_per_block, None)
+    return KvAnswer(
+        blocks,
+        kv.reported_kv_tokens(blocks, layout, cfg),
+        kv.max_concurrency(blocks, layout, cfg),
+        layout.bytes_per_block,
+        None,
+    )

@@ -16,8 +16,17 @@ def _weights_line(weights: int, cfg: EngineConfig) -> str:
     return f"Model loading took {weights / GiB:.4f} GiB memory and <t> seconds"
 
 
-def startup_lines(cfg: EngineConfig, *, weights: int, available_kv: int, num_blocks: int, kv_tokens: int,
-                  max_concurrency: float, cuda_graphs: int, total_bytes: int = 0) -> list[str]:
+def startup_lines(
+    cfg: EngineConfig,
+    *,
+    weights: int,
+    available_kv: int,
+    num_blocks: int,
+    kv_tokens: int,
+    max_concurrency: float,
+    cuda_graphs: int,
+    total_bytes: int = 0,
+) -> list[str]:
     """What rank 0 logs at startup (INFO), numbers as oomguard predicts them."""
     lines = [_weights_line(weights, cfg)]
     if cfg.behaviour.engine == "v0":
@@ -29,8 +38,10 @@ def startup_lines(cfg: EngineConfig, *, weights: int, available_kv: int, num_blo
         lines.append(f"Available KV cache memory: {cfg.behaviour.gib_text(available_kv)} GiB")
     length = f"{cfg.max_model_len:,}" if cfg.behaviour.capacity_log_one_line else str(cfg.max_model_len)
     if cfg.behaviour.capacity_log_one_line:
-        lines.append(f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {length} tokens per "
-                     f"request: {max_concurrency:.2f}x")
+        lines.append(
+            f"GPU KV cache size: {kv_tokens:,} tokens, Maximum concurrency for {length} tokens per "
+            f"request: {max_concurrency:.2f}x"
+        )
     else:
         lines.append(f"GPU KV cache size: {kv_tokens:,} tokens")
         lines.append(f"Maximum concurrency for {length} tokens per request: {max_concurrency:.2f}x")

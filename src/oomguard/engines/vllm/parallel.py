@@ -60,7 +60,9 @@ def pp_partition(num_layers: int, pp: int, env: Mapping[str, str] | None = None)
         try:
             parts = [int(p) for p in override.split(",")]
         except ValueError:
-            raise ParallelismError(f"VLLM_PP_LAYER_PARTITION={override!r} is not a comma-separated list of integers") from None
+            raise ParallelismError(
+                f"VLLM_PP_LAYER_PARTITION={override!r} is not a comma-separated list of integers"
+            ) from None
         if len(parts) != pp or sum(parts) != num_layers:
             raise ParallelismError(
                 f"VLLM_PP_LAYER_PARTITION={override!r} must have {pp} entries summing to {num_layers} layers"
@@ -119,28 +121,27 @@ def distinct_ranks(spec: ModelSpec, cfg: EngineConfig) -> list[RankPlacement]:
     ep = cfg.expert_parallel_size if moe is not None else 1
     physical = (moe.num_experts + cfg.num_redundant_experts) if moe is not None else 0
     if moe is not None and ep > physical:
-        raise ParallelismError(
-            f"expert-parallel size {ep} (TP x DP) exceeds the model's {physical} experts"
-        )
-    ep_ranks = [0] if ep == 1 else sorted({0, ep - 1})   # first ranks hold +1 expert when E % EP != 0
+        raise ParallelismError(f"expert-parallel size {ep} (TP x DP) exceeds the model's {physical} experts")
+    ep_ranks = [0] if ep == 1 else sorted({0, ep - 1})  # first ranks hold +1 expert when E % EP != 0
     placements: list[RankPlacement] = []
     start = 0
     for stage, count in enumerate(parts):
         for ep_rank in ep_ranks:
-            placements.append(RankPlacement(
-                pp_rank=stage,
-                layer_start=start,
-                layer_end=start + count,
-                holds_embedding=stage == 0,
-                holds_lm_head=stage == len(parts) - 1,
-                tp_size=cfg.tensor_parallel_size,
-                ep_size=ep,
-                ep_rank=ep_rank,
-                num_physical_experts=physical,
-            ))
+            placements.append(
+                RankPlacement(
+                    pp_rank=stage,
+                    layer_start=start,
+                    layer_end=start + count,
+                    holds_embedding=stage == 0,
+                    holds_lm_head=stage == len(parts) - 1,
+                    tp_size=cfg.tensor_parallel_size,
+                    ep_size=ep,
+                    ep_rank=ep_rank,
+                    num_physical_experts=physical,
+                )
+            )
         start += count
     # Keep only EP ranks that differ (E divisible by EP makes them identical).
     if ep > 1 and physical % ep == 0:
         placements = [p for p in placements if p.ep_rank == 0]
     return placements
-

@@ -49,13 +49,13 @@ class Behaviour:
     """The accounting rules of one vLLM version (see the table of `behaviour_for`)."""
 
     version: Version
-    engine: str                         # "v1" or "v0"
+    engine: str  # "v1" or "v0"
     default_gpu_memory_utilization: float
-    cuda_graphs_in_budget: bool         # the CUDA-graph estimate is subtracted from the KV budget
-    init_snapshot_after_nccl: bool      # NCCL/custom all-reduce init buffers are baseline, not charged
-    charges_whole_process: bool         # old formula: T*u - torch peak (incl. weights) - all non-torch in use
-    sampler_logit_copies: float         # fp32 [rows x vocab] copies alive at the sampler warm-up peak
-    kv_tokens_report: str               # "blocks" | "per_group" | "concurrency"
+    cuda_graphs_in_budget: bool  # the CUDA-graph estimate is subtracted from the KV budget
+    init_snapshot_after_nccl: bool  # NCCL/custom all-reduce init buffers are baseline, not charged
+    charges_whole_process: bool  # old formula: T*u - torch peak (incl. weights) - all non-torch in use
+    sampler_logit_copies: float  # fp32 [rows x vocab] copies alive at the sampler warm-up peak
+    kv_tokens_report: str  # "blocks" | "per_group" | "concurrency"
     capacity_log_one_line: bool
     null_block_in_fit_check: bool
     sliding_window_uses_in_flight: bool
@@ -63,7 +63,7 @@ class Behaviour:
     batch_default_tier_160gib: bool
     capture_ceiling_1024_sm100: bool
     triton_topk_sampler: bool
-    log_gib_format: str                 # "%.2f" or "round" (str(round(x, 2)))
+    log_gib_format: str  # "%.2f" or "round" (str(round(x, 2)))
 
     def gib_text(self, num_bytes: float) -> str:
         """GiB as this version's log and error lines print them (PR #31865: str(round(x, 2)) from ~0.14)."""

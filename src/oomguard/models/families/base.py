@@ -55,12 +55,19 @@ class Cfg:
             if default is None:
                 raise ConfigError(f"{self.where}: required key {key!r} is missing")
             return default
-        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                or int(value) != value or value < 0):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or int(value) != value
+            or value < 0
+        ):
             raise ConfigError(f"{self.where}: {key!r} must be a non-negative integer, got {value!r}")
         limit = MAX_CONFIG_LAYERS if "layers" in key else MAX_CONFIG_INT
         if value > limit:
-            raise ConfigError(f"{self.where}: {key!r} = {value!r} is beyond any real model (at most {limit:,})")
+            raise ConfigError(
+                f"{self.where}: {key!r} = {value!r} is beyond any real model (at most {limit:,})"
+            )
         return int(value)
 
     def positive(self, key: builtins.str, default: builtins.int | None = None) -> builtins.int:
@@ -149,8 +156,9 @@ class DecoderShape:
     max_position_embeddings: int
 
 
-def decoder_shape(cfg: Cfg, *, tied_default: bool, head_dim: Callable[[Cfg], int] = Cfg.head_dim,
-                  intermediate: bool = True) -> DecoderShape:
+def decoder_shape(
+    cfg: Cfg, *, tied_default: bool, head_dim: Callable[[Cfg], int] = Cfg.head_dim, intermediate: bool = True
+) -> DecoderShape:
     """The headline numbers as most configs spell them. `tied_default` is the family's config-class default for
     tie_word_embeddings (configs often leave it out); `head_dim` says how the family finds the head size;
     `intermediate` False for families without one dense width (0 then: the reader fills it in)."""
@@ -173,35 +181,88 @@ class Inventory:
 
     tensors: list[TensorSpec] = field(default_factory=list)
 
-    def add(self, name: str, shape: tuple[int, ...], role: Role, split: Split, layer: int | None = None, *,
-            experts: int = 0, quantizable: bool = True, kv_heads: int = 0, shard_dim: int | None = None,
-            groups: int = 0, group_rows: int = 0) -> None:
-        self.tensors.append(TensorSpec(name=name, shape=shape, role=role, split=split, layer=layer,
-                                       experts=experts, quantizable=quantizable, kv_heads=kv_heads,
-                                       shard_dim=shard_dim, groups=groups, group_rows=group_rows))
+    def add(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        role: Role,
+        split: Split,
+        layer: int | None = None,
+        *,
+        experts: int = 0,
+        quantizable: bool = True,
+        kv_heads: int = 0,
+        shard_dim: int | None = None,
+        groups: int = 0,
+        group_rows: int = 0,
+    ) -> None:
+        self.tensors.append(
+            TensorSpec(
+                name=name,
+                shape=shape,
+                role=role,
+                split=split,
+                layer=layer,
+                experts=experts,
+                quantizable=quantizable,
+                kv_heads=kv_heads,
+                shard_dim=shard_dim,
+                groups=groups,
+                group_rows=group_rows,
+            )
+        )
 
-    def norm(self, name: str, width: int, layer: int | None, role: Role = Role.NORM, bias: bool = False) -> None:
+    def norm(
+        self, name: str, width: int, layer: int | None, role: Role = Role.NORM, bias: bool = False
+    ) -> None:
         self.add(f"{name}.weight", (width,), role, Split.REPLICATED, layer, quantizable=False)
         if bias:
             self.add(f"{name}.bias", (width,), role, Split.REPLICATED, layer, quantizable=False)
 
-    def linear(self, name: str, out_features: int, in_features: int, role: Role, split: Split,
-               layer: int | None, *, bias: bool = False, kv_heads: int = 0, quantizable: bool = True) -> None:
+    def linear(
+        self,
+        name: str,
+        out_features: int,
+        in_features: int,
+        role: Role,
+        split: Split,
+        layer: int | None,
+        *,
+        bias: bool = False,
+        kv_heads: int = 0,
+        quantizable: bool = True,
+    ) -> None:
         """A Linear's weight ([out, in], as PyTorch stores it) and its optional bias.
 
         NOTE: a row-parallel layer's bias is added once after the all-reduce, so vLLM replicates it."""
-        self.add(f"{name}.weight", (out_features, in_features), role, split, layer, kv_heads=kv_heads,
-                 quantizable=quantizable)
+        self.add(
+            f"{name}.weight",
+            (out_features, in_features),
+            role,
+            split,
+            layer,
+            kv_heads=kv_heads,
+            quantizable=quantizable,
+        )
         if bias:
             bias_split = Split.REPLICATED if split in (Split.ROW, Split.REPLICATED) else split
-            self.add(f"{name}.bias", (out_features,), role, bias_split, layer, kv_heads=kv_heads,
-                     quantizable=False)
+            self.add(
+                f"{name}.bias", (out_features,), role, bias_split, layer, kv_heads=kv_heads, quantizable=False
+            )
 
     def embedding(self, name: str, vocab: int, hidden: int, role: Role = Role.EMBEDDING) -> None:
         self.add(name, (vocab, hidden), role, Split.VOCAB, None, quantizable=False)
 
-    def experts(self, name: str, shape: tuple[int, int], num_experts: int, layer: int, *, row: bool,
-                role: Role = Role.EXPERTS) -> None:
+    def experts(
+        self,
+        name: str,
+        shape: tuple[int, int],
+        num_experts: int,
+        layer: int,
+        *,
+        row: bool,
+        role: Role = Role.EXPERTS,
+    ) -> None:
         """A routed expert weight stacked over experts; without EP vLLM shards its intermediate dim over TP
         (dim 0 of gate/up, dim 1 of down), with EP it places whole experts."""
         self.add(name, shape, role, Split.EXPERT, layer, experts=num_experts, shard_dim=1 if row else 0)

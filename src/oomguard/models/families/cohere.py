@@ -36,12 +36,17 @@ def _cohere2_pattern(cfg: Cfg, shape: DecoderShape) -> list[AttentionKind]:
 def _read(cfg: Cfg, generation: int) -> FamilyFacts:
     # NOTE: vLLM's Cohere models always compute logits with embed_tokens: there is no lm_head to load.
     shape = decoder_shape(cfg, tied_default=True)
-    hidden, heads, kv_heads, head_dim = (shape.hidden_size, shape.num_attention_heads, shape.num_key_value_heads,
-                                         shape.head_dim)
+    hidden, heads, kv_heads, head_dim = (
+        shape.hidden_size,
+        shape.num_attention_heads,
+        shape.num_key_value_heads,
+        shape.head_dim,
+    )
     bias = cfg.bool("attention_bias", False)
     qk_norm = cfg.bool("use_qk_norm", False)
-    attention = (_cohere2_pattern(cfg, shape) if generation == 2
-                 else [full_attention(shape)] * shape.num_hidden_layers)
+    attention = (
+        _cohere2_pattern(cfg, shape) if generation == 2 else [full_attention(shape)] * shape.num_hidden_layers
+    )
     inv = Inventory()
     embed_and_head(inv, shape)
     layers = []
@@ -52,14 +57,29 @@ def _read(cfg: Cfg, generation: int) -> FamilyFacts:
         gqa_attention(inv, i, f"{p}.self_attn", shape, qkv_bias=bias, o_bias=bias)
         if qk_norm:
             # NOTE: Command-R+ normalizes q and k with one LayerNorm weight per head, sharded with the heads.
-            inv.add(f"{p}.self_attn.q_norm.weight", (heads, head_dim), Role.ATTENTION, Split.COLUMN, i,
-                    quantizable=False)
-            inv.add(f"{p}.self_attn.k_norm.weight", (kv_heads, head_dim), Role.ATTENTION, Split.KV_COLUMN, i,
-                    quantizable=False, kv_heads=kv_heads)
+            inv.add(
+                f"{p}.self_attn.q_norm.weight",
+                (heads, head_dim),
+                Role.ATTENTION,
+                Split.COLUMN,
+                i,
+                quantizable=False,
+            )
+            inv.add(
+                f"{p}.self_attn.k_norm.weight",
+                (kv_heads, head_dim),
+                Role.ATTENTION,
+                Split.KV_COLUMN,
+                i,
+                quantizable=False,
+                kv_heads=kv_heads,
+            )
         gated_mlp(inv, i, f"{p}.mlp", hidden, shape.intermediate_size)
         layers.append(DecoderLayer(attention[i], DenseMlp(shape.intermediate_size)))
     inv.norm("model.norm", hidden, None)
-    return FamilyFacts(shape, layers, inv, rotary_dim=head_dim, rope_caches=single_rope_cache(cfg, shape, head_dim))
+    return FamilyFacts(
+        shape, layers, inv, rotary_dim=head_dim, rope_caches=single_rope_cache(cfg, shape, head_dim)
+    )
 
 
 @family("cohere")

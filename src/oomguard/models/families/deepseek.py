@@ -46,7 +46,9 @@ def _mla_attention(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: in
         inv.linear(f"{prefix}.q_b_proj", heads * (nope + rope), q_lora, Role.ATTENTION, Split.COLUMN, layer)
     else:
         inv.linear(f"{prefix}.q_proj", heads * (nope + rope), hidden, Role.ATTENTION, Split.COLUMN, layer)
-    inv.linear(f"{prefix}.kv_a_proj_with_mqa", kv_lora + rope, hidden, Role.ATTENTION, Split.REPLICATED, layer)
+    inv.linear(
+        f"{prefix}.kv_a_proj_with_mqa", kv_lora + rope, hidden, Role.ATTENTION, Split.REPLICATED, layer
+    )
     inv.norm(f"{prefix}.kv_a_layernorm", kv_lora, layer, Role.ATTENTION)
     inv.linear(f"{prefix}.kv_b_proj", heads * (nope + v_dim), kv_lora, Role.ATTENTION, Split.COLUMN, layer)
     inv.linear(f"{prefix}.o_proj", hidden, heads * v_dim, Role.ATTENTION, Split.ROW, layer)
@@ -85,8 +87,14 @@ class _Layout:
         start = len(inv.tensors)
         inv.norm(f"{p}.input_layernorm", h, i)
         if self.attention == GQA_BIASED:
-            gqa_attention(inv, i, f"{p}.self_attn", self.shape, qkv_bias=cfg.bool("attention_bias", True),
-                          qk_norm=cfg.bool("use_qk_norm", False))
+            gqa_attention(
+                inv,
+                i,
+                f"{p}.self_attn",
+                self.shape,
+                qkv_bias=cfg.bool("attention_bias", True),
+                qk_norm=cfg.bool("use_qk_norm", False),
+            )
         elif self.attention == MHA:
             bias = cfg.bool("attention_bias", False)
             gqa_attention(inv, i, f"{p}.self_attn", self.shape, qkv_bias=bias, o_bias=bias)
@@ -99,10 +107,17 @@ class _Layout:
             routed_experts(inv, i, f"{p}.mlp.experts", h, self.expert_width, self.num_experts)
             if self.shared:
                 # NOTE: the n_shared_experts always-on experts are stored fused as one MLP n_shared x wide.
-                gated_mlp(inv, i, f"{p}.mlp.shared_experts", h, self.expert_width * self.shared,
-                          role=Role.SHARED_EXPERTS)
-            mlp = MoeMlp(self.num_experts, self.top_k, self.expert_width, self.shared,
-                         self.expert_width * self.shared)
+                gated_mlp(
+                    inv,
+                    i,
+                    f"{p}.mlp.shared_experts",
+                    h,
+                    self.expert_width * self.shared,
+                    role=Role.SHARED_EXPERTS,
+                )
+            mlp = MoeMlp(
+                self.num_experts, self.top_k, self.expert_width, self.shared, self.expert_width * self.shared
+            )
         else:
             gated_mlp(inv, i, f"{p}.mlp", h, self.shape.intermediate_size)
             mlp = DenseMlp(self.shape.intermediate_size)

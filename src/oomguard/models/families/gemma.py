@@ -17,14 +17,22 @@ from oomguard.models.spec import AttentionKind, DecoderLayer, DenseMlp
 
 # transformers Gemma3TextConfig defaults: the official Gemma-3 configs leave most keys out.
 GEMMA3_TEXT_DEFAULTS: dict[str, object] = {
-    "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
-    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
-    "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+    "vocab_size": 262_208,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "max_position_embeddings": 131_072,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 6,
+    "tie_word_embeddings": True,
 }
-GEMMA2_DEFAULT_WINDOW = 4096     # transformers Gemma2Config.sliding_window default
-GEMMA3_PATTERN = 6               # Gemma3TextConfig.sliding_window_pattern default: 5 local, 1 global
-GEMMA_HEAD_DIM = 256             # GemmaConfig / Gemma2Config / Gemma3TextConfig head_dim default
-GEMMA3_TOKENS_PER_IMAGE = 256    # Gemma3Config.mm_tokens_per_image default
+GEMMA2_DEFAULT_WINDOW = 4096  # transformers Gemma2Config.sliding_window default
+GEMMA3_PATTERN = 6  # Gemma3TextConfig.sliding_window_pattern default: 5 local, 1 global
+GEMMA_HEAD_DIM = 256  # GemmaConfig / Gemma2Config / Gemma3TextConfig head_dim default
+GEMMA3_TOKENS_PER_IMAGE = 256  # Gemma3Config.mm_tokens_per_image default
 
 
 def _pattern(cfg: Cfg, generation: int, shape: DecoderShape) -> list[AttentionKind]:
@@ -104,6 +112,10 @@ def read_gemma3(cfg: Cfg) -> FamilyFacts:
     facts = read_gemma_text(_with_defaults(text, GEMMA3_TEXT_DEFAULTS), 3)
     vision_cfg = cfg.sub("vision_config")
     if vision_cfg is not None:
-        facts.vision = gemma3_tower(facts.inventory, vision_cfg, facts.shape.hidden_size,
-                                    cfg.int("mm_tokens_per_image", GEMMA3_TOKENS_PER_IMAGE))
+        facts.vision = gemma3_tower(
+            facts.inventory,
+            vision_cfg,
+            facts.shape.hidden_size,
+            cfg.int("mm_tokens_per_image", GEMMA3_TOKENS_PER_IMAGE),
+        )
     return facts

@@ -58,8 +58,10 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
     bias = cfg.bool("attention_bias", False)
     types = cfg.list("layer_types")
     if types is None or len(types) != num_layers or set(types) - {"sliding_attention", "full_attention"}:
-        raise ConfigError(f"{cfg.where}: Gemma 4 needs 'layer_types' (sliding_attention / full_attention) for each "
-                          f"of the {num_layers} layers")
+        raise ConfigError(
+            f"{cfg.where}: Gemma 4 needs 'layer_types' (sliding_attention / full_attention) for each "
+            f"of the {num_layers} layers"
+        )
     shared_kv = cfg.int("num_kv_shared_layers", 0)
     first_shared = num_layers - shared_kv
     double_wide = cfg.bool("use_double_wide_mlp", False)
@@ -74,10 +76,14 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
     inv.embedding(f"{TEXT}.embed_tokens.weight", vocab, hidden)
     if ple:
         # NOTE: PLE: a second embedding of num_layers x ple per token, and its projection from the hidden state.
-        inv.embedding(f"{TEXT}.embed_tokens_per_layer.weight", cfg.int("vocab_size_per_layer_input", vocab),
-                      num_layers * ple)
-        inv.linear(f"{TEXT}.per_layer_model_projection", num_layers * ple, hidden, Role.EMBEDDING, Split.COLUMN,
-                   None)
+        inv.embedding(
+            f"{TEXT}.embed_tokens_per_layer.weight",
+            cfg.int("vocab_size_per_layer_input", vocab),
+            num_layers * ple,
+        )
+        inv.linear(
+            f"{TEXT}.per_layer_model_projection", num_layers * ple, hidden, Role.EMBEDDING, Split.COLUMN, None
+        )
         inv.norm(f"{TEXT}.per_layer_projection_norm", ple, None)
     layers = []
     for i, kind in enumerate(types):
@@ -87,8 +93,16 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
         inv.norm(f"{p}.input_layernorm", hidden, i)
         # NOTE: k_eq_v full layers store no v_proj (vLLM loads k_proj into both slots of its fused qkv_proj);
         # v_norm has no weight.
-        gqa_attention(inv, i, f"{p}.self_attn", layer_shape, qkv_bias=bias, o_bias=bias, qk_norm=True,
-                      store_v=not (full and k_eq_v))
+        gqa_attention(
+            inv,
+            i,
+            f"{p}.self_attn",
+            layer_shape,
+            qkv_bias=bias,
+            o_bias=bias,
+            qk_norm=True,
+            store_v=not (full and k_eq_v),
+        )
         for norm in ("post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
             inv.norm(f"{p}.{norm}", hidden, i)
         width = shape.intermediate_size * (2 if double_wide and i >= first_shared > 0 else 1)
@@ -97,9 +111,20 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
         if experts:
             router(inv, i, f"{p}.router.proj", hidden, experts)
             inv.add(f"{p}.router.scale", (hidden,), Role.ROUTER, Split.REPLICATED, i, quantizable=False)
-            inv.add(f"{p}.router.per_expert_scale", (experts,), Role.ROUTER, Split.REPLICATED, i, quantizable=False)
+            inv.add(
+                f"{p}.router.per_expert_scale",
+                (experts,),
+                Role.ROUTER,
+                Split.REPLICATED,
+                i,
+                quantizable=False,
+            )
             fused_experts(inv, i, f"{p}.experts", hidden, expert_width, experts)
-            for norm in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2", "pre_feedforward_layernorm_2"):
+            for norm in (
+                "post_feedforward_layernorm_1",
+                "post_feedforward_layernorm_2",
+                "pre_feedforward_layernorm_2",
+            ):
                 inv.norm(f"{p}.{norm}", hidden, i)
             # NOTE: the dense MLP runs on every token beside the routed experts, like a shared expert.
             mlp = MoeMlp(experts, cfg.int("top_k_experts", GEMMA4_TOP_K), expert_width, 1, width)
@@ -109,8 +134,9 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
             inv.norm(f"{p}.post_per_layer_input_norm", hidden, i)
         inv.add(f"{p}.layer_scalar", (1,), Role.NORM, Split.REPLICATED, i, quantizable=False)
         hd, kv = layer_shape.head_dim, layer_shape.num_key_value_heads
-        attention: FullAttention | SlidingWindowAttention = (FullAttention(kv, hd, hd) if full
-                                                             else SlidingWindowAttention(kv, hd, hd, window))
+        attention: FullAttention | SlidingWindowAttention = (
+            FullAttention(kv, hd, hd) if full else SlidingWindowAttention(kv, hd, hd, window)
+        )
         # NOTE: the last num_kv_shared_layers layers read the cache of an earlier layer of their type.
         layers.append(DecoderLayer(SharedKvAttention(attention) if i >= first_shared > 0 else attention, mlp))
     inv.norm(f"{TEXT}.norm", hidden, None)
@@ -119,14 +145,22 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
     max_pos = shape.max_position_embeddings
     caches = [(max_pos, _rope_rotary_dim(cfg, "sliding_attention", head_dim))]
     if "full_attention" in types:
-        caches.append((rope_cache_positions(cfg, max_pos), _rope_rotary_dim(cfg, "full_attention", global_head_dim)))
+        caches.append(
+            (rope_cache_positions(cfg, max_pos), _rope_rotary_dim(cfg, "full_attention", global_head_dim))
+        )
     notes = []
     if k_eq_v:
-        notes.append("attention_k_eq_v: vLLM also allocates a V copy of k_proj on each full layer (not stored)")
+        notes.append(
+            "attention_k_eq_v: vLLM also allocates a V copy of k_proj on each full layer (not stored)"
+        )
     if shared_kv:
-        notes.append(f"the last {shared_kv} layers reuse the KV cache of earlier layers of their type "
-                     f"(vLLM allocates none for them)")
-    return FamilyFacts(shape, layers, inv, rotary_dim=head_dim, rope_caches=tuple(dict.fromkeys(caches)), notes=notes)
+        notes.append(
+            f"the last {shared_kv} layers reuse the KV cache of earlier layers of their type "
+            f"(vLLM allocates none for them)"
+        )
+    return FamilyFacts(
+        shape, layers, inv, rotary_dim=head_dim, rope_caches=tuple(dict.fromkeys(caches)), notes=notes
+    )
 
 
 @family("gemma4_text")
@@ -143,8 +177,13 @@ def read_gemma4(cfg: Cfg) -> FamilyFacts:
     facts = read_gemma4_text(text)
     vision = cfg.sub("vision_config")
     if vision is not None:
-        facts.vision = gemma4_tower(facts.inventory, vision, facts.shape.hidden_size,
-                                    cfg.int("vision_soft_tokens_per_image", GEMMA4_TOKENS_PER_IMAGE), prefix=VISION)
+        facts.vision = gemma4_tower(
+            facts.inventory,
+            vision,
+            facts.shape.hidden_size,
+            cfg.int("vision_soft_tokens_per_image", GEMMA4_TOKENS_PER_IMAGE),
+            prefix=VISION,
+        )
     if cfg.sub("audio_config") is not None:
         facts.notes.append("audio tower not modelled")
     return facts

@@ -16,7 +16,7 @@ from oomguard.models.families.common import (
 )
 from oomguard.models.spec import DecoderLayer, MoeMlp
 
-GPT_OSS_WINDOW = 128   # transformers GptOssConfig.sliding_window default
+GPT_OSS_WINDOW = 128  # transformers GptOssConfig.sliding_window default
 
 
 @family("gpt_oss")
@@ -37,8 +37,17 @@ def read_gpt_oss(cfg: Cfg) -> FamilyFacts:
         pre_norm_attention(inv, i, p, shape, qkv_bias=True, o_bias=True, sinks=True)
         router(inv, i, f"{p}.mlp.router", hidden, experts, bias=True)
         fused_experts(inv, i, f"{p}.mlp.experts", hidden, width, experts, bias=True)
-        layers.append(DecoderLayer(attention_from_layer_type(types[i], shape.num_key_value_heads, shape.head_dim,
-                                                             window), MoeMlp(experts, top_k, width)))
+        layers.append(
+            DecoderLayer(
+                attention_from_layer_type(types[i], shape.num_key_value_heads, shape.head_dim, window),
+                MoeMlp(experts, top_k, width),
+            )
+        )
     inv.norm("model.norm", hidden, None)
-    return FamilyFacts(shape, layers, inv, rotary_dim=shape.head_dim,
-                       rope_caches=single_rope_cache(cfg, shape, shape.head_dim))
+    return FamilyFacts(
+        shape,
+        layers,
+        inv,
+        rotary_dim=shape.head_dim,
+        rope_caches=single_rope_cache(cfg, shape, shape.head_dim),
+    )

@@ -18,7 +18,7 @@ from oomguard.models.spec import AttentionKind, DecoderLayer, MambaState, Role, 
 
 # NOTE: vLLM keeps linear-attention state in the model dtype ("auto") unless --mamba-ssm-cache-dtype says otherwise.
 STATE_DTYPE = STATE_DTYPE_AUTO
-QWEN3_NEXT_TOP_K = 10   # transformers Qwen3NextConfig.num_experts_per_tok default
+QWEN3_NEXT_TOP_K = 10  # transformers Qwen3NextConfig.num_experts_per_tok default
 
 
 def gated_deltanet_state(cfg: Cfg) -> MambaState:
@@ -27,8 +27,11 @@ def gated_deltanet_state(cfg: Cfg) -> MambaState:
     nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
     dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
     kernel = cfg.int("linear_conv_kernel_dim", 4)
-    return MambaState(state_shapes=((kernel - 1, 2 * nk * dk + nv * dv), (nv, dk, dv)),
-                      state_dtypes=(STATE_DTYPE, STATE_DTYPE), tp_split_dims=(1, 0))
+    return MambaState(
+        state_shapes=((kernel - 1, 2 * nk * dk + nv * dv), (nv, dk, dv)),
+        state_dtypes=(STATE_DTYPE, STATE_DTYPE),
+        tp_split_dims=(1, 0),
+    )
 
 
 def gated_deltanet_mixer(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int) -> None:
@@ -39,8 +42,14 @@ def gated_deltanet_mixer(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidd
     kernel = cfg.int("linear_conv_kernel_dim", 4)
     inv.linear(f"{prefix}.in_proj_qkvz", 2 * nk * dk + 2 * nv * dv, hidden, Role.MAMBA, Split.COLUMN, layer)
     inv.linear(f"{prefix}.in_proj_ba", 2 * nv, hidden, Role.MAMBA, Split.COLUMN, layer)
-    inv.add(f"{prefix}.conv1d.weight", (2 * nk * dk + nv * dv, 1, kernel), Role.MAMBA, Split.COLUMN, layer,
-            quantizable=False)
+    inv.add(
+        f"{prefix}.conv1d.weight",
+        (2 * nk * dk + nv * dv, 1, kernel),
+        Role.MAMBA,
+        Split.COLUMN,
+        layer,
+        quantizable=False,
+    )
     inv.add(f"{prefix}.dt_bias", (nv,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
     inv.add(f"{prefix}.A_log", (nv,), Role.MAMBA, Split.COLUMN, layer, quantizable=False)
     inv.norm(f"{prefix}.norm", dv, layer, Role.MAMBA)
@@ -71,12 +80,26 @@ def read_qwen3_next(cfg: Cfg) -> FamilyFacts:
             gated_deltanet_mixer(inv, cfg, i, f"{p}.linear_attn", hidden)
             attention = state
         inv.norm(f"{p}.post_attention_layernorm", hidden, i)
-        mlp = qwen_moe_block(inv, i, f"{p}.mlp", hidden, experts, cfg.int("num_experts_per_tok", QWEN3_NEXT_TOP_K),
-                             width, shared)
+        mlp = qwen_moe_block(
+            inv,
+            i,
+            f"{p}.mlp",
+            hidden,
+            experts,
+            cfg.int("num_experts_per_tok", QWEN3_NEXT_TOP_K),
+            width,
+            shared,
+        )
         layers.append(DecoderLayer(attention, mlp))
     inv.norm("model.norm", hidden, None)
     rot = rotary_dim(cfg, shape.head_dim)
     # NOTE: no dense layers: intermediate_size, when given, is what a dense MLP would be; else the expert width.
     shape = replace(shape, intermediate_size=cfg.int("intermediate_size", width))
-    return FamilyFacts(shape, layers, inv, rotary_dim=rot, rope_caches=single_rope_cache(cfg, shape, rot),
-                       mtp_layers=cfg.int("mtp_num_hidden_layers", 0))
+    return FamilyFacts(
+        shape,
+        layers,
+        inv,
+        rotary_dim=rot,
+        rope_caches=single_rope_cache(cfg, shape, rot),
+        mtp_layers=cfg.int("mtp_num_hidden_layers", 0),
+    )

@@ -28,4 +28,6 @@ def read_internlm2(cfg: Cfg) -> FamilyFacts:
     # NOTE: InternLM2's head is `output`, stored after the final norm.
     if not shape.tie_word_embeddings:
         inv.embedding("output.weight", vocab, hidden, Role.LM_HEAD)
-    return FamilyFacts(shape, layers, inv, rotary_dim=head_dim, rope_caches=single_rope_cache(cfg, shape, head_dim))
+    return FamilyFacts(
+        shape, layers, inv, rotary_dim=head_dim, rope_caches=single_rope_cache(cfg, shape, head_dim)
+    )

@@ -32,12 +32,25 @@ def read_starcoder2(cfg: Cfg) -> FamilyFacts:
     for i in range(shape.num_hidden_layers):
         p = f"model.layers.{i}"
         pre_norm_attention(inv, i, p, shape, qkv_bias=bias, o_bias=bias, norm_bias=True)
-        plain_mlp(inv, i, f"{p}.mlp", shape.hidden_size, shape.intermediate_size, up="c_fc", down="c_proj",
-                  bias=bias)
+        plain_mlp(
+            inv,
+            i,
+            f"{p}.mlp",
+            shape.hidden_size,
+            shape.intermediate_size,
+            up="c_fc",
+            down="c_proj",
+            bias=bias,
+        )
         layers.append(DecoderLayer(attention, DenseMlp(shape.intermediate_size)))
     inv.norm("model.norm", shape.hidden_size, None, bias=True)
-    return FamilyFacts(shape, layers, inv, rotary_dim=shape.head_dim,
-                       rope_caches=single_rope_cache(cfg, shape, shape.head_dim))
+    return FamilyFacts(
+        shape,
+        layers,
+        inv,
+        rotary_dim=shape.head_dim,
+        rope_caches=single_rope_cache(cfg, shape, shape.head_dim),
+    )
 
 
 @family("stablelm")
@@ -57,10 +70,19 @@ def read_stablelm(cfg: Cfg) -> FamilyFacts:
         if qk_norm:
             # NOTE: StableLM-2-12B: one bias-free LayerNorm per head (q_layernorm.norms.{h}), sharded with the heads.
             # Each rank holds its heads' norms: listed per head as COLUMN so a rank holds 1/TP of their bytes.
-            for name, count in (("q_layernorm", shape.num_attention_heads), ("k_layernorm", shape.num_key_value_heads)):
+            for name, count in (
+                ("q_layernorm", shape.num_attention_heads),
+                ("k_layernorm", shape.num_key_value_heads),
+            ):
                 for h in range(count):
-                    inv.add(f"{p}.self_attn.{name}.norms.{h}.weight", (head_dim,), Role.ATTENTION, Split.COLUMN, i,
-                            quantizable=False)
+                    inv.add(
+                        f"{p}.self_attn.{name}.norms.{h}.weight",
+                        (head_dim,),
+                        Role.ATTENTION,
+                        Split.COLUMN,
+                        i,
+                        quantizable=False,
+                    )
         if not parallel:
             # NOTE: with use_parallel_residual one LayerNorm feeds both attention and MLP.
             inv.norm(f"{p}.post_attention_layernorm", hidden, i, bias=True)

@@ -24,17 +24,17 @@ from oomguard.models.spec import AttentionKind, DecoderLayer, DenseMlp, SlidingW
 
 @dataclass(frozen=True)
 class DenseVariant:
-    qkv_bias_key: str | None       # config key that turns on q/k/v biases (None: the family never has them)
+    qkv_bias_key: str | None  # config key that turns on q/k/v biases (None: the family never has them)
     qkv_bias_default: bool
     qk_norm: bool
-    tied_default: bool             # the family's config class default for tie_word_embeddings
+    tied_default: bool  # the family's config class default for tie_word_embeddings
 
 
 # NOTE: each transformers config class has its own tie_word_embeddings default; sparse configs rely on it.
 VARIANTS: dict[str, DenseVariant] = {
     "llama": DenseVariant("attention_bias", False, False, False),
     "mistral": DenseVariant(None, False, False, False),
-    "qwen2": DenseVariant(None, True, False, False),         # Qwen2 always has q/k/v bias, never o bias
+    "qwen2": DenseVariant(None, True, False, False),  # Qwen2 always has q/k/v bias, never o bias
     "qwen3": DenseVariant("attention_bias", False, True, False),
     "granite": DenseVariant("attention_bias", False, False, True),
 }

@@ -24,7 +24,7 @@ from oomguard.models.spec import (
     Role,
 )
 
-NOPE_LAYER_INTERVAL = 4   # transformers Llama4TextConfig default: layer i is NoPE/global when (i + 1) % 4 == 0
+NOPE_LAYER_INTERVAL = 4  # transformers Llama4TextConfig default: layer i is NoPE/global when (i + 1) % 4 == 0
 
 
 def _attention(cfg: Cfg, i: int, kv_heads: int, head_dim: int) -> AttentionKind:
@@ -59,15 +59,22 @@ def read_llama4_text(cfg: Cfg) -> FamilyFacts:
         if is_moe:
             router(inv, i, f"{p}.feed_forward.router", hidden, experts)
             fused_experts(inv, i, f"{p}.feed_forward.experts", hidden, expert_width, experts)
-            gated_mlp(inv, i, f"{p}.feed_forward.shared_expert", hidden, expert_width, role=Role.SHARED_EXPERTS)
+            gated_mlp(
+                inv, i, f"{p}.feed_forward.shared_expert", hidden, expert_width, role=Role.SHARED_EXPERTS
+            )
             mlp = MoeMlp(experts, top_k, expert_width, 1, expert_width)
         else:
             gated_mlp(inv, i, f"{p}.feed_forward", hidden, dense_width)
             mlp = DenseMlp(dense_width)
         layers.append(DecoderLayer(_attention(cfg, i, shape.num_key_value_heads, shape.head_dim), mlp))
     inv.norm("model.norm", hidden, None)
-    return FamilyFacts(shape, layers, inv, rotary_dim=shape.head_dim,
-                       rope_caches=((shape.max_position_embeddings, shape.head_dim),))
+    return FamilyFacts(
+        shape,
+        layers,
+        inv,
+        rotary_dim=shape.head_dim,
+        rope_caches=((shape.max_position_embeddings, shape.head_dim),),
+    )
 
 
 @family("llama4_text")

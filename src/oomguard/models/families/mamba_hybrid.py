@@ -37,8 +37,13 @@ from oomguard.models.spec import (
 )
 
 # transformers GraniteMoeHybridConfig defaults (a real config.json spells them out; partial copies may not).
-GRANITE_MAMBA_DEFAULTS = {"mamba_n_heads": 128, "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4,
-                          "mamba_expand": 2}
+GRANITE_MAMBA_DEFAULTS = {
+    "mamba_n_heads": 128,
+    "mamba_n_groups": 1,
+    "mamba_d_state": 256,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+}
 GRANITE_SHARED_DEFAULT = 1024
 # vLLM NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE: the SSM state is float32 unless the config
 # (or --mamba-ssm-cache-dtype) says otherwise ("only float32 is known to have no accuracy issues").
@@ -52,8 +57,9 @@ def _granite_layer_types(cfg: Cfg, num_layers: int) -> list[str]:
     if types is None:
         return ["mamba"] * num_layers
     if len(types) != num_layers or any(t not in ("mamba", "attention") for t in types):
-        raise ConfigError(f"{cfg.where}: 'layer_types' must list 'mamba' or 'attention' for each of the "
-                          f"{num_layers} layers")
+        raise ConfigError(
+            f"{cfg.where}: 'layer_types' must list 'mamba' or 'attention' for each of the {num_layers} layers"
+        )
     return [str(t) for t in types]
 
 
@@ -87,8 +93,19 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
         inv.norm(f"{p}.input_layernorm", hidden, i)
         attention: AttentionKind
         if kind == "mamba":
-            mamba2_mixer(inv, i, f"{p}.mamba", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
-                         conv_bias=cfg.bool("mamba_conv_bias", True), proj_bias=cfg.bool("mamba_proj_bias", False))
+            mamba2_mixer(
+                inv,
+                i,
+                f"{p}.mamba",
+                hidden,
+                m_heads,
+                m_head_dim,
+                d_state,
+                groups,
+                d_conv,
+                conv_bias=cfg.bool("mamba_conv_bias", True),
+                proj_bias=cfg.bool("mamba_proj_bias", False),
+            )
             attention = state
         else:
             gqa_attention(inv, i, f"{p}.self_attn", shape, qkv_bias=bias, o_bias=bias)
@@ -97,21 +114,41 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
         if experts:
             # NOTE: routed experts are stored fused: input_linear [E, 2I, H] (gate and up), output_linear [E, H, I].
             moe = f"{p}.block_sparse_moe"
-            fused_experts(inv, i, moe, hidden, width, experts, gate_up="input_linear.weight",
-                          down="output_linear.weight")
+            fused_experts(
+                inv,
+                i,
+                moe,
+                hidden,
+                width,
+                experts,
+                gate_up="input_linear.weight",
+                down="output_linear.weight",
+            )
             router(inv, i, f"{moe}.router.layer", hidden, experts)
         if shared:
             # NOTE: the shared MLP beside the experts (the only MLP of a dense Granite-4.0) is a fused gated MLP.
-            fused_gated_mlp(inv, i, f"{p}.shared_mlp", hidden, shared, gate_up="input_linear", down="output_linear",
-                            role=Role.SHARED_EXPERTS if experts else Role.MLP)
+            fused_gated_mlp(
+                inv,
+                i,
+                f"{p}.shared_mlp",
+                hidden,
+                shared,
+                gate_up="input_linear",
+                down="output_linear",
+                role=Role.SHARED_EXPERTS if experts else Role.MLP,
+            )
         mlp = MoeMlp(experts, top_k, width, 1 if shared else 0, shared) if experts else DenseMlp(shared)
         layers.append(DecoderLayer(attention, mlp))
     inv.norm("model.norm", hidden, None)
     # NOTE: position_embedding_type "nope" (Granite-4.0-H) builds no RoPE cache; "rope" (Granite-4.0 dense) does.
     rope = cfg.str("position_embedding_type", "nope") == "rope"
-    return FamilyFacts(replace(shape, intermediate_size=shared or width), layers, inv,
-                       rotary_dim=shape.head_dim if rope else 0,
-                       rope_caches=single_rope_cache(cfg, shape, shape.head_dim) if rope else ())
+    return FamilyFacts(
+        replace(shape, intermediate_size=shared or width),
+        layers,
+        inv,
+        rotary_dim=shape.head_dim if rope else 0,
+        rope_caches=single_rope_cache(cfg, shape, shape.head_dim) if rope else (),
+    )
 
 
 # Nemotron-H block letters (NemotronHConfig.hybrid_override_pattern).
@@ -121,8 +158,10 @@ MAMBA_BLOCK, ATTENTION_BLOCK, MLP_BLOCK, MOE_BLOCK = "M", "*", "-", "E"
 def _nemotron_pattern(cfg: Cfg, num_layers: int) -> str:
     pattern = cfg.str("hybrid_override_pattern")
     if len(pattern) != num_layers or set(pattern) - {MAMBA_BLOCK, ATTENTION_BLOCK, MLP_BLOCK, MOE_BLOCK}:
-        raise ConfigError(f"{cfg.where}: 'hybrid_override_pattern' must spell one of M * - E for each of the "
-                          f"{num_layers} layers")
+        raise ConfigError(
+            f"{cfg.where}: 'hybrid_override_pattern' must spell one of M * - E for each of the "
+            f"{num_layers} layers"
+        )
     return pattern
 
 
@@ -143,9 +182,19 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
     hidden = shape.hidden_size
     pattern = _nemotron_pattern(cfg, shape.num_hidden_layers)
     m_heads, m_head_dim = cfg.int("mamba_num_heads"), cfg.int("mamba_head_dim")
-    groups, d_state, d_conv = cfg.int("n_groups", 8), cfg.int("ssm_state_size", 128), cfg.int("conv_kernel", 4)
-    state = mamba2_state(m_heads, m_head_dim, d_state, groups, d_conv,
-                         ssm_dtype=cfg.str("mamba_ssm_cache_dtype", NEMOTRON_H_SSM_DTYPE))
+    groups, d_state, d_conv = (
+        cfg.int("n_groups", 8),
+        cfg.int("ssm_state_size", 128),
+        cfg.int("conv_kernel", 4),
+    )
+    state = mamba2_state(
+        m_heads,
+        m_head_dim,
+        d_state,
+        groups,
+        d_conv,
+        ssm_dtype=cfg.str("mamba_ssm_cache_dtype", NEMOTRON_H_SSM_DTYPE),
+    )
     mlp_bias = cfg.bool("mlp_bias", False)
     bias = cfg.bool("attention_bias", False)
 
@@ -157,8 +206,19 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
         p = f"backbone.layers.{i}"
         inv.norm(f"{p}.norm", hidden, i)
         if block == MAMBA_BLOCK:
-            mamba2_mixer(inv, i, f"{p}.mixer", hidden, m_heads, m_head_dim, d_state, groups, d_conv,
-                         conv_bias=cfg.bool("use_conv_bias", True), proj_bias=cfg.bool("use_bias", False))
+            mamba2_mixer(
+                inv,
+                i,
+                f"{p}.mixer",
+                hidden,
+                m_heads,
+                m_head_dim,
+                d_state,
+                groups,
+                d_conv,
+                conv_bias=cfg.bool("use_conv_bias", True),
+                proj_bias=cfg.bool("use_bias", False),
+            )
             layers.append(DecoderLayer(state, NoMlp()))
         elif block == ATTENTION_BLOCK:
             gqa_attention(inv, i, f"{p}.mixer", shape, qkv_bias=bias, o_bias=bias)
@@ -177,10 +237,16 @@ def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
     intermediate = max(dense_widths) if dense_widths else (moe.expert_intermediate_size if moe else 0)
     # NOTE: Nemotron-H attention layers use no positional embedding: no RoPE cache.
     return FamilyFacts(
-        replace(shape, intermediate_size=intermediate), layers, inv,
-        notes=[(f"{len(pattern)} Nemotron-H layers: {pattern.count(MAMBA_BLOCK)} Mamba2, "
+        replace(shape, intermediate_size=intermediate),
+        layers,
+        inv,
+        notes=[
+            (
+                f"{len(pattern)} Nemotron-H layers: {pattern.count(MAMBA_BLOCK)} Mamba2, "
                 f"{pattern.count(ATTENTION_BLOCK)} attention, {pattern.count(MLP_BLOCK)} MLP, "
-                f"{pattern.count(MOE_BLOCK)} MoE")],
+                f"{pattern.count(MOE_BLOCK)} MoE"
+            )
+        ],
     )
 
 
@@ -200,6 +266,14 @@ def _nemotron_moe(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int
         inv.linear(f"{prefix}.fc1_latent_proj", latent, hidden, Role.EXPERTS, Split.REPLICATED, layer)
         inv.linear(f"{prefix}.fc2_latent_proj", hidden, latent, Role.EXPERTS, Split.REPLICATED, layer)
     if shared:
-        plain_mlp(inv, layer, f"{prefix}.shared_experts", hidden, shared, up="up_proj", down="down_proj",
-                  role=Role.SHARED_EXPERTS)
+        plain_mlp(
+            inv,
+            layer,
+            f"{prefix}.shared_experts",
+            hidden,
+            shared,
+            up="up_proj",
+            down="down_proj",
+            role=Role.SHARED_EXPERTS,
+        )
     return MoeMlp(experts, cfg.int("num_experts_per_tok"), width, 1 if shared else 0, shared)

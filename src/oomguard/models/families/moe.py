@@ -48,11 +48,22 @@ def _read(cfg: Cfg, model_type: str) -> FamilyFacts:
         if mixtral:
             # NOTE: Mixtral's MoE lives in `block_sparse_moe` with experts named w1 (gate), w3 (up), w2 (down).
             router(inv, i, f"{prefix}.block_sparse_moe.gate", hidden, num_experts)
-            routed_experts(inv, i, f"{prefix}.block_sparse_moe.experts", hidden, expert_width, num_experts,
-                           gate="w1", up="w3", down="w2")
+            routed_experts(
+                inv,
+                i,
+                f"{prefix}.block_sparse_moe.experts",
+                hidden,
+                expert_width,
+                num_experts,
+                gate="w1",
+                up="w3",
+                down="w2",
+            )
             mlp = MoeMlp(num_experts, top_k, expert_width)
         elif num_experts and _is_sparse(cfg, i):
-            mlp = qwen_moe_block(inv, i, f"{prefix}.mlp", hidden, num_experts, top_k, expert_width, shared_width)
+            mlp = qwen_moe_block(
+                inv, i, f"{prefix}.mlp", hidden, num_experts, top_k, expert_width, shared_width
+            )
         else:
             gated_mlp(inv, i, f"{prefix}.mlp", hidden, intermediate)
             mlp = DenseMlp(intermediate)

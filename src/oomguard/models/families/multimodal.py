@@ -16,8 +16,13 @@ def read_mistral3(cfg: Cfg) -> FamilyFacts:
     facts = read_dense(text, "mistral")
     vision = cfg.sub("vision_config")
     if vision is not None:
-        facts.vision = pixtral_tower(facts.inventory, vision, facts.shape.hidden_size, cfg.int("spatial_merge_size", 2),
-                                     cfg.bool("multimodal_projector_bias", False))
+        facts.vision = pixtral_tower(
+            facts.inventory,
+            vision,
+            facts.shape.hidden_size,
+            cfg.int("spatial_merge_size", 2),
+            cfg.bool("multimodal_projector_bias", False),
+        )
     return facts
 
 

@@ -27,8 +27,9 @@ def _count(inv: Inventory, start: int) -> int:
     return sum(t.numel for t in inv.tensors[start:])
 
 
-def _vit_blocks(inv: Inventory, prefix: str, layers: int, hidden: int, inter: int, *, norms: tuple[str, str],
-                o_proj: str) -> None:
+def _vit_blocks(
+    inv: Inventory, prefix: str, layers: int, hidden: int, inter: int, *, norms: tuple[str, str], o_proj: str
+) -> None:
     """Pre-norm ViT blocks `{prefix}.{i}` as SigLIP and Llama-4 store them: a LayerNorm, q/k/v/o with biases
     (`self_attn`), a LayerNorm, then a GELU MLP fc1/fc2 with biases."""
     for i in range(layers):
@@ -53,8 +54,15 @@ def siglip_tower(inv: Inventory, vc: Cfg, prefix: str = "vision_tower.vision_mod
     _tensor(inv, f"{prefix}.embeddings.patch_embedding.weight", (hidden, channels, patch, patch))
     _tensor(inv, f"{prefix}.embeddings.patch_embedding.bias", (hidden,))
     _tensor(inv, f"{prefix}.embeddings.position_embedding.weight", ((image // patch) ** 2, hidden))
-    _vit_blocks(inv, f"{prefix}.encoder.layers", layers, hidden, inter, norms=("layer_norm1", "layer_norm2"),
-                o_proj="out_proj")
+    _vit_blocks(
+        inv,
+        f"{prefix}.encoder.layers",
+        layers,
+        hidden,
+        inter,
+        norms=("layer_norm1", "layer_norm2"),
+        o_proj="out_proj",
+    )
     _norm(inv, f"{prefix}.post_layernorm", hidden)
     return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers)
 
@@ -65,12 +73,22 @@ def gemma3_tower(inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int
     tower = siglip_tower(inv, vc)
     _tensor(inv, "multi_modal_projector.mm_input_projection_weight", (tower.hidden_size, text_hidden))
     _norm(inv, "multi_modal_projector.mm_soft_emb_norm", tower.hidden_size, bias=False)
-    return VisionTower(num_params=_count(inv, start), hidden_size=tower.hidden_size, num_layers=tower.num_layers,
-                       tokens_per_item=tokens_per_item)
+    return VisionTower(
+        num_params=_count(inv, start),
+        hidden_size=tower.hidden_size,
+        num_layers=tower.num_layers,
+        tokens_per_item=tokens_per_item,
+    )
 
 
-def pixtral_tower(inv: Inventory, vc: Cfg, text_hidden: int, spatial_merge: int, projector_bias: bool,
-                  prefix: str = "vision_tower") -> VisionTower:
+def pixtral_tower(
+    inv: Inventory,
+    vc: Cfg,
+    text_hidden: int,
+    spatial_merge: int,
+    projector_bias: bool,
+    prefix: str = "vision_tower",
+) -> VisionTower:
     """Pixtral ViT (Mistral-Small-3.1/3.2): conv patches (no bias), RMSNorms, SwiGLU blocks, then the
     patch-merger and a 2-layer projector to the text width."""
     start = len(inv.tensors)
@@ -92,7 +110,7 @@ def pixtral_tower(inv: Inventory, vc: Cfg, text_hidden: int, spatial_merge: int,
         _linear(inv, f"{p}.feed_forward.down_proj", hidden, inter, bias=False)
     mp = "multi_modal_projector"
     _norm(inv, f"{mp}.norm", hidden, bias=False)
-    _linear(inv, f"{mp}.patch_merger.merging_layer", hidden, hidden * spatial_merge ** 2, bias=False)
+    _linear(inv, f"{mp}.patch_merger.merging_layer", hidden, hidden * spatial_merge**2, bias=False)
     _linear(inv, f"{mp}.linear_1", text_hidden, hidden, bias=projector_bias)
     _linear(inv, f"{mp}.linear_2", text_hidden, text_hidden, bias=projector_bias)
     return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers)
@@ -124,7 +142,7 @@ def qwen2_vl_tower(inv: Inventory, vc: Cfg, text_hidden: int, qwen25: bool) -> V
         else:
             _linear(inv, f"{p}.mlp.fc1", inter, hidden)
             _linear(inv, f"{p}.mlp.fc2", hidden, inter)
-    merged = hidden * merge ** 2
+    merged = hidden * merge**2
     _norm(inv, "visual.merger.ln_q", hidden, bias=not qwen25)
     _linear(inv, "visual.merger.mlp.0", merged, merged)
     _linear(inv, "visual.merger.mlp.2", out_hidden, merged)
@@ -152,16 +170,24 @@ def llama4_tower(inv: Inventory, vc: Cfg, text_hidden: int) -> VisionTower:
     _tensor(inv, f"{p}.positional_embedding_vlm", ((image // patch) ** 2 + 1, hidden))
     _norm(inv, f"{p}.layernorm_pre", hidden)
     _norm(inv, f"{p}.layernorm_post", hidden)
-    _vit_blocks(inv, f"{p}.model.layers", layers, hidden, inter,
-                norms=("input_layernorm", "post_attention_layernorm"), o_proj="o_proj")
+    _vit_blocks(
+        inv,
+        f"{p}.model.layers",
+        layers,
+        hidden,
+        inter,
+        norms=("input_layernorm", "post_attention_layernorm"),
+        o_proj="o_proj",
+    )
     _linear(inv, f"{p}.vision_adapter.mlp.fc1", adapter_dim, adapter_in, bias=False)
     _linear(inv, f"{p}.vision_adapter.mlp.fc2", adapter_out, adapter_dim, bias=False)
     _linear(inv, "multi_modal_projector.linear_1", text_hidden, adapter_out, bias=False)
     return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers)
 
 
-def gemma4_tower(inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int,
-                 prefix: str = "model.vision_tower") -> VisionTower:
+def gemma4_tower(
+    inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int, prefix: str = "model.vision_tower"
+) -> VisionTower:
     """Gemma 4 vision encoder: a linear patch embedding, a 2 x positions x hidden position table, blocks with
     q/k norms and four RMSNorms around a GeGLU MLP, then a bias-free projection to the text width."""
     start = len(inv.tensors)
@@ -184,11 +210,20 @@ def gemma4_tower(inv: Inventory, vc: Cfg, text_hidden: int, tokens_per_item: int
         _linear(inv, f"{p}.self_attn.o_proj.linear", hidden, heads * head_dim, bias=False)
         _norm(inv, f"{p}.self_attn.q_norm", head_dim, bias=False)
         _norm(inv, f"{p}.self_attn.k_norm", head_dim, bias=False)
-        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                     "post_feedforward_layernorm"):
+        for norm in (
+            "input_layernorm",
+            "post_attention_layernorm",
+            "pre_feedforward_layernorm",
+            "post_feedforward_layernorm",
+        ):
             _norm(inv, f"{p}.{norm}", hidden, bias=False)
-        for proj, out_f, in_f in (("gate_proj", inter, hidden), ("up_proj", inter, hidden), ("down_proj", hidden, inter)):
+        for proj, out_f, in_f in (
+            ("gate_proj", inter, hidden),
+            ("up_proj", inter, hidden),
+            ("down_proj", hidden, inter),
+        ):
             _linear(inv, f"{p}.mlp.{proj}.linear", out_f, in_f, bias=False)
     _linear(inv, "model.embed_vision.embedding_projection", text_hidden, hidden, bias=False)
-    return VisionTower(num_params=_count(inv, start), hidden_size=hidden, num_layers=layers,
-                       tokens_per_item=tokens_per_item)
+    return VisionTower(
+        num_params=_count(inv, start), hidden_size=hidden, num_layers=layers, tokens_per_item=tokens_per_item
+    )
