@@ -11,8 +11,9 @@ fixed by a version change or a restart, not by tuning; host memory is not GPU me
 
 from __future__ import annotations
 
+import logging
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from oomguard.units import GiB, MiB
@@ -27,6 +28,8 @@ from oomguard.watch.trend import (
     theil_sen,
     time_to_reach,
 )
+
+log = logging.getLogger(__name__)
 
 WARNING = "warning"
 CRITICAL = "critical"
@@ -717,19 +720,29 @@ def evaluate(
     models: Mapping[RankKey, str] | None = None,
     planned: PlannedCapacity | None = None,
 ) -> list[Alert]:
-    """Every detector over one history, most urgent first."""
+    """Every detector over one history, most urgent first.
+
+    A detector that fails on odd numbers (an overflow in a mean of huge values) costs its own alerts for
+    this tick, logged, never the watcher: the next tick judges again."""
     t = thresholds or Thresholds()
-    alerts: list[Alert] = []
-    alerts += memory_leaks(history, now, t)
-    alerts += host_memory(history, now, t)
-    alerts += kv_saturation(history, now, t)
-    alerts += queue_growth(history, now, t)
-    alerts += preemptions(history, now, t)
-    alerts += dp_imbalance(history, now, t, models or {})
-    alerts += restarts(history, now, t)
-    alerts += targets_down(history, now, t)
+    runs: list[tuple[str, Callable[[], list[Alert]]]] = [
+        ("memory_leak", lambda: memory_leaks(history, now, t)),
+        ("host_memory", lambda: host_memory(history, now, t)),
+        ("kv_saturation", lambda: kv_saturation(history, now, t)),
+        ("queue_growth", lambda: queue_growth(history, now, t)),
+        ("preemptions", lambda: preemptions(history, now, t)),
+        ("dp_imbalance", lambda: dp_imbalance(history, now, t, models or {})),
+        ("restarts", lambda: restarts(history, now, t)),
+        ("target_down", lambda: targets_down(history, now, t)),
+    ]
     if planned is not None:
-        alerts += kv_pool_shortfall(history, now, planned)
+        runs.append(("kv_pool_shortfall", lambda: kv_pool_shortfall(history, now, planned)))
+    alerts: list[Alert] = []
+    for name, run in runs:
+        try:
+            alerts += run()
+        except (ArithmeticError, ValueError, statistics.StatisticsError) as err:
+            log.warning("detector %s skipped this tick: %s: %s", name, type(err).__name__, err)
     return sorted(alerts, key=_urgency)
 
 
