@@ -1,11 +1,11 @@
 """Hostile /metrics and Prometheus endpoints on 127.0.0.1, the fault injectors of the reliability campaign.
 
-    /drip        a valid body, one byte per `drip_s` seconds (Content-Length set)
-    /gzipbomb    `bomb_mib` MiB of zeros gzip-compressed (1 GiB is 1 MiB on the wire)
-    /biglabel    one label value of `label_bytes` bytes
-    /forge       terminal escapes and an escaped newline forging an alert line in a label
-    /truncated   Content-Length twice the body, then the connection closes
-    /static/NAME the bytes in `static[NAME]`; /static/NAME/api/v1/query_range answers any Prometheus query
+/drip        a valid body, one byte per `drip_s` seconds (Content-Length set)
+/gzipbomb    `bomb_mib` MiB of zeros gzip-compressed (1 GiB is 1 MiB on the wire)
+/biglabel    one label value of `label_bytes` bytes
+/forge       terminal escapes and an escaped newline forging an alert line in a label
+/truncated   Content-Length twice the body, then the connection closes
+/static/NAME the bytes in `static[NAME]`; /static/NAME/api/v1/query_range answers any Prometheus query
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Hostile:
                     pass  # the client gave up, as it should
 
             def answer(self, path: str) -> None:
-                if path == "/drip":
+                if path == "/drip" or path.startswith("/drip/"):  # /drip/api/v1/query_range for Prometheus
                     self.head(len(hostile.drip_body))
                     for b in hostile.drip_body:
                         self.wfile.write(bytes([b]))
@@ -109,7 +109,9 @@ class Hostile:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:
@@ -117,9 +119,3 @@ class Hostile:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
-    def __enter__(self) -> Hostile:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -25,15 +25,15 @@ from dataclasses import fields, replace
 
 from oomguard.errors import ConfigError
 from oomguard.watch.clock import TickClock
-from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.detectors import Alert, PendingTrend, Thresholds, evaluate, pending_trends
 from oomguard.watch.durations import parse_duration
 from oomguard.watch.escape import printable
 from oomguard.watch.host import HostProbe, is_loopback_url, url_port
 from oomguard.watch.nvml import NvmlProbe
-from oomguard.watch.planned import planned_capacity
+from oomguard.watch.planned import PlanSource
 from oomguard.watch.scrape import DEFAULT_TIMEOUT_S, MIN_TIMEOUT_S, Scraper, normalize_url
 from oomguard.watch.store import Store
-from oomguard.watch.view import CLEAR, alert_json, alert_line, screen
+from oomguard.watch.view import CLEAR, alert_json, alert_line, pending_json, pending_line, screen
 from oomguard.watch.watcher import Probe, Watcher
 
 DEFAULT_DB = "oomguard-watch.sqlite"
@@ -42,7 +42,7 @@ EXIT_FINDINGS = 1
 STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # docker stop, kubectl delete, systemd; a closed terminal
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """Bad flags as the one-line error every oomguard command gives, not the whole usage."""
 
     def error(self, message: str) -> typing.NoReturn:
@@ -133,7 +133,7 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="oomguard watch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -205,6 +205,12 @@ def _timeout(args: argparse.Namespace) -> float:
     return timeout
 
 
+def _emit_pending(trends: Sequence[PendingTrend], as_json: bool) -> None:
+    """What a one-shot check could not judge yet, so silence is not read as "all clear"."""
+    for trend in trends:
+        print(pending_json(trend) if as_json else pending_line(trend), flush=True)
+
+
 def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> None:
     for alert in alerts:
         print(alert_json(alert) if as_json else alert_line(alert), flush=True)
@@ -223,7 +229,7 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds, stop: thre
     source = PrometheusSource(
         args.prometheus, selector=args.selector, gpu_selector=args.gpu_selector, timeout=_timeout(args)
     )
-    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
+    planned = PlanSource(args.plan, args.gpu) if args.plan else None
     lookback = max(
         thresholds.leak_window_s,
         thresholds.kv_window_s,
@@ -260,6 +266,7 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds, stop: thre
         current = {a.key: a for a in alerts}
         if args.once:
             _emit(alerts, (), args.json)
+            _emit_pending(pending_trends(history, now, thresholds), args.json)
         else:
             _emit(
                 [a for k, a in current.items() if k not in active or active[k].severity != a.severity],
@@ -334,7 +341,7 @@ def _loop(
     probes, notes = _probes(args, urls)
     for note in notes:
         logging.getLogger(__name__).info(note)
-    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
+    planned = PlanSource(args.plan, args.gpu) if args.plan else None
     watcher = Watcher(
         store, Scraper(urls, timeout=timeout), probes, thresholds, planned, probe_deadline_s=timeout
     )
@@ -352,6 +359,7 @@ def _loop(
             print(CLEAR + screen(result, db=args.db), flush=True)
         elif args.once:
             _emit(result.alerts, (), args.json)
+            _emit_pending(result.trends_pending, args.json)
         else:
             _emit(result.new, result.cleared, args.json)
         if (

@@ -23,6 +23,7 @@ import yaml  # type: ignore[import-untyped,unused-ignore]
 from oomguard.units import MiB
 from oomguard.watch.detectors import Thresholds
 from oomguard.watch.durations import prom_duration
+from oomguard.watch.growth import GrowthRule
 
 P = "oomguard:"  # namespace of the recorded series
 
@@ -85,17 +86,9 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
 
 
 def _eta_expr(headroom: str, used: str, window_s: float, horizon_s: float) -> str:
-    """Seconds until `headroom` is used up at the slope of `used` over the window; only below the horizon and
-    when the older half of the window rises too (a leak climbs all along; a one-off step does not).
-
-    `used` is a raw selector, not a recorded series: a recording rule has no history when the rules are
-    first loaded, and a leak needs an hour of it.
-    """
-    w, half = prom_duration(window_s), prom_duration(window_s / 2)
-    return (
-        f"({headroom}) / deriv({used}[{w}]) < {horizon_s:g}"
-        f" and deriv({used}[{w}]) > 0 and deriv({used}[{half}] offset {half}) > 0"
-    )
+    """Seconds until `headroom` is used up at the slope of `used`: `GrowthRule`, the definition watch
+    evaluates itself."""
+    return GrowthRule(window_s, horizon_s, horizon_s).promql(headroom, used)
 
 
 def _alert(
@@ -200,7 +193,7 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
         ),
         _alert(
             "OomguardHostMemoryLeak",
-            _eta_expr(f"({ws_limit} > 0) - {ws}", ws, t.leak_window_s, t.horizon_s),
+            t.host_growth.promql(f"({ws_limit} > 0) - {ws}", ws),
             "warning",
             "{{ $labels.namespace }}/{{ $labels.pod }} {{ $labels.container }}: memory limit reached in "
             "{{ $value | humanizeDuration }}",

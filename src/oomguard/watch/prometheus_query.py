@@ -138,7 +138,7 @@ class PrometheusSource:
                 isinstance(series, dict)
                 and isinstance(series.get("metric", {}), dict)
                 and all(isinstance(v, str) for v in series.get("metric", {}).values())
-                and isinstance(series.get("values", []), list)
+                and isinstance(series.get("values") or [], list)
             ):
                 raise PrometheusError(f"unexpected answer to {query!r}: a series is not {{metric, values}}")
         return result

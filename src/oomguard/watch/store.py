@@ -156,7 +156,9 @@ class Store:
                 for i, t, e, m in self._db.execute("SELECT id, target, engine, metric FROM series")
             }
         except sqlite3.DatabaseError as err:
-            raise InputFormatError(f"{self.path}: cannot use as the watch database: {err}") from None
+            raise InputFormatError(
+                f"{self.path}: cannot use as the watch database ({err}); move it aside and start a new one"
+            ) from None
         self._samples: dict[tuple[SeriesKey, float], float] = {}  # one value per series and timestamp
         self._scrapes: dict[tuple[str, float], ScrapeRecord] = {}
         self._ranks: dict[RankKey, str] = {}

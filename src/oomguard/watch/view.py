@@ -11,8 +11,8 @@ import math
 import time
 
 from oomguard.units import GiB
-from oomguard.watch.detectors import Alert
-from oomguard.watch.durations import format_duration
+from oomguard.watch.detectors import Alert, PendingTrend
+from oomguard.watch.durations import format_duration, prom_duration
 from oomguard.watch.escape import printable
 from oomguard.watch.watcher import TickResult
 
@@ -34,6 +34,16 @@ def _clock(ts: float) -> str:
 def alert_line(alert: Alert) -> str:
     eta = f" [in {format_duration(alert.eta_seconds)}]" if alert.eta_seconds else ""
     return printable(f"{alert.severity.upper():8} {alert.detector:13} {alert.subject}: {alert.summary}{eta}")
+
+
+def pending_line(trend: PendingTrend) -> str:
+    return printable(
+        f"{'PENDING':8} {trend.detector:13} {trend.subject}: trend needs {trend.need} samples, has {trend.have}"
+    )
+
+
+def pending_json(trend: PendingTrend) -> str:
+    return strict_json({"state": "pending", **trend.as_dict()})
 
 
 def strict(value: object) -> object:
@@ -66,7 +76,8 @@ def screen(result: TickResult, *, db: str) -> str:
         )
     ]
     lines.append("")
-    header = f"{'engine':<48} {'model':<24} {'KV':>5} {'run':>5} {'wait':>5} {'preempt':>8} {'blocks':>8}"
+    preempt = f"pre/{prom_duration(result.preemption_window_s)}"  # an increase over the window, not a total
+    header = f"{'engine':<48} {'model':<24} {'KV':>5} {'run':>5} {'wait':>5} {preempt:>8} {'blocks':>8}"
     lines += [header, "-" * len(header)]
     for row in result.ranks:
         lines.append(
@@ -91,4 +102,5 @@ def screen(result: TickResult, *, db: str) -> str:
             lines += [f"    fix: {f}" for f in alert.fix]
     else:
         lines.append("no alerts")
+    lines += [pending_line(t) for t in result.trends_pending[:5]]
     return "\n".join(printable(line) for line in lines)

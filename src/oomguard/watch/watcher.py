@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from oomguard.watch.deadline import BoundedCaller, StuckCall
-from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.detectors import Alert, PendingTrend, Thresholds, evaluate, pending_trends
 from oomguard.watch.escape import printable
-from oomguard.watch.planned import PlannedCapacity
+from oomguard.watch.planned import PlannedCapacity, PlanSource
 from oomguard.watch.samples import History, RankKey, Sample, SeriesKey
 from oomguard.watch.scrape import ScrapeOutcome, Scraper, up_sample
 from oomguard.watch.store import FlushResult, Gap, ScrapeRecord, Store
@@ -80,6 +80,8 @@ class TickResult:
     memory: tuple[MemoryStatus, ...] = ()
     pending: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    trends_pending: tuple[PendingTrend, ...] = ()  # trend detectors still collecting samples
+    preemption_window_s: float = 300.0  # what the view's preemption column counts over
 
 
 def _last(history: History, rank: RankKey, metric: str) -> float | None:
@@ -94,7 +96,7 @@ class Watcher:
         scraper: Scraper,
         probes: list[Probe] | None = None,
         thresholds: Thresholds | None = None,
-        planned: PlannedCapacity | None = None,
+        planned: PlannedCapacity | PlanSource | None = None,
         *,
         probe_deadline_s: float = PROBE_DEADLINE_S,
     ) -> None:
@@ -190,6 +192,8 @@ class Watcher:
             self._memory(history),
             self.store.pending,
             tuple(notes),
+            tuple(pending_trends(history, now, self.thresholds)),
+            self.thresholds.preemption_window_s,
         )
 
     def _diff(self, alerts: list[Alert]) -> tuple[list[Alert], list[Alert]]:
