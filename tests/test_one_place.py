@@ -13,7 +13,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "oomguard"
 
 
 def test_no_module_but_units_defines_a_gib() -> None:
-    own = re.compile(r"^_?(GiB|GIB|MiB|MIB)\s*=", re.M)
+    own = re.compile(r"^_?(GiB|GIB|MiB|MIB)\s*=", re.MULTILINE)
     offenders = [p.name for p in SRC.rglob("*.py") if p.name != "units.py" and own.search(p.read_text())]
     assert offenders == []
 
