@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from oomguard.imbalance import IMBALANCE_WARN, imbalance
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
 from oomguard.watch.growth import GrowthRule
@@ -59,7 +60,7 @@ class Thresholds:
     preemption_window_s: float = 300.0
     preemptions_per_min: float = 1.0
     imbalance_window_s: float = 300.0
-    imbalance: float = 0.15  # seed 001: DP ranks more than 15% apart
+    imbalance: float = IMBALANCE_WARN  # DP ranks more than 15% apart (oomguard.imbalance)
     imbalance_min_kv: float = 0.05  # below this mean KV usage, ranks are idle and differences are noise
     imbalance_min_requests: float = 2.0
     host_memory_ratio: float = 0.9
@@ -570,7 +571,7 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
             mean = statistics.fmean(values.values())
             if mean < floor:
                 continue
-            spread = (max(values.values()) - min(values.values())) / mean
+            spread = imbalance(list(values.values()))  # (max - min) / mean, as simulate and the rule
             if spread > t.imbalance and (worst is None or spread > worst[0]):
                 worst = (spread, name, values, fmt)
         if worst is None:

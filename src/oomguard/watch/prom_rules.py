@@ -6,7 +6,8 @@ Same `Thresholds` as `watch`, translated to PromQL:
 - KV saturation: predict_linear(usage[kv_window], kv_horizon) >= kv_high; full: usage >= kv_high;
 - queue growth: deriv(waiting[queue_window]) > 0 and waiting >= queue_min;
 - preemptions: rate(vllm:num_preemptions_total[window]) * 60 >= per-minute threshold;
-- DP imbalance: (max - min) / avg by model_name of the KV usage averaged over the window;
+- DP imbalance: (max - min) / mean by model_name of the KV usage averaged over the window
+  (`oomguard.imbalance`, the definition simulate and watch use);
 - host memory: cAdvisor working set over the container limit, its trend, and OOM events;
 - restarts: resets() of vLLM counters, changes() of process_start_time_seconds.
 Metric names old and new are joined with `or` (label-set matching ignores the metric name).
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from oomguard.imbalance import promql_imbalance
 from oomguard.units import MiB
 from oomguard.watch.detectors import Thresholds
 from oomguard.watch.durations import prom_duration
@@ -61,9 +63,8 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
         {"record": f"{P}vllm_kv_cache_usage:avg", "expr": kv_avg},
         {
             "record": f"{P}vllm_dp_imbalance:ratio",
-            "expr": f"(max by (job, model_name) ({P}vllm_kv_cache_usage:avg) - min by (job, model_name) ({P}vllm_kv_cache_usage:avg))"
-            f" / avg by (job, model_name) ({P}vllm_kv_cache_usage:avg)"
-            f" and count by (job, model_name) ({P}vllm_kv_cache_usage:avg) > 1",
+            "expr": promql_imbalance(f"{P}vllm_kv_cache_usage:avg", by="job, model_name")
+            + f" and count by (job, model_name) ({P}vllm_kv_cache_usage:avg) > 1",
         },
         {
             "record": f"{P}gpu_memory_used:bytes",
