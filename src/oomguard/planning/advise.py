@@ -148,16 +148,19 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
             f"--max-model-len {length}: the longest context the KV pool holds for one request",
             max_model_len=length,
         )
-    if result.failure in ("max-model-len", "no-kv-memory", None):
+    if result.failure in ("max-model-len", "no-kv-memory", "weights-dont-fit", None):
         needed = utilization_needed(result)
         if needed is not None and needed > cfg.gpu_memory_utilization:
             add(
                 f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
                 gpu_memory_utilization=needed,
             )
-    if result.failure in ("max-model-len", "no-kv-memory") and cfg.kv_cache_dtype_bytes > 1:
+    if (
+        result.failure in ("max-model-len", "no-kv-memory", "weights-dont-fit")
+        and cfg.kv_cache_dtype_bytes > 1
+    ):
         add("--kv-cache-dtype fp8: half the bytes per KV token", kv_cache_dtype="fp8")
-    if result.failure in ("max-model-len", "no-kv-memory"):
+    if result.failure in ("max-model-len", "no-kv-memory", "weights-dont-fit"):
         tp = cfg.tensor_parallel_size
         for more in (t for t in TP_CHOICES if t > tp):
             add(
@@ -185,7 +188,12 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
     if result.failure == "startup-free-memory" and cfg.replicas_per_gpu == 1:
         cap = min(
             MAX_UTILIZATION,
-            round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes - 0.005, 3),
+            round(
+                (result.gpu.total_bytes - result.rank0.context_bytes - result.request.used_by_other_processes)
+                / result.gpu.total_bytes
+                - 0.005,
+                3,
+            ),
         )
         add(
             f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap
