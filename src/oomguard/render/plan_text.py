@@ -6,11 +6,12 @@ import os
 import sys
 from typing import TextIO
 
+from oomguard.kinds import Provenance
 from oomguard.ledger import LINE_LABELS, LedgerLine
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
+from oomguard.units import GiB
 
-GiB = 1 << 30
 BAR_WIDTH = 60
 # The source column is cut here (with an ellipsis) unless --verbose asks for it whole.
 DETAIL_WIDTH = 80
@@ -54,7 +55,7 @@ def _g(num_bytes: float) -> str:
 
 
 def _kind(line: LedgerLine) -> str:
-    if line.kind == "estimated" and line.band:
+    if line.kind == Provenance.ESTIMATED and line.band:
         return f"est ±{line.band / GiB:.2f}"
     return line.kind
 
@@ -96,7 +97,11 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style, verbose: bool = 
         if cfg.kv_cache_memory_bytes is None
         else "budget: KV bytes + the rest"
     )
-    budget_kind = "derived" if report.budget_label or cfg.kv_cache_memory_bytes is not None else "exact"
+    budget_kind = (
+        Provenance.DERIVED
+        if report.budget_label or cfg.kv_cache_memory_bytes is not None
+        else Provenance.EXACT
+    )
     out.append(f"  {report.budget_label or budget_text:<38}{_g(rank.budget_bytes)}  {budget_kind}")
     for line in rank.gpu.lines:
         label = LINE_LABELS.get(line.key, line.key)
