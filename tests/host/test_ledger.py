@@ -11,11 +11,12 @@ from oomguard.host.ledger import (
     HostVerdict,
     ShmSize,
 )
+from oomguard.kinds import Provenance
 from oomguard.units import GiB, MiB
 
 
 def _line(key: str, gib: float, step: HostStep, count: int = 1, **kw: object) -> HostLine:
-    return HostLine(key, key, int(gib * GiB), count, "exact", "test", step, **kw)  # type: ignore[arg-type]
+    return HostLine(key, key, int(gib * GiB), count, Provenance.EXACT, "test", step, **kw)  # type: ignore[arg-type]
 
 
 LINES = (

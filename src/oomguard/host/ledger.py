@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from oomguard.kinds import Provenance
 from oomguard.units import GiB, MiB
 
 
@@ -65,7 +66,7 @@ class HostLine:
     label: str
     bytes_each: int
     count: int
-    kind: str  # exact | derived | estimated
+    kind: Provenance
     source: str
     step: HostStep
     band_each: int = 0

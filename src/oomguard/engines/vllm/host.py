@@ -51,6 +51,7 @@ from oomguard.host.ledger import (
     HostStep,
     HostVerdict,
 )
+from oomguard.kinds import Provenance
 from oomguard.models.checkpoint_files import CheckpointFiles
 from oomguard.models.spec import ModelSpec
 from oomguard.models.weights import tensor_bytes
@@ -206,7 +207,7 @@ def _line(
     label: str,
     each: int,
     count: int,
-    kind: str,
+    kind: Provenance,
     source: str,
     step: HostStep,
     *,
@@ -249,7 +250,9 @@ def baseline_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) 
 
     def add(key: str, label: str, rss: tuple[int, int], count: int, why: str) -> None:
         if count > 0:
-            lines.append(_line(key, label, rss[0], count, "estimated", why, HostStep.STARTUP, band=rss[1]))
+            lines.append(
+                _line(key, label, rss[0], count, Provenance.ESTIMATED, why, HostStep.STARTUP, band=rss[1])
+            )
 
     add("api_server_rss", "API server baseline", API_SERVER_RSS, shape.api_servers, src)
     add("launcher_rss", "launcher baseline", LAUNCHER_RSS, 1 if shape.api_servers > 1 else 0, src)
@@ -303,7 +306,7 @@ def largest_checkpoint_tensor(spec: ModelSpec) -> int:
 class LoadPeak:
     per_worker: int
     band: int
-    kind: str
+    kind: Provenance
     how: str  # what holds the bytes
     page_cache: int  # reclaimable file pages on the node
 
@@ -314,13 +317,13 @@ def load_peak(spec: ModelSpec, files: CheckpointFiles, settings: HostSettings) -
     shard = files.largest_shard_bytes
     total = files.total_bytes
     if settings.load_format == "dummy":
-        return LoadPeak(0, 0, "exact", "--load-format dummy reads nothing", 0)
+        return LoadPeak(0, 0, Provenance.EXACT, "--load-format dummy reads nothing", 0)
     if settings.load_format == "runai_streamer":
         limit = total if settings.runai_memory_limit < 0 else min(settings.runai_memory_limit, total)
         return LoadPeak(
             limit + largest_tensor,
             limit // 2,
-            "estimated",
+            Provenance.ESTIMATED,
             "the Run:ai streamer's buffer (min(RUNAI_STREAMER_MEMORY_LIMIT, checkpoint)) + one clone()d tensor",
             0,
         )
@@ -330,7 +333,7 @@ def load_peak(spec: ModelSpec, files: CheckpointFiles, settings: HostSettings) -
         return LoadPeak(
             held,
             max(0, total - held),
-            "estimated",
+            Provenance.ESTIMATED,
             f"enable_multithread_load: {threads} whole shards loaded at once (threads read ahead of the copy)",
             0,
         )
@@ -338,18 +341,22 @@ def load_peak(spec: ModelSpec, files: CheckpointFiles, settings: HostSettings) -
         return LoadPeak(
             shard,
             0,
-            "derived" if files.exact else "estimated",
+            Provenance.DERIVED if files.exact else Provenance.ESTIMATED,
             f"torch.load of the largest .{files.format.value} shard, whole, in each worker",
             0,
         )
     if settings.safetensors_load_strategy == "eager":
         return LoadPeak(
-            2 * shard, 0, "derived", "--safetensors-load-strategy eager: a shard's bytes + its tensors", 0
+            2 * shard,
+            0,
+            Provenance.DERIVED,
+            "--safetensors-load-strategy eager: a shard's bytes + its tensors",
+            0,
         )
     return LoadPeak(
         largest_tensor,
         largest_tensor,
-        "estimated",
+        Provenance.ESTIMATED,
         "safetensors shards memory-mapped; at most about one tensor copied at a time",
         total,
     )
@@ -384,7 +391,7 @@ def load_lines(peak: LoadPeak, loaders: int, files: CheckpointFiles) -> list[Hos
                 "page cache of the mapped shards",
                 peak.page_cache,
                 1,
-                "derived",
+                Provenance.DERIVED,
                 "file pages, shared by every worker; reclaimed before any OOM kill",
                 HostStep.LOAD,
                 reclaimable=True,
@@ -416,7 +423,7 @@ def buffer_lines(
                 "--cpu-offload-gb (pinned weights)",
                 each,
                 workers,
-                "derived",
+                Provenance.DERIVED,
                 "vLLM v0.33 config/offload.py: per GPU, at most the worker's weights",
                 HostStep.LOAD,
             )
@@ -435,7 +442,7 @@ def buffer_lines(
                 "request token-id buffer",
                 cfg.max_num_seqs * cfg.max_model_len * per_slot,
                 workers,
-                "exact",
+                Provenance.EXACT,
                 f"max_num_seqs x max_model_len x {per_slot} B; vLLM {where}",
                 HostStep.INIT,
             )
@@ -447,7 +454,7 @@ def buffer_lines(
                 "--swap-space (pinned CPU KV blocks)",
                 int(settings.swap_space_gib * GiB),
                 workers,
-                "exact",
+                Provenance.EXACT,
                 "V0 CacheEngine: swap_space GiB per worker, default 4",
                 HostStep.INIT,
             )
@@ -459,7 +466,7 @@ def buffer_lines(
                 "--kv-offloading-size (CPU KV tier)",
                 int(settings.kv_offloading_gib * GiB),
                 shape.engines,
-                "exact",
+                Provenance.EXACT,
                 "per engine, all TP ranks together; vLLM v0.33 v1/kv_offload/cpu/"
                 "shared_offload_region.py: one region in /dev/shm",
                 HostStep.INIT,
@@ -474,7 +481,7 @@ def buffer_lines(
                 "sleep level 1: weights backed up",
                 sum(weights_per_worker) // max(1, len(weights_per_worker)),
                 len(weights_per_worker),
-                "derived",
+                Provenance.DERIVED,
                 "CuMemAllocator.sleep copies every 'weights' allocation to pinned host memory",
                 HostStep.SLEEP,
             )
@@ -496,7 +503,7 @@ def _mm_cache_lines(spec: ModelSpec, settings: HostSettings, shape: NodeShape) -
                 "multimodal processor cache (shm)",
                 size,
                 1,
-                "derived",
+                Provenance.DERIVED,
                 "--mm-processor-cache-gb, one shared ring buffer",
                 HostStep.SERVING,
                 shm=True,
@@ -509,7 +516,7 @@ def _mm_cache_lines(spec: ModelSpec, settings: HostSettings, shape: NodeShape) -
             "multimodal processor cache",
             size,
             copies,
-            "derived",
+            Provenance.DERIVED,
             "--mm-processor-cache-gb x (API servers + engine cores); vLLM v0.33 config/multimodal.py; "
             "fills as new images arrive",
             HostStep.SERVING,
@@ -527,7 +534,7 @@ def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> li
             "executor broadcast queue",
             MQ_CHUNKS * settings.mq_chunk_bytes,
             shape.engines,
-            "exact",
+            Provenance.EXACT,
             "MessageQueue: VLLM_MQ_MAX_CHUNK_BYTES_MB x 10 chunks per engine",
             HostStep.STARTUP,
             shm=True,
@@ -537,7 +544,7 @@ def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> li
             "worker response queues",
             MQ_CHUNKS * MQ_RESPONSE_CHUNK_BYTES,
             shape.workers,
-            "exact",
+            Provenance.EXACT,
             "MessageQueue(1, 1): 24 MiB x 10 chunks per worker",
             HostStep.STARTUP,
             shm=True,
@@ -552,7 +559,7 @@ def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> li
                 "TP group broadcaster",
                 TP_GROUP_MQ_BYTES,
                 groups,
-                "exact",
+                Provenance.EXACT,
                 "parallel_state: 4 MiB x 6 chunks per TP group",
                 HostStep.STARTUP,
                 shm=True,
@@ -566,7 +573,7 @@ def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> li
                     "NCCL shared-memory segments",
                     NCCL_SHM_SEGMENT_BYTES,
                     groups * local * (local - 1),
-                    "estimated",
+                    Provenance.ESTIMATED,
                     "one ~7 MiB segment per local peer pair (NCCL's host-memory transport)",
                     HostStep.STARTUP,
                     band=NCCL_SHM_SEGMENT_BYTES,
@@ -589,7 +596,7 @@ def unified_memory_lines(
             "GPU weights (unified memory)",
             weights,
             gpus,
-            "derived",
+            Provenance.DERIVED,
             "the GPU ledger's weights; unified memory is host memory",
             HostStep.LOAD,
         ),
@@ -598,7 +605,7 @@ def unified_memory_lines(
             "GPU KV cache and buffers (unified memory)",
             max(0, used - weights),
             gpus,
-            "derived",
+            Provenance.DERIVED,
             "the GPU ledger's other lines",
             HostStep.INIT,
         ),
