@@ -85,6 +85,13 @@ def test_tensor_parallel_starts_one_worker_per_gpu() -> None:
     assert _line(ledger, "worker_rss") == (GPU_WORKER_RSS[0], 4)
 
 
+def test_v0_runs_the_driver_worker_in_the_engine_process() -> None:
+    ledger = _ledger("vllm serve Qwen/Qwen2.5-7B-Instruct -tp 2", version="0.6.6")
+    assert _roles(ledger) == {"API server": 1, "engine core": 1, "GPU worker": 1}
+    assert not any(line.key == "shm_responses" for line in ledger.lines)  # V1's executor queues only
+    assert _line(ledger, "swap_space") == (4 * GiB, 2)  # both GPU processes pin their swap space
+
+
 def test_data_parallel_defaults_to_one_api_server_per_rank_and_a_coordinator() -> None:
     ledger = _ledger("vllm serve Qwen/Qwen3-8B -dp 2 -tp 2")
     assert _roles(ledger) == {

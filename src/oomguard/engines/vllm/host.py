@@ -177,17 +177,19 @@ def host_settings(cfg: EngineConfig) -> HostSettings:
 
 @dataclass(frozen=True)
 class NodeShape:
-    """What runs on the node being planned: engines, their local workers (GPUs), and API servers."""
+    """What runs on the node being planned: engines, worker processes, and API servers."""
 
     engines: int
-    workers_per_engine: int  # worker processes per engine on this node (0: the worker is in the engine core)
+    workers: int  # GPU worker processes besides the engine cores
+    worker_in_core: bool  # each engine core also runs a GPU worker (uni executor; V0's driver worker)
     gpus: int
     api_servers: int
     is_leader: bool
 
     @property
-    def workers(self) -> int:
-        return self.engines * self.workers_per_engine
+    def gpu_processes(self) -> int:
+        """The processes that hold a GPU: each loads the weights and keeps its own host buffers."""
+        return self.workers + (self.engines if self.worker_in_core else 0)
 
 
 def node_shape(cfg: EngineConfig, settings: HostSettings, local_gpus: int | None) -> NodeShape:
@@ -198,8 +200,13 @@ def node_shape(cfg: EngineConfig, settings: HostSettings, local_gpus: int | None
     engines = max(1, gpus // world) if gpus >= world else 1
     per_engine = min(world, gpus)
     if settings.executor == "uni":
-        per_engine = 0
-    return NodeShape(engines, per_engine, gpus, settings.api_servers, not settings.headless)
+        return NodeShape(engines, 0, True, gpus, settings.api_servers, not settings.headless)
+    if cfg.behaviour.engine == "v0" and settings.executor == "mp":
+        # V0's engine process runs the driver worker (rank 0) itself and starts the others.
+        return NodeShape(
+            engines, engines * (per_engine - 1), True, gpus, settings.api_servers, not settings.headless
+        )
+    return NodeShape(engines, engines * per_engine, False, gpus, settings.api_servers, not settings.headless)
 
 
 def _line(
@@ -234,11 +241,12 @@ def processes(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> tu
         found.append(HostProcess("launcher", 1, "the `vllm serve` process that starts the API servers"))
     if cfg.data_parallel_size > 1 and shape.is_leader:
         found.append(HostProcess("DP coordinator", 1, "load balancing across DP ranks"))
-    in_core = " (the GPU worker runs inside it)" if shape.workers_per_engine == 0 else ""
+    in_core = " (a GPU worker runs inside it)" if shape.worker_in_core else ""
     found.append(HostProcess("engine core", shape.engines, "scheduler, KV cache manager" + in_core))
     if shape.workers:
         kind = "Ray actor" if settings.executor == "ray" else "worker process"
-        found.append(HostProcess("GPU worker", shape.workers, f"one {kind} per local GPU"))
+        per = "per local GPU besides the engine's own" if shape.worker_in_core else "per local GPU"
+        found.append(HostProcess("GPU worker", shape.workers, f"one {kind} {per}"))
     if settings.executor == "ray":
         found.append(HostProcess("Ray services", 1, "GCS, raylet, dashboard on the head node"))
     return tuple(found)
@@ -263,17 +271,18 @@ def baseline_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) 
         1 if cfg.data_parallel_size > 1 and shape.is_leader else 0,
         src,
     )
-    if shape.workers_per_engine == 0:
+    if shape.worker_in_core:
         core = (ENGINE_CORE_RSS[0] + GPU_WORKER_RSS[0] - API_SERVER_RSS[0], GPU_WORKER_RSS[1])
         add(
             "engine_core_rss",
             "engine core + worker baseline",
             core,
             shape.engines,
-            "estimated: the uni executor's worker (CUDA context, cuBLAS, kernels) in the engine core",
+            "estimated: a GPU worker (CUDA context, cuBLAS, kernels) inside the engine core",
         )
     else:
         add("engine_core_rss", "engine core baseline", ENGINE_CORE_RSS, shape.engines, src)
+    if shape.workers:
         add(
             "worker_rss",
             "GPU worker baseline",
@@ -363,7 +372,7 @@ def load_peak(spec: ModelSpec, files: CheckpointFiles, settings: HostSettings) -
 
 
 def workers_loading_at_once(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> int:
-    loaders = max(1, shape.workers or shape.engines)
+    loaders = max(1, shape.gpu_processes)
     limit = settings.max_parallel_loading_workers
     if limit and cfg.behaviour.engine == "v0" and settings.executor == "ray":
         return max(1, min(loaders, int(limit)))
@@ -413,7 +422,7 @@ def buffer_lines(
     weights_per_worker: Sequence[int],
 ) -> list[HostLine]:
     lines: list[HostLine] = []
-    workers = max(1, shape.workers or shape.engines)
+    workers = max(1, shape.gpu_processes)
     weights = max(weights_per_worker, default=0)
     if cfg.cpu_offload_gb > 0:
         each = min(int(cfg.cpu_offload_gb * GiB), weights) if weights else int(cfg.cpu_offload_gb * GiB)
@@ -430,7 +439,8 @@ def buffer_lines(
         )
     if cfg.behaviour.engine == "v1":
         v2 = cfg.behaviour.v2_model_runner_default
-        per_slot = TOKEN_ID_BYTES if v2 else V1_RUNNER_TOKEN_BYTES
+        # NOTE: the V1 runner's bool mask came with prompt embeddings (~0.11); before, int32 ids alone.
+        per_slot = TOKEN_ID_BYTES if v2 or cfg.behaviour.version < V("0.11.0") else V1_RUNNER_TOKEN_BYTES
         where = (
             "v1/worker/gpu/states.py all_token_ids (pinned, UVA)"
             if v2
@@ -526,33 +536,33 @@ def _mm_cache_lines(spec: ModelSpec, settings: HostSettings, shape: NodeShape) -
 
 def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> list[HostLine]:
     """The /dev/shm segments created at startup (they also count against the memory limit)."""
-    if shape.workers == 0:
-        return []
-    lines = [
-        _line(
-            "shm_broadcast",
-            "executor broadcast queue",
-            MQ_CHUNKS * settings.mq_chunk_bytes,
-            shape.engines,
-            Provenance.EXACT,
-            "MessageQueue: VLLM_MQ_MAX_CHUNK_BYTES_MB x 10 chunks per engine",
-            HostStep.STARTUP,
-            shm=True,
-        ),
-        _line(
-            "shm_responses",
-            "worker response queues",
-            MQ_CHUNKS * MQ_RESPONSE_CHUNK_BYTES,
-            shape.workers,
-            Provenance.EXACT,
-            "MessageQueue(1, 1): 24 MiB x 10 chunks per worker",
-            HostStep.STARTUP,
-            shm=True,
-        ),
-    ]
+    lines: list[HostLine] = []
+    if shape.workers and cfg.behaviour.engine == "v1":
+        lines += [
+            _line(
+                "shm_broadcast",
+                "executor broadcast queue",
+                MQ_CHUNKS * settings.mq_chunk_bytes,
+                shape.engines,
+                Provenance.EXACT,
+                "MessageQueue: VLLM_MQ_MAX_CHUNK_BYTES_MB x 10 chunks per engine",
+                HostStep.STARTUP,
+                shm=True,
+            ),
+            _line(
+                "shm_responses",
+                "worker response queues",
+                MQ_CHUNKS * MQ_RESPONSE_CHUNK_BYTES,
+                shape.workers,
+                Provenance.EXACT,
+                "MessageQueue(1, 1): 24 MiB x 10 chunks per worker",
+                HostStep.STARTUP,
+                shm=True,
+            ),
+        ]
     tp = cfg.tensor_parallel_size
     if tp > 1:
-        groups = max(1, shape.workers // tp)
+        groups = max(1, shape.gpu_processes // tp)
         lines.append(
             _line(
                 "shm_tp_group",
@@ -565,7 +575,7 @@ def shm_lines(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> li
                 shm=True,
             )
         )
-        local = min(tp, shape.workers_per_engine)
+        local = min(tp, shape.gpu_processes)
         if local > 1:
             lines.append(
                 _line(
@@ -674,7 +684,7 @@ def _notes(cfg: EngineConfig, settings: HostSettings, shape: NodeShape) -> list[
         )
     if settings.sleep_mode:
         notes.append("sleep mode: level 1 assumed (weights kept in host memory); level 2 discards them")
-    if shape.workers_per_engine == 0:
+    if shape.worker_in_core and shape.workers == 0:
         notes.append("TP = PP = DP = 1: the uni executor runs the GPU worker inside the engine core")
     return notes
 
