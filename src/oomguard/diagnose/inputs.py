@@ -76,7 +76,27 @@ def iter_inputs(
             skipped.append(f"{raw}: not a regular file")
 
 
-def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+def plain_files(paths: list[str]) -> list[tuple[str, str]] | None:
+    """The files `iter_inputs(paths)` would open, in its order, as ("file", path), with the notes of what the
+    walk skips in between as ("note", text); None when a path is stdin or neither a file nor a directory (the
+    sequential reader then says what is wrong)."""
+    planned: list[tuple[str, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if raw == "-" or not (path.is_dir() or path.is_file()):
+            return None
+        if path.is_file():
+            planned.append(("file", raw))
+            continue
+        notes: list[str] = []
+        for found in _walk_paths(path, notes):
+            planned += [("note", n) for n in notes] + [("file", str(found))]
+            notes.clear()
+        planned += [("note", n) for n in notes]
+    return planned
+
+
+def _walk_paths(root: Path, skipped: list[str]) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
@@ -88,7 +108,12 @@ def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
             if path.is_symlink() or not path.is_file():
                 skipped.append(f"{path}: not a regular file")
                 continue
-            yield from _from_file(path, str(path), skipped)
+            yield path
+
+
+def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+    for path in _walk_paths(root, skipped):
+        yield from _from_file(path, str(path), skipped)
 
 
 def _from_file(path: Path, name: str, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:

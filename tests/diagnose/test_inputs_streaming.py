@@ -1,4 +1,5 @@
-"""Compressed logs (.gz, .zst, .tar.zst) read as they stream give the plain log's evidence; corrupt ones say so."""
+"""Compressed logs (.gz, .zst, .tar.zst) read as they stream give the plain log's evidence; corrupt ones say so;
+several files read in parallel give the sequential read's evidence."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import io
 import tarfile
 from pathlib import Path
 
+import pytest
 import zstandard
 
-from oomguard.diagnose.evidence import Evidence
+from oomguard.diagnose import read
+from oomguard.diagnose.evidence import Evidence, LoadSample, OomMessage
 from oomguard.diagnose.read import read_evidence
 
 LOG = b"".join(
@@ -63,3 +66,25 @@ def test_corrupt_zst_in_the_middle_keeps_what_came_before_and_says_so(tmp_path: 
     evidence = read_evidence([str(path)])
     assert 0 < evidence.documents[0].lines < LOG.count(b"\n")
     assert any("read stopped early" in note and "zstd" in note for note in evidence.skipped)
+
+
+def test_several_files_read_in_parallel_give_the_sequential_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ranks = tmp_path / "ranks"
+    (ranks / "sub").mkdir(parents=True)
+    for rank in range(3):
+        (ranks / f"rank{rank}.log").write_bytes(LOG.replace(b"Running: 1 ", b"Running: %d " % (100 + rank)))
+    (ranks / "model.safetensors").write_bytes(b"\0" * 64)  # skipped by the walk, with a note
+    (ranks / "sub" / "rank3.log.zst").write_bytes(zstandard.ZstdCompressor(level=1).compress(LOG[:4000]))
+    (ranks / "sub" / "broken.log.gz").write_bytes(b"\x1f\x8b" + b"junk" * 10)
+    paths = [str(ranks), str(tmp_path / "ranks" / "rank0.log")]
+    sequential = read_evidence(paths)
+    monkeypatch.setattr(read, "PARALLEL_MIN_BYTES", 0)
+    parallel = read_evidence(paths)
+    assert [(f, f.where.time) for f in parallel] == [(f, f.where.time) for f in sequential]
+    assert [parallel.count(kind) for kind in (LoadSample, OomMessage)] == [
+        sequential.count(kind) for kind in (LoadSample, OomMessage)
+    ]
+    assert parallel.documents == sequential.documents and len(parallel.documents) == 5
+    assert parallel.skipped == sequential.skipped and len(parallel.skipped) >= 2
