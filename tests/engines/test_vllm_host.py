@@ -7,6 +7,7 @@ sizes); engine settings come from real `vllm serve` commands through the planner
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,8 @@ from oomguard.engines.vllm.host import (
     GPU_WORKER_RSS,
     MQ_RESPONSE_CHUNK_BYTES,
     RUNAI_DEFAULT_MEMORY_LIMIT,
-    HostPlanInputs,
     host_ledger,
+    plan_host_inputs,
 )
 from oomguard.host.ledger import HostLedger, HostLimits, HostStep, HostVerdict, ShmSize
 from oomguard.host.limits import RUNTIME_DEFAULT_SHM_BYTES
@@ -46,18 +47,20 @@ def _ledger(
     shm: ShmSize | None = None,
 ) -> HostLedger:
     result = _plan(command, version)
-    cfg = result.engine
-    total = result.model.checkpoint_bytes or 2 * result.model.num_params
-    weights = tuple(r.weights.bytes for r in result.ranks)
-    per_worker = tuple(weights[i % len(weights)] for i in range(cfg.world_size * cfg.data_parallel_size))
+    stages: dict[int, int] = {}
+    for rank in result.ranks:
+        stages[rank.placement.pp_rank] = max(stages.get(rank.placement.pp_rank, 0), rank.weights.bytes)
     limits = HostLimits(None if limit_gib is None else int(limit_gib * GiB), None, shm)
-    inputs = HostPlanInputs(
+    inputs = plan_host_inputs(
+        result.engine,
         result.model,
-        files or assumed_checkpoint_files(total),
         limits,
+        stage_weights=[stages[k] for k in sorted(stages)],
         local_gpus=local_gpus,
-        weights_per_worker=per_worker,
     )
+    if files is not None:
+        inputs = replace(inputs, files=files)
+    cfg = result.engine
     return host_ledger(cfg, inputs)
 
 
@@ -115,9 +118,12 @@ def test_ray_backend_adds_rays_services() -> None:
     assert any("object store" in note for note in ledger.notes)
 
 
-def test_a_node_with_half_the_gpus_of_a_tp_pp_engine_runs_half_the_workers() -> None:
-    ledger = _ledger("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 8 -pp 2", local_gpus=8)
+def test_a_node_with_half_the_gpus_of_a_tp_pp_engine_runs_the_first_stage() -> None:
+    command = "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 8 -pp 2 --enable-sleep-mode"
+    ledger = _ledger(command, local_gpus=8)
     assert _roles(ledger)["GPU worker"] == 8
+    first_stage = next(r for r in _plan(command).ranks if r.placement.pp_rank == 0)
+    assert _line(ledger, "sleep_backup") == (first_stage.weights.bytes, 8)
 
 
 # --- loading ------------------------------------------------------------------------------------------------
@@ -281,3 +287,15 @@ def test_the_mm_cache_fix_is_sized_to_fit(limit_gib: float) -> None:
     fix = next(f for f in ledger.fixes if f.summary.startswith("--mm-processor-cache-gb"))
     fixed = _ledger(f"vllm serve google/gemma-3-12b-it {fix.summary}", limit_gib=limit_gib)
     assert fixed.verdict is not HostVerdict.OOM_KILLED
+
+
+def test_distributed_runai_streaming_buffers_each_ranks_share() -> None:
+    files = assumed_checkpoint_files(160 * 10**9)
+    extra = '\'{"distributed": true}\''
+    ledger = _ledger(
+        f"vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 4 --load-format runai_streamer "
+        f"--model-loader-extra-config {extra}",
+        files=files,
+    )
+    each, count = _line(ledger, "load_peak")
+    assert count == 4 and files.total_bytes // 4 <= each < files.total_bytes // 4 + 4 * GiB

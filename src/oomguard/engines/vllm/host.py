@@ -19,7 +19,8 @@ differ):
   (config/parallel.py); only V0's Ray executor honoured it (PR #1395).
 - host buffers: `--cpu-offload-gb` is per GPU, pinned (config/offload.py); each worker's request state holds
   max_num_seqs x max_model_len int32 token ids in pinned memory with the V2 model runner (v1/worker/gpu/states.py,
-  `all_token_ids` as UVA) and int32 + bool in pageable memory with the V1 runner (v1/worker/gpu_input_batch.py);
+  `all_token_ids` as UVA) and int32 + bool in pageable memory with the V1 runner (v1/worker/gpu_input_batch.py),
+  allocated when the worker builds its model runner, before the weights load (v1/worker/gpu_worker.py);
   `--kv-offloading-size` GiB per engine (all TP ranks together) in one /dev/shm region on CUDA
   (v1/kv_offload/cpu/shared_offload_region.py); V0's `--swap-space` (default 4 GiB) pinned per worker; the
   multimodal processor cache, `--mm-processor-cache-gb` (default 4) "duplicated for each API process and engine
@@ -37,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.config import EngineConfig
@@ -52,9 +54,14 @@ from oomguard.host.ledger import (
     HostVerdict,
 )
 from oomguard.kinds import Provenance
-from oomguard.models.checkpoint_files import CheckpointFiles
+from oomguard.models.checkpoint_files import (
+    CheckpointFiles,
+    WeightFormat,
+    assumed_checkpoint_files,
+    read_checkpoint_files,
+)
 from oomguard.models.spec import ModelSpec
-from oomguard.models.weights import tensor_bytes
+from oomguard.models.weights import checkpoint_weight_bytes, tensor_bytes
 from oomguard.units import GiB, MiB
 
 # --- baseline resident size of each process (estimated: interpreter, torch, CUDA libraries) -----------------
@@ -107,7 +114,8 @@ class HostSettings:
     mm_cache_gib: float
     mm_cache_type: str  # "lru" | "shm"
     mq_chunk_bytes: int
-    runai_memory_limit: int  # -1: unlimited
+    runai_memory_limit: int | None  # RUNAI_STREAMER_MEMORY_LIMIT (-1: unlimited; None: not set)
+    runai_distributed: bool  # --model-loader-extra-config '{"distributed": true}'
 
 
 def _values(cfg: EngineConfig) -> Mapping[str, Any]:
@@ -169,9 +177,8 @@ def host_settings(cfg: EngineConfig) -> HostSettings:
         mm_cache_gib=MM_PROCESSOR_CACHE_DEFAULT_GIB if mm_gib is None else float(mm_gib),
         mm_cache_type=str(values.get("mm_processor_cache_type") or "lru"),
         mq_chunk_bytes=int(mq_mib) * MiB if mq_mib and mq_mib.isdigit() else MQ_DEFAULT_CHUNK_MIB * MiB,
-        runai_memory_limit=int(runai)
-        if runai and runai.lstrip("-").isdigit()
-        else RUNAI_DEFAULT_MEMORY_LIMIT,
+        runai_memory_limit=int(runai) if runai and runai.lstrip("-").isdigit() else None,
+        runai_distributed=bool(extra.get("distributed")),
     )
 
 
@@ -320,15 +327,33 @@ class LoadPeak:
     page_cache: int  # reclaimable file pages on the node
 
 
-def load_peak(spec: ModelSpec, files: CheckpointFiles, settings: HostSettings) -> LoadPeak:
+def load_peak(
+    spec: ModelSpec, files: CheckpointFiles, settings: HostSettings, world_size: int = 1
+) -> LoadPeak:
     """What one worker holds in anonymous memory while it reads the checkpoint (see the module docstring)."""
     largest_tensor = largest_checkpoint_tensor(spec)
     shard = files.largest_shard_bytes
     total = files.total_bytes
     if settings.load_format == "dummy":
         return LoadPeak(0, 0, Provenance.EXACT, "--load-format dummy reads nothing", 0)
+    if settings.load_format == "runai_streamer" and settings.runai_distributed:
+        # The distributed streamer splits the files among the ranks and, unless the variable is set, lifts the
+        # memory limit (runai-model-streamer distributed_streamer.py): each rank buffers its share.
+        share = total // max(1, world_size)
+        given = settings.runai_memory_limit
+        limit = share if given is None or given < 0 else min(given, share)
+        return LoadPeak(
+            limit + largest_tensor,
+            limit // 2,
+            Provenance.ESTIMATED,
+            "the distributed Run:ai streamer: each rank buffers its share of the files",
+            0,
+        )
     if settings.load_format == "runai_streamer":
-        limit = total if settings.runai_memory_limit < 0 else min(settings.runai_memory_limit, total)
+        given = (
+            RUNAI_DEFAULT_MEMORY_LIMIT if settings.runai_memory_limit is None else settings.runai_memory_limit
+        )
+        limit = total if given < 0 else min(given, total)
         return LoadPeak(
             limit + largest_tensor,
             limit // 2,
@@ -454,7 +479,7 @@ def buffer_lines(
                 workers,
                 Provenance.EXACT,
                 f"max_num_seqs x max_model_len x {per_slot} B; vLLM {where}",
-                HostStep.INIT,
+                HostStep.STARTUP,
             )
         )
     if cfg.behaviour.engine == "v0" and settings.swap_space_gib > 0:
@@ -641,10 +666,59 @@ class HostPlanInputs:
     node: str = "node"
 
 
+def checkpoint_files_for(cfg: EngineConfig, spec: ModelSpec) -> CheckpointFiles:
+    """The files vLLM would load: read from a local model directory, else safetensors of the model's size."""
+    load_format = host_settings(cfg).load_format
+    directory = Path(cfg.model)
+    found = read_checkpoint_files(directory, load_format) if directory.is_dir() else None
+    if found is not None:
+        return found
+    total = spec.checkpoint_bytes or checkpoint_weight_bytes(spec).total
+    return assumed_checkpoint_files(
+        total, WeightFormat.SAFETENSORS, f"{spec.weights_source} total, safetensors"
+    )
+
+
+def local_worker_values(per_stage: Sequence[int], cfg: EngineConfig, shape: NodeShape) -> tuple[int, ...]:
+    """One value per GPU process on the node, from one value per PP stage: vLLM numbers ranks PP-major
+    (rank = pp_rank x TP + tp_rank), so a node holding the first GPUs of an engine holds its first stages."""
+    if not per_stage:
+        return ()
+    per_engine = shape.gpu_processes // max(1, shape.engines)
+    tp = cfg.tensor_parallel_size
+    one = tuple(per_stage[min(i // tp, len(per_stage) - 1)] for i in range(per_engine))
+    return one * shape.engines
+
+
+def plan_host_inputs(
+    cfg: EngineConfig,
+    spec: ModelSpec,
+    limits: HostLimits,
+    *,
+    stage_weights: Sequence[int],
+    stage_gpu_used: Sequence[int] = (),
+    unified_memory: bool = False,
+    local_gpus: int | None = None,
+    node: str = "node",
+) -> HostPlanInputs:
+    """The host inputs of a planned start: per-stage weights and GPU use from the GPU ledger."""
+    shape = node_shape(cfg, host_settings(cfg), local_gpus)
+    return HostPlanInputs(
+        spec,
+        checkpoint_files_for(cfg, spec),
+        limits,
+        local_gpus=local_gpus,
+        weights_per_worker=local_worker_values(stage_weights, cfg, shape),
+        gpu_used_per_worker=local_worker_values(stage_gpu_used, cfg, shape),
+        unified_memory=unified_memory,
+        node=node,
+    )
+
+
 def host_ledger(cfg: EngineConfig, inputs: HostPlanInputs) -> HostLedger:
     settings = host_settings(cfg)
     shape = node_shape(cfg, settings, inputs.local_gpus)
-    peak = load_peak(inputs.spec, inputs.files, settings)
+    peak = load_peak(inputs.spec, inputs.files, settings, cfg.world_size)
     loaders = workers_loading_at_once(cfg, settings, shape)
     lines = (
         baseline_lines(cfg, settings, shape)
