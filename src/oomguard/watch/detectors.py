@@ -38,6 +38,7 @@ CRITICAL = "critical"
 
 # Counters whose decrease means the process restarted (prometheus_client counters start at 0).
 RESTART_COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions", "requests_finished")
+MAX_EVIDENCE = 8  # lines of evidence per alert: enough to check, bounded however many events
 
 
 @dataclass(frozen=True)
@@ -682,9 +683,11 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
             continue
         if key.metric in RESTART_COUNTERS:
             _, resets = counter_increase(window)
-            for ts in resets:
-                by_target.setdefault(key.target, set()).add(ts)
-                evidence.setdefault(key.target, []).append(f"{key.metric} counter reset at {ts:.0f}")
+            if not resets:
+                continue
+            by_target.setdefault(key.target, set()).update(resets)
+            lines = evidence.setdefault(key.target, [])
+            lines += [f"{key.metric} counter reset at {ts:.0f}" for ts in resets[: MAX_EVIDENCE - len(lines)]]
         elif key.metric in ("process_start_time", "host_process_start_time"):
             for i in range(1, len(window)):
                 if abs(window.values[i] - window.values[i - 1]) > 1.0:

@@ -17,8 +17,10 @@ written (a crash between commit and delete) are not stored twice.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
+import operator
 import os
 import sqlite3
 import stat
@@ -435,18 +437,25 @@ class Store:
         rows.extend(s for s in self._buffered_samples() if since <= s.ts <= end)
         return to_history(rows)
 
-    def recent(self, since: float) -> list[Sample]:
-        """Every stored and buffered sample from `since` on, in one query (the window's seed)."""
+    def recent(self, since: float) -> dict[SeriesKey, tuple[list[float], list[float]]]:
+        """Every stored and buffered sample from `since` on, per series in time order: the window's seed,
+        read in one query."""
         names = {i: key for key, i in self._ids.items()}
-        rows = [
-            Sample(key.target, key.engine, key.metric, ts, value)
-            for series_id, ts, value in self._read(
-                "SELECT series_id, ts, value FROM samples WHERE ts>=?", (since,)
-            )
-            if (key := names.get(series_id)) is not None
-        ]
-        rows.extend(s for s in self._buffered_samples() if s.ts >= since)
-        return rows
+        out: dict[SeriesKey, tuple[list[float], list[float]]] = {}
+        rows = self._read(
+            "SELECT series_id, ts, value FROM samples WHERE ts>=? ORDER BY series_id, ts", (since,)
+        )
+        for series_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
+            key = names.get(series_id)
+            if key is not None:
+                points = list(group)
+                out[key] = ([ts for _, ts, _ in points], [v for _, _, v in points])
+        for (key, ts), value in sorted(self._samples.items()):
+            if ts >= since:
+                ts_list, values = out.setdefault(key, ([], []))
+                ts_list.append(ts)
+                values.append(value)
+        return out
 
     def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         """A query whose failure is the user's to fix (a corrupted file), said in one line."""

@@ -7,6 +7,9 @@ most `MAX_POINTS` bucket medians so the O(n^2) pair count stays bounded however 
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -49,19 +52,17 @@ def theil_sen(series: Series) -> Trend | None:
     n = len(s)
     if n < 3 or s.ts[-1] <= s.ts[0]:
         return None
+    ts, vs = s.ts, s.values
     slopes: list[float] = []
-    rising = 0
     for i in range(n - 1):
-        ti, vi = s.ts[i], s.values[i]
-        for j in range(i + 1, n):
-            dt = s.ts[j] - ti
-            if dt > 0:
-                slope = (s.values[j] - vi) / dt
-                slopes.append(slope)
-                rising += slope > 0
+        ti, vi = ts[i], vs[i]
+        slopes += [(vj - vi) / (tj - ti) for tj, vj in zip(ts[i + 1 :], vs[i + 1 :]) if tj > ti]
     if not slopes:
         return None
-    slope = statistics.median(slopes)
+    slopes.sort()  # once: the median, and the share above zero by bisection
+    rising = len(slopes) - bisect.bisect_right(slopes, 0.0)
+    half = len(slopes) // 2
+    slope = slopes[half] if len(slopes) % 2 else (slopes[half - 1] + slopes[half]) / 2
     intercept = statistics.median(v - slope * t for t, v in zip(s.ts, s.values))
     return Trend(slope, intercept + slope * s.ts[-1], rising / len(slopes), s.ts[0], s.ts[-1], len(series))
 
@@ -90,16 +91,14 @@ def counter_increase(series: Series) -> tuple[float, list[float]]:
     A counter that goes down was reset (the process restarted): the increase after it counts from zero,
     the way Prometheus' increase() does.
     """
-    total = 0.0
-    resets: list[float] = []
-    for i in range(1, len(series)):
-        prev, cur = series.values[i - 1], series.values[i]
-        if cur < prev:
-            resets.append(series.ts[i])
-            total += cur
-        else:
-            total += cur - prev
-    return total, resets
+    values = series.values
+    if len(values) < 2:
+        return 0.0, []
+    # where the counter went down; across each reset the increase is the new value, i.e. the plain
+    # difference plus the value before the reset
+    dropped = [i for i, (prev, cur) in enumerate(itertools.pairwise(values), start=1) if cur < prev]
+    total = values[-1] - values[0] + math.fsum(values[i - 1] for i in dropped)
+    return total, [series.ts[i] for i in dropped]
 
 
 def time_to_reach(trend: Trend, limit: float) -> float | None:

@@ -172,7 +172,7 @@ class Watcher:
 
     def tick(self, now: float) -> TickResult:
         if not self._seeded:  # what an earlier run stored still counts (a restart does not reset trends)
-            self.window.add(self.store.recent(now - self.lookback_s))
+            self.window.seed(self.store.recent(now - self.lookback_s))
             self._seeded = True
         outcomes, notes = self.collect(now)
         flush = self.store.flush(now)

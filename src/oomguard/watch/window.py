@@ -75,6 +75,20 @@ class Window:
                 self._per_target[sample.target] = self._per_target.get(sample.target, 0) + 1
             points.add(sample.ts, sample.value)
 
+    def seed(self, series: dict[SeriesKey, tuple[list[float], list[float]]]) -> None:
+        """Start from stored series (each in time order), before any live sample."""
+        for key, (ts, values) in series.items():
+            if not ts:
+                continue
+            if key in self._points:
+                self.add(Sample(key.target, key.engine, key.metric, t, v) for t, v in zip(ts, values))
+                continue
+            if self._per_target.get(key.target, 0) >= self.max_series_per_target:
+                self._evict_stalest(key.target)
+            points = self._points[key] = _Points()
+            points.ts, points.values = list(ts), list(values)
+            self._per_target[key.target] = self._per_target.get(key.target, 0) + 1
+
     def _evict_stalest(self, target: str) -> None:
         keys = [k for k in self._points if k.target == target]
         stalest = min(keys, key=lambda k: self._points[k].ts[-1] if self._points[k].ts else float("-inf"))

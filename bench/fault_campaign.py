@@ -1,0 +1,444 @@
+"""Rerun the reliability campaign: every hostile input under a stated deadline, its peak memory, what held.
+
+Each case runs `oomguard` (or a short script over its API) as a child process against the campaign's fault
+injectors (`tests/watch/hostile.py`: a dripping body, a gzip bomb, a 50 MB label, forged escapes; a fake
+wedged NVML; a locked database; SIGTERM; a stepped clock; FIFOs and endless streams; hostile YAML, JSON,
+pickles, logs and traces). A case held when the child finished before its deadline, with no internal error
+(exit 3), under 512 MB peak RSS (the child's own, from wait4), and its data check passed (no sample lost).
+
+    python bench/fault_campaign.py            # all cases, then the table
+    python bench/fault_campaign.py D1 H1      # some of them
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
+
+from tests.watch.hostile import Hostile  # noqa: E402
+
+MEMORY_LIMIT_MB = 512
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+       "HF_HUB_OFFLINE": "1"}  # fmt: skip
+FAKE_NVML = REPO / "tests" / "watch" / "fakenvml"
+HEALTHY = b'vllm:num_requests_running{engine="0",model_name="m"} 1\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3\n'
+WIDE = (
+    "\n".join(
+        f'{m}{{engine="{e}"}} 0.5'
+        for e in range(300)
+        for m in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+    )
+    + "\n"
+).encode()
+POISON = (
+    b'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
+    b'vllm:num_requests_waiting{engine="0",model_name="a"} +Inf\n'
+    b'vllm:num_requests_waiting{engine="0",model_name="b"} -Inf\n'
+)
+
+
+@dataclass
+class Run:
+    code: int | None  # None: killed at the hang limit
+    wall_s: float
+    peak_mb: float
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: str
+    what: str
+    deadline_s: float
+    runs: list[Run]
+    data_ok: bool
+    detail: str
+
+    @property
+    def wall_s(self) -> float:
+        return max(r.wall_s for r in self.runs)
+
+    @property
+    def peak_mb(self) -> float:
+        return max(r.peak_mb for r in self.runs)
+
+    @property
+    def hung(self) -> bool:
+        return any(r.code is None for r in self.runs) or self.wall_s > self.deadline_s
+
+    @property
+    def crashed(self) -> bool:
+        return any(r.code == 3 or (r.code is not None and r.code < 0) for r in self.runs)
+
+    @property
+    def held(self) -> bool:
+        return self.data_ok and not self.hung and not self.crashed and self.peak_mb < MEMORY_LIMIT_MB
+
+
+def child(
+    args: list[str],
+    deadline_s: float,
+    *,
+    env: dict[str, str] | None = None,
+    signal_after: tuple[float, int] | None = None,
+    python: bool = False,
+) -> Run:
+    """Run `oomguard ARGS` (or `python -c ARGS[0] ARGS[1:]`), killed at 3x the deadline; peak RSS by wait4."""
+    argv = [sys.executable, "-c", *args] if python else [sys.executable, "-m", "oomguard", *args]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**ENV, **(env or {})})
+        killer = threading.Timer(3 * deadline_s + 5, proc.kill)
+        killer.start()
+        if signal_after is not None:
+            threading.Timer(
+                signal_after[0], lambda: proc.poll() is None and proc.send_signal(signal_after[1])
+            ).start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        killed = not killer.is_alive()
+        killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            None if killed else proc.returncode,
+            wall,
+            usage.ru_maxrss / 1024,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+        )
+
+
+def count(db: Path, sql: str) -> int:
+    return int(sqlite3.connect(db).execute(sql).fetchone()[0])
+
+
+class Locked:
+    """Another process holding the database's write lock: the disk-full stand-in that needs no mount."""
+
+    def __init__(self, db: Path) -> None:
+        code = "import sqlite3,sys,time; d=sqlite3.connect(sys.argv[1],isolation_level=None); d.execute('BEGIN IMMEDIATE'); print('ok',flush=True); time.sleep(600)"
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ok"
+
+    def release(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+Case = Callable[[Hostile, Path], Outcome]
+CASES: dict[str, Case] = {}
+
+
+def case(name: str) -> Callable[[Case], Case]:
+    def register(fn: Case) -> Case:
+        CASES[name] = fn
+        return fn
+
+    return register
+
+
+def watch(url: str, db: Path, *extra: str) -> list[str]:
+    return ["watch", "--no-nvml", "--no-host", "--db", str(db), *extra, url]
+
+
+# ----- watch: data loss ---------------------------------------------------------------------------------
+
+
+@case("D1")
+def d1(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "p.sqlite"
+    runs = [child(watch(f"{h.base}/static/poison", db, "--once"), 20)]
+    runs.append(child(watch(f"{h.base}/static/healthy", db, "--count", "3", "--interval", "0.2s"), 20))
+    healthy = count(
+        db, f"SELECT count(*) FROM samples JOIN series ON id=series_id WHERE target='{h.base}/static/healthy'"
+    )
+    spill = Path(str(db) + ".unsaved.jsonl")
+    return Outcome("D1", "+Inf and -Inf on one engine, then a healthy endpoint", 20, runs,
+                   healthy == 9 and not spill.exists(), f"{healthy}/9 healthy samples stored, spill {spill.exists()}")  # fmt: skip
+
+
+@case("D2")
+def d2(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "w.sqlite"
+    child(watch(f"{h.base}/static/healthy", db, "--once"), 20)
+    lock = Locked(db)
+    run = child(
+        watch(f"{h.base}/static/wide", db, "--interval", "0.2s"), 30, signal_after=(8.0, signal.SIGTERM)
+    )
+    lock.release()
+    spill = Path(str(db) + ".unsaved.jsonl")
+    saved = len(spill.read_text().splitlines()) if spill.exists() else 0
+    before = count(db, "SELECT count(*) FROM samples")
+    again = child(watch(f"{h.base}/static/healthy", db, "--once"), 20)
+    after = count(db, "SELECT count(*) FROM samples")
+    return Outcome("D2", "SIGTERM while the database cannot be written", 30, [run, again],
+                   saved > 0 and after - before >= saved - 1000 and not spill.exists(),
+                   f"{saved} records spilled at SIGTERM, {after - before} rows after the next start")  # fmt: skip
+
+
+@case("D3")
+def d3(h: Hostile, tmp: Path) -> Outcome:
+    state = tmp / "state"
+    env = {"XDG_STATE_HOME": str(state)}
+    dirs = [tmp / "one", tmp / "two"]
+    runs = []
+    for d in dirs:
+        d.mkdir()
+        db = d / "oomguard-watch.sqlite"
+        child(watch(f"{h.base}/static/healthy", db, "--once"), 20, env=env)
+    lock = Locked(dirs[0] / "oomguard-watch.sqlite")
+    runs.append(child(watch(f"{h.base}/static/wide", dirs[0] / "oomguard-watch.sqlite", "--count", "3", "--interval", "0.2s"), 30, env=env))  # fmt: skip
+    lock.release()
+    runs.append(
+        child(watch(f"{h.base}/static/healthy", dirs[1] / "oomguard-watch.sqlite", "--once"), 20, env=env)
+    )
+    wide_in_other = count(
+        dirs[1] / "oomguard-watch.sqlite", f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/wide'"
+    )
+    runs.append(
+        child(watch(f"{h.base}/static/healthy", dirs[0] / "oomguard-watch.sqlite", "--once"), 20, env=env)
+    )
+    wide_home = count(
+        dirs[0] / "oomguard-watch.sqlite", f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/wide'"
+    )
+    return Outcome("D3", "two watches, same database name, different directories", 30, runs,
+                   wide_in_other == 0 and wide_home == 3, f"other db got {wide_in_other} foreign scrapes; home got {wide_home}/3")  # fmt: skip
+
+
+@case("D4")
+def d4(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "w.sqlite"
+    child(watch(f"{h.base}/static/healthy", db, "--once"), 20)
+    lock = Locked(db)
+    runs = [child(watch(f"{h.base}/static/wide", db, "--count", "5", "--interval", "0.2s"), 30)]
+    spill = Path(str(db) + ".unsaved.jsonl")
+    sizes = [len(spill.read_text().splitlines())]
+    for _ in range(3):
+        runs.append(child(watch(f"{h.base}/static/healthy", db, "--once"), 30))
+        sizes.append(len(spill.read_text().splitlines()))
+    lock.release()
+    runs.append(child(watch(f"{h.base}/static/healthy", db, "--once"), 30))
+    growth = [b - a for a, b in zip(sizes, sizes[1:])]
+    wide = count(db, f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/wide'")
+    return Outcome("D4", "restarts while the database stays unwritable", 30, runs,
+                   all(g <= 10 for g in growth) and wide == 5 and not spill.exists(),
+                   f"spill lines {sizes} (grows by each run's own records only); {wide}/5 wide scrapes recovered")  # fmt: skip
+
+
+# ----- watch: hangs -------------------------------------------------------------------------------------
+
+
+@case("H1")
+def h1(h: Hostile, tmp: Path) -> Outcome:
+    once = child(watch(f"{h.base}/drip", tmp / "d.sqlite", "--once", "--timeout", "2s"), 6)
+    both = child(["watch", "--no-nvml", "--no-host", "--timeout", "2s", "--interval", "1s", "--count", "5",
+                  "--db", str(tmp / "s.sqlite"), f"{h.base}/static/healthy", f"{h.base}/drip"], 16)  # fmt: skip
+    prom = child(["watch", "--prometheus", f"{h.base}/drip", "--once", "--timeout", "2s"], 6)
+    healthy = count(tmp / "s.sqlite", f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/healthy'")
+    return Outcome("H1", "1 byte/s body; --timeout 2s; beside a healthy target; --prometheus", 16,
+                   [once, both, prom], healthy == 5, f"healthy scraped {healthy}/5; once {once.wall_s:.1f} s, prometheus {prom.wall_s:.1f} s")  # fmt: skip
+
+
+@case("H2")
+def h2(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "n.sqlite"
+    run = child(["watch", "--no-host", "--interval", "0.2s", "--count", "10", "--timeout", "1s", "--json",
+                 "--db", str(db), f"{h.base}/static/healthy"], 15,
+                env={"FAKE_NVML": "hang", "PYTHONPATH": f"{FAKE_NVML}{os.pathsep}{ENV['PYTHONPATH']}"})  # fmt: skip
+    scrapes = count(db, "SELECT count(*) FROM scrapes")
+    down = '"subject": "nvml"' in run.stdout and "target_down" in run.stdout
+    return Outcome("H2", "NVML call blocks from the fifth call on", 15, [run], scrapes == 10 and down,
+                   f"{scrapes}/10 scrapes; nvml reported down: {down}")  # fmt: skip
+
+
+CLOCK = """
+import sys, time
+real, t0 = time.time, time.time()
+time.time = lambda: real() - 60 if real() - t0 > 1.5 else real()
+from oomguard import cli
+sys.exit(cli.main(["watch", "--no-nvml", "--no-host", "--interval", "1s", "--count", "4", "--timeout", "3s", "--json",
+                   "--db", sys.argv[1], sys.argv[2], sys.argv[3]]))
+"""
+
+
+@case("H3")
+def h3(h: Hostile, tmp: Path) -> Outcome:
+    run = child([CLOCK, str(tmp / "c.sqlite"), f"{h.base}/static/healthy", f"{h.base}/drip"], 14, python=True)
+    restarted = "restarts" in run.stdout
+    return Outcome(
+        "H3", "wall clock steps back 60 s mid-run", 14, [run], not restarted, f"false restart: {restarted}"
+    )
+
+
+SEED_R256 = """
+import random, sys, time
+from oomguard.watch.store import Store
+from oomguard.watch.samples import Sample
+s, now, r = Store(sys.argv[1]), time.time(), random.Random(0)
+M = ['kv_cache_usage','requests_running','requests_waiting','preemptions','prompt_tokens','generation_tokens','kv_num_gpu_blocks','kv_block_size','gpu_memory_utilization']
+for k in range(720):
+    s.add(Sample(sys.argv[2], str(e), m, now - 3600 + 5 * k, r.random()) for e in range(256) for m in M)
+    if k % 60 == 59: s.flush(0.0)
+s.close(now)
+"""
+
+
+@case("H8")
+def h8(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "r256.sqlite"
+    seed = child([SEED_R256, str(db), f"{h.base}/static/healthy"], 600, python=True)
+    assert seed.code == 0, seed.stderr
+    run = child(watch(f"{h.base}/static/healthy", db, "--count", "3", "--interval", "0.01s"), 15)
+    return Outcome("H8", "1 h of 256 DP ranks x 9 metrics stored (1.66M samples); 3 ticks", 15, [run], run.code == 0,
+                   f"3 ticks in {run.wall_s:.1f} s (the report: 38.8 s)")  # fmt: skip
+
+
+# ----- watch: crashes, wrong answers, unclear errors --------------------------------------------------------
+
+
+def simple(
+    name: str, what: str, deadline: float, args: list[str], check: Callable[[Run], tuple[bool, str]]
+) -> None:
+    def run_case(h: Hostile, tmp: Path) -> Outcome:
+        run = child([a.replace("{base}", h.base).replace("{tmp}", str(tmp)) for a in args], deadline)
+        ok, detail = check(run)
+        return Outcome(name, what, deadline, [run], ok, detail)
+
+    CASES[name] = run_case
+
+
+simple("C1", "gzip bomb (1 MiB -> 1 GiB)", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/g.sqlite", "{base}/gzipbomb"],
+       lambda r: ("once decompressed" in r.stderr, "refused: " + r.stderr.strip().splitlines()[-1][:90] if r.stderr.strip() else ""))  # fmt: skip
+simple("C2", "50 MB label value", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/b.sqlite", "{base}/biglabel"],
+       lambda r: ("64 KiB" in r.stderr, "line skipped unread"))  # fmt: skip
+
+
+@case("C5")
+def c5(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "h.sqlite"
+    runs = [
+        child(watch(f"{h.base}/static/huge", db, "--once"), 20),
+        child(watch(f"{h.base}/static/healthy", db, "--once"), 20),
+    ]
+    return Outcome("C5", "1e308 on two DP engines, then a restart", 20, runs, all(r.code in (0, 1) for r in runs), "no crash, restart clean")  # fmt: skip
+
+
+@case("C6")
+def c6(h: Hostile, tmp: Path) -> Outcome:
+    runs = []
+    for i, shape in enumerate(C6_SHAPES):
+        h.static[f"prom{i}"] = shape.encode()
+        runs.append(
+            child(
+                ["watch", "--prometheus", f"{h.base}/static/prom{i}", "--interval", "0.1s", "--count", "2"],
+                20,
+            )
+        )
+    wide = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"instance": f"i{i}"}, "values": [[1, "1"]]} for i in range(200_000)]}}  # fmt: skip
+    h.static["promwide"] = json.dumps(wide).encode()
+    runs.append(child(["watch", "--prometheus", f"{h.base}/static/promwide", "--once"], 20))
+    return Outcome("C6", "7 malformed Prometheus answers; 200,000 series", 20, runs,
+                   all(r.code in (0, 2) for r in runs), "retried or refused in one line")  # fmt: skip
+
+
+C6_SHAPES = [
+    "[" * 100_000 + "]" * 100_000,
+    '{"status":"success","data":{"resultType":"matrix","result":[5]}}',
+    '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"instance":"a"},"values":[[1,"abc"]]}]}}',
+    '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"instance":"a"},"values":[[1]]}]}}',
+    '{"status":"success","data":{"resultType":"matrix","result":[{"metric":["a"],"values":[]}]}}',
+    '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"engine":0},"values":[]}]}}',
+    '{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":null}]}}',
+]
+
+
+@case("C11")
+def c11(h: Hostile, tmp: Path) -> Outcome:
+    db = tmp / "bad.sqlite"
+    child(watch(f"{h.base}/static/wide", db, "--count", "3", "--interval", "0.1s"), 20)
+    with open(db, "r+b") as f:
+        f.seek(4096 + 100)
+        f.write(os.urandom(8192))
+    run = child(watch(f"{h.base}/static/healthy", db, "--once"), 20)
+    return Outcome("C11", "corrupted database page", 20, [run], run.code == 2, run.stderr.strip()[-90:])
+
+
+simple("W1", "two kv_cache_usage series of engine 0 at 60%", 20,
+       ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/t.sqlite", "{base}/static/twoseries"],
+       lambda r: ("120%" not in r.stdout, "no 120% alert"))  # fmt: skip
+simple("W4", "terminal escapes and a forged alert line in a label", 20,
+       ["watch", "--count", "1", "--no-nvml", "--no-host", "--db", "{tmp}/f.sqlite", "{base}/forge"],
+       lambda r: ("\x1b" not in r.stdout + r.stderr and "\nCRITICAL" not in r.stdout, "escaped"))  # fmt: skip
+simple("W5", "a counter at +Inf every third scrape", 20,
+       ["watch", "--count", "4", "--interval", "0.2s", "--json", "--no-nvml", "--no-host", "--db", "{tmp}/i.sqlite", "{base}/static/infcounter"],
+       lambda r: ("restarts" not in r.stdout and "NaN" not in r.stdout and "Infinity" not in r.stdout, "no false restart, strict JSON"))  # fmt: skip
+simple(
+    "W9",
+    "rules --leak-window 1ms",
+    20,
+    ["rules", "--leak-window", "1ms"],
+    lambda r: (r.code == 2, r.stderr.strip()[:90]),
+)
+simple("W10", "body shorter than its Content-Length", 20,
+       ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/x.sqlite", "{base}/truncated"],
+       lambda r: ("closed mid-body" in r.stderr + r.stdout, "failed scrape: connection closed mid-body"))  # fmt: skip
+simple("U2", "watch --timeout 0", 20, ["watch", "--once", "--timeout", "0", "localhost:1"],
+       lambda r: (r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr.strip()[:90]))  # fmt: skip
+
+
+def main(names: list[str]) -> int:
+    hostile = Hostile(drip_s=1.0, bomb_mib=1024, label_bytes=50 << 20).start()
+    hostile.static.update(healthy=HEALTHY, wide=WIDE, poison=POISON,
+                          huge=b'vllm:kv_cache_usage_perc{engine="0"} 1e308\nvllm:kv_cache_usage_perc{engine="1"} 1e308\n',
+                          twoseries=b'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.6\nvllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.6\n',
+                          infcounter=b'vllm:num_requests_running{engine="0"} 1\nvllm:num_preemptions_total{engine="0"} +Inf\n')  # fmt: skip
+    hostile.bomb()
+    outcomes = []
+    try:
+        for name, run_case in CASES.items():
+            if names and name not in names:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                outcome = run_case(hostile, Path(tmp))
+            outcomes.append(outcome)
+            print(
+                f"{name}: {'held' if outcome.held else 'FAILED'} ({outcome.detail})",
+                file=sys.stderr,
+                flush=True,
+            )
+    finally:
+        hostile.stop()
+    print(f"| finding | input | deadline | slowest run | peak RSS | held | detail |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for o in outcomes:
+        print(f"| {o.case} | {o.what} | {o.deadline_s:g} s | {o.wall_s:.1f} s | {o.peak_mb:.0f} MB | "
+              f"{'yes' if o.held else 'NO'} | {o.detail} |")  # fmt: skip
+    lost = sum(1 for o in outcomes if not o.data_ok)
+    hangs = sum(1 for o in outcomes if o.hung)
+    over = sum(1 for o in outcomes if o.peak_mb >= MEMORY_LIMIT_MB)
+    print(f"\n{len(outcomes)} cases: {sum(o.held for o in outcomes)} held; data loss or wrong answer {lost}, "
+          f"hangs past the deadline {hangs}, crashes {sum(o.crashed for o in outcomes)}, "
+          f"peak memory >= {MEMORY_LIMIT_MB} MB {over}")  # fmt: skip
+    return 0 if all(o.held for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
