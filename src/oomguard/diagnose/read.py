@@ -39,12 +39,21 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     kubectl,
     free,
 )
-# Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
-# HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
-# allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
-# status ("xit": exit code 137), stack frames of unprefixed tracebacks ('File "'). Few gates keep the scan fast;
-# the head and tail are read in full anyway.
-GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage", b'File "')
+
+
+def gates_of(sources: tuple[ModuleType, ...]) -> tuple[bytes, ...]:
+    """The union of the line parsers' own GATES (see LineParser): a line in the middle of a large log is
+    parsed when it holds any of them. Each parser declares the substrings of the lines it reads, so a new
+    format adds its gate where its parser is."""
+    out: list[bytes] = []
+    for module in sources:
+        for gate in module.Parser.GATES:
+            if gate not in out:
+                out.append(gate)
+    return tuple(out)
+
+
+GATES: tuple[bytes, ...] = gates_of(LINE_SOURCES)
 # Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
 MAX_WHOLE_DOCUMENT = 1 << 30
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from oomguard.diagnose.evidence import Evidence, Fact, Signal, StartupNumber, Where, clip
 from oomguard.diagnose.scan import Line
@@ -189,7 +190,15 @@ def to_float(text: str) -> float | None:
 
 
 class LineParser:
-    """One evidence kind's reader: fed every line of a text with its prefix split off, told when the text ends."""
+    """One evidence kind's reader: fed every line of a text with its prefix split off, told when the text ends.
+
+    The gate contract: in the middle of a large log (beyond its head and tail, which every parser sees in
+    full) a parser is only fed lines that hold at least one of its `GATES` (case-sensitive byte substrings,
+    so a scanner can find them in raw chunks). A parser that adds a format adds that format's substring here
+    when the format's lines may sit in the middle of a big log; () means head, tail and small documents only.
+    """
+
+    GATES: ClassVar[tuple[bytes, ...]] = ()
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

@@ -80,6 +80,9 @@ def read_document(name: str, base: str, data: bytes, evidence: Evidence) -> int:
 class Parser(LineParser):
     """The same facts from a text log: `oom_kill N` lines and `cat .../memory.max` followed by its value."""
 
+    # memory.events / memory.max style "key value" lines pasted into a log.
+    GATES = (b"oom", b"memory.")
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         kv = _KEYVAL.match(body)

@@ -26,6 +26,9 @@ KIB_THRESHOLD = 10_000_000
 
 
 class Parser(LineParser):
+    # `free -m` rows.
+    GATES = (b"Mem:", b"Swap:", b"available")
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.header: list[str] = []

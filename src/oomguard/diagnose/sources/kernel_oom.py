@@ -18,6 +18,9 @@ _KIB = 1 << 10
 
 
 class Parser(LineParser):
+    # "Killed process", "oom-kill:", "oom-killer", a bare "Killed", NVRM's NV_ERR_NO_MEMORY.
+    GATES = (b"ill", b"oom", b"NV_ERR_NO_MEMORY")
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "Killed process" in body:

@@ -30,6 +30,9 @@ _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 
 
 class Parser(LineParser):
+    # Reasons (OOMKilled, Evicted), exit statuses, limits.
+    GATES = (b"ill", b"xit", b"vict", b"emory:")
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.section = ""  # 'limits' | 'requests' while inside those blocks of kubectl describe

@@ -27,6 +27,9 @@ _GPU_ROW_HINT = re.compile(r"(?i)\b(nvidia|tesla|quadro|geforce|rtx|a100|h100|h2
 
 
 class Parser:
+    # Table rows and the CSV queries: nvidia-smi output pasted into a large log is rare; rows carry "MiB".
+    GATES = (b"MiB",)
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.kind = ""  # '' (outside a block) | 'table' | 'csv'

@@ -104,6 +104,9 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
 
 
 class Parser(LineParser):
+    # Prose is only read in small documents (read whole), never through the gates.
+    GATES = ()
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.seen: set[str] = set()

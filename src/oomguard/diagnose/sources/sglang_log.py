@@ -26,6 +26,9 @@ _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
 class Parser(LineParser):
+    # Batch lines ("token usage"), pool/graph lines, retracts and SGLang's memory errors.
+    GATES = (b"token usage", b"emory", b"etract", b"uda graph", b"max_total_num_tokens", b"profiled value")
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "token usage" in body and "#running-req" in body:

@@ -46,6 +46,9 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 
 class Parser(LineParser):
+    # Tracebacks and allocator errors: frames, "...Error"/"ERROR", OOM text, HSA/XPU codes, C++ bad_alloc.
+    GATES = (b'File "', b"rror", b"RROR", b"emory", b"EMORY", b"bad_alloc", b"iB", b"Killed")
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if 'File "' in body:

@@ -115,6 +115,21 @@ def clean_value(value: str) -> str:
 
 
 class Parser(LineParser):
+    # Stats lines ("KV cache usage"), sizes ("GiB"), memory/KV errors, the scheduler dump, milestones that can
+    # come late (graph capture, sleep/wake), the engine dying, preemption warnings.
+    GATES = (
+        b"KV ",
+        b"usage",
+        b"iB",
+        b"emory",
+        b"rror",
+        b"RROR",
+        b"num_scheduled_tokens",
+        b"raph",
+        b"preempted",
+        b"EngineCore",
+    )
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.serving_seen = False
