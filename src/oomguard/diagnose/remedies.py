@@ -9,10 +9,11 @@ estimate. Where a formula is used it is the mechanism's (documented at the point
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
-from oomguard.diagnose.planner import plan_setup, planner_fixes
+from oomguard.diagnose.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
 
@@ -27,7 +28,9 @@ MIN_UTILIZATION = 0.5
 class Fix:
     flags: dict[str, str]
     summary: str
-    basis: str  # 'planner' (re-planned and verified), 'evidence' (computed from logged numbers), 'mechanism'
+    # 'engine' (the engine's own computed value, e.g. vLLM's estimated maximum model length), 'planner'
+    # (re-planned and verified), 'evidence' (derived from logged numbers, not verified), 'mechanism'
+    basis: str
 
     def as_dict(self) -> dict[str, object]:
         return {"flags": dict(self.flags), "summary": self.summary, "basis": self.basis}
@@ -80,32 +83,50 @@ def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None
     builder = ADVISORS.get(cls, _other)
     advice = builder(ev, setup, step)
     planned = _planned(cls, setup)
-    if planned:
-        advice = Advice(
-            advice.explanation,
-            merge_fixes(planned, list(advice.fixes)),
-            advice.not_helpful,
-            advice.verify,
-            advice.next_evidence,
-            advice.notes,
-        )
-    return advice
+    fixes = merge_fixes(planned, list(advice.fixes), setup_known=bool(planned) or plannable(setup))
+    return Advice(
+        advice.explanation,
+        fixes,
+        without_contradictions(advice.not_helpful, fixes),
+        advice.verify,
+        advice.next_evidence,
+        advice.notes,
+    )
 
 
-def merge_fixes(planned: list[Fix], own: list[Fix]) -> tuple[Fix, ...]:
-    """Fixes computed from the engine's own numbers first, then the planner's verified ones, then the rest,
-    without repeats: an evidence fix beats the planner's on the same flags; a mechanism-only fix the
-    planner re-planned goes."""
-    exact = {frozenset(f.flags) for f in own if f.basis == "evidence" and f.flags}
-    kept_planned = [f for f in planned if frozenset(f.flags) not in exact]
-    covered = [frozenset(f.flags) for f in kept_planned]
+# What an unverified fix says when the planner could have checked it but did not find it fits.
+UNVERIFIED = " [not re-planned: check with `oomguard plan`]"
+
+
+def merge_fixes(planned: list[Fix], own: list[Fix], setup_known: bool = False) -> tuple[Fix, ...]:
+    """The engine's own computed values first (vLLM's estimate is what vLLM will accept), then the planner's
+    verified fixes, then the ones derived from the evidence's numbers, then the mechanism's. A verified value
+    beats an unverified one on the same flags (the planner re-planned the whole setup; the evidence fix is one
+    number read off the log), so an unverified fix on flags the planner changed goes. When the setup was
+    recovered, the unverified fixes say so."""
+    covered = [frozenset(f.flags) for f in planned if f.flags]
+    engine = [f for f in own if f.basis == "engine"]
     kept_own = [
         f
         for f in own
-        if not (f.basis == "mechanism" and f.flags and any(frozenset(f.flags) <= c for c in covered))
+        if f.basis != "engine" and not (f.flags and any(frozenset(f.flags) <= c for c in covered))
     ]
-    first = [f for f in kept_own if f.basis == "evidence" and f.flags]
-    return tuple(first + kept_planned + [f for f in kept_own if f not in first])
+    if setup_known:
+        kept_own = [
+            Fix(f.flags, f.summary + UNVERIFIED, f.basis) if f.flags and UNVERIFIED not in f.summary else f
+            for f in kept_own
+        ]
+    evidence = [f for f in kept_own if f.basis == "evidence"]
+    return tuple(engine + planned + evidence + [f for f in kept_own if f not in evidence])
+
+
+_FLAG_WORD = re.compile(r"--([a-z][a-z0-9-]+)")
+
+
+def without_contradictions(not_helpful: tuple[str, ...], fixes: tuple[Fix, ...]) -> tuple[str, ...]:
+    """'Does not help' never names a flag one of the fixes changes (the same advice cannot be both)."""
+    changed = {k.replace("_", "-") for f in fixes for k in f.flags}
+    return tuple(n for n in not_helpful if not any(m.group(1) in changed for m in _FLAG_WORD.finditer(n)))
 
 
 # Causes whose fix is a change to the startup budget: the planner's verified fixes apply.
@@ -266,9 +287,9 @@ def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         fixes.append(
             Fix(
                 {"max_model_len": str(value)},
-                f"--max-model-len {value:,}: the longest context the KV pool "
-                f"holds for one request" + (f" (was {int(length):,})" if length else ""),
-                "evidence",
+                f"--max-model-len {value}: the longest context the KV pool "
+                f"holds for one request" + (f" (was {int(length)})" if length else ""),
+                "engine" if estimate or tokens else "evidence",
             )
         )
     u = _utilization(setup, ev)
