@@ -103,7 +103,10 @@ def _amd(key: str, name: str, total: int, source: str, aliases: Iterable[str] = 
     )
 
 
-_H100_SXM_TOTAL = 85_029_158_912  # ../shared/ACCOUNTING.md; torch prints total_memory=81090MB
+# The GPU a plan assumes when none is named (the one most vLLM deployments run on); said in a note.
+DEFAULT_GPU = "H100"
+
+_H100_SXM_TOTAL = 85_029_158_912  # torch prints total_memory=81090MB
 _H200_TOTAL = _mib(143156)
 _A100_SXM_80_TOTAL = _gib2(79.15)
 _A10G_TOTAL = _mib(22587)

@@ -20,6 +20,7 @@ from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
+from oomguard.kinds import Usage
 from oomguard.planning.advise import fewest_gpus
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.planner import PlanRequest, plan
@@ -82,7 +83,7 @@ class PlanOptions:
     nvidia_smi: str | None = None
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
-    usage: str = "serve"
+    usage: Usage = Usage.SERVE
     json: bool = False
     markdown: bool = False
     verbose: bool = False
@@ -140,7 +141,7 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
     "--calibrate": ("calibrate", lambda _n, v: v),
     "--command": ("command", lambda _n, v: v),
-    "--llm": ("usage", lambda _n, _v: "llm"),
+    "--llm": ("usage", lambda _n, _v: Usage.LLM),
     "--json": ("json", lambda _n, _v: True),
     "--markdown": ("markdown", lambda _n, _v: True),
     "--verbose": ("verbose", lambda _n, _v: True),

@@ -1,6 +1,6 @@
 """plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
 
-The order follows vLLM's own startup (ACCOUNTING.md §1): the free-memory check against the budget, weights,
+The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
 warm-up, which before v0.21 took memory outside the budget.
 """
@@ -19,7 +19,8 @@ from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serv
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
 from oomguard.errors import ConfigError, UnknownGpuError
-from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
+from oomguard.hardware import DEFAULT_GPU, Gpu, find_gpu, gpu_with_memory
+from oomguard.kinds import Failure, Provenance, Usage
 from oomguard.ledger import (
     ACTIVATION,
     COMM_BUFFERS,
@@ -36,11 +37,6 @@ from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
 from oomguard.units import GiB
 
-DEFAULT_GPU = "H100"
-# Memory in use before vLLM's startup check, per process: the CUDA context (~0.5 GiB, v0.19 logs:
-# init non-torch 0.51 GiB at TP=1) and, at TP/PP >= 2, NCCL and custom all-reduce init buffers (1.5-2.0 GiB).
-CONTEXT_BYTES_SINGLE = int(0.5 * GiB)
-CONTEXT_BYTES_DISTRIBUTED = int(1.5 * GiB)
 # The V1 runner's sampler warm-up after capture needs fp32 [rows x vocab] copies in memory outside the budget.
 # 1.3 copies is the most that leaves every successful v0.19 run of the llm-d sweep unflagged (Kimi-Dev-72B at
 # TP=2 started with room for 1.45); it flags the gpt-oss-20b TP=2 run that failed there at u=0.95. The TP=1
@@ -59,7 +55,7 @@ class PlanRequest:
     args: ServeArgs | None = None
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
-    usage: str = "serve"
+    usage: Usage = Usage.SERVE
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
 
@@ -181,7 +177,7 @@ def _layout(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> kv.
 
 
 def _context_bytes(cfg: EngineConfig) -> int:
-    return CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else CONTEXT_BYTES_SINGLE
+    return acc.CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else acc.CUDA_CONTEXT_BYTES
 
 
 def _plan_rank(
@@ -200,7 +196,9 @@ def _plan_rank(
         ("cuda_graph", "cuda_graphs"),
     ):
         if key in measured:
-            value = Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
+            value = Estimate(
+                int(measured[key]), Provenance.MEASURED, 0, "--calibrate: measured in an earlier run"
+            )
             if name == "weights":
                 weights = value
             elif name == "activation":
@@ -249,7 +247,7 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
         LedgerLine(
             KV_CACHE,
             kv_bytes,
-            "derived",
+            Provenance.DERIVED,
             f"{rank.num_gpu_blocks:,} blocks x {rank.layout.bytes_per_block:,} B",
         ),
         LedgerLine(
@@ -280,9 +278,9 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
         LedgerLine(
             CONTEXT,
             rank.context_bytes,
-            "estimated",
+            Provenance.ESTIMATED,
             "CUDA context and init buffers, before vLLM's budget",
-            int(0.2 * GiB),
+            acc.CONTEXT_BAND,
             in_budget=False,
         ),
     )
@@ -332,7 +330,7 @@ def plan(request: PlanRequest) -> Plan:
                 "token. Try increasing `gpu_memory_utilization`."
             )
             return _failed(
-                request, spec, gpu, cfg, ranks_and_blocks, "no-kv-memory", raise_text, notes, warnings
+                request, spec, gpu, cfg, ranks_and_blocks, Failure.NO_KV_MEMORY, raise_text, notes, warnings
             )
         if fitted < model_limit:
             notes.append(
@@ -430,7 +428,7 @@ def _check_free_memory(
             - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
         )
         if free_at_start < r.budget_bytes:
-            return "startup-free-memory", (
+            return Failure.STARTUP_FREE_MEMORY, (
                 f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
                 f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
                 f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
@@ -446,7 +444,9 @@ def _check_kv_pool(
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
         if not check.ok:
-            return ("no-kv-memory" if r.available_kv_bytes <= 0 else "max-model-len"), check.error or ""
+            return (
+                Failure.NO_KV_MEMORY if r.available_kv_bytes <= 0 else Failure.MAX_MODEL_LEN
+            ), check.error or ""
     return None
 
 
@@ -472,11 +472,11 @@ def _check_outside_budget(
             )
         if outside + logits_copy > headroom:
             if logits_copy:
-                return "sampler-warmup", (
+                return Failure.SAMPLER_WARMUP, (
                     f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
                     "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
                 )
-            return "cuda-graph-capture", (
+            return Failure.CUDA_GRAPH_CAPTURE, (
                 "CUDA out of memory during CUDA graph capture: the graph pool does not "
                 "fit in the memory the utilization budget leaves free."
             )
@@ -497,11 +497,11 @@ def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) ->
         if r.gpu.fits:
             continue
         if cfg.replicas_per_gpu > 1:
-            return "replicas-exceed-gpu", (
+            return Failure.REPLICAS_EXCEED_GPU, (
                 f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
                 f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
             )
-        return "kv-cache-allocation", (
+        return Failure.KV_CACHE_ALLOCATION, (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
             f"{r.gpu.used_bytes / GiB:.2f} GiB, more than the device's {gpu.total_bytes / GiB:.2f} GiB"

@@ -1,6 +1,6 @@
 """`oomguard plan --json`: one JSON object; keys are stable (README, "JSON output").
 
-Contract (DESIGN.md): fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
+Contract: fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
 activation_gib, non_torch_gib, cuda_graph_gib, comm_buffers_gib, kv_cache_gib, num_gpu_blocks; ranks[0] is the
 rank vLLM's engine-level log lines describe), fixes, errors. Everything else is additive.
 """
@@ -11,8 +11,7 @@ from typing import Any
 
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def _gib(num_bytes: float) -> float:

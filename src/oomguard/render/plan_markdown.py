@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from oomguard.ledger import LINE_LABELS
 from oomguard.planning.report import PlanReport
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def render_plan_markdown(report: PlanReport) -> str:

@@ -6,11 +6,12 @@ import os
 import sys
 from typing import TextIO
 
+from oomguard.kinds import Provenance
 from oomguard.ledger import LINE_LABELS, LedgerLine
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
+from oomguard.units import GiB
 
-GiB = 1 << 30
 BAR_WIDTH = 60
 BAR_GLYPHS = {
     "weights": "W",
@@ -51,7 +52,7 @@ def _g(num_bytes: float) -> str:
 
 
 def _kind(line: LedgerLine) -> str:
-    if line.kind == "estimated" and line.band:
+    if line.kind == Provenance.ESTIMATED and line.band:
         return f"est ±{line.band / GiB:.2f}"
     return line.kind
 
@@ -79,7 +80,7 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
         if cfg.kv_cache_memory_bytes is None
         else "budget: --kv-cache-memory-bytes + the rest"
     )
-    budget_kind = "derived" if report.budget_label else "exact"
+    budget_kind = Provenance.DERIVED if report.budget_label else Provenance.EXACT
     out.append(f"  {report.budget_label or budget_text:<38}{_g(rank.budget_bytes)}  {budget_kind}")
     for line in rank.gpu.lines:
         label = LINE_LABELS.get(line.key, line.key)

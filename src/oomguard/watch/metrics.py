@@ -1,6 +1,6 @@
 """vLLM's /metrics, old names and new, -> canonical `Sample`s.
 
-Names and meanings (ACCOUNTING.md §7 and Part 2 §7, vLLM `v1/metrics/loggers.py`):
+Names and meanings (vLLM `v1/metrics/loggers.py`):
 - `vllm:kv_cache_usage_perc` is 1 - free/(num_blocks - 1), a fraction 0..1 despite its name. Before
   2025-06 it was `vllm:gpu_cache_usage_perc`; v0.10 serves both (the old one marked DEPRECATED), v0.11 hides
   the old one and it is gone since 2025-11. When both are served the new one wins.

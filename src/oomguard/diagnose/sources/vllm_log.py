@@ -2,8 +2,8 @@
 non-default args, memory profiling lines, KV cache lines, CUDA-graph lines, periodic stats, scheduler
 output, the startup error strings, and the command line that started it all.
 
-Formats are those in ACCOUNTING.md §1 (log formats), §7-§8 and Part 2 §7-§9. GiB values printed as "GB" by
-old versions are GiB (vLLM always divided by 2**30).
+Formats are those vLLM's `gpu_worker.py`, `kv_cache_utils.py` and `loggers.py` print. GiB values
+printed as "GB" by old versions are GiB (vLLM always divided by 2**30).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import shlex
 from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message, continuation, to_float, to_int
+from oomguard.units import GiB as _GIB
 
-_GIB = 1 << 30
 _NUM = r"-?[\d,]*\.?\d+"
 
 _WEIGHTS = re.compile(rf"(?:Loading model weights took|Model loading took)\s+(?P<v>{_NUM})\s*(?:GiB|GB)")
