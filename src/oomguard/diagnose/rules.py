@@ -152,6 +152,7 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "image_encoder",
             "encoder_runner",
             "profile_encoder",
+            "vit_",
         ),
     ),
     (
@@ -729,7 +730,7 @@ def _allocator_quantities(o: OomMessage, t: Tally) -> None:
             f"one allocation of {o.requested / GIB:.2f} GiB is larger than the whole "
             f"{o.total / GIB:.2f} GiB device: the shape of one step, not memory held by anything else"
         )
-        t.add("activation-peak", STRONG, why, o)
+        t.add("activation-peak", MEDIUM, why, o)  # the frames say whose step (encoder, sampler) when present
         for cls in (
             "fragmentation",
             "other-process-or-shared-gpu",

@@ -24,7 +24,7 @@ from oomguard.diagnose.sources.base import SIZE, log_size, to_int
 _S = SIZE
 _TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
 _GPU = re.compile(
-    rf"GPU\s*(?P<dev>\d+)\s*has\s*a\s*total\s*capac\s*ity\s*of\s*(?P<total>{_S})\s*of\s*which\s*"
+    rf"GPU\s*(?P<dev>\d+)\s*has\s*a\s*total\s*capac\w*\s*of\s*(?P<total>{_S})\s*of\s*which\s*"
     rf"(?P<free>{_S})\s*is\s*free",
     re.IGNORECASE,
 )
