@@ -139,3 +139,48 @@ def test_command_gpu_and_version_options_supply_the_setup_so_fixes_are_re_planne
 def test_an_unknown_gpu_option_is_a_one_line_error(run_diagnose):
     code, _, err = run_diagnose(NO_KV, args=("--gpu", "H900"))
     assert code == 2 and "--gpu 'H900'" in err and len(err.strip().splitlines()) == 1
+
+
+# `kubectl describe pod` of a vLLM deployment (the layout kubectl prints; the image tag is the version).
+KUBECTL_DESCRIBE = """\
+Containers:
+  vllm:
+    Container ID:  containerd://4f1c2e
+    Image:         vllm/vllm-openai:v0.10.2
+    Image ID:      docker.io/vllm/vllm-openai@sha256:8a1f
+    Port:          8000/TCP
+    Command:
+      vllm
+      serve
+    Args:
+      Qwen/Qwen3-32B
+      --gpu-memory-utilization
+      0.8
+      --max-model-len
+      40960
+    State:          Waiting
+      Reason:       CrashLoopBackOff
+    Last State:     Terminated
+      Reason:       Error
+      Exit Code:    1
+    Restart Count:  4
+    Limits:
+      memory:          64Gi
+      nvidia.com/gpu:  1
+"""
+
+
+def test_setup_is_read_from_kubectl_describe_args_and_image_tag():
+    evidence = Evidence()
+    read_one("describe.txt", io.BytesIO((KUBECTL_DESCRIBE + NO_KV).encode()), evidence)
+    setup = diagnose(evidence).setup
+    assert setup.version == "0.10.2" and setup.model == "Qwen/Qwen3-32B"
+    assert setup.flags["gpu_memory_utilization"] == "0.8" and setup.flags["max_model_len"] == "40960"
+
+
+def test_a_directory_of_different_incidents_says_so(run_diagnose):
+    first = "INFO 09-15 10:00:00 [utils.py:200] non-default args: {'model': 'Qwen/Qwen3-8B'}\n" + NO_KV
+    second = "INFO 09-16 11:00:00 [utils.py:200] non-default args: {'model': 'Qwen/Qwen3-32B'}\n" + NO_KV
+    code, result, _ = run_diagnose(first, second, names=("a/vllm.log", "b/vllm.log"))
+    assert code == 0
+    assert any("2 different deployments" in s for s in result["skipped"])

@@ -153,3 +153,23 @@ def test_outside_pytorch_is_total_minus_free_minus_reserved():
     report = allocator.read(OLD_FORMAT)
     assert report is not None
     assert allocator.outside_pytorch(report) == round(44.56 * GiB) - round(565.31 * MiB) - round(27.93 * GiB)
+
+
+# https://github.com/sgl-project/sglang/issues/5285 (SGLang wraps the OOM of its graph capture).
+SGLANG_CAPTURE = """\
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 934, in init_cuda_graphs
+    self.cuda_graph_runner = CudaGraphRunner(self)
+  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 269, in __init__
+    raise Exception(
+Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00
+"""
+# https://github.com/sgl-project/sglang/issues/4205: the same wrapper around a network error is not memory.
+SGLANG_CAPTURE_GLOO = "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed"
+
+
+def test_sglang_capture_failure_with_an_oom_is_cuda_graph_capture():
+    assert ranked(SGLANG_CAPTURE)[0] == "cuda-graph-capture"
+
+
+def test_sglang_capture_failure_without_memory_is_not_cuda_graph_memory():
+    assert ranked(SGLANG_CAPTURE_GLOO)[0] != "cuda-graph-capture"

@@ -229,6 +229,9 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Engine functions that run several startup steps in turn (V0 LLMEngine and V1 EngineCore
+# `_initialize_kv_caches`: profile, KV allocation, graph capture): they place nothing by their name.
+UMBRELLA_STEPS = ("_initialize_kv_caches",)
 # A frame in a CUDA-graph module that is not capturing is replaying a captured graph: a runtime step.
 CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
 
@@ -245,6 +248,8 @@ def frame_category(frame: Frame) -> str | None:
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
+        for umbrella in UMBRELLA_STEPS:
+            text = text.replace(umbrella, "")
         for category, keys in FRAME_CATEGORIES:
             if any(k in text for k in keys):
                 return category
@@ -325,6 +330,7 @@ FAILURE_SIGNALS = {
     "engine-dead",
     "ray-actor-died",
     "prefill-tokens-dont-fit",
+    "sglang-cudagraph-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -349,6 +355,7 @@ SIGNAL_PHASE = {
     "sglang-not-enough-memory": "startup-kv-alloc",
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
+    "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -612,6 +619,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "SGLang saw unequal free memory across GPUs: another process",
             s,
         )
+    for s in ev.signals("sglang-cudagraph-failed"):
+        t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):

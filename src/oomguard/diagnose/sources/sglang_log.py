@@ -27,7 +27,15 @@ _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 class Parser(LineParser):
     # Batch lines ("token usage"), pool/graph lines, retracts and SGLang's memory errors.
-    GATES = (b"token usage", b"emory", b"etract", b"uda graph", b"max_total_num_tokens", b"profiled value")
+    GATES = (
+        b"token usage",
+        b"emory",
+        b"etract",
+        b"uda graph",
+        b"UDA graph",
+        b"max_total_num_tokens",
+        b"profiled value",
+    )
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
@@ -76,6 +84,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "Capture cuda graph end" in body:
             self.ctx.signal(line, body, "milestone-cudagraph-done")
+        if ("apture cuda graph failed" in body or "apture CUDA graph failed" in body) and "memory" in body:
+            self.ctx.signal(line, body, "sglang-cudagraph-failed")
         if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:
             self.ctx.signal(line, body, "sglang-kv-alloc-failed")
         if "Not enough memory" in body and "mem-fraction-static" in body:

@@ -30,7 +30,7 @@ _OOM_WORDS = ("out of memory", "OutOfMemory", "Tried to allocate", "memory mappi
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) (?:prefill|total) tokens")
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>[A-Z]\w*(?:Error|Exception))\b(?::|$)")
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
 # Ray: an actor died (its worker process exited, often SIGKILLed by the OOM killer) and the raylet's report
 # of workers killed for memory pressure.
 _RAY_ACTOR_DIED = (
@@ -145,6 +145,7 @@ class Parser(LineParser):
             "Cannot allocate memory" in body
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
+            or "requires more system memory" in body
             or re.search(r"\bMemoryError\b", body)
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
