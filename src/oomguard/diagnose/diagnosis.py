@@ -166,10 +166,11 @@ def mixed_incidents(evidence: Evidence) -> list[str]:
     listed = "; ".join(
         f"{model} in {', '.join(sorted(names)[:2])}" for model, names in sorted(models.items())
     )
-    return [
+    warning = (
         f"the inputs hold {len(models)} different deployments ({listed}): the setup above mixes them; "
         "diagnose each incident's files on their own"
-    ]
+    )
+    return [warning]
 
 
 def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:

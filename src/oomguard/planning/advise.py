@@ -22,6 +22,8 @@ MAX_UTILIZATION = 0.98
 LENGTH_ROUNDING = 1024
 TP_CHOICES = (1, 2, 4, 8, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8)
+# Failures that more memory per token or fewer bytes per rank cure (KV shortfalls, weights too big to load).
+KV_OR_WEIGHTS = (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT)
 
 
 @dataclass(frozen=True)
@@ -149,16 +151,16 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
             f"--max-model-len {length}: the longest context the KV pool holds for one request",
             max_model_len=length,
         )
-    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, None):
+    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT, None):
         needed = utilization_needed(result)
         if needed is not None and needed > cfg.gpu_memory_utilization:
             add(
                 f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
                 gpu_memory_utilization=needed,
             )
-    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY) and cfg.kv_cache_dtype_bytes > 1:
+    if result.failure in KV_OR_WEIGHTS and cfg.kv_cache_dtype_bytes > 1:
         add("--kv-cache-dtype fp8: half the bytes per KV token", kv_cache_dtype="fp8")
-    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY):
+    if result.failure in KV_OR_WEIGHTS:
         tp = cfg.tensor_parallel_size
         for more in (t for t in TP_CHOICES if t > tp):
             add(
@@ -186,7 +188,12 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
     if result.failure == Failure.STARTUP_FREE_MEMORY and cfg.replicas_per_gpu == 1:
         cap = min(
             MAX_UTILIZATION,
-            round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes - 0.005, 3),
+            round(
+                (result.gpu.total_bytes - result.rank0.context_bytes - result.request.used_by_other_processes)
+                / result.gpu.total_bytes
+                - 0.005,
+                3,
+            ),
         )
         add(
             f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap

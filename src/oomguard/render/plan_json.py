@@ -43,6 +43,7 @@ def _rank(rank: RankLedger) -> dict[str, Any]:
         "kv_cache_gib": _gib(rank.available_kv_bytes),
         "kv_cache_allocated_gib": _gib(rank.kv_cache_bytes),
         "cuda_context_gib": _gib(rank.context_bytes),
+        "other_processes_gib": _gib(rank.gpu.bytes_of("other_processes")),
         "num_gpu_blocks": rank.num_gpu_blocks,
         "bytes_per_block": rank.layout.bytes_per_block,
         "gpu_used_gib": _gib(rank.gpu.used_bytes),
@@ -115,6 +116,7 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
             "total_gib": _gib(plan.gpu.total_bytes),
             "total_bytes": plan.gpu.total_bytes,
             "total_source": plan.gpu.total_source,
+            "total_kind": plan.gpu.total_kind,
         },
         "engine": {
             "vllm_version": cfg.vllm_version,

@@ -34,7 +34,7 @@ def render_plan_markdown(report: PlanReport) -> str:
     out += [
         "| line | GiB | kind | source |",
         "|---|---:|---|---|",
-        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | exact | {plan.gpu.total_source} |",
+        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | {plan.gpu.total_kind} | {plan.gpu.total_source} |",
         budget_row,
     ]
     for line in rank.gpu.lines:

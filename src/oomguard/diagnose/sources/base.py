@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from oomguard.diagnose.evidence import Evidence, Fact, Signal, StartupNumber, Where, clip
 from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.triggers import Series, Triggers
 
 
 class Context:
@@ -190,18 +191,20 @@ def to_float(text: str) -> float | None:
 
 
 class LineParser:
-    """One evidence kind's reader: fed every line of a text with its prefix split off, told when the text ends.
+    """One evidence kind's reader: fed the lines of a text with their prefix split off, told when the text ends.
 
-    The gate contract: in the middle of a large log (beyond its head and tail, which every parser sees in
-    full) a parser is only fed lines that hold at least one of its `GATES` (case-sensitive byte substrings,
-    so a scanner can find them in raw chunks). A parser that adds a format adds that format's substring here
-    when the format's lines may sit in the middle of a big log; () means head, tail and small documents only.
-    """
+    A large text's reader feeds it only the lines holding one of its TRIGGERS (and every line while it is busy);
+    see triggers.py for the contract."""
 
-    GATES: ClassVar[tuple[bytes, ...]] = ()
+    TRIGGERS: ClassVar[Triggers]
+    SERIES: ClassVar[tuple[Series, ...]] = ()
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    def busy(self) -> bool:
+        """Inside a multi-line block: every line matters, triggers or not."""
+        return False
 
     def feed(self, line: Line, msg: Message) -> None:
         raise NotImplementedError

@@ -9,6 +9,7 @@ import shlex
 from oomguard.diagnose.evidence import Flags, HostMemory, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 from oomguard.diagnose.sources.vllm_log import parse_argv
 
 # Kubernetes quantities (binary and decimal suffixes).
@@ -36,11 +37,14 @@ _IMAGE = re.compile(
     r"^\s*Image:\s*(?P<image>\S*(?P<engine>vllm|sglang)\S*?):v?(?P<v>\d+\.\d+(?:\.\d+)?[\w.+-]*)\s*$"
 )
 _SPEC_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>Command|Args):\s*(?P<rest>.*)$")
+# Lines without one of these are not kubectl's or docker's (the section headers are among them).
+_WORDS = ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
 
 
 class Parser(LineParser):
-    # Reasons (OOMKilled, Evicted), exit statuses, limits.
-    GATES = (b"ill", b"xit", b"vict", b"emory:")
+    # The container spec's "Image:", "Command:" and "Args:" open what _container_spec reads; inside the
+    # Command/Args block the parser is busy (every item line matters).
+    TRIGGERS = Triggers(words=(*_WORDS, "Image:", "Command:", "Args:"))
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -53,10 +57,7 @@ class Parser(LineParser):
         if self._container_spec(line):
             return
         body = line.text.strip()
-        if not any(
-            k in body
-            for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
-        ):
+        if not any(k in body for k in _WORDS):
             return
         if body.startswith("Limits:"):
             self.section = "limits"
@@ -98,6 +99,9 @@ class Parser(LineParser):
 
     def finish(self) -> None:
         self._flush_argv()
+
+    def busy(self) -> bool:
+        return self.argv_indent >= 0
 
     def _container_spec(self, line: Line) -> bool:
         """The container's image tag (the engine version) and its Command:/Args: lists (the server command,

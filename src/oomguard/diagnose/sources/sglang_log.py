@@ -8,6 +8,7 @@ import re
 from oomguard.diagnose.evidence import Flags, LoadSample, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message, to_float
+from oomguard.diagnose.sources.triggers import Triggers
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
 from oomguard.units import GiB as _GIB
 
@@ -26,15 +27,28 @@ _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
 class Parser(LineParser):
-    # Batch lines ("token usage"), pool/graph lines, retracts and SGLang's memory errors.
-    GATES = (
-        b"token usage",
-        b"emory",
-        b"etract",
-        b"uda graph",
-        b"UDA graph",
-        b"max_total_num_tokens",
-        b"profiled value",
+    TRIGGERS = Triggers(
+        words=(
+            "#running-req",
+            "Load weight end",
+            "Load weight begin",
+            "profiled value",
+            "max_total_num_tokens",
+            "KV Cache is allocated",
+            "Memory pool end",
+            "Capture cuda graph begin",
+            "Capture cuda graph end",
+            "apture cuda graph failed",
+            "apture CUDA graph failed",
+            "Prefill out of memory",
+            "Decode out of memory",
+            "Not enough memory",
+            "memory capacity is unbalanced",
+            "Retract",
+            "retract",
+            "ServerArgs(",
+            "sglang",
+        )
     )
 
     def feed(self, line: Line, msg: Message) -> None:

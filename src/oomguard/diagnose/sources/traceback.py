@@ -11,6 +11,7 @@ from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources import allocator
 from oomguard.diagnose.sources.base import LineParser, Message, continuation, log_size
+from oomguard.diagnose.sources.triggers import Triggers
 
 
 def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
@@ -42,8 +43,43 @@ _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
 
 
 class Parser(LineParser):
-    # Tracebacks and allocator errors: frames, "...Error"/"ERROR", OOM text, HSA/XPU codes, C++ bad_alloc.
-    GATES = (b'File "', b"rror", b"RROR", b"emory", b"EMORY", b"bad_alloc", b"iB", b"Killed")
+    TRIGGERS = Triggers(
+        words=(
+            'File "',
+            "ray.exceptions.OutOfMemoryError",
+            "running low on memory",
+            "out of memory",
+            "OutOfMemory",
+            "Tried to allocate",
+            "memory mapping failed",
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+            "HSA_STATUS_ERROR_OUT_OF_MEMORY",
+            "OUT_OF_DEVICE_MEMORY",
+            "canUse32BitIndexMath",
+            "INT32_MAX",
+            "illegal memory access",
+            "NCCL error",
+            "Cannot allocate memory",
+            "bad_alloc",
+            "DefaultCPUAllocator: not enough memory",
+            "MemoryError",
+            "requires more system memory",
+            # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
+            "Error",
+            "Exception",
+            "The actor died unexpectedly",
+            "actor is dead because",
+            "killed due to memory pressure",
+            # CUDA runtime allocation failures of C++ code (allocator.RUNTIME_OOM) and other engines' errors
+            "cudaMalloc",
+            "CUBLAS_STATUS_ALLOC_FAILED",
+            "cudaErrorMemory",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            "hipErrorOutOfMemory",
+            "Not enough memory to handle",
+        ),
+        caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
+    )
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
