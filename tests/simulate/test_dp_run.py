@@ -1,0 +1,155 @@
+"""Data-parallel simulation: one scheduler and pool per rank, the front-end, MoE ranks in lockstep."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from oomguard.planning import PlanRequest
+from oomguard.simulate.cli import main as simulate_main
+from oomguard.simulate.dp.balancer import BalancerKind
+from oomguard.simulate.dp.ep import lockstep_memory
+from oomguard.simulate.dp.run import DpConfig, simulate_dp
+from oomguard.simulate.kv_pool import KvGroupSpec
+from oomguard.simulate.model_facts import binding_rank, from_planner
+from oomguard.simulate.run import SimulationConfig, simulate
+from oomguard.simulate.scheduler import SchedulerConfig
+from oomguard.simulate.step_memory import ActivationModel, ModelWidths
+from oomguard.simulate.step_time import StepTimeModel
+from oomguard.simulate.workload import Workload, read_workload, scale_rate, window
+
+AZURE = "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+
+
+def _config(blocks: int) -> SimulationConfig:
+    sched = SchedulerConfig(2048, 64, 32768, blocks, (KvGroupSpec("full", 16),), enable_prefix_caching=False)
+    return SimulationConfig(
+        sched,
+        activation=ActivationModel.from_widths(ModelWidths(4096, 2, 14336, 128256)),
+        step_time=StepTimeModel.from_coefficients("8,0.05,0.01"),
+    )
+
+
+def _azure(shared_data: Path, end: float, rate: float) -> Workload:
+    return scale_rate(window(read_workload(shared_data / AZURE), 0, end), rate)
+
+
+def test_one_rank_is_the_single_engine_simulation(shared_data: Path) -> None:
+    workload = _azure(shared_data, 120, 2.0)
+    config = _config(1100)
+    single = simulate(workload, config)
+    assert single.preemptions > 0  # a tight pool: preemptions inside decode runs too
+    rank = simulate_dp(workload, DpConfig(config, 1)).ranks[0]
+    assert rank.timeline == single.timeline
+    assert rank.preemptions == single.preemptions
+    assert rank.requests.ttfts == single.requests.ttfts
+
+
+def test_each_rank_owns_its_pool_and_round_robin_splits_evenly(shared_data: Path) -> None:
+    workload = _azure(shared_data, 120, 4.0)
+    result = simulate_dp(workload, DpConfig(_config(1100), 4, BalancerKind.ROUND_ROBIN))
+    assert max(result.routed) - min(result.routed) <= 1
+    assert sum(r.requests.finished for r in result.ranks) == sum(result.routed) == len(workload.requests)
+    for rank in result.ranks:
+        assert max(rank.timeline.kv_blocks_used) <= rank.usable_blocks
+    # Four pools of 1,100 blocks hold what one could not: fewer preemptions than one engine with one pool.
+    single = simulate(workload, _config(1100))
+    assert sum(r.preemptions for r in result.ranks) < single.preemptions
+
+
+def test_vllm_balancer_evens_out_load_better_than_round_robin(shared_data: Path) -> None:
+    workload = _azure(shared_data, 300, 4.0)
+    config = _config(700)
+    vllm = simulate_dp(workload, DpConfig(config, 4, BalancerKind.VLLM, api_servers=4))
+    rr = simulate_dp(workload, DpConfig(config, 4, BalancerKind.ROUND_ROBIN))
+    assert "vLLM 0.33" in vllm.rule and "4 API servers" in vllm.rule
+    assert vllm.imbalance.time_above < rr.imbalance.time_above
+
+
+@pytest.fixture(scope="module")
+def moe_plan():  # type: ignore[no-untyped-def]
+    request = PlanRequest.from_argv(
+        "vllm serve Qwen/Qwen3-30B-A3B -dp 4 --enable-expert-parallel --max-model-len 8192", gpu="H200"
+    )
+    return from_planner(request)
+
+
+def test_lockstep_memory_at_the_profile_shape_is_the_planners(moe_plan) -> None:  # type: ignore[no-untyped-def]
+    _, _, plan = moe_plan
+    rank, activation, _ = binding_rank(plan)
+    memory = lockstep_memory(plan, rank, activation)
+    tokens = plan.engine.max_num_batched_tokens
+    assert memory.gathers_all_ranks
+    # Every rank at max_num_batched_tokens, gathered from 4 ranks: the planner's forward peak.
+    planner = int(activation.forward_bytes_per_token * tokens) + activation.fixed_bytes
+    assert memory.peak_bytes(tokens, 4 * tokens, 0) == pytest.approx(planner, rel=1e-6)
+    # A quiet rank (one dummy token) still gathers the others' prefills.
+    alone = memory.peak_bytes(1, 1, 0)
+    assert memory.peak_bytes(1, 3 * tokens + 1, 0) > alone + 2 * tokens * memory.hidden_bytes_per_token
+
+
+def test_lockstep_ranks_step_together_and_an_idle_rank_can_pass_its_headroom(moe_plan) -> None:  # type: ignore[no-untyped-def]
+    pool, _, plan = moe_plan
+    rank, activation, _ = binding_rank(plan)
+    memory = replace(lockstep_memory(plan, rank, activation), max_graph_tokens=0)
+    sched = SchedulerConfig(8192, 64, 8192, 4000, pool.groups)
+    # Headroom for a rank's own 8k-token prefill, not for the MoE layer gathering three such prefills.
+    own = memory.peak_bytes(8000, 8000, 1)
+    engine = SimulationConfig(
+        sched,
+        activation=activation,
+        headroom_bytes=own,
+        step_time=StepTimeModel.from_coefficients("5,0.02,0"),
+    )
+    from oomguard.simulate.workload import SECONDS, TraceRequest
+
+    # Three long prompts at once on three ranks, the fourth rank idle.
+    requests = tuple(TraceRequest(f"r{i}", 0.0, 8000, 4) for i in range(3))
+    workload = Workload(requests, SECONDS, "hand-built")
+    result = simulate_dp(
+        workload,
+        DpConfig(engine, 4, BalancerKind.ROUND_ROBIN, lockstep=True, lockstep_memory=memory),
+    )
+    lengths = {len(r.timeline) for r in result.ranks}
+    assert len(lengths) == 1  # every rank took every step of the wave
+    idle = result.ranks[3]
+    assert result.routed[3] == 0 and max(idle.timeline.tokens) == 0
+    assert idle.oom_events and idle.oom_events[0].step == 0  # the dummy rank gathered 24,001 tokens
+    assert result.first_oom is not None and result.first_oom.step == 0
+    assert result.max_dispatch_bytes == int((3 * 8000 + 1) * memory.dispatch_bytes_per_token)
+
+
+def test_cli_dp_json_has_a_rank_each_and_names_the_rule(
+    shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = simulate_main(
+        [
+            str(shared_data / AZURE),
+            "--model",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "--gpu",
+            "H100",
+            "--window",
+            "0:60",
+            "--json",
+            "--",
+            "vllm",
+            "serve",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "-dp",
+            "2",
+            "--max-model-len",
+            "16384",
+        ]
+    )
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["data_parallel_size"] == 2 and len(data["ranks"]) == 2
+    assert data["balancer"] == "vllm" and "vLLM 0.33" in data["balancer_rule"]
+    assert data["api_servers"] == 2  # vLLM 0.33 defaults --api-server-count to the DP size
+    assert sum(r["routed"] for r in data["ranks"]) == data["requests"]
+    assert set(data["ranks"][0]["series"]) == {"time", "kv_usage", "running", "waiting", "preemptions"}
+    assert 0 <= data["imbalance"]["time_above"]
