@@ -19,7 +19,7 @@ from oomguard.simulate.run import SimulationConfig, simulate
 from oomguard.simulate.scheduler import SchedulerConfig
 from oomguard.simulate.step_memory import ActivationModel, ModelWidths
 from oomguard.simulate.step_time import StepTimeModel
-from oomguard.simulate.workload import Workload, read_workload, scale_rate, window
+from oomguard.simulate.workload import SECONDS, TraceRequest, Workload, read_workload, scale_rate, window
 
 AZURE = "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 
@@ -60,13 +60,18 @@ def test_each_rank_owns_its_pool_and_round_robin_splits_evenly(shared_data: Path
     assert sum(r.preemptions for r in result.ranks) < single.preemptions
 
 
-def test_vllm_balancer_evens_out_load_better_than_round_robin(shared_data: Path) -> None:
-    workload = _azure(shared_data, 300, 4.0)
-    config = _config(700)
-    vllm = simulate_dp(workload, DpConfig(config, 4, BalancerKind.VLLM, api_servers=4))
-    rr = simulate_dp(workload, DpConfig(config, 4, BalancerKind.ROUND_ROBIN))
-    assert "vLLM 0.33" in vllm.rule and "4 API servers" in vllm.rule
-    assert vllm.imbalance.time_above < rr.imbalance.time_above
+def test_vllm_balancer_spreads_long_requests_that_round_robin_piles_on_one_rank() -> None:
+    # Long and short requests alternate: round robin sends every long one to rank 0; vLLM's rule sees rank 0's
+    # running count grow and sends the next ones to rank 1.
+    requests = tuple(TraceRequest(f"r{i}", 0.05 * i, 1000, 400 if i % 2 == 0 else 4) for i in range(200))
+    workload = Workload(requests, SECONDS, "alternating long and short")
+    config = _config(4000)
+    vllm = simulate_dp(workload, DpConfig(config, 2, BalancerKind.VLLM))
+    rr = simulate_dp(workload, DpConfig(config, 2, BalancerKind.ROUND_ROBIN))
+    assert "vLLM 0.33" in vllm.rule
+    assert rr.routed == (100, 100)
+    assert max(rr.ranks[1].timeline.kv_blocks_used) < max(rr.ranks[0].timeline.kv_blocks_used) / 5
+    assert vllm.imbalance.time_above < rr.imbalance.time_above / 2
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from oomguard.imbalance import IMBALANCE_WARN, imbalance, time_above
+from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, imbalance, time_above
 from oomguard.simulate.dp.balancer import BalancerKind
 from oomguard.simulate.dp.ep import DUMMY_BATCH_TOKENS, LockstepMemory
 from oomguard.simulate.dp.frontend import Frontend
@@ -58,12 +58,14 @@ class RankEvent:
 
 @dataclass(frozen=True)
 class ImbalanceSeries:
-    """KV usage imbalance across the ranks, (max - min) / mean, at evenly spaced times."""
+    """KV usage imbalance across the ranks, (max - min) / mean, at evenly spaced times; 0 where the ranks'
+    mean KV usage is under `IMBALANCE_MIN_MEAN_KV` (nearly idle: not judged, as watch and rules do)."""
 
     times: tuple[float, ...]
     values: tuple[float, ...]
     sample_s: float  # the time each sample stands for
     threshold: float = IMBALANCE_WARN
+    min_mean: float = IMBALANCE_MIN_MEAN_KV
 
     @property
     def time_above(self) -> float:
@@ -257,7 +259,10 @@ def kv_imbalance(results: Sequence[SimulationResult], samples: int = IMBALANCE_S
     dt = (t1 - t0) / samples if t1 > t0 else 1.0
     times = [t0 + (j + 0.5) * dt for j in range(samples if t1 > t0 else 1)]
     usage = [kv_usage_at(r, times) for r in results]
-    values = tuple(imbalance(column) for column in zip(*usage))
+    n = len(results)
+    values = tuple(
+        imbalance(column) if sum(column) >= IMBALANCE_MIN_MEAN_KV * n else 0.0 for column in zip(*usage)
+    )
     return ImbalanceSeries(tuple(times), values, dt)
 
 
