@@ -158,3 +158,99 @@ def test_cli_dp_json_has_a_rank_each_and_names_the_rule(
     assert sum(r["routed"] for r in data["ranks"]) == data["requests"]
     assert set(data["ranks"][0]["series"]) == {"time", "kv_usage", "running", "waiting", "preemptions"}
     assert 0 <= data["imbalance"]["time_above"]
+
+
+def test_hybrid_lb_balances_each_nodes_ranks_and_round_robins_the_nodes() -> None:
+    from oomguard.simulate.dp.frontend import Frontend
+    from oomguard.simulate.dp.rank import RankEngine
+
+    ranks = [RankEngine(k, _config(100), False) for k in range(4)]
+    frontend = Frontend(BalancerKind.VLLM, 4, 1, False, ranks_per_group=2)
+    # Node 0 holds ranks 0-1, node 1 ranks 2-3; within a node vLLM's rule (local bump, rotating start).
+    assert [frontend.route(i, 0.0, (), ranks) for i in range(4)] == [0, 2, 1, 3]
+    assert "hybrid: 2 nodes of 2 ranks" in frontend.rule
+
+
+def _cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+    assert simulate_main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_co_located_ranks_get_the_pool_the_planner_gives_a_shared_gpu(
+    shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = [
+        str(shared_data / AZURE),
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--window",
+        "0:20",
+        "--json",
+    ]
+    alone = _cli_json(
+        capsys, *common, "--", "vllm", "serve", "Qwen/Qwen3-8B", "-dp", "2", "--max-model-len", "8192"
+    )
+    shared = _cli_json(
+        capsys,
+        *common,
+        "--replicas-per-gpu",
+        "2",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "-dp",
+        "2",
+        "--max-model-len",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.45",
+    )
+    assert len(shared["ranks"]) == 2
+    assert shared["ranks"][0]["usable_blocks"] < alone["ranks"][0]["usable_blocks"] / 2
+
+
+def test_html_page_draws_a_line_per_rank(shared_data: Path, tmp_path: Path) -> None:
+    page = tmp_path / "dp.html"
+    code = simulate_main(
+        [
+            str(shared_data / AZURE),
+            "--model",
+            "Qwen/Qwen3-8B",
+            "--gpu",
+            "H100",
+            "--window",
+            "0:20",
+            "--balancer",
+            "round-robin",
+            "--html",
+            str(page),
+            "--",
+            "vllm",
+            "serve",
+            "Qwen/Qwen3-8B",
+            "-dp",
+            "3",
+            "--max-model-len",
+            "8192",
+        ]
+    )
+    assert code == 0
+    text = page.read_text()
+    for chart in ("chart-kv_blocks_used", "chart-running", "chart-waiting"):
+        body = text.split(f'id="{chart}"', 1)[1].split("</svg>", 1)[0]
+        assert [body.count(f'data-rank="{k}"') for k in range(3)] == [1, 1, 1]
+    assert 'id="chart-imbalance"' in text and "round robin" in text
+
+
+def test_sweep_over_balancers_gives_a_row_each(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(shared_data / AZURE), "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--window", "0:20"]
+    argv += ["--sweep", "balancer=vllm,round-robin,kv-aware", "--json"]
+    argv += ["--", "vllm", "serve", "Qwen/Qwen3-8B", "-dp", "2", "--max-model-len", "8192"]
+    assert simulate_main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [run["balancer"] for run in data["runs"]] == ["vllm", "round-robin", "kv-aware"]
+    assert all(len(run["ranks"]) == 2 for run in data["runs"])
+    assert data["runs"][1]["api_servers"] == 1 and data["runs"][0]["api_servers"] == 2

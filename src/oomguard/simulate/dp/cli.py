@@ -4,8 +4,9 @@ Taken when the command has `--data-parallel-size` > 1, when `--balancer` is give
 `balancer` or `data_parallel_size`. Each rank is the single-engine setup that `simulate.cli.build_setup` builds
 from the planner (the planner sizes one rank's pool; co-located replicas through `--replicas-per-gpu`); the
 front-end follows vLLM's own flags: `--api-server-count` (`-asc`; default the DP size, as vLLM 0.33's
-`vllm serve` defaults it with its internal balancer) and `--data-parallel-external-lb` (no internal balancer:
-round robin unless `--balancer` names another). MoE models step in lockstep; with `--enable-expert-parallel`
+`vllm serve` defaults it with its internal balancer), `--data-parallel-external-lb` (no internal balancer:
+round robin unless `--balancer` names another) and `--data-parallel-hybrid-lb` with `--data-parallel-size-local`
+(each node balances its own ranks). MoE models step in lockstep; with `--enable-expert-parallel`
 their MoE layers gather every rank's tokens.
 """
 
@@ -34,11 +35,12 @@ class FrontendFlags:
 
     api_server_count: int | None
     external_lb: bool
+    hybrid_lb: bool
 
 
 def frontend_flags(vllm_argv: list[str]) -> FrontendFlags:
     count: int | None = None
-    external = False
+    external = hybrid = False
     i = 0
     while i < len(vllm_argv):
         word = vllm_argv[i]
@@ -55,8 +57,15 @@ def frontend_flags(vllm_argv: list[str]) -> FrontendFlags:
                 raise ConfigError(f"--api-server-count must be >= 1 for a served deployment, got {count}")
         elif name in ("--data-parallel-external-lb", "--data-parallel-rank", "-dpn"):
             external = True
+        elif name in ("--data-parallel-hybrid-lb", "--data-parallel-start-rank", "-dpr"):
+            hybrid = True  # vLLM serve: a start rank without another mode means hybrid
         i += 1
-    return FrontendFlags(count, external)
+    if external and hybrid:
+        raise ConfigError(
+            "vLLM refuses more than one data parallel load balancing mode: "
+            "--data-parallel-external-lb (or --data-parallel-rank) with --data-parallel-hybrid-lb"
+        )
+    return FrontendFlags(count, external, hybrid)
 
 
 def _sweep_name(args: argparse.Namespace) -> str | None:
@@ -107,7 +116,17 @@ def dp_config(
         dp = dp or int(_serve_args(args.model, vllm_argv).values.get("data_parallel_size", 1) or 1)
     flags = frontend_flags(vllm_argv)
     external = flags.external_lb or balancer in (BalancerKind.ROUND_ROBIN, BalancerKind.KV_AWARE)
-    api_servers = 1 if external else (flags.api_server_count or dp)
+    local = 0
+    if flags.hybrid_lb and not external:
+        from oomguard.simulate.cli import _serve_args
+
+        local = int(_serve_args(args.model, vllm_argv).values.get("data_parallel_size_local") or 0)
+        if not 0 < local <= dp:
+            raise ConfigError(
+                "--data-parallel-hybrid-lb needs --data-parallel-size-local between 1 and the DP size"
+            )
+    # vLLM serve's default --api-server-count: 1 with an external LB, the node's ranks with hybrid, else the DP size
+    api_servers = 1 if external else (flags.api_server_count or local or dp)
     try:
         config = DpConfig(
             setup.config,
@@ -116,6 +135,7 @@ def dp_config(
             api_servers=api_servers,
             lockstep=lockstep,
             lockstep_memory=memory,
+            ranks_per_node=local,
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
@@ -180,17 +200,30 @@ def _write(
     return written
 
 
+def _flag_value(name: str, value: str) -> Any:
+    """A swept vLLM flag's value, parsed as vLLM parses it (a one-line error when it is not one)."""
+    from oomguard.engines.vllm.flags import parse_serve_command
+
+    if name == "data_parallel_size":
+        try:
+            size = int(value)
+        except ValueError:
+            raise ConfigError(f"data_parallel_size values must be integers, got {value!r}") from None
+        if size < 1:
+            raise ConfigError(f"data_parallel_size must be >= 1, got {size}")
+        return size
+    typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
+    return typed.get(name, value)
+
+
 def _sweep(
     args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload, balancer: BalancerKind
 ) -> int:
     name, _, raw = args.sweep.partition("=")
     name = name.strip().lstrip("-").replace("-", "_")
     values = [v.strip() for v in raw.split(",") if v.strip()]
-    if name not in DP_SWEEPS or not values:
-        raise ConfigError(
-            f"a data-parallel --sweep is over {' or '.join(DP_SWEEPS)}, e.g. balancer=vllm,round-robin,kv-aware "
-            "or data_parallel_size=2,4,8"
-        )
+    if not name or not values:
+        raise ConfigError("--sweep wants FLAG=V1,V2,... e.g. balancer=vllm,round-robin,kv-aware")
     rows: list[tuple[str, DpResult, list[Summary]]] = []
     for value in values:
         if name == "balancer":
@@ -200,13 +233,7 @@ def _sweep(
                 raise ConfigError(str(err)) from None
             config, _ = dp_config(args, vllm_argv, {}, kind)
         else:
-            try:
-                size = int(value)
-            except ValueError:
-                raise ConfigError(f"data_parallel_size values must be integers, got {value!r}") from None
-            if size < 1:
-                raise ConfigError(f"data_parallel_size must be >= 1, got {size}")
-            config, _ = dp_config(args, vllm_argv, {"data_parallel_size": size}, balancer)
+            config, _ = dp_config(args, vllm_argv, {name: _flag_value(name, value)}, balancer)
         result, summaries = _simulate(workload, config)
         rows.append((value, result, summaries))
     if args.json:

@@ -267,7 +267,7 @@ svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#cc
 def dp_sweep_table(name: str, rows: Sequence[tuple[str, DpResult, Sequence[Summary]]]) -> str:
     """One row per swept value: per-rank peak KV, preemptions per rank, time above the imbalance threshold."""
     header = (
-        "value" if name != "balancer" else "balancer",
+        name,
         "DP",
         "KV peak per rank",
         "preemptions per rank",

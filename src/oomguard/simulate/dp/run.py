@@ -38,7 +38,10 @@ class DpConfig:
     engine: SimulationConfig  # every rank's scheduler, pool and step memory (the planner sizes one rank)
     data_parallel_size: int
     balancer: BalancerKind = BalancerKind.VLLM
-    api_servers: int = 1  # vLLM front-end clients (--api-server-count); external routers are one
+    api_servers: int = 1  # vLLM front-end clients (--api-server-count) per node group; external routers: 1
+    ranks_per_node: int = (
+        0  # hybrid LB: each node balances its own ranks (--data-parallel-size-local); 0: all
+    )
     lockstep: bool = False  # MoE: the ranks step together
     lockstep_memory: LockstepMemory | None = None  # the EP-aware step peak (lockstep only)
 
@@ -108,7 +111,7 @@ def simulate_dp(workload: Workload, config: DpConfig) -> DpResult:
     ]
     n = config.data_parallel_size
     ranks = [RankEngine(k, engine, by_steps) for k in range(n)]
-    frontend = Frontend(config.balancer, n, config.api_servers, by_steps)
+    frontend = Frontend(config.balancer, n, config.api_servers, by_steps, config.ranks_per_node)
     routed = [0] * n
     if config.lockstep:
         rejected, dispatch = _lockstep(reqs, ranks, frontend, routed, config, cfg.max_model_len)
