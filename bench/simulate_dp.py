@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.simulate.cli import build_setup, split_argv  # noqa: E402
-from oomguard.simulate.dp.balancer import BalancerKind  # noqa: E402
-from oomguard.simulate.dp.run import DpConfig, DpResult, simulate_dp  # noqa: E402
-from oomguard.simulate.run import simulate, summarize  # noqa: E402
-from oomguard.simulate.workload import Workload, read_workload, scale_rate  # noqa: E402
+from oomguard.simulate.cli import build_setup, split_argv
+from oomguard.simulate.dp.balancer import BalancerKind
+from oomguard.simulate.dp.run import DpConfig, DpResult, simulate_dp
+from oomguard.simulate.run import simulate, summarize
+from oomguard.simulate.workload import Workload, read_workload, scale_rate
 
 TRACE = REPO.parent / "shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 MODEL = "Qwen/Qwen3-32B"
