@@ -37,6 +37,14 @@ class EnginePlanner(Protocol[P]):
         """Whether a launch command is this engine's."""
         ...
 
+    def knows_setting(self, name: str) -> bool:
+        """Whether `name` is one of the engine's own settings (its field name, e.g. max_model_len)."""
+        ...
+
+    def setting_names(self) -> tuple[str, ...]:
+        """The settings the engine models, by field name (for "did you mean" hints)."""
+        ...
+
     def plan(self, request: Request) -> P:
         """Plan one deployment; OomguardError subclasses for bad input."""
         ...

@@ -9,7 +9,7 @@ from typing import Any
 from oomguard.engines.base import FixCandidate
 from oomguard.engines.sglang import fixes as sglang_fixes
 from oomguard.engines.sglang.config import ENGINE_VERSION, capture_batch_sizes
-from oomguard.engines.sglang.flags import LaunchArgs, is_sglang_command, parse_launch_command
+from oomguard.engines.sglang.flags import FLAGS, LaunchArgs, is_sglang_command, parse_launch_command
 from oomguard.engines.sglang.log_format import startup_lines
 from oomguard.engines.sglang.plan import (
     NOT_SEPARATE_COMM,
@@ -221,6 +221,12 @@ class SglangPlanner:
 
     def is_command(self, argv: Sequence[str]) -> bool:
         return is_sglang_command(argv)
+
+    def knows_setting(self, name: str) -> bool:
+        return name in FLAGS
+
+    def setting_names(self) -> tuple[str, ...]:
+        return tuple(FLAGS)
 
     def plan(self, request: Request) -> SglangPlan:
         return plan_sglang(native_request(request))

@@ -9,7 +9,7 @@ from typing import Any
 
 from oomguard.engines.base import FixCandidate
 from oomguard.engines.vllm import fixes as vllm_fixes
-from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
+from oomguard.engines.vllm.flags import MEMORY_FLAGS, ServeArgs, is_known_field, parse_serve_command
 from oomguard.engines.vllm.log_format import startup_lines
 from oomguard.engines.vllm.plan import Plan, PlanRequest, RankLedger, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
@@ -286,6 +286,12 @@ class VllmPlanner:
 
     def is_command(self, argv: Sequence[str]) -> bool:
         return is_vllm_command(argv)
+
+    def knows_setting(self, name: str) -> bool:
+        return is_known_field(name) or name == REPLICAS
+
+    def setting_names(self) -> tuple[str, ...]:
+        return tuple(spec.field for spec in MEMORY_FLAGS)
 
     def plan(self, request: Request) -> Plan:
         return plan(native_request(request))

@@ -473,3 +473,13 @@ def load_config_yaml(path: str) -> ServeArgs:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of vLLM options, got {type(data).__name__}")
     return args_from_mapping(data, where=path)
+
+
+def is_known_flag(flag: str) -> bool:
+    """`--max-model-len`, `-tp`, `--port` ...: a flag `vllm serve` takes (modelled or known to change no memory)."""
+    return flag in _BY_NAME or flag in IGNORED_FLAGS or flag == "--config"
+
+
+def is_known_field(name: str) -> bool:
+    """`max_model_len`, `tensor_parallel_size` ...: a vLLM engine argument by its field name."""
+    return is_known_flag("--" + name.replace("_", "-"))
