@@ -23,7 +23,8 @@ COMM_BUFFERS = "comm_buffers"
 CUDA_GRAPHS = "cuda_graph"
 NON_TORCH = "non_torch"
 CONTEXT = "cuda_context"
-LINE_ORDER = (WEIGHTS, KV_CACHE, ACTIVATION, COMM_BUFFERS, CUDA_GRAPHS, NON_TORCH, CONTEXT)
+OTHER_PROCESSES = "other_processes"  # memory other processes hold on the GPU (nvidia-smi, --other-processes)
+LINE_ORDER = (WEIGHTS, KV_CACHE, ACTIVATION, COMM_BUFFERS, CUDA_GRAPHS, NON_TORCH, CONTEXT, OTHER_PROCESSES)
 LINE_LABELS = {
     WEIGHTS: "weights",
     KV_CACHE: "KV cache",
@@ -32,6 +33,7 @@ LINE_LABELS = {
     CUDA_GRAPHS: "CUDA graphs",
     NON_TORCH: "non-torch (NCCL, cuBLAS)",
     CONTEXT: "CUDA context",
+    OTHER_PROCESSES: "other processes",
 }
 
 

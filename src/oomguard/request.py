@@ -31,6 +31,7 @@ class Request:
     usage: Usage = Usage.SERVE
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before the engine starts
+    other_processes_source: str = "--other-processes: given by the user"
 
     def with_flags(self, **changes: Any) -> Request:
         merged = dict(self.flags)

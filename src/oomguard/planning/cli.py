@@ -30,12 +30,14 @@ from oomguard.render.plan_markdown import render_plan_markdown
 from oomguard.render.plan_text import render_plan
 from oomguard.request import Request
 from oomguard.result import PlanResult
+from oomguard.units import parse_bytes
 
 # oomguard's options and whether they take a value.
 OPTIONS: dict[str, bool] = {
     "--gpu": True,
     "--gpu-memory": True,
     "--nvidia-smi": True,
+    "--other-processes": True,
     "--vllm-version": True,
     "--replicas-per-gpu": True,
     "--llm": False,
@@ -62,6 +64,7 @@ options:
                           (default: H100 80GB)
   --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
   --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
+  --other-processes SIZE  memory other processes hold on each GPU (e.g. 23.4GiB); a ledger line
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
   --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
@@ -84,6 +87,7 @@ class PlanOptions:
     gpu: str | None = None
     gpu_memory: str | None = None
     nvidia_smi: str | None = None
+    other_processes: str | None = None
     vllm_version: str | None = None
     replicas_per_gpu: int = 1
     usage: Usage = Usage.SERVE
@@ -135,6 +139,7 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--gpu": ("gpu", lambda _n, v: v),
     "--gpu-memory": ("gpu_memory", lambda _n, v: v),
     "--nvidia-smi": ("nvidia_smi", lambda _n, v: v),
+    "--other-processes": ("other_processes", lambda _n, v: v),
     "--vllm-version": ("vllm_version", lambda _n, v: v),
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
     "--calibrate": ("calibrate", lambda _n, v: v),
@@ -158,6 +163,17 @@ def _set_option(options: PlanOptions, name: str, value: str) -> None:
         return
     field_name, read = _SETTERS[name]
     setattr(options, field_name, read(name, value))
+
+
+def other_processes_from_options(options: PlanOptions) -> tuple[int, str]:
+    """--other-processes SIZE (wins), else nvidia-smi's memory.used: (bytes, where the number comes from)."""
+    if options.other_processes is not None:
+        used = parse_bytes(options.other_processes)
+        if used < 0:
+            raise ConfigError(f"--other-processes must not be negative, got {options.other_processes!r}")
+        return used, "--other-processes: given by the user"
+    _gpu, _memory, used = gpu_from_options(options)
+    return used, f"nvidia-smi memory.used in {options.nvidia_smi}, before vLLM starts"
 
 
 def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]:
@@ -184,7 +200,8 @@ def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]
 
 def request_from(options: PlanOptions, direct: list[str], tail: list[str]) -> Request:
     """The neutral request: the engine flags given directly, then the command (after `--` or --command)."""
-    gpu, gpu_memory, used_by_others = gpu_from_options(options)
+    gpu, gpu_memory, _ = gpu_from_options(options)
+    used_by_others, others_source = other_processes_from_options(options)
     measured = measured_terms_from_log(options.calibrate) if options.calibrate else {}
     command: list[str] | str | None = tail or None
     if options.command:
@@ -202,6 +219,7 @@ def request_from(options: PlanOptions, direct: list[str], tail: list[str]) -> Re
         usage=options.usage,
         measured=measured,
         used_by_other_processes=used_by_others,
+        other_processes_source=others_source,
     )
 
 

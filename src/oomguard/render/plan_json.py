@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomguard.ledger import Estimate
+from oomguard.ledger import OTHER_PROCESSES, Estimate
 from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
 
@@ -47,6 +47,7 @@ def _rank(rank: RankResult) -> dict[str, Any]:
         "kv_cache_gib": _gib(rank.available_kv_bytes),
         "kv_cache_allocated_gib": _gib(rank.kv_cache_bytes),
         "cuda_context_gib": _gib(rank.context_bytes),
+        "other_processes_gib": _gib(rank.gpu.bytes_of(OTHER_PROCESSES)),
         "num_gpu_blocks": rank.num_blocks,
         "bytes_per_block": rank.bytes_per_block,
         "gpu_used_gib": _gib(rank.gpu.used_bytes),
@@ -119,6 +120,7 @@ def plan_to_dict(plan: PlanResult) -> dict[str, Any]:
             "total_gib": _gib(plan.gpu.total_bytes),
             "total_bytes": plan.gpu.total_bytes,
             "total_source": plan.gpu.total_source,
+            "total_kind": plan.gpu.total_kind,
         },
         "engine": {
             **engine.legacy_json,

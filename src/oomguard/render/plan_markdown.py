@@ -28,7 +28,7 @@ def render_plan_markdown(plan: PlanResult) -> str:
     out += [
         "| line | GiB | kind | source |",
         "|---|---:|---|---|",
-        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | exact | {plan.gpu.total_source} |",
+        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | {plan.gpu.total_kind} | {plan.gpu.total_source} |",
         f"| {rank.budget_label} | {rank.budget_bytes / GiB:.2f} | {rank.budget_kind} | |",
     ]
     for line in rank.gpu.lines:

@@ -7,11 +7,13 @@ import sys
 from typing import TextIO
 
 from oomguard.kinds import Provenance
-from oomguard.ledger import KV_CACHE, LINE_LABELS, LedgerLine
+from oomguard.ledger import KV_CACHE, LINE_LABELS, OTHER_PROCESSES, LedgerLine
 from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
 
 BAR_WIDTH = 60
+# The source column is cut here (with an ellipsis) unless --verbose asks for it whole.
+DETAIL_WIDTH = 80
 BAR_GLYPHS = {
     "weights": "W",
     "kv_cache": "K",
@@ -20,6 +22,7 @@ BAR_GLYPHS = {
     "cuda_graph": "G",
     "non_torch": "N",
     "cuda_context": "C",
+    "other_processes": "O",
 }
 
 
@@ -67,11 +70,25 @@ def _bar(rank: RankResult) -> str:
     return "[" + bar + "." * (BAR_WIDTH - len(bar)) + "]"
 
 
-def _ledger(rank: RankResult, plan: PlanResult, style: Style) -> list[str]:
+def _detail(text: str, verbose: bool) -> str:
+    """The source column: whole with --verbose, else cut at DETAIL_WIDTH with an ellipsis."""
+    if verbose or len(text) <= DETAIL_WIDTH:
+        return text
+    return text[: DETAIL_WIDTH - 3] + "..."
+
+
+def _total_kind(plan: PlanResult) -> str:
+    gpu = plan.gpu
+    if gpu.total_kind == Provenance.ESTIMATED:
+        return f"est ±{gpu.total_band / GiB:.2f}"
+    return str(gpu.total_kind)
+
+
+def _ledger(rank: RankResult, plan: PlanResult, style: Style, verbose: bool = False) -> list[str]:
     out = [style.bold(f"Per-GPU ledger, {rank.label}") + style.dim("   (GiB)")]
     out.append(
-        f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  exact     "
-        + style.dim(plan.gpu.total_source[:70])
+        f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  {_total_kind(plan):<9} "
+        + style.dim(_detail(plan.gpu.total_source, verbose))
     )
     out.append(f"  {rank.budget_label:<38}{_g(rank.budget_bytes)}  {rank.budget_kind}")
     for line in rank.gpu.lines:
@@ -81,7 +98,8 @@ def _ledger(rank: RankResult, plan: PlanResult, style: Style) -> list[str]:
         prefix = "    " if line.in_budget else "  + outside budget: "
         width = 36 if line.in_budget else 20
         out.append(
-            f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(line.source[:80])
+            f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} "
+            + style.dim(_detail(line.source, verbose))
         )
     if rank.gpu.replicas > 1:
         out.append(f"  x {rank.gpu.replicas} replicas on this GPU{'':<14}{_g(rank.gpu.used_bytes)}")
@@ -89,7 +107,12 @@ def _ledger(rank: RankResult, plan: PlanResult, style: Style) -> list[str]:
     text = f"  {'free at peak':<38}{_g(free)}"
     out.append(style.bad(text) if free < 0 else text)
     out.append(
-        "  " + _bar(rank) + style.dim("  W weights K KV A activation E EP G graphs N non-torch C context")
+        "  "
+        + _bar(rank)
+        + style.dim(
+            "  W weights K KV A activation E EP G graphs N non-torch C context"
+            + (" O other processes" if rank.gpu.line(OTHER_PROCESSES) else "")
+        )
     )
     return out
 
@@ -122,7 +145,7 @@ def render_plan(plan: PlanResult, stream: TextIO | None = None, *, verbose: bool
     lines.append("")
     ranks = plan.ranks if verbose else plan.ranks[:1]
     for rank in ranks:
-        lines += _ledger(rank, plan, style)
+        lines += _ledger(rank, plan, style, verbose)
         lines.append("")
     if len(plan.ranks) > 1 and not verbose:
         others = ", ".join(f"{r.label}: KV {r.available_kv_bytes / GiB:.2f} GiB" for r in plan.ranks[1:])

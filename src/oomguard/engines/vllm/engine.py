@@ -75,6 +75,7 @@ def native_request(request: Request) -> PlanRequest:
         usage=request.usage,
         measured=dict(request.measured),
         used_by_other_processes=request.used_by_other_processes,
+        other_processes_source=request.other_processes_source,
     )
 
 
@@ -176,10 +177,11 @@ def _legacy_json(result: Plan) -> dict[str, Any]:
 def _rank(rank: RankLedger, result: Plan) -> RankResult:
     cfg = result.engine
     p = rank.placement
+    forced_pool = cfg.kv_cache_memory_bytes is not None
     budget_label = (
-        f"budget: ceil({cfg.gpu_memory_utilization} x total)"
-        if cfg.kv_cache_memory_bytes is None
-        else "budget: --kv-cache-memory-bytes + the rest"
+        "budget: KV bytes + the rest"
+        if forced_pool
+        else f"budget: ceil({cfg.gpu_memory_utilization} x total)"
     )
     return RankResult(
         label=p.label,
@@ -188,7 +190,7 @@ def _rank(rank: RankLedger, result: Plan) -> RankResult:
         ep_rank=p.ep_rank,
         budget_bytes=rank.budget_bytes,
         budget_label=budget_label,
-        budget_kind=Provenance.EXACT,
+        budget_kind=Provenance.DERIVED if forced_pool else Provenance.EXACT,
         weights=rank.weights,
         activation=rank.activation,
         non_torch=rank.non_torch,

@@ -12,6 +12,9 @@ from oomguard.engines.vllm import kv
 from oomguard.engines.vllm.plan import Plan
 from oomguard.kinds import KV_SHORTFALLS, OUTSIDE_BUDGET, Failure
 
+# Failures that more memory per token or fewer bytes per rank cure (KV shortfalls, weights too big to load).
+KV_OR_WEIGHTS = (*KV_SHORTFALLS, Failure.WEIGHTS_DONT_FIT)
+
 # A utilization vLLM can still start with: free memory at start must cover the budget (context ~0.5 GiB).
 MAX_UTILIZATION = 0.98
 # Round suggested context lengths down to a multiple of this, so the command reads well.
@@ -80,16 +83,16 @@ def fix_candidates(result: Plan) -> list[FixCandidate]:
             f"--max-model-len {length}: the longest context the KV pool holds for one request",
             max_model_len=length,
         )
-    if failure in (*KV_SHORTFALLS, None):
+    if failure in (*KV_OR_WEIGHTS, None):
         needed = utilization_needed(result)
         if needed is not None and needed > cfg.gpu_memory_utilization:
             add(
                 f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
                 gpu_memory_utilization=needed,
             )
-    if failure in KV_SHORTFALLS and cfg.kv_cache_dtype_bytes > 1:
+    if failure in KV_OR_WEIGHTS and cfg.kv_cache_dtype_bytes > 1:
         add("--kv-cache-dtype fp8: half the bytes per KV token", kv_cache_dtype="fp8")
-    if failure in KV_SHORTFALLS:
+    if failure in KV_OR_WEIGHTS:
         tp = cfg.tensor_parallel_size
         for more in (t for t in TP_CHOICES if t > tp):
             add(
@@ -122,7 +125,8 @@ def fix_candidates(result: Plan) -> list[FixCandidate]:
             )
     if failure == Failure.STARTUP_FREE_MEMORY and cfg.replicas_per_gpu == 1:
         total = result.gpu.total_bytes
-        cap = min(MAX_UTILIZATION, round((total - result.rank0.context_bytes) / total - FREE_MEMORY_SLACK, 3))
+        free = total - result.rank0.context_bytes - result.request.used_by_other_processes
+        cap = min(MAX_UTILIZATION, round(free / total - FREE_MEMORY_SLACK, 3))
         add(
             f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap
         )

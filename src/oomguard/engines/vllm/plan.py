@@ -28,6 +28,7 @@ from oomguard.ledger import (
     CUDA_GRAPHS,
     KV_CACHE,
     NON_TORCH,
+    OTHER_PROCESSES,
     WEIGHTS,
     Estimate,
     GpuLedger,
@@ -35,7 +36,7 @@ from oomguard.ledger import (
 )
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
-from oomguard.units import GiB
+from oomguard.units import GiB, MiB
 
 # The V1 runner's sampler warm-up after capture needs fp32 [rows x vocab] copies in memory outside the budget.
 # 1.3 copies is the most that leaves every successful v0.19 run of the llm-d sweep unflagged (Kimi-Dev-72B at
@@ -58,6 +59,7 @@ class PlanRequest:
     usage: Usage = Usage.SERVE
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
+    other_processes_source: str = "--other-processes: given by the user"
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
@@ -195,6 +197,15 @@ def _plan_rank(
     graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
     if cfg.kv_cache_memory_bytes is not None:
         available = int(cfg.kv_cache_memory_bytes)
+        # vLLM skips the utilization budget: what the worker takes is the pool plus what it measured.
+        budget = (
+            available
+            + weights.bytes
+            + activation.bytes
+            + non_torch.bytes
+            + comm.bytes
+            + (graphs.bytes if graphs_in_budget else 0)
+        )
     else:
         available = (
             budget
@@ -224,7 +235,27 @@ def _plan_rank(
     return rank, blocks
 
 
-def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) -> GpuLedger:
+def _other_processes(request: PlanRequest) -> tuple[LedgerLine, ...]:
+    """Memory other processes hold on the GPU: once per GPU, outside vLLM's budget, before it starts."""
+    if request.used_by_other_processes <= 0:
+        return ()
+    return (
+        LedgerLine(
+            OTHER_PROCESSES,
+            int(request.used_by_other_processes),
+            Provenance.MEASURED
+            if request.other_processes_source.startswith("nvidia-smi")
+            else Provenance.GIVEN,
+            request.other_processes_source,
+            in_budget=False,
+            per_replica=False,
+        ),
+    )
+
+
+def _gpu_ledger(
+    rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec, request: PlanRequest
+) -> GpuLedger:
     kv_bytes = rank.kv_cache_bytes
     graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
     lines = (
@@ -268,7 +299,7 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
             acc.CONTEXT_BAND,
             in_budget=False,
         ),
-    )
+    ) + _other_processes(request)
     return GpuLedger(gpu.total_bytes, lines, cfg.replicas_per_gpu, rank.placement.label)
 
 
@@ -329,7 +360,7 @@ def plan(request: PlanRequest) -> Plan:
         blocks = int(cfg.num_gpu_blocks_override)
         notes.append(f"--num-gpu-blocks-override {blocks}: the pool size is fixed, not measured")
     ranks = tuple(replace(r, num_gpu_blocks=blocks) for r, _ in ranks_and_blocks)
-    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
 
     failure, errors = _startup_failure(request, spec, gpu, cfg, ranks, model_limit, warnings)
     rank0 = ranks[0]
@@ -391,7 +422,9 @@ def _startup_failure(
 ) -> tuple[Failure | None, list[str]]:
     found = (
         _check_free_memory(request, gpu, cfg, ranks)
+        or _check_weights(request, spec, gpu, ranks)
         or _check_kv_pool(cfg, ranks, model_limit)
+        or _check_kv_allocation(request, gpu, cfg, ranks)
         or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
         or _check_device(gpu, cfg, ranks)
     )
@@ -418,6 +451,59 @@ def _check_free_memory(
                 f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
                 f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
                 "other processes."
+            )
+    return None
+
+
+def _check_weights(
+    request: PlanRequest, spec: ModelSpec, gpu: Gpu, ranks: tuple[RankLedger, ...]
+) -> tuple[Failure, str] | None:
+    """load_model: the weights are allocated tensor by tensor with no regard for the budget, so they fail only
+    when the device itself is full (the CUDA context and other processes already hold their share), with
+    PyTorch's own out-of-memory error, before any KV sizing."""
+    for r in ranks:
+        usable = gpu.total_bytes - r.context_bytes - request.used_by_other_processes
+        if r.weights.bytes <= usable:
+            continue
+        layers = max(1, len(r.placement.layer_indices))
+        layer_bytes = max(1, r.weights.bytes // (layers + 2))  # decoder layers, plus embedding and lm_head
+        free = max(0, usable) % layer_bytes
+        others = (
+            f" and {request.used_by_other_processes / GiB:.2f} GiB of other processes"
+            if (request.used_by_other_processes)
+            else ""
+        )
+        return Failure.WEIGHTS_DONT_FIT, (
+            f"CUDA out of memory. Tried to allocate {layer_bytes / MiB:.2f} MiB. GPU 0 has a total capacity of "
+            f"{gpu.total_bytes / GiB:.2f} GiB of which {free / MiB:.2f} MiB is free. (in load_model: "
+            f"{r.weights.bytes / GiB:.2f} GiB of weights on {r.placement.label}, but the device holds "
+            f"{max(0, usable) / GiB:.2f} GiB after the CUDA context{others}; "
+            f"the allocation size is one layer's share, the exact tensor depends on the load order)"
+        )
+    return None
+
+
+def _check_kv_allocation(
+    request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
+) -> tuple[Failure, str] | None:
+    """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
+    whatever the budget says, after the profile run freed its activations and before graph capture."""
+    if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
+        return None
+    for r in ranks:
+        held = (
+            r.weights.bytes
+            + r.non_torch.bytes
+            + r.comm_buffers.bytes
+            + r.context_bytes
+            + request.used_by_other_processes
+            + (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+        )
+        if held + r.kv_cache_bytes > gpu.total_bytes:
+            return Failure.KV_CACHE_ALLOCATION, (
+                f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
+                f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
+                f"and context already hold {held / GiB:.2f} GiB of the device's {gpu.total_bytes / GiB:.2f} GiB"
             )
     return None
 
@@ -506,7 +592,7 @@ def _failed(
     warnings: list[str],
 ) -> Plan:
     ranks = tuple(replace(r, num_gpu_blocks=0) for r, _ in ranks_and_blocks)
-    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
     layout = ranks[0].layout
     kv_plan = KvPlan(
         0,
