@@ -244,7 +244,7 @@ def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path:
     planned = planned_capacity(PLAN, "H100").num_gpu_blocks
     for blocks, expect in ((planned, False), (int(planned * 0.7), True)):
         state = ServerState(num_gpu_blocks=blocks)
-        with Exporter(lambda n: state) as exporter:
+        with Exporter(lambda n, state=state: state) as exporter:
             result = _cli(
                 "watch",
                 exporter.url,
