@@ -73,6 +73,8 @@ class Behaviour:
     partial_prefill_threshold_default: bool  # max_num_partial_prefills > 1 sets the threshold to 4% of L
     error_docs_link: bool  # KV errors end with the "conserving memory" docs link
     error_text_2026_05: bool  # "model's" (not "models's") and the CPU-backend parentheticals
+    api_servers_follow_dp: bool  # `vllm serve` starts one API server per DP rank by default
+    runner_token_mask: bool  # the V1 runner keeps a bool mask beside the int32 token ids (prompt embeddings)
 
     def gib_text(self, num_bytes: float) -> str:
         """GiB as this version's log and error lines print them (PR #31865: str(round(x, 2)) from ~0.14)."""
@@ -158,6 +160,9 @@ def behaviour_for(version_text: str) -> Behaviour:
         error_docs_link=v_rules >= V("0.13.0"),
         # 2026-05-15 (v0.22): "model's" and the CPU-backend parentheticals in the KV errors.
         error_text_2026_05=v_rules >= V("0.22.0"),
+        # The DP-sized API-server default and the prompt-embeddings token mask (~0.11 era).
+        api_servers_follow_dp=v_rules >= V("0.11.0"),
+        runner_token_mask=v_rules >= V("0.11.0"),
     )
 
 
