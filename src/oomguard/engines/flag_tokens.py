@@ -154,6 +154,8 @@ def read_json(_flag: str, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+    except RecursionError:
+        raise ConfigError(f"{_flag}: JSON nested too deeply") from None
 
 
 def at_least_one(read: Callable[[str, str], int]) -> Callable[[str, str], int]:

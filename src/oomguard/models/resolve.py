@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import ConfigError, OomguardError, UnknownModelError
+from oomguard.inputs import loads_json
 from oomguard.models.hf_config import spec_from_config
 from oomguard.models.safetensors import apply_checkpoint, checkpoint_from_hub, read_local_checkpoint
 from oomguard.models.spec import ModelSpec
@@ -95,7 +96,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(f"{path}: {size} bytes is far too large for a config.json")
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = loads_json(path.read_bytes(), str(path), ConfigError)  # depth and numbers bounded
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text, so not a config.json") from None
     except json.JSONDecodeError as err:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputFormatError
+from oomguard.inputs import loads_json
 from oomguard.models.spec import ModelSpec, Role, Split, TensorSpec
 
 # safetensors' own reader refuses headers above 100 MB (safetensors/src/tensor.rs MAX_HEADER_SIZE).
@@ -74,11 +75,9 @@ def _bad(path: Path | str, problem: str) -> InputFormatError:
 def parse_header(raw: bytes, path: Path | str) -> list[StoredTensor]:
     """The JSON header (without its 8-byte length) -> tensors, validated against hostile values."""
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = loads_json(raw.decode("utf-8"), f"{path}: safetensors header", InputFormatError)
     except UnicodeDecodeError:
         raise _bad(path, "header is not UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise _bad(path, f"header is not JSON ({err.msg})") from None
     if not isinstance(header, dict):
         raise _bad(path, "header is not a JSON object")
     tensors = []
@@ -133,8 +132,8 @@ def read_header(path: Path) -> list[StoredTensor]:
 def read_index(path: Path) -> tuple[dict[str, str], int | None]:
     """model.safetensors.index.json -> (weight_map, metadata.total_size)."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = loads_json(path.read_bytes(), f"{path}: safetensors index", InputFormatError)
+    except UnicodeDecodeError:
         raise InputFormatError(f"{path}: not a valid safetensors index (malformed JSON)") from None
     except OSError as err:
         raise InputFormatError(f"{path}: cannot read ({err.strerror})") from None

@@ -12,10 +12,10 @@ Job, LeaderWorkerSet, KServe InferenceService, ...: any object whose containers 
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
@@ -23,6 +23,7 @@ from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
+from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
 from oomguard.planning.advise import suggest_fixes
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
@@ -66,6 +67,17 @@ def check_deployment(
     min_headroom: str | int = 0,
     min_concurrency: float = 0.0,
 ) -> CheckResult:
+    # a NaN threshold compares false with everything and would turn the guard off
+    if isinstance(min_concurrency, bool) or not isinstance(min_concurrency, (int, float)):
+        raise ConfigError(f"min_concurrency must be a number, got {type(min_concurrency).__name__}")
+    if not math.isfinite(min_concurrency) or min_concurrency < 0:
+        raise ConfigError(f"min_concurrency must be a finite number >= 0, got {min_concurrency}")
+    if isinstance(min_headroom, bool) or not isinstance(min_headroom, (str, int, float)):
+        raise ConfigError(
+            f"min_headroom must be a size like 2GiB or bytes, got {type(min_headroom).__name__}"
+        )
+    if isinstance(min_headroom, float) and not (math.isfinite(min_headroom) and min_headroom >= 0):
+        raise ConfigError(f"min_headroom must be a finite number of bytes >= 0, got {min_headroom}")
     headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
     request = PlanRequest(
         args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory, vllm_version=vllm_version
@@ -133,10 +145,7 @@ def check_command(command: str, **kwargs: Any) -> CheckResult:
 
 def deployments_in_file(path: str) -> list[Deployment]:
     """Kubernetes manifests (one or many documents), a vLLM --config YAML, or a text file holding a command."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputFormatError(f"cannot read {path}: {err}") from None
+    text = read_text_bounded(path, limit=MAX_CONFIG_BYTES, what="deployment file", error=InputFormatError)
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
         args = parse_serve_command(text)

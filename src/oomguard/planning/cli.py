@@ -14,13 +14,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.engines.vllm.engine import native_request
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
+from oomguard.inputs import MAX_CONFIG_BYTES, read_bounded
 from oomguard.kinds import Usage
 from oomguard.planning.advise import fewest_gpus
 from oomguard.planning.calibrate import measured_terms_from_log
@@ -180,10 +180,10 @@ def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]
     """--gpu / --gpu-memory, completed from --nvidia-smi output: (gpu, gpu_memory, bytes other processes use)."""
     gpu, gpu_memory, used_by_others = options.gpu, options.gpu_memory, 0
     if options.nvidia_smi:
-        try:
-            text = Path(options.nvidia_smi).read_text(encoding="utf-8", errors="replace")
-        except OSError as err:
-            raise InputFormatError(f"cannot read {options.nvidia_smi}: {err.strerror}") from None
+        raw = read_bounded(
+            options.nvidia_smi, limit=MAX_CONFIG_BYTES, what="nvidia-smi output", error=InputFormatError
+        )
+        text = raw.decode("utf-8", "replace")
         readings = parse_nvidia_smi(text)
         if not readings:
             raise InputFormatError(f"{options.nvidia_smi}: no GPU found in this nvidia-smi output")

@@ -17,12 +17,12 @@ cost (`ActivationModel`, and the widths the step-time model reads), and the memo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oomguard.errors import ConfigError
+from oomguard.inputs import loads_json
 from oomguard.models.families.base import Cfg
 from oomguard.simulate.kv_pool import KvGroupSpec, cdiv
 from oomguard.simulate.step_memory import ActivationModel, ModelWidths
@@ -65,8 +65,8 @@ def read_config_dir(model: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        data = loads_json(path.read_bytes(), f"{path}: config.json", ConfigError)
+    except OSError as err:
         raise ConfigError(f"{path}: cannot read config.json ({err})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: config.json is not a JSON object")

@@ -25,11 +25,12 @@ import math
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputFormatError
+from oomguard.inputs import read_bounded
 
 STEPS = "steps"
 SECONDS = "seconds"
@@ -139,15 +140,12 @@ def _ids_field(value: Any) -> tuple[int, ...]:
     return tuple(_int_field(v, "prefix id") for v in value)
 
 
+# A trace this large is read whole (about 13M rows of CSV); a FIFO or an endless stream stops here.
+MAX_TRACE_BYTES = 256 << 20
+
+
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputFormatError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputFormatError(f"{path}: is a directory, not a trace file") from None
-    except OSError as err:
-        raise InputFormatError(f"{path}: cannot read ({err.strerror})") from None
+    data = read_bounded(path, limit=MAX_TRACE_BYTES, what="trace", error=InputFormatError)
     if b"\x00" in data[:4096]:
         raise InputFormatError(f"{path}: binary data, not a CSV or JSONL trace")
     try:
@@ -175,6 +173,9 @@ def _jsonl_records(text: str, path: str, rows: _Rows) -> Iterator[tuple[int, dic
             record = json.loads(line)
         except json.JSONDecodeError as err:
             rows.bad(line_no, f"not valid JSON ({err.msg})")
+            continue
+        except RecursionError:
+            rows.bad(line_no, "JSON nested too deeply")
             continue
         if not isinstance(record, dict):
             rows.bad(line_no, f"expected a JSON object, got {type(record).__name__}")
@@ -272,7 +273,8 @@ def _azure_timestamp(text: str) -> float:
     """'2023-11-16 18:17:03.9799600' (7 fractional digits) -> POSIX seconds."""
     text = text.strip()
     whole, _, frac = text.partition(".")
-    moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
+    # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
+    moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
     fraction = float("0." + frac) if frac else 0.0
     if frac and not frac.isdigit():
         raise ValueError(f"bad fractional seconds in {text!r}")

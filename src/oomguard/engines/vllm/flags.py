@@ -29,6 +29,7 @@ from oomguard.engines.flag_tokens import (
     tokenize,
 )
 from oomguard.errors import ConfigError
+from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
 from oomguard.units import parse_bytes
 from oomguard.yaml_input import load_yaml
 
@@ -400,10 +401,8 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
 
 def load_config_yaml(path: str) -> ServeArgs:
     """vLLM's `--config` file: a YAML mapping of option names to values."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read config file {path}: {err}") from None
+    # refused by size before parsing: a 9 MB YAML costs seconds and gigabytes to parse
+    text = read_text_bounded(path, limit=MAX_CONFIG_BYTES, what="config file", error=ConfigError)
     data = load_yaml(text, path, ConfigError)
     if data is None:
         data = {}

@@ -86,7 +86,13 @@ class Cfg:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{self.where}: {key!r} must be a number, got {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer such as 10**400
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{self.where}: {key!r} must be a finite number, got {value!r}")
+        return number
 
     def bool(self, key: builtins.str, default: bool) -> bool:
         value = self.data.get(key)

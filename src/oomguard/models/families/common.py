@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from oomguard.errors import ConfigError
-from oomguard.models.families.base import Cfg, DecoderShape, Inventory
+from oomguard.models.families.base import MAX_CONFIG_INT, Cfg, DecoderShape, Inventory
 from oomguard.models.spec import (
     AttentionKind,
     ChunkedLocalAttention,
@@ -340,6 +340,8 @@ def rope_cache_positions(cfg: Cfg, max_positions: int, scaling: Cfg | None = Non
         factor = scaling.float("factor", 1.0)
         original = scaling.opt_int("original_max_position_embeddings")
         base = original if kind in ("yarn", "deepseek_yarn") and original else max_positions
+        if not 0 < factor or base * factor > MAX_CONFIG_INT:  # a negative cache would shrink the weights
+            raise ConfigError(f"{scaling.where}: rope_scaling factor {factor!r} is not a real scaling")
         return int(base * factor)
     return max_positions
 

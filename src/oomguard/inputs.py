@@ -1,0 +1,119 @@
+"""Files and JSON from users, read with bounds: no input can hang oomguard or blow its memory.
+
+- `read_bounded`: a path may be a regular file, a FIFO (`<(cmd)`, `mkfifo`), a character device
+  (`/dev/zero`) or anything else `open()` accepts. A regular file over the limit is refused by its size
+  before a byte is read; anything else is read in chunks until the limit (an endless stream is refused,
+  not buffered) or until nothing arrives for `STALL_S` seconds (a FIFO without a writer).
+- `loads_json`: `json.loads` that refuses nesting deeper than the parser's stack (RecursionError) and
+  numbers that are not finite or not representable (`NaN`, `Infinity`, `1e400`, `10**400`), in one line
+  naming the input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import stat
+import time
+from typing import Any
+
+from oomguard.errors import OomguardError
+
+CHUNK_BYTES = 1 << 20
+STALL_S = 10.0  # a stream that sends nothing for this long is not coming
+MAX_INT_DIGITS = 19  # |n| < 10**19: past any count of layers, tokens or bytes a config can mean
+MAX_CONFIG_BYTES = 8 << 20  # YAML/JSON configs, manifests, command files: real ones are kilobytes
+
+
+def read_bounded(path: str | os.PathLike[str], *, limit: int, what: str, error: type[OomguardError]) -> bytes:
+    """The bytes of `path`, at most `limit`; `error` (one line naming `what`) for anything else."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise error(f"{what} {name}: no such file") from None
+    except OSError as err:
+        raise error(f"cannot read {what} {name}: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise error(f"{what} {name} is a directory")
+        if stat.S_ISREG(info.st_mode):
+            if info.st_size > limit:
+                raise error(f"{what} {name} is {info.st_size / 2**20:.1f} MiB, more than {_mib(limit)}")
+            os.set_blocking(fd, True)
+            return _read_up_to(fd, limit, name, what, error, stream=False)
+        return _read_up_to(fd, limit, name, what, error, stream=True)
+    finally:
+        os.close(fd)
+
+
+def _mib(limit: int) -> str:
+    return f"{limit / 2**20:g} MiB"
+
+
+def _read_up_to(
+    fd: int, limit: int, name: str, what: str, error: type[OomguardError], *, stream: bool
+) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    last = time.monotonic()
+    while True:
+        if stream:
+            ready, _, _ = select.select([fd], [], [], max(0.0, STALL_S - (time.monotonic() - last)))
+            if not ready:
+                raise error(f"{what} {name}: nothing arrived for {STALL_S:g} s (a FIFO without a writer?)")
+        try:
+            chunk = os.read(fd, min(CHUNK_BYTES, limit + 1 - size))
+        except BlockingIOError:
+            continue
+        except OSError as err:
+            raise error(f"cannot read {what} {name}: {err.strerror or err}") from None
+        if not chunk:
+            return b"".join(chunks)
+        last = time.monotonic()
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise error(f"{what} {name} is more than {_mib(limit)} (an endless stream?)")
+
+
+def read_text_bounded(
+    path: str | os.PathLike[str], *, limit: int, what: str, error: type[OomguardError]
+) -> str:
+    """`read_bounded` decoded as UTF-8 (a BOM dropped)."""
+    data = read_bounded(path, limit=limit, what=what, error=error)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise error(f"{what} {os.fspath(path)}:{line}: not valid UTF-8") from None
+
+
+def loads_json(text: str | bytes, where: str, error: type[OomguardError]) -> Any:
+    """JSON as plain data with finite, representable numbers; `error` naming `where` otherwise."""
+
+    def constant(name: str) -> Any:
+        raise error(f"{where}: {name} is not a finite number")
+
+    def integer(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            raise error(f"{where}: the integer {digits[:12]}... ({len(digits)} digits) is out of range")
+        return int(digits)
+
+    def real(digits: str) -> float:
+        number = float(digits)
+        if not math.isfinite(number):
+            raise error(f"{where}: {digits[:24]} is out of range")
+        return number
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_int=integer, parse_float=real)
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise error(f"{where}: not valid UTF-8") from None
+    except json.JSONDecodeError as err:
+        raise error(f"{where}: not valid JSON ({err.msg}, line {err.lineno})") from None
