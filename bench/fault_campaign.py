@@ -437,6 +437,106 @@ simple("U2", "watch --timeout 0", 20, ["watch", "--once", "--timeout", "0", "loc
        lambda r: (r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr.strip()[:90]))  # fmt: skip
 
 
+# ----- outside watch: bounded inputs -------------------------------------------------------------------------
+
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
+         "num_hidden_layers": 10, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
+         "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def refused(run: Run) -> bool:
+    return run.code == 2 and len(run.stderr.strip().splitlines()) == 1
+
+
+@case("H4")
+def h4(h: Hostile, tmp: Path) -> Outcome:
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    runs = [
+        child(["check", str(fifo)], 15),
+        child(["check", "/dev/zero"], 15),
+        child(["simulate", "/dev/zero", "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 15),
+        child(["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", "/dev/zero"], 15),
+        child(["plan", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--nvidia-smi", "/dev/zero"], 15),
+    ]
+    return Outcome("H4", "a FIFO without a writer; the zero device to check, simulate, --config, --nvidia-smi", 15,
+                   runs, all(refused(r) for r in runs), "; ".join(r.stderr.strip()[-40:] for r in runs[:2]))  # fmt: skip
+
+
+@case("H7")
+def h7(h: Hostile, tmp: Path) -> Outcome:
+    big = tmp / "big.yaml"
+    big.write_text("model: Qwen/Qwen3-0.6B\nx: [" + ", ".join(["1"] * 3_000_000) + "]\n")
+    keys = tmp / "keys.yaml"
+    keys.write_text("model: Qwen/Qwen3-0.6B\n" + "".join(f"k{i}: {i}\n" for i in range(500_000)))
+    runs = [
+        child(["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(p)], 10) for p in (big, keys)
+    ]
+    return Outcome("H7", "a 9 MB YAML flow list; 500,000 keys", 10, runs, all(refused(r) for r in runs),
+                   runs[0].stderr.strip()[-60:])  # fmt: skip
+
+
+@case("C9")
+def c9(h: Hostile, tmp: Path) -> Outcome:
+    (tmp / "deep").mkdir()
+    (tmp / "deep" / "config.json").write_text('{"a":' * 200_000 + "1" + "}" * 200_000)
+    trace = tmp / "t.jsonl"
+    trace.write_text(
+        '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n' + "[" * 100_000 + "]" * 100_000 + "\n"
+    )
+    deep = "[" * 20_000 + "]" * 20_000
+    runs = [child(["plan", str(tmp / "deep"), "--gpu", "H100"], 15),
+            child(["plan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--hf-overrides", deep], 15),
+            child(["simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 15)]  # fmt: skip
+    return Outcome("C9", "JSON nested 200,000 deep: config.json, --hf-overrides, a JSONL trace line", 15, runs,
+                   all(r.code == 2 for r in runs), "one-line errors")  # fmt: skip
+
+
+@case("C10")
+def c10(h: Hostile, tmp: Path) -> Outcome:
+    configs = {
+        "layers": json.dumps(QWEN3).replace('"num_hidden_layers": 10', '"num_hidden_layers": 1' + "0" * 400),
+        "rope_inf": json.dumps({**QWEN3, "rope_scaling": {"rope_type": "yarn", "factor": 1e308}}),
+        "rope_nan": json.dumps({**QWEN3, "rope_scaling": {"rope_type": "linear", "factor": float("nan")}}),
+        "rope_neg": json.dumps({**QWEN3, "rope_scaling": {"rope_type": "linear", "factor": -1000}}),
+    }
+    runs = []
+    for name, text in configs.items():
+        (tmp / name).mkdir()
+        (tmp / name / "config.json").write_text(text)
+        runs.append(child(["plan", str(tmp / name), "--gpu", "H100"], 15))
+    return Outcome("C10", "10**400 layers; rope factor 1e308, NaN, -1000 in config.json", 15, runs,
+                   all(refused(r) for r in runs), "one-line errors")  # fmt: skip
+
+
+AZURE_TZ = """
+import sys
+from datetime import datetime, timedelta
+t = datetime(2024, 11, 3, 0, 50)
+open(sys.argv[1], "w").write("TIMESTAMP,ContextTokens,GeneratedTokens\\n" + "".join(
+    f"{(t + timedelta(minutes=i)):%Y-%m-%d %H:%M:%S}.0000000,500,50\\n" for i in range(120)))
+"""
+
+
+@case("W7")
+def w7(h: Hostile, tmp: Path) -> Outcome:
+    trace = tmp / "dst.csv"
+    child([AZURE_TZ, str(trace)], 10, python=True)
+    runs = [child(["simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 60, env={"TZ": tz})
+            for tz in ("UTC", "America/New_York")]  # fmt: skip
+    same = runs[0].stdout == runs[1].stdout and runs[0].code == runs[1].code
+    return Outcome("W7", "an Azure trace across the November DST change, TZ=UTC vs America/New_York", 60, runs,
+                   same, "same output in both zones" if same else "outputs differ")  # fmt: skip
+
+
+@case("W8")
+def w8(h: Hostile, tmp: Path) -> Outcome:
+    run = child(
+        ["check", "--min-concurrency", "nan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B"], 15
+    )
+    return Outcome("W8", "check --min-concurrency nan", 15, [run], refused(run), run.stderr.strip()[-60:])
+
+
 def main(names: list[str]) -> int:
     hostile = Hostile(drip_s=1.0, bomb_mib=1024, label_bytes=50 << 20).start()
     hostile.static.update(healthy=HEALTHY, wide=WIDE, poison=POISON,
