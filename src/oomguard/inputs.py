@@ -23,7 +23,9 @@ from oomguard.errors import OomguardError
 
 CHUNK_BYTES = 1 << 20
 STALL_S = 10.0  # a stream that sends nothing for this long is not coming
-MAX_INT_DIGITS = 19  # |n| < 10**19: past any count of layers, tokens or bytes a config can mean
+# An integer with more digits cannot become a float (1.8e308) and breaks arithmetic; smaller absurd values
+# reach the readers, which name the key ("beyond any real model").
+MAX_INT_DIGITS = 300
 MAX_CONFIG_BYTES = 8 << 20  # YAML/JSON configs, manifests, command files: real ones are kilobytes
 
 
