@@ -25,7 +25,7 @@ from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
 from oomguard.errors import OomguardError
 from oomguard.host.ledger import HostLedger, HostLimits
 from oomguard.host.limits import given_limits
-from oomguard.planning.planner import PlanRequest, plan
+from oomguard.engines.vllm.plan import PlanRequest, plan
 from oomguard.units import GiB
 
 CASES = REPO / "bench" / "data" / "host_oom_cases.jsonl"

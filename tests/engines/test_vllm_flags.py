@@ -97,3 +97,9 @@ def test_round_trip_to_a_command() -> None:
         "2",
         "--no-enable-prefix-caching",
     ]
+
+
+def test_underscores_in_long_flags_read_as_dashes_as_vllm_reads_them() -> None:
+    args = parse_serve_command("vllm serve m --pipeline_parallel_size 2 --max_num_batched_tokens=1024")
+    assert args.get("pipeline_parallel_size") == 2 and args.get("max_num_batched_tokens") == 1024
+    assert not args.unknown_flags

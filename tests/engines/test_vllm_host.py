@@ -29,7 +29,7 @@ from oomguard.models.checkpoint_files import (
     assumed_checkpoint_files,
     read_checkpoint_files,
 )
-from oomguard.planning.planner import Plan, PlanRequest, plan
+from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.units import GiB, MiB
 
 

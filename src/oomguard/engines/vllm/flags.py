@@ -360,6 +360,10 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
                 unknown.append(token)
             continue
         name, has_inline, inline = token.partition("=")
+        if name.startswith("--"):
+            # vLLM's FlexibleArgumentParser: underscores read as dashes up to the first dot (--max_num_seqs).
+            head, dot, sub = name.partition(".")
+            name = head.replace("_", "-") + dot + sub
         # `-O3` style (digit glued to a short flag)
         if not has_inline and re.match(r"^-O\d$", name):
             name, inline, has_inline = "-O", name[2:], "="
