@@ -60,10 +60,10 @@ def leak_errors() -> list[tuple[str, str, str, str, str]]:
                 rng: random.Random = rng,
                 start: float = start,
                 slope: float = slope,
-                noise_mib: int = noise_mib,
+                noise: float = noise_mib,
             ) -> float:
                 spike = 3 * GiB if rng.random() < 0.05 else 0.0
-                return start + slope * x + rng.gauss(0, noise_mib * MiB) + spike
+                return start + slope * x + rng.gauss(0, noise * MiB) + spike
 
             history = gpu_history(used, step)
             now = T0 + WINDOW

@@ -99,7 +99,16 @@ def test_round_trip_to_a_command() -> None:
     ]
 
 
-def test_underscores_in_long_flags_read_as_dashes_as_vllm_reads_them() -> None:
-    args = parse_serve_command("vllm serve m --pipeline_parallel_size 2 --max_num_batched_tokens=1024")
-    assert args.get("pipeline_parallel_size") == 2 and args.get("max_num_batched_tokens") == 1024
-    assert not args.unknown_flags
+def test_underscore_spellings_are_the_same_flags_as_vllm_reads_them() -> None:
+    # vLLM's FlexibleArgumentParser turns --tensor_parallel_size into --tensor-parallel-size.
+    args = parse_serve_command(
+        "vllm serve m --tensor_parallel_size 2 --max_model_len=32768 --enable_prefix_caching"
+    )
+    assert args.values == {"tensor_parallel_size": 2, "max_model_len": 32768, "enable_prefix_caching": True}
+    assert args.unknown_flags == ()
+
+
+def test_integers_are_read_as_argparse_reads_them() -> None:
+    assert parse_serve_command("vllm serve m -tp 1_0").values["tensor_parallel_size"] == 10
+    with pytest.raises(ConfigError, match="-tp expects an integer"):
+        parse_serve_command("vllm serve m -tp 1e0")

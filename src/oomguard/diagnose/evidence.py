@@ -360,6 +360,20 @@ class Evidence:
             kept = self._kept[kind] = _Kept()
         kept.skip(n)
 
+    def absorb(self, other: Evidence) -> None:
+        """Another store's documents and facts after this one's, kept as if its facts had been added here one by
+        one (what a parallel read of several files merges)."""
+        for kind, kept in other._kept.items():
+            mine = self._kept.get(kind)
+            if mine is None:
+                mine = self._kept[kind] = _Kept()
+            for fact in kept.first:
+                mine.add(fact)
+            mine.skip(kept.seen - len(kept.first) - len(kept.last))
+            for fact in kept.last:
+                mine.add(fact)
+        self.documents += other.documents
+
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:
             self.add(fact)

@@ -211,7 +211,9 @@ def _size(text: str, option: str) -> int:
         try:
             return parse_quantity(text, option)
         except ConfigError:
-            raise ConfigError(f"{option}: cannot read {text!r} as a memory size (e.g. 64GiB or 64Gi)") from None
+            raise ConfigError(
+                f"{option}: cannot read {text!r} as a memory size (e.g. 64GiB or 64Gi)"
+            ) from None
 
 
 def given_limits(host_memory: str | None, shm_size: str | None = None) -> HostLimits:
