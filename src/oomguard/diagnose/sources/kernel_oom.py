@@ -20,7 +20,14 @@ _KIB = 1 << 10
 
 class Parser(LineParser):
     TRIGGERS = Triggers(
-        words=("Killed", "oom-kill:", "invoked oom-killer", "oom_reaper: reaped", "NV_ERR_NO_MEMORY")
+        words=(
+            "Killed",
+            "SIGKILL",
+            "oom-kill:",
+            "invoked oom-killer",
+            "oom_reaper: reaped",
+            "NV_ERR_NO_MEMORY",
+        )
     )
 
     def feed(self, line: Line, msg: Message) -> None:
@@ -40,7 +47,12 @@ class Parser(LineParser):
                 )
         elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
             self.ctx.signal(line, body, "kernel-oom-kill")
-        elif body.strip() in ("Killed", "Killed.") or re.search(r"\bline \d+:\s*\d+ Killed\b", body):
+        elif (
+            body.strip() in ("Killed", "Killed.")
+            or re.search(r"\bline \d+:\s*\d+ Killed\b", body)
+            or re.match(r"^Killed\b(?! process)", body.strip())  # "Killed while loading weight"
+            or re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
+        ):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
             self.ctx.signal(line, body, "unified-memory-exhausted")
