@@ -16,7 +16,6 @@ import math
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.engine import plan_host
