@@ -112,7 +112,17 @@ class Inputs:
 
 
 def _good_config() -> dict[str, object]:
-    return json.loads((CONFIGS / "Qwen" / "Qwen3-0.6B" / "config.json").read_text())
+    """Qwen3-0.6B's config.json: the published file when ../shared is beside the checkout, else the bundled
+    catalog's copy (the same fields less the generation ones), so that collection never needs ../shared."""
+    published = CONFIGS / "Qwen" / "Qwen3-0.6B" / "config.json"
+    if published.is_file():
+        return dict(json.loads(published.read_text()))
+    catalog = REPO / "src" / "oomguard" / "models" / "catalog" / "models.jsonl"
+    for line in catalog.read_text().splitlines():
+        record = json.loads(line)
+        if record["id"] == "Qwen/Qwen3-0.6B":
+            return dict(record["config"])
+    raise AssertionError("Qwen/Qwen3-0.6B is neither in ../shared nor in the bundled catalog")
 
 
 def _safetensors(header: dict[str, object]) -> bytes:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from oomguard.errors import ConfigError, InputFormatError, UnknownGpuError
+from oomguard.kinds import Provenance
 from oomguard.units import GiB, MiB, format_gib, parse_bytes
 
 # vLLM's list of parts whose GPU memory is the host's memory (vllm/utils/mem_utils.py MemorySnapshot:
@@ -46,6 +47,24 @@ class Gpu:
     def total_gib(self) -> float:
         return self.total_bytes / GiB
 
+    @property
+    def total_kind(self) -> Provenance:
+        """How well the total is known: `exact` when a CUDA-side figure was seen (torch's OOM text or
+        device properties), `estimated` when only nvidia-smi's memory.total is (CUDA reports ~0.3-0.6% less),
+        `derived` from a sibling part, `given` when the user gave it."""
+        if self.total_source.startswith("nvidia-smi"):
+            return Provenance.ESTIMATED
+        if self.total_source.startswith("given"):
+            return Provenance.GIVEN
+        if self.total_source.startswith("derived"):
+            return Provenance.DERIVED
+        return Provenance.EXACT
+
+    @property
+    def total_band(self) -> int:
+        """+- bytes of an nvidia-smi-only total: CUDA's total runs up to 0.6% below nvidia-smi's."""
+        return int(self.total_bytes * NVIDIA_SMI_TOTAL_BAND) if self.total_kind == Provenance.ESTIMATED else 0
+
     def __str__(self) -> str:
         return f"{self.name} ({format_gib(self.total_bytes)})"
 
@@ -60,6 +79,9 @@ def _gib2(x: float) -> int:
     return round(x * GiB)
 
 
+# nvidia-smi's memory.total exceeds what CUDA reports by 0.3-0.6% on data-centre parts (H100: 81559 MiB vs
+# torch's 81090 MB).
+NVIDIA_SMI_TOTAL_BAND = 0.006
 _OOM = "PyTorch OOM text 'GPU 0 has a total capacity of {} GiB' in public logs"
 _PROPS = "torch.cuda.get_device_properties print 'total_memory={}MB' in public logs"
 _SMI_ONLY = (
@@ -103,7 +125,10 @@ def _amd(key: str, name: str, total: int, source: str, aliases: Iterable[str] = 
     )
 
 
-_H100_SXM_TOTAL = 85_029_158_912  # ../shared/ACCOUNTING.md; torch prints total_memory=81090MB
+# The GPU a plan assumes when none is named (the one most vLLM deployments run on); said in a note.
+DEFAULT_GPU = "H100"
+
+_H100_SXM_TOTAL = 85_029_158_912  # torch prints total_memory=81090MB
 _H200_TOTAL = _mib(143156)
 _A100_SXM_80_TOTAL = _gib2(79.15)
 _A10G_TOTAL = _mib(22587)

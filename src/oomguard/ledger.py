@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GiB = 1 << 30
+from oomguard.kinds import Provenance
+from oomguard.units import GiB
 
 # Line keys, in the order the ledger prints them; the JSON contract names them `<key>_gib`.
 WEIGHTS = "weights"
@@ -22,7 +23,8 @@ COMM_BUFFERS = "comm_buffers"
 CUDA_GRAPHS = "cuda_graph"
 NON_TORCH = "non_torch"
 CONTEXT = "cuda_context"
-LINE_ORDER = (WEIGHTS, KV_CACHE, ACTIVATION, COMM_BUFFERS, CUDA_GRAPHS, NON_TORCH, CONTEXT)
+OTHER_PROCESSES = "other_processes"  # memory other processes hold on the GPU (nvidia-smi, --other-processes)
+LINE_ORDER = (WEIGHTS, KV_CACHE, ACTIVATION, COMM_BUFFERS, CUDA_GRAPHS, NON_TORCH, CONTEXT, OTHER_PROCESSES)
 LINE_LABELS = {
     WEIGHTS: "weights",
     KV_CACHE: "KV cache",
@@ -31,6 +33,7 @@ LINE_LABELS = {
     CUDA_GRAPHS: "CUDA graphs",
     NON_TORCH: "non-torch (NCCL, cuBLAS)",
     CONTEXT: "CUDA context",
+    OTHER_PROCESSES: "other processes",
 }
 
 
@@ -40,21 +43,21 @@ class Estimate:
     or `estimated` with an error band (+- bytes), and the source or mechanism behind it."""
 
     bytes: int
-    kind: str
+    kind: Provenance
     band: int
     source: str
 
     @staticmethod
     def exact(num_bytes: int, source: str) -> Estimate:
-        return Estimate(int(num_bytes), "exact", 0, source)
+        return Estimate(int(num_bytes), Provenance.EXACT, 0, source)
 
     @staticmethod
     def estimated(num_bytes: int, band: int, source: str) -> Estimate:
-        return Estimate(int(num_bytes), "estimated", int(band), source)
+        return Estimate(int(num_bytes), Provenance.ESTIMATED, int(band), source)
 
     @staticmethod
     def zero(source: str) -> Estimate:
-        return Estimate(0, "exact", 0, source)
+        return Estimate(0, Provenance.EXACT, 0, source)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class LedgerLine:
 
     key: str
     bytes: int
-    kind: str
+    kind: Provenance
     source: str
     band: int = 0
     in_budget: bool = True
@@ -136,7 +139,7 @@ class GpuLedger:
         if unknown:
             raise ValueError(f"unknown ledger lines: {', '.join(sorted(unknown))}")
         lines = tuple(
-            LedgerLine(key, int(items[key]), "given", "given", per_replica=key not in shared)
+            LedgerLine(key, int(items[key]), Provenance.GIVEN, "given", per_replica=key not in shared)
             for key in LINE_ORDER
             if key in items
         )

@@ -17,6 +17,9 @@ from oomguard.errors import OomguardError
 # A Kubernetes manifest or vLLM config holds hundreds of values; a million is far beyond any real one and
 # still walks in well under a second.
 MAX_EXPANDED_VALUES = 1_000_000
+# Kubernetes manifests nest about 15 levels; the C loader builds any depth, which would break every later
+# recursive walk (and the pure-Python loader's stack), so deeper documents are refused here.
+MAX_DEPTH = 200
 
 
 def load_yaml_documents(text: str, where: str, error: type[OomguardError]) -> list[Any]:
@@ -24,7 +27,9 @@ def load_yaml_documents(text: str, where: str, error: type[OomguardError]) -> li
     import yaml  # deferred: only YAML inputs need it
 
     try:
-        documents = list(yaml.safe_load_all(text))
+        # The C loader (libyaml) when PyYAML was built with it: ~100x faster on large inputs, same safety.
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        documents = list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise error(
@@ -53,9 +58,9 @@ def _check_size(document: Any, where: str, error: type[OomguardError]) -> None:
     """
     expanded: dict[int, int] = {}
     in_progress: set[int] = set()
-    stack: list[tuple[Any, bool]] = [(document, False)]
+    stack: list[tuple[Any, bool, int]] = [(document, False, 0)]
     while stack:
-        node, children_done = stack.pop()
+        node, children_done, depth = stack.pop()
         if not isinstance(node, (dict, list)):
             continue
         key = id(node)
@@ -74,7 +79,9 @@ def _check_size(document: Any, where: str, error: type[OomguardError]) -> None:
             continue
         if key in in_progress:
             raise error(f"{where}: YAML document refers to itself through an alias (&anchor inside itself)")
+        if depth > MAX_DEPTH:
+            raise error(f"{where}: YAML nested too deeply to be a configuration")
         in_progress.add(key)
-        stack.append((node, True))
+        stack.append((node, True, depth))
         children = list(node.values()) if isinstance(node, dict) else node
-        stack.extend((child, False) for child in children if isinstance(child, (dict, list)))
+        stack.extend((child, False, depth + 1) for child in children if isinstance(child, (dict, list)))

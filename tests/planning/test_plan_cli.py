@@ -9,6 +9,9 @@ from pathlib import Path
 
 GiB = 1 << 30
 
+# This checkout's code, not whichever copy is installed.
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
 
 def oomguard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -17,7 +20,7 @@ def oomguard(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
         text=True,
         input=stdin,
         timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
     )
 
 

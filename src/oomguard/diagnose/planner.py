@@ -19,8 +19,8 @@ from typing import Any
 
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.simulate.step_memory import ActivationModel
+from oomguard.units import GiB as _GIB
 
-_GIB = float(1 << 30)
 # A measured term no longer holds when a fix changes one of these flags (what vLLM sizes the term from).
 TERM_DEPENDS_ON = {
     "weights": {

@@ -1,18 +1,23 @@
 """Evidence in, facts out: every input is detected and handed to its reader; what cannot be read is said.
 
 Small text documents go line by line through every line parser (and the prose reader); large ones through
-the anchored fast path (scan.py). Pickles go to the restricted snapshot reader, Prometheus scrapes to the
+the gated reader (gated.py), which hands the parsers only the lines holding their declared triggers. Pickles go to the restricted snapshot reader, Prometheus scrapes to the
 metrics parser, cgroup files to the cgroup reader.
 """
 
 from __future__ import annotations
 
+import enum
+import io
+import os
+import stat
+from concurrent.futures import ProcessPoolExecutor
 from types import ModuleType
 from typing import BinaryIO
 
-from oomguard.diagnose import detect, scan
+from oomguard.diagnose import detect, gated, progress, scan
 from oomguard.diagnose.evidence import Document, Evidence
-from oomguard.diagnose.inputs import iter_inputs
+from oomguard.diagnose.inputs import iter_inputs, plain_files
 from oomguard.diagnose.sources import (
     cgroup,
     free,
@@ -26,7 +31,7 @@ from oomguard.diagnose.sources import (
     traceback,
     vllm_log,
 )
-from oomguard.diagnose.sources.base import Context, split_prefix
+from oomguard.diagnose.sources.base import Context, LineParser
 from oomguard.errors import InputFormatError
 
 LINE_SOURCES: tuple[ModuleType, ...] = (
@@ -39,28 +44,72 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     kubectl,
     free,
 )
-# Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
-# HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
-# allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
-# status ("xit": exit code 137), stack frames of unprefixed tracebacks ('File "'). Few gates keep the scan fast;
-# the head and tail are read in full anyway.
-GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage", b'File "')
+# Several files together at least this large are read by a process per core (each file's reading is bounded).
+PARALLEL_MIN_BYTES = 64 << 20
 # Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
 MAX_WHOLE_DOCUMENT = 1 << 30
 
 
-def read_evidence(paths: list[str], stdin: BinaryIO | None = None) -> Evidence:
+class Reading(enum.Enum):
+    """How a text document's lines reach the parsers."""
+
+    AUTO = "auto"  # small documents: every line, prose included; large ones: gated
+    GATED = "gated"  # only the lines holding a parser's trigger (the fast path), whatever the size; no prose
+    EVERY_LINE = "every-line"  # every line to every line parser (the reference the fast path must equal); no
+    #                            prose beyond small documents
+
+
+def read_evidence(paths: list[str], stdin: BinaryIO | None = None, how: Reading = Reading.AUTO) -> Evidence:
     evidence = Evidence()
     skipped: list[str] = []
-    for name, stream in iter_inputs(paths, skipped, stdin):
-        evidence.documents.append(read_one(name, stream, evidence))
+    planned = plain_files(paths)
+    if planned is not None and _worth_parallel(planned):
+        _read_parallel(planned, how, evidence, skipped)
+    else:
+        for name, stream in iter_inputs(paths, skipped, stdin):
+            evidence.documents.append(read_one(name, stream, evidence, how))
     evidence.skipped.extend(skipped)
     for doc in evidence.documents:
         evidence.skipped.extend(f"{doc.name}: {note}" for note in doc.skipped)
     return evidence
 
 
-def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
+def _worth_parallel(planned: list[tuple[str, str]]) -> bool:
+    """Two or more files, large enough together to repay starting a process per core."""
+    files = [path for kind, path in planned if kind == "file"]
+    if len(files) < 2 or (os.cpu_count() or 1) < 2:
+        return False
+    return sum(os.path.getsize(path) for path in files) >= PARALLEL_MIN_BYTES
+
+
+def _read_parallel(
+    planned: list[tuple[str, str]], how: Reading, evidence: Evidence, skipped: list[str]
+) -> None:
+    """One file per task on a process per core; the parts are merged in the sequential order (facts, documents,
+    notes), so the evidence is the sequential read's."""
+    files = [path for kind, path in planned if kind == "file"]
+    workers = min(len(files), os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=workers, initializer=progress.disable) as pool:
+        parts = iter(pool.map(_read_file, files, [how] * len(files)))
+        for kind, value in planned:
+            if kind == "note":
+                skipped.append(value)
+                continue
+            notes, part = next(parts)
+            skipped += notes
+            evidence.absorb(part)
+
+
+def _read_file(path: str, how: Reading) -> tuple[list[str], Evidence]:
+    """One file's evidence and the notes on what of it could not be opened (a worker's task)."""
+    evidence = Evidence()
+    notes: list[str] = []
+    for name, stream in iter_inputs([path], notes):
+        evidence.documents.append(read_one(name, stream, evidence, how))
+    return notes, evidence
+
+
+def read_one(name: str, stream: BinaryIO, evidence: Evidence, how: Reading = Reading.AUTO) -> Document:
     first, complete, error = scan.read_all(stream, scan.SMALL_DOCUMENT)
     kind = detect.detect(name, first[:65536])
     doc = Document(name=name, kind=kind, bytes=len(first))
@@ -95,26 +144,34 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
         doc.facts = len(evidence) - before
         doc.lines = data.count(b"\n")
         return doc
-    _read_text(name, first, complete, stream, evidence, doc)
+    _read_text(name, first, complete, stream, evidence, doc, how)
     return doc
 
 
 def _read_text(
-    name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document
+    name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document, how: Reading
 ) -> None:
     ctx = Context(name, evidence)
-    parsers = [m.Parser(ctx) for m in LINE_SOURCES]
+    parsers: list[LineParser] = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()
-    if complete:
+
+    if complete and how is Reading.AUTO:
         parsers.append(prose.Parser(ctx))
-        lines = scan.lines_of_small(first, stats)
+        stats.bytes = len(first)
+        for line in scan.lines_of_small(first, stats):
+            gated.feed_line(ctx, parsers, line)
     else:
-        lines = scan.lines_of_large(first, stream, GATES, stats)
-    for line in lines:
-        msg = split_prefix(line.text)
-        ctx.time = msg.time
-        for parser in parsers:
-            parser.feed(line, msg)
+        chunks = scan.iter_chunks(first, stream, stats)
+        if how is Reading.EVERY_LINE:
+            for line in scan.lines_of_chunks(chunks, stats):
+                gated.feed_line(ctx, parsers, line)
+        else:
+            reader = gated.GatedReader(ctx, parsers)
+            shown = progress.Progress(name, _size_of(stream))
+            try:
+                gated.read_gated(reader, chunks, stats, shown.update)
+            finally:
+                shown.close()
     for parser in parsers:
         parser.finish()
     doc.lines, doc.bytes, doc.facts = stats.lines, stats.bytes, ctx.facts
@@ -134,6 +191,18 @@ def _read_text(
             "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
             "cgroup or free output)"
         )
+
+
+def _size_of(stream: BinaryIO) -> int | None:
+    """The size of a plain file behind `stream` (for progress), None for pipes, archives and compressed data."""
+    raw = getattr(stream, "raw", None)
+    if not isinstance(raw, io.FileIO):
+        return None
+    try:
+        info = os.fstat(raw.fileno())
+    except (OSError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def require_evidence(evidence: Evidence) -> None:

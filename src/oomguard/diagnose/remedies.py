@@ -15,10 +15,11 @@ from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, Schedul
 from oomguard.diagnose.planner import plan_setup, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
+from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
+from oomguard.units import GiB as GIB
 
-GIB = float(1 << 30)
 # vLLM rounds KV blocks to 16 tokens by default; a suggested length is rounded down to that.
-BLOCK = 16
+BLOCK = DEFAULT_BLOCK_SIZE
 # Lowest utilization worth suggesting (below this, the KV pool of most deployments vanishes).
 MIN_UTILIZATION = 0.5
 
@@ -135,7 +136,7 @@ def _weights(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
     if oom and oom.total and oom.allocated is not None and oom.requested:
         # Weights need at least what was allocated plus the failed request; spread over more ranks they shrink.
         need = oom.allocated + oom.requested
-        usable = oom.total * (_utilization(setup, ev) or 0.9)
+        usable = oom.total * (_utilization(setup, ev) or setup.behaviour.default_gpu_memory_utilization)
         ranks = max(2, 2 ** math.ceil(math.log2(max(1.0, need * tp / usable * 1.25))))
         fixes.append(
             Fix(
@@ -526,7 +527,7 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
             Fix(
                 {
                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0",
-                    "gpu_memory_utilization": f"{(u or 0.9) - 0.05:.2f}",
+                    "gpu_memory_utilization": f"{(u or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}",
                 },
                 f"the graph estimate ({_g(max(estimates))}) is far above real "
                 "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "
@@ -584,7 +585,9 @@ def _ep(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
                 "mechanism",
             ),
             Fix(
-                {"gpu_memory_utilization": f"{(_utilization(setup, ev) or 0.9) - 0.05:.2f}"},
+                {
+                    "gpu_memory_utilization": f"{(_utilization(setup, ev) or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}"
+                },
                 "a 0.05 lower --gpu-memory-utilization: room outside the KV pool for the buffers",
                 "mechanism",
             ),
@@ -839,7 +842,7 @@ def _multimodal(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
 
 
 def _spec(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
-    u = _utilization(setup, ev) or 0.9
+    u = _utilization(setup, ev) or setup.behaviour.default_gpu_memory_utilization
     return Advice(
         "A draft model (speculative decoding) or LoRA adapters use memory the profile run does not fully see "
         "(draft weights on one rank, draft KV, adapter buffers), so the KV pool was sized too large.",

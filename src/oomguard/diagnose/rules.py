@@ -54,10 +54,11 @@ CLASSES = (
     "int32-index-overflow",
     "other",
 )
+from oomguard.units import GiB as GIB
+from oomguard.units import MiB as MIB
 
 STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
-GIB = 1 << 30
-MIB = 1 << 20
+
 # KV usage at or above this at the crash means the pool was full (vLLM preempts from ~100%).
 KV_FULL = 0.90
 # At or below this the pool had room: an OOM then is not KV.
@@ -83,8 +84,6 @@ AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
 NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
-# From this version the CUDA-graph memory estimate is charged to the budget by default (ACCOUNTING.md §0, #38284).
-CUDAGRAPH_ESTIMATE_CHARGED = (0, 21)
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
 # Causes that need traffic.
@@ -509,7 +508,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the OOM happened in the sampler warm-up over max_num_seqs dummy requests x the vocabulary",
             s,
         )
-        if setup.v1 is not False and (setup.version_tuple or (0, 0)) < (0, 21):
+        if setup.v1 is not False and (setup.version is None or not setup.behaviour.cuda_graphs_in_budget):
             t.add(
                 "cuda-graph-capture",
                 WEAK,
@@ -609,9 +608,9 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
     """(estimate, KV) when the logged KV memory is <= 0 but would be positive without the CUDA-graph estimate,
     and the estimate was charged to the budget (v0.21+ by default; earlier only with the env var set to 1)."""
-    version = setup.version_tuple
     charged = setup.flag("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    if charged == "0" or (version is not None and version < CUDAGRAPH_ESTIMATE_CHARGED and charged != "1"):
+    # The version table says from which version the estimate is charged to the budget by default.
+    if charged == "0" or (not setup.behaviour.cuda_graphs_in_budget and charged != "1"):
         return None
     estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
     kvs = [n for n in ev.of(StartupNumber) if n.quantity == "kv_available_bytes"]

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnose.evidence import Evidence, Flags, GpuMemory, OomMessage, StartupNumber, Version, Where
+from oomguard.engines.vllm.versions import Behaviour, behaviour_or_newest
 
 # Spellings of the same flag in different evidence (argv, non-default args, SGLang) -> vLLM field name.
 FLAG_ALIASES = {
@@ -73,6 +74,11 @@ class EngineSetup:
     def version_tuple(self) -> tuple[int, int] | None:
         m = re.match(r"v?(\d+)\.(\d+)", self.version or "")
         return (int(m.group(1)), int(m.group(2))) if m else None
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """vLLM's rules for the logged version (the newest known when the version is unknown or not vLLM's)."""
+        return behaviour_or_newest(self.version if self.engine != "sglang" else None)
 
     def as_dict(self) -> dict[str, object]:
         return {

@@ -27,6 +27,7 @@ from oomguard.simulate.step_memory import (
     StepShape,
     step_memory,
 )
+from oomguard.units import GiB as _GIB
 
 # Activations are bf16/fp16 unless the planner says otherwise.
 DEFAULT_ACTIVATION_BYTES = 2
@@ -42,7 +43,6 @@ PADDING_WORTH_NAMING = 1.5
 CAPS = (16384, 8192, 4096, 2048, 1024)
 # A single-token row is a decode (V1 schedules 1 token per running decode without speculation).
 DECODE_TOKENS = 1
-_GIB = float(1 << 30)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from oomguard.models.quantization import is_skipped, quantized_matrix_bytes
 from oomguard.models.spec import DTYPE_BYTES, ModelSpec, Role, Split, TensorSpec
@@ -62,7 +63,7 @@ class RankPlacement:
 
     @classmethod
     def for_stage(
-        cls, spec: ModelSpec, *, pp_size: int = 1, pp_rank: int = 0, tp_size: int = 1, **kwargs: object
+        cls, spec: ModelSpec, *, pp_size: int = 1, pp_rank: int = 0, tp_size: int = 1, **kwargs: Any
     ) -> RankPlacement:
         first, last = pp_rank == 0, pp_rank == pp_size - 1
         return cls(
@@ -71,7 +72,7 @@ class RankPlacement:
             has_embedding=first or (spec.tie_word_embeddings and last),
             has_lm_head=last,
             **kwargs,
-        )  # type: ignore[arg-type]
+        )
 
 
 @dataclass(frozen=True)

@@ -11,16 +11,19 @@ from typing import Any
 
 from oomguard.engines.vllm import kv
 from oomguard.errors import OomguardError
+from oomguard.kinds import Failure
 from oomguard.ledger import KV_CACHE, GpuLedger, largest_line_that_fits
 from oomguard.planning.planner import Plan, PlanRequest, plan
+from oomguard.units import GiB
 
-GiB = 1 << 30
 # A utilization vLLM can still start with: free memory at start must cover the budget (context ~0.5 GiB).
 MAX_UTILIZATION = 0.98
 # Round suggested context lengths down to a multiple of this, so the command reads well.
 LENGTH_ROUNDING = 1024
 TP_CHOICES = (1, 2, 4, 8, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8)
+# Failures that more memory per token or fewer bytes per rank cure (KV shortfalls, weights too big to load).
+KV_OR_WEIGHTS = (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT)
 
 
 @dataclass(frozen=True)
@@ -142,22 +145,22 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
         candidates.append((group or summary, flags, summary))
 
     longest = longest_max_model_len(result)
-    if result.failure in ("max-model-len",) and longest > 0:
+    if result.failure in (Failure.MAX_MODEL_LEN,) and longest > 0:
         length = _round_length(longest, cfg.block_size)
         add(
             f"--max-model-len {length}: the longest context the KV pool holds for one request",
             max_model_len=length,
         )
-    if result.failure in ("max-model-len", "no-kv-memory", None):
+    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT, None):
         needed = utilization_needed(result)
         if needed is not None and needed > cfg.gpu_memory_utilization:
             add(
                 f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request",
                 gpu_memory_utilization=needed,
             )
-    if result.failure in ("max-model-len", "no-kv-memory") and cfg.kv_cache_dtype_bytes > 1:
+    if result.failure in KV_OR_WEIGHTS and cfg.kv_cache_dtype_bytes > 1:
         add("--kv-cache-dtype fp8: half the bytes per KV token", kv_cache_dtype="fp8")
-    if result.failure in ("max-model-len", "no-kv-memory"):
+    if result.failure in KV_OR_WEIGHTS:
         tp = cfg.tensor_parallel_size
         for more in (t for t in TP_CHOICES if t > tp):
             add(
@@ -174,7 +177,7 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
                 "--max-num-seqs 256: a smaller sampler warm-up (rows x vocab) in the profile run",
                 max_num_seqs=256,
             )
-    if result.failure in ("sampler-warmup", "cuda-graph-capture") or result.warnings:
+    if result.failure in (Failure.SAMPLER_WARMUP, Failure.CUDA_GRAPH_CAPTURE) or result.warnings:
         lower = round(max(0.5, cfg.gpu_memory_utilization - 0.03), 2)
         add(
             f"--gpu-memory-utilization {lower}: leave room outside the budget for graphs and the sampler warm-up",
@@ -182,15 +185,23 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
         )
         if cfg.max_num_seqs > 256:
             add("--max-num-seqs 256: the sampler warm-up shrinks with its rows", max_num_seqs=256)
-    if result.failure == "startup-free-memory" and cfg.replicas_per_gpu == 1:
+    if result.failure == Failure.STARTUP_FREE_MEMORY and cfg.replicas_per_gpu == 1:
         cap = min(
             MAX_UTILIZATION,
-            round((result.gpu.total_bytes - result.rank0.context_bytes) / result.gpu.total_bytes - 0.005, 3),
+            round(
+                (result.gpu.total_bytes - result.rank0.context_bytes - result.request.used_by_other_processes)
+                / result.gpu.total_bytes
+                - 0.005,
+                3,
+            ),
         )
         add(
             f"--gpu-memory-utilization {cap}: what is free when the engine starts", gpu_memory_utilization=cap
         )
-    if result.failure in ("replicas-exceed-gpu", "startup-free-memory") and cfg.replicas_per_gpu > 1:
+    if (
+        result.failure in (Failure.REPLICAS_EXCEED_GPU, Failure.STARTUP_FREE_MEMORY)
+        and cfg.replicas_per_gpu > 1
+    ):
         share = round((1.0 / cfg.replicas_per_gpu) - 0.03, 3)
         add(
             f"--gpu-memory-utilization {share} per replica: {cfg.replicas_per_gpu} replicas share one GPU",
@@ -202,7 +213,7 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
                 group="replicas",
                 replicas_per_gpu=fewer,
             )
-    if result.failure in ("max-model-len", "no-kv-memory") and cfg.max_num_batched_tokens > 2048:
+    if result.failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY) and cfg.max_num_batched_tokens > 2048:
         forward = result.rank0.activation.source.startswith("profile run: forward")
         if forward:
             smaller = max(2048, cfg.max_num_batched_tokens // 2)
@@ -220,7 +231,7 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
             continue
         seen.add(key)
         candidate = _try(request, **flags)
-        if candidate is None and "max_model_len" not in flags and result.failure == "max-model-len":
+        if candidate is None and "max_model_len" not in flags and result.failure == Failure.MAX_MODEL_LEN:
             # Combine with the longest length the new setting allows.
             try:
                 trial = plan(_apply(request, flags))

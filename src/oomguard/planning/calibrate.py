@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from oomguard.errors import InputFormatError
+from oomguard.units import GiB
 
-GiB = 1 << 30
 _NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
 PATTERNS = {
     "weights": re.compile(r"(?:Model loading took|Loading model weights took) " + _NUMBER + r" ?Gi?B"),

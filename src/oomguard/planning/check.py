@@ -24,10 +24,9 @@ from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
 from oomguard.planning.advise import suggest_fixes
 from oomguard.planning.planner import Plan, PlanRequest, plan
-from oomguard.units import parse_bytes
+from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
 
-GiB = 1 << 30
 GPU_RESOURCE_KEYS = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_PRODUCT_LABELS = (
     "nvidia.com/gpu.product",

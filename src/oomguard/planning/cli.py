@@ -20,6 +20,7 @@ from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
+from oomguard.kinds import Usage
 from oomguard.planning.advise import fewest_gpus
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.planner import PlanRequest, plan
@@ -27,12 +28,14 @@ from oomguard.planning.report import PlanReport, build_report
 from oomguard.render.plan_json import plan_to_dict
 from oomguard.render.plan_markdown import render_plan_markdown
 from oomguard.render.plan_text import render_plan
+from oomguard.units import parse_bytes
 
 # oomguard's options and whether they take a value.
 OPTIONS: dict[str, bool] = {
     "--gpu": True,
     "--gpu-memory": True,
     "--nvidia-smi": True,
+    "--other-processes": True,
     "--vllm-version": True,
     "--replicas-per-gpu": True,
     "--llm": False,
@@ -59,6 +62,7 @@ options:
                           (default: H100 80GB)
   --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
   --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
+  --other-processes SIZE  memory other processes hold on each GPU (e.g. 23.4GiB); a ledger line
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
   --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
@@ -80,9 +84,10 @@ class PlanOptions:
     gpu: str | None = None
     gpu_memory: str | None = None
     nvidia_smi: str | None = None
+    other_processes: str | None = None
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
-    usage: str = "serve"
+    usage: Usage = Usage.SERVE
     json: bool = False
     markdown: bool = False
     verbose: bool = False
@@ -136,11 +141,12 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--gpu": ("gpu", lambda _n, v: v),
     "--gpu-memory": ("gpu_memory", lambda _n, v: v),
     "--nvidia-smi": ("nvidia_smi", lambda _n, v: v),
+    "--other-processes": ("other_processes", lambda _n, v: v),
     "--vllm-version": ("vllm_version", lambda _n, v: v),
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
     "--calibrate": ("calibrate", lambda _n, v: v),
     "--command": ("command", lambda _n, v: v),
-    "--llm": ("usage", lambda _n, _v: "llm"),
+    "--llm": ("usage", lambda _n, _v: Usage.LLM),
     "--json": ("json", lambda _n, _v: True),
     "--markdown": ("markdown", lambda _n, _v: True),
     "--verbose": ("verbose", lambda _n, _v: True),
@@ -179,6 +185,17 @@ def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
     )
 
 
+def other_processes_from_options(options: PlanOptions) -> tuple[int, str]:
+    """--other-processes SIZE (wins), else nvidia-smi's memory.used: (bytes, where the number comes from)."""
+    if options.other_processes is not None:
+        used = parse_bytes(options.other_processes)
+        if used < 0:
+            raise ConfigError(f"--other-processes must not be negative, got {options.other_processes!r}")
+        return used, "--other-processes: given by the user"
+    _gpu, _memory, used = gpu_from_options(options)
+    return used, f"nvidia-smi memory.used in {options.nvidia_smi}, before vLLM starts"
+
+
 def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]:
     """--gpu / --gpu-memory, completed from --nvidia-smi output: (gpu, gpu_memory, bytes other processes use)."""
     gpu, gpu_memory, used_by_others = options.gpu, options.gpu_memory, 0
@@ -202,7 +219,8 @@ def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]
 
 
 def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
-    gpu, gpu_memory, used_by_others = gpu_from_options(options)
+    gpu, gpu_memory, _ = gpu_from_options(options)
+    used_by_others, others_source = other_processes_from_options(options)
     measured = measured_terms_from_log(options.calibrate) if options.calibrate else {}
     return PlanRequest(
         args=args,
@@ -213,6 +231,7 @@ def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
         usage=options.usage,
         measured=measured,
         used_by_other_processes=used_by_others,
+        other_processes_source=others_source,
     )
 
 

@@ -1,6 +1,6 @@
 """plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
 
-The order follows vLLM's own startup (ACCOUNTING.md §1): the free-memory check against the budget, weights,
+The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
 warm-up, which before v0.21 took memory outside the budget.
 """
@@ -19,7 +19,8 @@ from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serv
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
 from oomguard.errors import ConfigError, UnknownGpuError
-from oomguard.hardware import Gpu, find_gpu, gpu_with_memory
+from oomguard.hardware import DEFAULT_GPU, Gpu, find_gpu, gpu_with_memory
+from oomguard.kinds import Failure, Provenance, Usage
 from oomguard.ledger import (
     ACTIVATION,
     COMM_BUFFERS,
@@ -27,6 +28,7 @@ from oomguard.ledger import (
     CUDA_GRAPHS,
     KV_CACHE,
     NON_TORCH,
+    OTHER_PROCESSES,
     WEIGHTS,
     Estimate,
     GpuLedger,
@@ -34,13 +36,8 @@ from oomguard.ledger import (
 )
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
-from oomguard.units import GiB
+from oomguard.units import GiB, MiB
 
-DEFAULT_GPU = "H100"
-# Memory in use before vLLM's startup check, per process: the CUDA context (~0.5 GiB, v0.19 logs:
-# init non-torch 0.51 GiB at TP=1) and, at TP/PP >= 2, NCCL and custom all-reduce init buffers (1.5-2.0 GiB).
-CONTEXT_BYTES_SINGLE = int(0.5 * GiB)
-CONTEXT_BYTES_DISTRIBUTED = int(1.5 * GiB)
 # The V1 runner's sampler warm-up after capture needs fp32 [rows x vocab] copies in memory outside the budget.
 # 1.3 copies is the most that leaves every successful v0.19 run of the llm-d sweep unflagged (Kimi-Dev-72B at
 # TP=2 started with room for 1.45); it flags the gpt-oss-20b TP=2 run that failed there at u=0.95. The TP=1
@@ -59,9 +56,10 @@ class PlanRequest:
     args: ServeArgs | None = None
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
-    usage: str = "serve"
+    usage: Usage = Usage.SERVE
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
+    other_processes_source: str = "--other-processes: given by the user"
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
@@ -181,7 +179,7 @@ def _layout(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> kv.
 
 
 def _context_bytes(cfg: EngineConfig) -> int:
-    return CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else CONTEXT_BYTES_SINGLE
+    return acc.CONTEXT_BYTES_DISTRIBUTED if cfg.world_size > 1 else acc.CUDA_CONTEXT_BYTES
 
 
 def _plan_rank(
@@ -200,7 +198,9 @@ def _plan_rank(
         ("cuda_graph", "cuda_graphs"),
     ):
         if key in measured:
-            value = Estimate(int(measured[key]), "measured", 0, "--calibrate: measured in an earlier run")
+            value = Estimate(
+                int(measured[key]), Provenance.MEASURED, 0, "--calibrate: measured in an earlier run"
+            )
             if name == "weights":
                 weights = value
             elif name == "activation":
@@ -212,6 +212,15 @@ def _plan_rank(
     graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
     if cfg.kv_cache_memory_bytes is not None:
         available = int(cfg.kv_cache_memory_bytes)
+        # vLLM skips the utilization budget: what the worker takes is the pool plus what it measured.
+        budget = (
+            available
+            + weights.bytes
+            + activation.bytes
+            + non_torch.bytes
+            + comm.bytes
+            + (graphs.bytes if graphs_in_budget else 0)
+        )
     else:
         available = (
             budget
@@ -241,7 +250,27 @@ def _plan_rank(
     return rank, blocks
 
 
-def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) -> GpuLedger:
+def _other_processes(request: PlanRequest) -> tuple[LedgerLine, ...]:
+    """Memory other processes hold on the GPU: once per GPU, outside vLLM's budget, before it starts."""
+    if request.used_by_other_processes <= 0:
+        return ()
+    return (
+        LedgerLine(
+            OTHER_PROCESSES,
+            int(request.used_by_other_processes),
+            Provenance.MEASURED
+            if request.other_processes_source.startswith("nvidia-smi")
+            else Provenance.GIVEN,
+            request.other_processes_source,
+            in_budget=False,
+            per_replica=False,
+        ),
+    )
+
+
+def _gpu_ledger(
+    rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec, request: PlanRequest
+) -> GpuLedger:
     kv_bytes = rank.kv_cache_bytes
     graphs_in_budget = cfg.behaviour.cuda_graphs_in_budget
     lines = (
@@ -249,7 +278,7 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
         LedgerLine(
             KV_CACHE,
             kv_bytes,
-            "derived",
+            Provenance.DERIVED,
             f"{rank.num_gpu_blocks:,} blocks x {rank.layout.bytes_per_block:,} B",
         ),
         LedgerLine(
@@ -280,12 +309,12 @@ def _gpu_ledger(rank: RankLedger, cfg: EngineConfig, gpu: Gpu, spec: ModelSpec) 
         LedgerLine(
             CONTEXT,
             rank.context_bytes,
-            "estimated",
+            Provenance.ESTIMATED,
             "CUDA context and init buffers, before vLLM's budget",
-            int(0.2 * GiB),
+            acc.CONTEXT_BAND,
             in_budget=False,
         ),
-    )
+    ) + _other_processes(request)
     return GpuLedger(gpu.total_bytes, lines, cfg.replicas_per_gpu, rank.placement.label)
 
 
@@ -332,7 +361,7 @@ def plan(request: PlanRequest) -> Plan:
                 "token. Try increasing `gpu_memory_utilization`."
             )
             return _failed(
-                request, spec, gpu, cfg, ranks_and_blocks, "no-kv-memory", raise_text, notes, warnings
+                request, spec, gpu, cfg, ranks_and_blocks, Failure.NO_KV_MEMORY, raise_text, notes, warnings
             )
         if fitted < model_limit:
             notes.append(
@@ -346,7 +375,7 @@ def plan(request: PlanRequest) -> Plan:
         blocks = int(cfg.num_gpu_blocks_override)
         notes.append(f"--num-gpu-blocks-override {blocks}: the pool size is fixed, not measured")
     ranks = tuple(replace(r, num_gpu_blocks=blocks) for r, _ in ranks_and_blocks)
-    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
 
     failure, errors = _startup_failure(request, spec, gpu, cfg, ranks, model_limit, warnings)
     rank0 = ranks[0]
@@ -408,7 +437,9 @@ def _startup_failure(
 ) -> tuple[str | None, list[str]]:
     found = (
         _check_free_memory(request, gpu, cfg, ranks)
+        or _check_weights(request, spec, gpu, ranks)
         or _check_kv_pool(cfg, ranks, model_limit)
+        or _check_kv_allocation(request, gpu, cfg, ranks)
         or _check_outside_budget(spec, gpu, cfg, ranks, warnings)
         or _check_device(gpu, cfg, ranks)
     )
@@ -430,11 +461,64 @@ def _check_free_memory(
             - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
         )
         if free_at_start < r.budget_bytes:
-            return "startup-free-memory", (
+            return Failure.STARTUP_FREE_MEMORY, (
                 f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
                 f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
                 f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
                 "other processes."
+            )
+    return None
+
+
+def _check_weights(
+    request: PlanRequest, spec: ModelSpec, gpu: Gpu, ranks: tuple[RankLedger, ...]
+) -> tuple[str, str] | None:
+    """load_model: the weights are allocated tensor by tensor with no regard for the budget, so they fail only
+    when the device itself is full (the CUDA context and other processes already hold their share), with
+    PyTorch's own out-of-memory error, before any KV sizing."""
+    for r in ranks:
+        usable = gpu.total_bytes - r.context_bytes - request.used_by_other_processes
+        if r.weights.bytes <= usable:
+            continue
+        layers = max(1, len(r.placement.layer_indices))
+        layer_bytes = max(1, r.weights.bytes // (layers + 2))  # decoder layers, plus embedding and lm_head
+        free = max(0, usable) % layer_bytes
+        others = (
+            f" and {request.used_by_other_processes / GiB:.2f} GiB of other processes"
+            if (request.used_by_other_processes)
+            else ""
+        )
+        return Failure.WEIGHTS_DONT_FIT, (
+            f"CUDA out of memory. Tried to allocate {layer_bytes / MiB:.2f} MiB. GPU 0 has a total capacity of "
+            f"{gpu.total_bytes / GiB:.2f} GiB of which {free / MiB:.2f} MiB is free. (in load_model: "
+            f"{r.weights.bytes / GiB:.2f} GiB of weights on {r.placement.label}, but the device holds "
+            f"{max(0, usable) / GiB:.2f} GiB after the CUDA context{others}; "
+            f"the allocation size is one layer's share, the exact tensor depends on the load order)"
+        )
+    return None
+
+
+def _check_kv_allocation(
+    request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
+) -> tuple[str, str] | None:
+    """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
+    whatever the budget says, after the profile run freed its activations and before graph capture."""
+    if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
+        return None
+    for r in ranks:
+        held = (
+            r.weights.bytes
+            + r.non_torch.bytes
+            + r.comm_buffers.bytes
+            + r.context_bytes
+            + request.used_by_other_processes
+            + (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+        )
+        if held + r.kv_cache_bytes > gpu.total_bytes:
+            return Failure.KV_CACHE_ALLOCATION, (
+                f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
+                f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
+                f"and context already hold {held / GiB:.2f} GiB of the device's {gpu.total_bytes / GiB:.2f} GiB"
             )
     return None
 
@@ -446,7 +530,9 @@ def _check_kv_pool(
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
         if not check.ok:
-            return ("no-kv-memory" if r.available_kv_bytes <= 0 else "max-model-len"), check.error or ""
+            return (
+                Failure.NO_KV_MEMORY if r.available_kv_bytes <= 0 else Failure.MAX_MODEL_LEN
+            ), check.error or ""
     return None
 
 
@@ -472,11 +558,11 @@ def _check_outside_budget(
             )
         if outside + logits_copy > headroom:
             if logits_copy:
-                return "sampler-warmup", (
+                return Failure.SAMPLER_WARMUP, (
                     f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
                     "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
                 )
-            return "cuda-graph-capture", (
+            return Failure.CUDA_GRAPH_CAPTURE, (
                 "CUDA out of memory during CUDA graph capture: the graph pool does not "
                 "fit in the memory the utilization budget leaves free."
             )
@@ -497,11 +583,11 @@ def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) ->
         if r.gpu.fits:
             continue
         if cfg.replicas_per_gpu > 1:
-            return "replicas-exceed-gpu", (
+            return Failure.REPLICAS_EXCEED_GPU, (
                 f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
                 f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
             )
-        return "kv-cache-allocation", (
+        return Failure.KV_CACHE_ALLOCATION, (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
             f"{r.gpu.used_bytes / GiB:.2f} GiB, more than the device's {gpu.total_bytes / GiB:.2f} GiB"
@@ -521,7 +607,7 @@ def _failed(
     warnings: list[str],
 ) -> Plan:
     ranks = tuple(replace(r, num_gpu_blocks=0) for r, _ in ranks_and_blocks)
-    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec)) for r in ranks)
+    ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
     layout = ranks[0].layout
     kv_plan = KvPlan(
         0,

@@ -11,8 +11,6 @@ from oomguard.engines.vllm.log_lines import startup_lines
 from oomguard.planning.advise import Fix, concurrency_at, longest_max_model_len, suggest_fixes
 from oomguard.planning.planner import Plan
 
-GiB = 1 << 30
-
 
 @dataclass(frozen=True)
 class PlanReport:

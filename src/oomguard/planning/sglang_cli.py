@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from oomguard.engines.sglang.flags import LaunchArgs, is_sglang_command, parse_launch_command
 from oomguard.errors import ConfigError
+from oomguard.kinds import Usage
 from oomguard.planning.cli import HELP, OPTIONS, PlanOptions, _set_option, emit, gpu_from_options
 from oomguard.planning.sglang_planner import SglangRequest, build_sglang_report, plan_sglang
 
@@ -79,7 +80,12 @@ def main(argv: Sequence[str]) -> int:
     if options.help:
         print(HELP)
         return 0
-    if options.fewest_gpus or options.calibrate or options.usage != "serve" or options.replicas_per_gpu != 1:
+    if (
+        options.fewest_gpus
+        or options.calibrate
+        or options.usage != Usage.SERVE
+        or options.replicas_per_gpu != 1
+    ):
         raise ConfigError("--fewest-gpus, --calibrate, --llm and --replicas-per-gpu are vLLM-only for now")
     gpu, gpu_memory, others = gpu_from_options(options)
     request = SglangRequest(

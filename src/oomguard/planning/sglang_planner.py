@@ -1,6 +1,6 @@
 """plan_sglang(): model + GPU + SGLang launch flags -> the per-rank ledger, the numbers SGLang will log, fit or not.
 
-The order follows SGLang's own startup (ACCOUNTING.md §9): free memory after init (P), weight load, the static
+The order follows SGLang's own startup (SGLang `model_runner.py`): free memory after init (P), weight load, the static
 share P x mem_fraction_static and the token pool sized from what is left of it, the request table, then CUDA
 graph capture and the prefills, which live in the memory outside the static share.
 
@@ -22,6 +22,7 @@ from oomguard.engines.sglang.flags import LaunchArgs, args_from_mapping, parse_l
 from oomguard.engines.sglang.log_lines import startup_lines
 from oomguard.errors import ConfigError, OomguardError
 from oomguard.hardware import Gpu
+from oomguard.kinds import Failure, Provenance
 from oomguard.ledger import (
     ACTIVATION,
     CONTEXT,
@@ -39,7 +40,6 @@ from oomguard.planning.advise import Fix
 from oomguard.planning.planner import Plan, resolve_gpu
 from oomguard.planning.report import PlanReport
 
-GiB = 1 << 30
 REQ_TO_TOKEN = "req_to_token_pool"  # a ledger line only SGLang has: the request -> token slot table
 # The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside it.
 MAX_FRACTION = 0.95
@@ -59,6 +59,7 @@ ERROR_GRAPH_CAPTURE = (
     "smaller value (e.g., 16) 3. disable torch compile by not using --enable-torch-compile "
     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"
 )
+from oomguard.units import GiB
 
 
 @dataclass(frozen=True)
@@ -212,13 +213,13 @@ def _ledger(rank: SglangRank, gpu: Gpu) -> GpuLedger:
         LedgerLine(
             KV_CACHE,
             rank.kv_cache_bytes,
-            "derived",
+            Provenance.DERIVED,
             f"{rank.num_gpu_blocks * pool.page_size:,} tokens x {pool.cell_bytes:,} B (+1 padding page)",
         ),
         LedgerLine(
             REQ_TO_TOKEN,
             rank.req_to_token_bytes,
-            "derived",
+            Provenance.DERIVED,
             "max_running_requests x (context_len + 4) x int32, allocated after profiling",
             in_budget=False,
         ),
@@ -335,21 +336,21 @@ def _startup_failure(
 ) -> tuple[str | None, str | None]:
     for r in ranks:
         if r.weights.bytes > r.free_at_init:
-            return "weights-dont-fit", (
+            return Failure.WEIGHTS_DONT_FIT, (
                 f"CUDA out of memory while loading weights: this rank's {r.weights.bytes / GiB:.2f} GiB do not fit "
                 f"the {r.free_at_init / GiB:.2f} GiB free after init"
             )
     if tokens <= 0:
-        return "no-kv-memory", ERROR_NOT_ENOUGH_MEMORY.format(fraction=cfg.mem_fraction_static)
+        return Failure.NO_KV_MEMORY, ERROR_NOT_ENOUGH_MEMORY.format(fraction=cfg.mem_fraction_static)
     for r in ranks:
         after_pool = r.free_at_init - r.weights.bytes - r.kv_cache_bytes - r.req_to_token_bytes
         if after_pool < 0:
-            return "kv-cache-allocation", (
+            return Failure.KV_CACHE_ALLOCATION, (
                 f"CUDA out of memory allocating the KV pool and request table: {(r.kv_cache_bytes + r.req_to_token_bytes) / GiB:.2f} GiB "
                 f"with {max(0, r.free_at_init - r.weights.bytes) / GiB:.2f} GiB free after the weights"
             )
         if r.cuda_graphs.bytes > after_pool:
-            return "cuda-graph-capture", ERROR_GRAPH_CAPTURE
+            return Failure.CUDA_GRAPH_CAPTURE, ERROR_GRAPH_CAPTURE
         after_graphs = after_pool - r.cuda_graphs.bytes
         if r.activation.bytes > after_graphs:
             warnings.append(
@@ -410,7 +411,7 @@ def suggest_fixes(result: SglangPlan, *, limit: int = 6) -> list[Fix]:
     """Flag changes that make `result` start (or leave headroom), each re-planned with plan_sglang."""
     cfg = result.engine
     candidates: list[tuple[dict[str, Any], str]] = []
-    if result.failure in ("no-kv-memory", "weights-dont-fit") or (
+    if result.failure in (Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT) or (
         result.fits and result.warnings and result.kv.kv_cache_tokens < cfg.context_length
     ):
         needed = fraction_needed(result, cfg.context_length)
@@ -430,7 +431,7 @@ def suggest_fixes(result: SglangPlan, *, limit: int = 6) -> list[Fix]:
             candidates.append(
                 ({"kv_cache_dtype": "fp8_e4m3"}, "--kv-cache-dtype fp8_e4m3: half the bytes per token")
             )
-    if result.failure == "cuda-graph-capture" or result.warnings:
+    if result.failure == Failure.CUDA_GRAPH_CAPTURE or result.warnings:
         lower = round(max(0.5, cfg.mem_fraction_static - FRACTION_STEP), 3)
         candidates.append(
             (

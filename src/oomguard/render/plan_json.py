@@ -1,6 +1,6 @@
 """`oomguard plan --json`: one JSON object; keys are stable (README, "JSON output").
 
-Contract (DESIGN.md): fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
+Contract: fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
 activation_gib, non_torch_gib, cuda_graph_gib, comm_buffers_gib, kv_cache_gib, num_gpu_blocks; ranks[0] is the
 rank vLLM's engine-level log lines describe), fixes, errors. Everything else is additive.
 """
@@ -11,8 +11,7 @@ from typing import Any
 
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def _gib(num_bytes: float) -> float:
@@ -44,6 +43,7 @@ def _rank(rank: RankLedger) -> dict[str, Any]:
         "kv_cache_gib": _gib(rank.available_kv_bytes),
         "kv_cache_allocated_gib": _gib(rank.kv_cache_bytes),
         "cuda_context_gib": _gib(rank.context_bytes),
+        "other_processes_gib": _gib(rank.gpu.bytes_of("other_processes")),
         "num_gpu_blocks": rank.num_gpu_blocks,
         "bytes_per_block": rank.layout.bytes_per_block,
         "gpu_used_gib": _gib(rank.gpu.used_bytes),
@@ -116,6 +116,7 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
             "total_gib": _gib(plan.gpu.total_bytes),
             "total_bytes": plan.gpu.total_bytes,
             "total_source": plan.gpu.total_source,
+            "total_kind": plan.gpu.total_kind,
         },
         "engine": {
             "vllm_version": cfg.vllm_version,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from oomguard.ledger import LINE_LABELS
 from oomguard.planning.report import PlanReport
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def render_plan_markdown(report: PlanReport) -> str:
@@ -35,7 +34,7 @@ def render_plan_markdown(report: PlanReport) -> str:
     out += [
         "| line | GiB | kind | source |",
         "|---|---:|---|---|",
-        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | exact | {plan.gpu.total_source} |",
+        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | {plan.gpu.total_kind} | {plan.gpu.total_source} |",
         budget_row,
     ]
     for line in rank.gpu.lines:

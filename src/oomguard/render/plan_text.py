@@ -6,12 +6,15 @@ import os
 import sys
 from typing import TextIO
 
+from oomguard.kinds import Provenance
 from oomguard.ledger import LINE_LABELS, LedgerLine
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
+from oomguard.units import GiB
 
-GiB = 1 << 30
 BAR_WIDTH = 60
+# The source column is cut here (with an ellipsis) unless --verbose asks for it whole.
+DETAIL_WIDTH = 80
 BAR_GLYPHS = {
     "weights": "W",
     "kv_cache": "K",
@@ -20,6 +23,7 @@ BAR_GLYPHS = {
     "cuda_graph": "G",
     "non_torch": "N",
     "cuda_context": "C",
+    "other_processes": "O",
 }
 
 
@@ -51,7 +55,7 @@ def _g(num_bytes: float) -> str:
 
 
 def _kind(line: LedgerLine) -> str:
-    if line.kind == "estimated" and line.band:
+    if line.kind == Provenance.ESTIMATED and line.band:
         return f"est ±{line.band / GiB:.2f}"
     return line.kind
 
@@ -67,19 +71,37 @@ def _bar(rank: RankLedger) -> str:
     return "[" + bar + "." * (BAR_WIDTH - len(bar)) + "]"
 
 
-def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
+def _detail(text: str, verbose: bool) -> str:
+    """The source column: whole with --verbose, else cut at DETAIL_WIDTH with an ellipsis."""
+    if verbose or len(text) <= DETAIL_WIDTH:
+        return text
+    return text[: DETAIL_WIDTH - 3] + "..."
+
+
+def _total_kind(report: PlanReport) -> str:
+    gpu = report.plan.gpu
+    if gpu.total_kind == "estimated":
+        return f"est ±{gpu.total_band / GiB:.2f}"
+    return gpu.total_kind
+
+
+def _ledger(rank: RankLedger, report: PlanReport, style: Style, verbose: bool = False) -> list[str]:
     cfg = report.plan.engine
     out = [style.bold(f"Per-GPU ledger, {rank.placement.label}") + style.dim("   (GiB)")]
     out.append(
-        f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  exact     "
-        + style.dim(report.plan.gpu.total_source[:70])
+        f"  {'device total (what CUDA reports)':<38}{_g(rank.gpu.total_bytes)}  {_total_kind(report):<9} "
+        + style.dim(_detail(report.plan.gpu.total_source, verbose))
     )
     budget_text = (
         f"budget: ceil({cfg.gpu_memory_utilization} x total)"
         if cfg.kv_cache_memory_bytes is None
-        else "budget: --kv-cache-memory-bytes + the rest"
+        else "budget: KV bytes + the rest"
     )
-    budget_kind = "derived" if report.budget_label else "exact"
+    budget_kind = (
+        Provenance.DERIVED
+        if report.budget_label or cfg.kv_cache_memory_bytes is not None
+        else Provenance.EXACT
+    )
     out.append(f"  {report.budget_label or budget_text:<38}{_g(rank.budget_bytes)}  {budget_kind}")
     for line in rank.gpu.lines:
         label = LINE_LABELS.get(line.key, line.key)
@@ -88,7 +110,8 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
         prefix = "    " if line.in_budget else "  + outside budget: "
         width = 36 if line.in_budget else 20
         out.append(
-            f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} " + style.dim(line.source[:80])
+            f"{prefix}{label:<{width}}{_g(line.bytes)}  {_kind(line):<9} "
+            + style.dim(_detail(line.source, verbose))
         )
     if rank.gpu.replicas > 1:
         out.append(f"  x {rank.gpu.replicas} replicas on this GPU{'':<14}{_g(rank.gpu.used_bytes)}")
@@ -96,7 +119,12 @@ def _ledger(rank: RankLedger, report: PlanReport, style: Style) -> list[str]:
     text = f"  {'free at peak':<38}{_g(free)}"
     out.append(style.bad(text) if free < 0 else text)
     out.append(
-        "  " + _bar(rank) + style.dim("  W weights K KV A activation E EP G graphs N non-torch C context")
+        "  "
+        + _bar(rank)
+        + style.dim(
+            "  W weights K KV A activation E EP G graphs N non-torch C context"
+            + (" O other processes" if rank.gpu.line("other_processes") else "")
+        )
     )
     return out
 
@@ -138,7 +166,7 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
     lines.append("")
     ranks = plan.ranks if verbose else plan.ranks[:1]
     for rank in ranks:
-        lines += _ledger(rank, report, style)
+        lines += _ledger(rank, report, style, verbose)
         lines.append("")
     if len(plan.ranks) > 1 and not verbose:
         others = ", ".join(

@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
+from oomguard.hardware import DEFAULT_GPU
 from oomguard.simulate import workload as wl
 from oomguard.simulate.fix_search import FixSearch, StepFlag, search_step_fixes
 from oomguard.simulate.html_report import render_html
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
 # vLLM's fallbacks when nothing else sets them (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / _SEQS)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 128
-DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE
 
 
 EXIT_CODES = """exit codes:
@@ -235,7 +236,7 @@ def build_setup(
             pool, planned_facts, plan_result = from_planner(
                 PlanRequest(
                     args=replace(serve, model=model),
-                    gpu=args.gpu or (None if args.gpu_memory else "H100"),
+                    gpu=args.gpu or (None if args.gpu_memory else DEFAULT_GPU),
                     gpu_memory=args.gpu_memory,
                 )
             )

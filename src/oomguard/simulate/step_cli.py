@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from typing import NoReturn
 
 from oomguard.errors import ConfigError
+from oomguard.hardware import DEFAULT_GPU
 from oomguard.simulate.step_memory import (
     DEFAULT_SAMPLER_COPIES,
     DEFAULT_TENSORS_ALIVE,
@@ -179,7 +180,7 @@ def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
         result = plan(
             PlanRequest(
                 model=args.model,
-                gpu=args.gpu or "H100",
+                gpu=args.gpu or DEFAULT_GPU,
                 flags={
                     "tensor_parallel_size": args.tensor_parallel_size,
                     "data_parallel_size": args.data_parallel_size,

@@ -1,7 +1,7 @@
 """vLLM `/metrics` scrapes saved to a file (Prometheus text or OpenMetrics), one or several concatenated.
 
 The text is read by the project's one exposition parser (`oomguard.watch.prom_text`) and the names, old and
-new, come from `oomguard.watch.metrics` (ACCOUNTING.md §7): KV usage, running, waiting, preemptions, the
+new, come from `oomguard.watch.metrics`: KV usage, running, waiting, preemptions, the
 cache config, process RSS. This module only turns samples into diagnosis facts: a series seen again starts
 a new scrape (people append `curl .../metrics >> scrapes.txt` in a loop), and each scrape gives one
 LoadSample per engine, at the line of its first sample.

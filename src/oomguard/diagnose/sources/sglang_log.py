@@ -1,5 +1,5 @@
 """SGLang server logs: the weight-load and memory-pool lines, the CUDA-graph lines, the batch lines (running,
-queue, token usage), the server-args line and its memory errors (ACCOUNTING.md §9; its "GB" is GiB)."""
+queue, token usage), the server-args line and its memory errors (its "GB" is GiB)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import re
 from oomguard.diagnose.evidence import Flags, LoadSample, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message, to_float
+from oomguard.diagnose.sources.triggers import Triggers
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
+from oomguard.units import GiB as _GIB
 
-_GIB = 1 << 30
 _LOAD_END = re.compile(
     r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
 )
@@ -26,6 +27,28 @@ _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
 class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "#running-req",
+            "Load weight end",
+            "Load weight begin",
+            "profiled value",
+            "max_total_num_tokens",
+            "KV Cache is allocated",
+            "Memory pool end",
+            "Capture cuda graph begin",
+            "Capture cuda graph end",
+            "Prefill out of memory",
+            "Decode out of memory",
+            "Not enough memory",
+            "memory capacity is unbalanced",
+            "Retract",
+            "retract",
+            "ServerArgs(",
+            "sglang",
+        )
+    )
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "token usage" in body and "#running-req" in body:

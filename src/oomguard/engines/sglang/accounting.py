@@ -1,4 +1,4 @@
-"""SGLang's startup memory accounting, term by term (ACCOUNTING.md §9; SGLang model_runner*.py).
+"""SGLang's startup memory accounting, term by term (SGLang model_runner*.py).
 
     P  free memory per GPU after the CUDA context and torch.distributed init      estimated (context, NCCL)
     W  weights this rank loads ("Load weight end ... mem usage")                  exact from the checkpoint
@@ -16,9 +16,7 @@ from oomguard.engines.sglang.config import SglangConfig
 from oomguard.ledger import Estimate
 from oomguard.models import weights as model_weights
 from oomguard.models.spec import DenseMlp, ModelSpec, MoeMlp
-
-GiB = 1 << 30
-MiB = 1 << 20
+from oomguard.units import GiB, MiB
 
 # CUDA context per process before SGLang measures P (H100, CUDA 12 lazy loading: ~0.5-0.6 GiB).
 CONTEXT_BYTES = int(0.55 * GiB)

@@ -26,8 +26,8 @@ from oomguard.engines.sglang.flags import LaunchArgs
 from oomguard.errors import ConfigError, ParallelismError
 from oomguard.hardware import Gpu
 from oomguard.models.spec import ModelSpec
+from oomguard.units import MiB
 
-MiB = 1 << 20
 ENGINE_VERSION = "main (2026)"  # the server_args.py / model_runner_kv_cache_mixin.py read for these rules
 
 # (capacity below MiB, chunked_prefill_size, cuda_graph_max_bs at TP < 4, at TP >= 4): server_args.py buckets.

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from oomguard.engines.sglang.config import SglangConfig
 from oomguard.engines.sglang.kv import SwaSplit, TokenPool
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def _gb(num_bytes: float) -> str:

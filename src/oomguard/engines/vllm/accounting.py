@@ -1,4 +1,4 @@
-"""vLLM's startup memory accounting, term by term (ACCOUNTING.md §1-§6; Part 2 §1-§6).
+"""vLLM's startup memory accounting, term by term (vLLM `v1/worker/gpu_worker.py`, `utils/mem_utils.py`).
 
     budget R      = ceil(total x gpu_memory_utilization)                     exact
     weights W     = torch allocated by load_model on this rank               exact from the checkpoint
@@ -23,9 +23,7 @@ from oomguard.engines.vllm.versions import V
 from oomguard.ledger import Estimate
 from oomguard.models import weights as model_weights
 from oomguard.models.spec import DenseMlp, MlaAttention, ModelSpec, MoeMlp, Role
-
-GiB = 1 << 30
-MiB = 1 << 20
+from oomguard.units import GiB, MiB
 
 # --- activation (profile run) -------------------------------------------------------------------------------
 FP32_BYTES = 4
@@ -45,10 +43,14 @@ NON_TORCH_SINGLE_GPU = {V("0.18.0"): int(0.25 * GiB), V("0.0.0"): int(0.13 * GiB
 # at TP=2, 2.21 at TP=4, including the single-GPU part).
 NCCL_BUFFERS_FIRST_PEER = int(1.83 * GiB)
 NCCL_BUFFERS_PER_EXTRA_PEER = int(0.065 * GiB)
-# Versions that charged the whole process (V0 <= 0.6.4, V1 0.8.0-0.9.0) also charged the CUDA context:
+# Memory in use before vLLM's startup check, per process: the CUDA context (~0.5 GiB, v0.19 logs: init
+# non-torch 0.51 GiB at TP=1) and, at TP/PP >= 2, NCCL and custom all-reduce init buffers (1.5-2.0 GiB).
+# Versions that charged the whole process (V0 <= 0.6.4, V1 0.8.0-0.9.0) also charged the CUDA context.
 CUDA_CONTEXT_BYTES = int(0.5 * GiB)
+CONTEXT_BYTES_DISTRIBUTED = int(1.5 * GiB)
+CONTEXT_BAND = int(0.2 * GiB)
 
-# --- EP all2all (ACCOUNTING §5) ------------------------------------------------------------------------------
+# --- EP all2all (vLLM `all2all.py`) ---------------------------------------------------------------------------
 DEEPEP_NVL_BUFFER = 1024 * MiB  # VLLM_DEEPEP_BUFFER_SIZE_MB default
 FLASHINFER_MNNVL_WORKSPACE = 512 * MiB
 DEEPEP_LL_TOKENS_BEFORE_MNBT = 256  # VLLM_MOE_DP_CHUNK_SIZE, until 2026-04-14
@@ -89,7 +91,7 @@ def weights_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacemen
     eplb = eplb_buffer_bytes(spec, cfg, placement, breakdown)
     total = max(0, breakdown.total + rope + lora + draft + eplb - offload)
     parts = [f"{role.value} {num / GiB:.2f}" for role, num in breakdown.by_role if num >= 0.005 * GiB]
-    source = f"{spec.weights_source}: " + ", ".join(parts) + f" GiB; RoPE cache {rope / (1 << 20):.0f} MiB"
+    source = f"{spec.weights_source}: " + ", ".join(parts) + f" GiB; RoPE cache {rope / MiB:.0f} MiB"
     if lora:
         source += f"; LoRA slots {lora / GiB:.2f} GiB"
     if offload:

@@ -13,9 +13,9 @@ from typing import Any
 from oomguard.engines.vllm.flags import ServeArgs
 from oomguard.engines.vllm.versions import Behaviour, V, behaviour_for
 from oomguard.errors import ConfigError, ParallelismError
+from oomguard.kinds import Usage
 from oomguard.models.spec import ModelSpec
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 # CacheConfig.DEFAULT_BLOCK_SIZE; FLASH_ATTN / FLASHINFER / TRITON / FLASH_ATTN_MLA / TRITON_MLA use 16.
 DEFAULT_BLOCK_SIZE = 16
@@ -58,7 +58,7 @@ class EngineConfig:
     model: str
     vllm_version: str
     behaviour: Behaviour
-    usage: str  # "serve" or "llm"
+    usage: Usage
     dtype: str
     quantization: str | None
     kv_cache_dtype: str  # resolved: "bfloat16", "float16", "fp8_e4m3", ...
@@ -122,7 +122,7 @@ class EngineConfig:
 
     @property
     def max_concurrent_batches(self) -> int:
-        """In-flight batches: 2 with async scheduling at PP = 1, else PP (Part 2 §0 #2)."""
+        """In-flight batches: 2 with async scheduling at PP = 1, else PP (vLLM `EngineCore` batch queue)."""
         if self.async_scheduling and self.pipeline_parallel_size == 1:
             return 2
         return self.pipeline_parallel_size
@@ -214,10 +214,11 @@ def resolve_engine_config(
     gpu_name: str,
     compute_capability: tuple[int, int] | None,
     vllm_version: str,
-    usage: str = "serve",
+    usage: Usage | str = Usage.SERVE,
     replicas_per_gpu: int = 1,
 ) -> EngineConfig:
     behaviour = behaviour_for(vllm_version)
+    usage = Usage(usage)
     get = args.get
     why: dict[str, str] = {}
 
@@ -297,7 +298,7 @@ def resolve_engine_config(
         ):
             default_mnbt = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
             tier_text = "batched-DP MoE with " + all2all
-        default_why = f"vLLM {behaviour.version} default for `{'vllm serve' if usage == 'serve' else 'LLM()'}` on {tier_text} GPUs"
+        default_why = f"vLLM {behaviour.version} default for `{'vllm serve' if usage == Usage.SERVE else 'LLM()'}` on {tier_text} GPUs"
         if performance_mode == "throughput":
             # EngineArgs.get_batch_defaults: performance_mode=throughput doubles both defaults.
             default_mnbt, default_s = 2 * default_mnbt, 2 * default_s
@@ -377,7 +378,7 @@ def resolve_engine_config(
     elif isinstance(explicit_sizes, list) and explicit_sizes:
         sizes = tuple(sorted(int(s) for s in explicit_sizes))
     elif performance_mode == "interactivity":
-        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))  # 1...32 (Part 2 §6)
+        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))  # 1...32
     else:
         explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
         if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:

@@ -1,7 +1,7 @@
 """Speculative decoding: what the drafter adds on the rank that runs it (the last PP stage).
 
 vLLM runs the drafter's attention layers against the same KV pool, so its layers join the KV groups
-(Llama-3.1-8B + EAGLE = 33 layers, ACCOUNTING.md §3), and loads its weights next to the target's:
+(Llama-3.1-8B + EAGLE = 33 layers), and loads its weights next to the target's:
 - MTP heads shipped in the checkpoint (DeepSeek, GLM-4.5, Qwen3-Next `mtp.*`): their tensors are in the
   model's inventory (Role.MTP) and are loaded; one KV layer per MTP layer;
 - EAGLE / EAGLE-3: a separate one-layer drafter with the target's attention shape; its weights are estimated

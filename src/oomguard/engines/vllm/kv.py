@@ -28,7 +28,6 @@ from oomguard.models.spec import (
     SlidingWindowAttention,
 )
 
-GiB = 1 << 30
 # MLAAttention.get_kv_cache_spec: fp8_ds_mla stores 656 bytes per token (DeepSeek-V3.2 layout).
 FP8_DS_MLA_BYTES_PER_TOKEN = 656
 # get_kv_cache_groups: when the largest per-type layer count is under 1.5x the smallest, pad to the largest.

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm import kv
-from oomguard.engines.vllm.config import resolve_engine_config
+from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE, resolve_engine_config
 from oomguard.engines.vllm.flags import ServeArgs
 from oomguard.engines.vllm.parallel import distinct_ranks
 from oomguard.models.resolve import resolve_model
+from oomguard.units import GiB
 
-GiB = 1 << 30
 H100_BYTES = 85_029_158_912
 
 
@@ -28,7 +28,7 @@ class KvCase:
     max_model_len: int
     tp: int = 1
     pp: int = 1
-    block_size: int = 16
+    block_size: int = DEFAULT_BLOCK_SIZE
     kv_cache_dtype: str = "auto"
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 1024
@@ -39,7 +39,7 @@ class KvCase:
         extras = [f"tp{self.tp}"] + ([f"pp{self.pp}"] if self.pp > 1 else [])
         if self.kv_cache_dtype != "auto":
             extras.append(self.kv_cache_dtype)
-        if self.block_size != 16:
+        if self.block_size != DEFAULT_BLOCK_SIZE:
             extras.append(f"B{self.block_size}")
         if self.async_scheduling:
             extras.append("async")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from oomguard.engines.vllm.config import EngineConfig
-
-GiB = 1 << 30
+from oomguard.units import GiB
 
 
 def _weights_line(weights: int, cfg: EngineConfig) -> str:

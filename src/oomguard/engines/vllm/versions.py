@@ -1,7 +1,6 @@
 """What changes between vLLM versions, as one table.
 
-Each behaviour names the version it starts at and the source (PR, merge date) behind it, from
-`ACCOUNTING.md`. Merge dates map to releases within about one minor version; where the release is inferred
+Each behaviour names the version it starts at and the source (PR, merge date) behind it. Merge dates map to releases within about one minor version; where the release is inferred
 from a date the comment says so.
 """
 
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from oomguard.errors import ConfigError
+from oomguard.units import GiB
 
 NEWEST_KNOWN = "0.33.0"
 OLDEST_KNOWN = "0.6.0"
@@ -67,7 +67,7 @@ class Behaviour:
 
     def gib_text(self, num_bytes: float) -> str:
         """GiB as this version's log and error lines print them (PR #31865: str(round(x, 2)) from ~0.14)."""
-        value = num_bytes / (1 << 30)
+        value = num_bytes / GiB
         return str(round(value, 2)) if self.log_gib_format == "round" else f"{value:.2f}"
 
 
@@ -118,7 +118,7 @@ def behaviour_for(version_text: str) -> Behaviour:
         kv_tokens_report=(
             "blocks" if v_rules < V("0.9.1") else "per_group" if v_rules < V("0.21.0") else "concurrency"
         ),
-        # Part 2 §0 #6: one capacity line (merge date not recorded; first seen in the v0.23 logs).
+        # One capacity line (merge date not recorded; first seen in the v0.23 logs).
         capacity_log_one_line=v_rules >= V("0.23.0"),
         # PR #47272 (2026-07-01, ~v0.26): null block reserved in the fit check and auto-fit.
         null_block_in_fit_check=v_rules >= V("0.26.0"),
@@ -126,10 +126,22 @@ def behaviour_for(version_text: str) -> Behaviour:
         sliding_window_uses_in_flight=v_rules >= V("0.26.0"),
         # PR #53183 (2026-08-26, ~v0.30): V2 runner default for all models.
         v2_model_runner_default=v_rules >= V("0.30.0"),
-        # Part 2 §0 #7-#8 (after v0.22; release inferred): >=160 GiB tier, 1024 capture ceiling on SM100.
+        # After v0.22 (release inferred): >=160 GiB tier, 1024 capture ceiling on SM100.
         batch_default_tier_160gib=v_rules >= V("0.26.0"),
         capture_ceiling_1024_sm100=v_rules >= V("0.26.0"),
         triton_topk_sampler=v_rules >= V("0.17.0"),
         # PR #31865 (2026-01-08, ~v0.14): GiB printed as str(round(x, 2)).
         log_gib_format="round" if v_rules >= V("0.14.0") else "%.2f",
     )
+
+
+def behaviour_or_newest(version_text: str | None) -> Behaviour:
+    """The rules of a version read from a log or a manifest; the newest known when it is missing or unreadable
+    (a log without a version is most likely from a recent server)."""
+    if version_text:
+        try:
+            version = parse_version(version_text)
+        except ConfigError:
+            return behaviour_for(NEWEST_KNOWN)
+        return behaviour_for(str(max(version, V(OLDEST_KNOWN))))
+    return behaviour_for(NEWEST_KNOWN)
