@@ -272,3 +272,25 @@ def test_a_hybrid_models_blocks_per_request_from_the_planner_are_enough_for_one_
     assert (enough["finished"], enough["unservable"]) == (1, 0)
     # The sliding-window group held far fewer blocks than its admission reservation at the peak.
     assert enough["max_kv_blocks_used"] < planned.kv.blocks_per_request
+
+
+@pytest.mark.parametrize("disable_hybrid", [False, True])
+def test_simulate_and_plan_agree_on_gpt_oss_kv_groups(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], disable_hybrid: bool
+) -> None:
+    """One model reader: a local gpt-oss-20b with --disable-hybrid-kv-cache-manager is one full-attention
+    group in `plan` (as in vLLM) and in `simulate --num-gpu-blocks-override`; without it, both see the
+    sliding-window and full-attention groups."""
+    from oomguard.planning import PlanRequest, plan
+
+    model = str(shared_data.parent / "tools/vllm_oracle/configs/gpt-oss-20b")
+    flags = {"max_model_len": 8192, "disable_hybrid_kv_cache_manager": disable_hybrid}
+    planned = plan(PlanRequest(model=model, gpu="H100", flags=flags))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": 100, "output_tokens": 2}) + "\n")
+    argv = [str(trace), "--model", model, "--max-model-len", "8192", "--num-gpu-blocks-override", "4000"]
+    if disable_hybrid:
+        argv.append("--disable-hybrid-kv-cache-manager")
+    out = _simulate(capsys, *argv)
+    assert out["setup"]["kv_groups"] == [str(g.kind) for g in planned.kv.groups]
+    assert set(out["setup"]["kv_groups"]) == ({"full"} if disable_hybrid else {"sliding_window", "full"})

@@ -22,13 +22,8 @@ from oomguard.hardware import DEFAULT_GPU
 from oomguard.simulate import workload as wl
 from oomguard.simulate.fix_search import FixSearch, StepFlag, search_step_fixes
 from oomguard.simulate.html_report import render_html
-from oomguard.simulate.model_facts import (
-    ModelFacts,
-    facts_from_config,
-    from_planner,
-    kv_groups,
-    read_config_dir,
-)
+from oomguard.simulate.kv_pool import KvGroupSpec
+from oomguard.simulate.model_facts import ModelFacts, from_planner, read_model
 from oomguard.simulate.parallel import parallel_map
 from oomguard.simulate.report import (
     summary_dict,
@@ -223,9 +218,8 @@ def build_setup(
     model = args.model or serve.model
     values = serve.values
     override_blocks = _get(values, "num_gpu_blocks_override")
-    local = read_config_dir(model) if model else None
-    local_facts = facts_from_config(local, model) if local is not None and model else None
-    facts: ModelFacts | None = local_facts
+    facts: ModelFacts | None = None
+    read_groups: tuple[KvGroupSpec, ...] | None = None
     engine = None
     pool = None
     notes: list[str] = []
@@ -233,7 +227,7 @@ def build_setup(
         from oomguard.planning import PlanRequest
 
         try:
-            pool, planned_facts, plan_result = from_planner(
+            pool, facts, plan_result = from_planner(
                 PlanRequest(
                     args=replace(serve, model=model),
                     gpu=args.gpu or (None if args.gpu_memory else DEFAULT_GPU),
@@ -241,11 +235,12 @@ def build_setup(
                 )
             )
         except OomguardError as err:
-            if override_blocks is None or local_facts is None:
+            if override_blocks is None:
                 raise
-            notes.append(f"the planner could not plan {model} ({err}); step memory from config.json widths")
+            # The pool is fixed by the flag: the model and its groups from the planner's own readers.
+            facts, read_groups = read_model(replace(serve, model=model), args.gpu, args.gpu_memory)
+            notes.append(f"the planner could not plan {model} ({err}); the pool is --num-gpu-blocks-override")
         else:
-            facts = planned_facts
             engine = plan_result.engine
             if not plan_result.fits and override_blocks is None:
                 raise ConfigError(
@@ -265,17 +260,12 @@ def build_setup(
         return default
 
     if override_blocks is not None:
-        if facts is None and pool is None:
+        if pool is None and read_groups is None:
             raise ConfigError(
                 "--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
                 "for the KV cache groups"
             )
-        # The model directory's own layer kinds when there is one (how the scheduler oracle is replayed).
-        if local_facts is not None:
-            groups = kv_groups(local_facts, block_size)
-        else:
-            assert pool is not None  # facts without a local config come from the planner, with its pool
-            groups = pool.groups
+        groups = pool.groups if pool is not None else read_groups or ()
         num_blocks = int(override_blocks)
         source = f"--num-gpu-blocks-override {num_blocks:,}"
     elif pool is not None:
