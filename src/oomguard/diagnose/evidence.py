@@ -52,7 +52,7 @@ class OomMessage(Fact):
     PyTorch but unallocated."
     """
 
-    flavor: str  # 'torch' | 'expandable-segments' | 'hsa' | 'cuda-runtime' | 'xpu'
+    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'hsa' | 'cuda-runtime' | 'xpu' | 'engine'
     requested: int | None = None
     device: int | None = None
     total: int | None = None
@@ -108,7 +108,8 @@ SIGNALS = frozenset(
         "cudagraph-estimate-hint",  # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
         "engine-dead",
         "engine-init-failed",  # "Engine core initialization failed" / "EngineCore failed to start"
-        "kv-preempted",  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
+        "kv-preempted",
+        "kv-pool-dry",  # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators)  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
         "illegal-memory-access",
@@ -121,6 +122,7 @@ SIGNALS = frozenset(
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host
@@ -134,6 +136,12 @@ SIGNALS = frozenset(
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
+        "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
+        "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        # other engines
+        "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
+        # any exception line (a failure with nothing else recognised still gets an answer)
+        "exception",
         # milestones (phase markers)
         "milestone-weights-loading",
         "milestone-weights-loaded",
@@ -160,6 +168,9 @@ SIGNALS = frozenset(
         "prose-other-process",
         "prose-not-cudagraph",
         "prose-multimodal",
+        "prose-int32",
+        "prose-dp-attention",
+        "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
     }
 )
 

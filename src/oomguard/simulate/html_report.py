@@ -126,7 +126,7 @@ def nice_top(value: float) -> float:
     return 10.0 * decade
 
 
-def _axes(x0: float, x1: float, top: float, x_unit: str, y_unit: str, fmt: str) -> str:
+def _axes(x0: float, x1: float, top: float, x_unit: str, fmt: str, y_unit: str = "") -> str:
     """Frame, y ticks (0, half, top) with the axis unit, x ticks (start, middle, end) with theirs."""
     parts = [f'<rect class="frame" x="{CHART_PAD}" y="0" width="{CHART_W}" height="{CHART_H}"/>']
     for frac in (0.0, 0.5, 1.0):
@@ -141,11 +141,27 @@ def _axes(x0: float, x1: float, top: float, x_unit: str, y_unit: str, fmt: str) 
             f'<text class="tick" x="{x:.1f}" y="{CHART_H + 16}" text-anchor="{anchor}">'
             f"{x0 + frac * (x1 - x0):,.0f} {x_unit}</text>"
         )
-    parts.append(
-        f'<text class="unit" x="4" y="{CHART_H / 2:.0f}" text-anchor="middle" '
-        f'transform="rotate(-90 8 {CHART_H / 2:.0f})">{html.escape(y_unit)}</text>'
-    )
+    if y_unit:
+        parts.append(
+            f'<text class="unit" x="4" y="{CHART_H / 2:.0f}" text-anchor="middle" '
+            f'transform="rotate(-90 8 {CHART_H / 2:.0f})">{html.escape(y_unit)}</text>'
+        )
     return "".join(parts)
+
+
+# Point-per-bucket helpers for the data-parallel page's per-rank lines (simulate/dp/report.py).
+HTML_POINTS = 2000  # points per plotted series; each keeps its bucket's maximum so no spike is lost
+
+
+def _buckets(n: int, limit: int = HTML_POINTS) -> list[range]:
+    size = max(1, -(-n // limit))
+    return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+
+def _points(xs: Sequence[float], ys: Sequence[float], x0: float, x1: float, top: float) -> str:
+    sx = CHART_W / (x1 - x0) if x1 > x0 else 1.0
+    sy = CHART_H / top if top > 0 else 1.0
+    return " ".join(f"{CHART_PAD + (x - x0) * sx:.1f},{CHART_H - y * sy:.1f}" for x, y in zip(xs, ys))
 
 
 @dataclass(frozen=True)
@@ -165,7 +181,7 @@ def _chart_svg(chart: Chart, s: Slices, x_unit: str) -> str:
     return (
         f'<h2>{html.escape(chart.title)}</h2>\n<svg id="{chart.key}-chart" class="chart" viewBox="{view}" '
         f'role="img" aria-label="{html.escape(chart.title)} over {x_unit}">'
-        f"{_axes(s.x0, s.x1, chart.top, x_unit, chart.y_unit, chart.fmt)}"
+        f"{_axes(s.x0, s.x1, chart.top, x_unit, chart.fmt, chart.y_unit)}"
         f'<path class="series {chart.key}" d="{path}"/>{chart.extra}</svg>'
     )
 
