@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
+from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
 from oomguard.planning.advise import suggest_fixes
-from oomguard.planning.planner import Plan, PlanRequest, plan
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
 
@@ -77,7 +77,7 @@ def check_deployment(
     name = deployment.name
     if not result.fits:
         fixes = suggest_fixes(result, limit=2)
-        hint = f"; fix: {fixes[0].summary}" if fixes else ""
+        hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
         return CheckResult(
             deployment,
             False,

@@ -1,4 +1,4 @@
-"""plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
+"""vLLM's planner: model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
 
 The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
@@ -18,8 +18,8 @@ from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
-from oomguard.errors import ConfigError, UnknownGpuError
-from oomguard.hardware import DEFAULT_GPU, Gpu, find_gpu, gpu_with_memory
+from oomguard.errors import ConfigError
+from oomguard.hardware import Gpu, resolve_gpu
 from oomguard.kinds import Failure, Provenance, Usage
 from oomguard.ledger import (
     ACTIVATION,
@@ -123,28 +123,13 @@ class Plan:
     kv: KvPlan
     fits: bool
     errors: tuple[str, ...]
-    failure: str | None  # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
+    failure: Failure | None  # the startup check that fails first
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
 
     @property
     def rank0(self) -> RankLedger:
         return self.ranks[0]
-
-
-def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
-    """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
-    if name is not None and not name.strip():
-        raise UnknownGpuError(
-            "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
-        )
-    if memory is not None:
-        return gpu_with_memory(memory, name)
-    if name:
-        return find_gpu(name)
-    gpu = find_gpu(DEFAULT_GPU)
-    notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
-    return gpu
 
 
 # The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the value).
@@ -434,7 +419,7 @@ def _startup_failure(
     ranks: tuple[RankLedger, ...],
     model_limit: int,
     warnings: list[str],
-) -> tuple[str | None, list[str]]:
+) -> tuple[Failure | None, list[str]]:
     found = (
         _check_free_memory(request, gpu, cfg, ranks)
         or _check_weights(request, spec, gpu, ranks)
@@ -448,7 +433,7 @@ def _startup_failure(
 
 def _check_free_memory(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """request_memory: free memory at start (after the CUDA context, other processes and the replicas started
     before this one) must cover the budget."""
     if cfg.kv_cache_memory_bytes is not None:
@@ -472,7 +457,7 @@ def _check_free_memory(
 
 def _check_weights(
     request: PlanRequest, spec: ModelSpec, gpu: Gpu, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """load_model: the weights are allocated tensor by tensor with no regard for the budget, so they fail only
     when the device itself is full (the CUDA context and other processes already hold their share), with
     PyTorch's own out-of-memory error, before any KV sizing."""
@@ -500,7 +485,7 @@ def _check_weights(
 
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
     whatever the budget says, after the profile run freed its activations and before graph capture."""
     if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
@@ -525,7 +510,7 @@ def _check_kv_allocation(
 
 def _check_kv_pool(
     cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """_check_enough_kv_cache_memory, per worker."""
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
@@ -538,7 +523,7 @@ def _check_kv_pool(
 
 def _check_outside_budget(
     spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...], warnings: list[str]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """Memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
     warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the copies the warm-up
     usually holds are a risk (the caching allocator can often reuse reserved blocks)."""
@@ -576,7 +561,7 @@ def _check_outside_budget(
     return None
 
 
-def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[Failure, str] | None:
     """Every line at its peak must fit the device: co-located replicas each at their peak, or a KV pool forced
     by --num-gpu-blocks-override (vLLM allocates it whatever the budget says)."""
     for r in ranks:
@@ -601,7 +586,7 @@ def _failed(
     gpu: Gpu,
     cfg: EngineConfig,
     ranks_and_blocks: list[tuple[RankLedger, int]],
-    failure: str,
+    failure: Failure,
     error: str,
     notes: list[str],
     warnings: list[str],
