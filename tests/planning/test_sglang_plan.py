@@ -4,6 +4,7 @@ the CLI dispatch, and the same JSON contract as the vLLM planner's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
 
 
@@ -132,7 +133,7 @@ def test_cli_dispatches_an_sglang_command_and_keeps_the_json_contract() -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["engine_name"] == "SGLang"
-    assert data["engine"]["tensor_parallel_size"] == 2
+    assert data["engine"]["settings"]["tp_size"] == 2
     assert data["engine"]["unknown_flags"] == ["--some-future-flag"]
     for key in ("fits", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "ranks", "fixes", "errors"):
         assert key in data

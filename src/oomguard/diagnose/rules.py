@@ -249,6 +249,9 @@ def frame_category(frame: Frame) -> str | None:
     a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
     torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
     path, func = frame.path.lower(), frame.function
+    capture_keys = dict(FRAME_CATEGORIES)["cudagraph"]
+    if any(k in func.lower() for k in capture_keys):
+        return "cudagraph"  # a capture function (any platform's: _capture_aclgraphs) whatever it calls
     if any(m in path for m in CUDAGRAPH_MODULES) or "cudagraph" in func.lower():
         code = frame.code.lower()
         if "capture" in func.lower() or "capture" in code or func == "__exit__":
