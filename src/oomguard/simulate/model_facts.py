@@ -113,7 +113,7 @@ def read_model(
     from oomguard.engines.vllm.parallel import distinct_ranks
     from oomguard.models.resolve import resolve_model
     from oomguard.planning import PlanRequest
-    from oomguard.planning.planner import resolve_gpu
+    from oomguard.hardware import resolve_gpu
 
     assert serve.model is not None
     spec = resolve_model(serve.model, dtype=serve.get("dtype"), quantization=serve.get("quantization"))
