@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.hardware import Gpu
+from oomguard.host.ledger import HostLedger
 from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.ledger import Estimate, GpuLedger
 
@@ -138,6 +139,7 @@ class PlanResult:
     longest_request: int  # the longest request the pool holds (0: none)
     concurrency_at_length: tuple[tuple[int, float], ...]
     log_lines: tuple[str, ...]  # the engine's startup lines as predicted (rank 0)
+    host: HostLedger | None = None  # the node's host memory (None: the engine does not model it yet)
 
     @property
     def fits(self) -> bool:

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from oomguard.engines.vllm.engine import plan_host
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
+from oomguard.host.ledger import HostLedger, HostLimits, HostVerdict
+from oomguard.host.limits import docker_limits, given_limits, pod_limits
 from oomguard.planning.advise import suggest_fixes
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
@@ -42,8 +45,10 @@ class Deployment:
     name: str
     args: ServeArgs
     gpu: str | None
-    gpus_requested: int | None
+    gpus_requested: int | None  # GPUs the whole deployment gets (all pods of a LeaderWorkerSet group)
     where: str
+    limits: HostLimits | None = None  # the container's memory limit, request and /dev/shm
+    local_gpus: int | None = None  # GPUs of the pod the server runs in (one node)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class CheckResult:
     ok: bool
     message: str
     plan: Plan | None
+    host: HostLedger | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -65,15 +71,74 @@ def check_deployment(
     vllm_version: str = NEWEST_KNOWN,
     min_headroom: str | int = 0,
     min_concurrency: float = 0.0,
+    host_memory: str | None = None,
+    shm_size: str | None = None,
 ) -> CheckResult:
     headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
     request = PlanRequest(
-        args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory, vllm_version=vllm_version
+        args=deployment.args,
+        gpu=deployment.gpu or gpu,
+        gpu_memory=gpu_memory,
+        vllm_version=vllm_version,
+        host=_limits(deployment, host_memory, shm_size),
+        local_gpus=deployment.local_gpus,
     )
     try:
         result = plan(request)
     except OomguardError as err:
         return CheckResult(deployment, False, f"cannot plan: {err}", None)
+    gpu_check = _check_gpu(deployment, result, headroom_needed, min_concurrency)
+    return _with_host(gpu_check, plan_host(result))
+
+
+def _limits(deployment: Deployment, host_memory: str | None, shm_size: str | None) -> HostLimits | None:
+    """The manifest's limits, with --host-memory / --shm-size given on the command line winning."""
+    given = given_limits(host_memory, shm_size)
+    found = deployment.limits or HostLimits()
+    if not (host_memory or shm_size or deployment.limits):
+        return None
+    return HostLimits(
+        given.memory_limit if host_memory else found.memory_limit,
+        found.memory_request,
+        given.shm if shm_size else found.shm,
+        given.source if host_memory else found.source,
+    )
+
+
+def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
+    """The GPU verdict, then the node's: OOM-killed at a step, or a /dev/shm too small to start."""
+    result = replace(checked, host=host)
+    if not checked.ok:
+        return result
+    name = checked.deployment.name
+    fixes = host.fixes
+    hint = f"; fix: {fixes[0].summary}" if fixes else ""
+    limit = host.limits.memory_limit
+    peak = f"peak {host.peak_bytes / GiB:.1f} GiB +-{host.peak_band / GiB:.1f} at {host.peak_step.label}"
+    if host.shm_fits is False and host.limits.shm is not None:
+        return replace(
+            result,
+            ok=False,
+            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "
+            f"vLLM puts {host.shm_needed / 2**20:.0f} MiB there at startup ({host.limits.shm.source}){hint}",
+        )
+    if host.verdict is HostVerdict.OOM_KILLED and host.dies_at is not None and limit is not None:
+        return replace(
+            result,
+            ok=False,
+            message=f"{name}: GPU fits, but the container will be OOM-killed while {host.dies_at.label}: "
+            f"{host.used_at(host.dies_at) / GiB:.1f} GiB > limit {limit / GiB:.1f} GiB ({peak}){hint}",
+        )
+    if limit is None:
+        note = f"; host {peak}, no memory limit (a limit of {host.limit_that_fits // GiB}Gi fits)"
+    else:
+        note = f"; host {host.verdict.value}: {peak} of a {limit / GiB:.1f} GiB limit"
+    return replace(result, message=checked.message + note)
+
+
+def _check_gpu(
+    deployment: Deployment, result: Plan, headroom_needed: int, min_concurrency: float
+) -> CheckResult:
     name = deployment.name
     if not result.fits:
         fixes = suggest_fixes(result, limit=2)
@@ -140,7 +205,11 @@ def deployments_in_file(path: str) -> list[Deployment]:
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
         args = parse_serve_command(text)
-        return [Deployment(args.model or path, args, None, None, path)]
+        try:
+            limits = docker_limits(shlex.split(text.replace("\\\n", " ")))
+        except ValueError:
+            limits = None
+        return [Deployment(args.model or path, args, None, None, path, limits)]
     documents = [d for d in load_yaml_documents(text, path, InputFormatError) if d is not None]
     found: list[Deployment] = []
     for index, document in enumerate(documents):
@@ -222,8 +291,21 @@ def _container_command(container: Mapping[str, Any], where: str) -> list[str] | 
     return None
 
 
+# A container script that starts Ray before `vllm serve` (vLLM's multi-node-serving.sh does) serves on Ray.
+RAY_STARTERS = ("ray start", "multi-node-serving.sh")
+
+
+def _group_size(manifest: Mapping[str, Any]) -> int:
+    """Pods per group: a LeaderWorkerSet's leaderWorkerTemplate.size (one engine spans them), else 1."""
+    if manifest.get("kind") != "LeaderWorkerSet":
+        return 1
+    size = _mapping(_mapping(manifest.get("spec")).get("leaderWorkerTemplate")).get("size", 1)
+    return size if isinstance(size, int) and size >= 1 else 1
+
+
 def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployment]:
     name = str(_mapping(manifest.get("metadata")).get("name") or manifest.get("kind"))
+    group = _group_size(manifest)
     for pod in _walk_pod_specs(manifest):
         selector = _mapping(pod.get("nodeSelector"))
         gpu = None
@@ -248,5 +330,18 @@ def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployme
                 if isinstance(e, Mapping) and "value" in e
             }
             args = parse_serve_command([f"{k}={v}" for k, v in env.items()] + command)
+            script = " ".join(
+                _string_list(container, "command", where) + _string_list(container, "args", where)
+            )
+            if any(s in script for s in RAY_STARTERS) and "distributed_executor_backend" not in args.values:
+                args = args.with_values(distributed_executor_backend="ray")
             gpus = _gpu_count(_mapping(_mapping(container.get("resources")).get("limits")), where)
-            yield Deployment(f"{name}/{container.get('name', 'vllm')}", args, gpu, gpus, where)
+            yield Deployment(
+                f"{name}/{container.get('name', 'vllm')}",
+                args,
+                gpu,
+                None if gpus is None else gpus * group,
+                where,
+                pod_limits(pod, container, where),
+                gpus,
+            )

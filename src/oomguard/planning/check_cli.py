@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from oomguard.engines.vllm.flags import parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.planning.check import CheckResult, Deployment, check_deployment, deployments_in_file
+from oomguard.render.host_json import host_to_dict
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +38,10 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="requests of max_model_len the KV cache must hold at once",
     )
+    parser.add_argument(
+        "--host-memory", help="the container's memory limit, when the manifest does not set one (e.g. 64GiB)"
+    )
+    parser.add_argument("--shm-size", help="the container's /dev/shm size, when the manifest does not say")
     parser.add_argument("--json", action="store_true", help="one JSON object per deployment, one per line")
     return parser
 
@@ -64,6 +69,8 @@ def main(argv: Sequence[str]) -> int:
             vllm_version=options.vllm_version,
             min_headroom=options.min_headroom,
             min_concurrency=options.min_concurrency,
+            host_memory=options.host_memory,
+            shm_size=options.shm_size,
         )
         for d in deployments
     ]
@@ -76,6 +83,7 @@ def main(argv: Sequence[str]) -> int:
                         "where": result.deployment.where,
                         "ok": result.ok,
                         "message": result.message,
+                        "host": host_to_dict(result.host) if result.host else None,
                     }
                 )
             )
