@@ -111,9 +111,9 @@ def read_model(
     from oomguard.engines.vllm.config import resolve_engine_config
     from oomguard.engines.vllm.flags import ServeArgs as Args
     from oomguard.engines.vllm.parallel import distinct_ranks
+    from oomguard.hardware import resolve_gpu
     from oomguard.models.resolve import resolve_model
     from oomguard.planning import PlanRequest
-    from oomguard.hardware import resolve_gpu
 
     assert serve.model is not None
     spec = resolve_model(serve.model, dtype=serve.get("dtype"), quantization=serve.get("quantization"))
