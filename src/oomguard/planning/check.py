@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oomguard.engines.vllm.cli_flags import RefusedFlagError
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
+from oomguard.kinds import Verdict
 from oomguard.planning.advise import suggest_fixes
 from oomguard.planning.planner import Plan, PlanRequest, plan
 from oomguard.units import GiB, parse_bytes
@@ -52,6 +54,7 @@ class CheckResult:
     ok: bool
     message: str
     plan: Plan | None
+    bad_input: bool = False  # oomguard could not read the input (exit 2), rather than the deployment failing
 
     def __bool__(self) -> bool:
         return self.ok
@@ -65,15 +68,24 @@ def check_deployment(
     vllm_version: str = NEWEST_KNOWN,
     min_headroom: str | int = 0,
     min_concurrency: float = 0.0,
+    allow_marginal: bool = False,
+    safety: str | int | None = None,
 ) -> CheckResult:
     headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
+    safety_bytes = parse_bytes(str(safety)) if isinstance(safety, str) else safety
     request = PlanRequest(
-        args=deployment.args, gpu=deployment.gpu or gpu, gpu_memory=gpu_memory, vllm_version=vllm_version
+        args=deployment.args,
+        gpu=deployment.gpu or gpu,
+        gpu_memory=gpu_memory,
+        vllm_version=vllm_version,
+        safety_bytes=safety_bytes,
     )
     try:
         result = plan(request)
+    except RefusedFlagError as err:
+        return CheckResult(deployment, False, f"{deployment.name}: will not start: {err}", None)
     except OomguardError as err:
-        return CheckResult(deployment, False, f"cannot plan: {err}", None)
+        return CheckResult(deployment, False, f"{deployment.name}: cannot plan: {err}", None, bad_input=True)
     name = deployment.name
     if not result.fits:
         fixes = suggest_fixes(result, limit=2)
@@ -85,6 +97,17 @@ def check_deployment(
             result,
         )
     gpus = result.engine.total_gpus
+    if result.verdict == Verdict.MARGINAL and not allow_marginal and result.margin is not None:
+        fixes = suggest_fixes(result, limit=1)
+        hint = f"; fix: {fixes[0].summary}" if fixes else ""
+        return CheckResult(
+            deployment,
+            False,
+            f"{name}: marginal: fits at the estimate with {result.margin.slack_bytes / GiB:.2f} GiB to spare on "
+            f"{result.margin.constraint}, less than the {result.margin.required_bytes / GiB:.2f} GiB its "
+            f"estimates may be off by (--allow-marginal accepts it){hint}",
+            result,
+        )
     if deployment.gpus_requested is not None and deployment.gpus_requested < result.engine.world_size:
         return CheckResult(
             deployment,
@@ -149,7 +172,7 @@ def deployments_in_file(path: str) -> list[Deployment]:
         if "kind" in document and "apiVersion" in document:
             found += list(_from_manifest(document, f"{path}#{index + 1}"))
         elif "model" in document or "model_tag" in document:
-            args = args_from_mapping(document, where=path)
+            args = args_from_mapping(document, where=path, strict=True)
             found.append(Deployment(args.model or path, args, None, None, path))
     if not found:
         raise InputFormatError(

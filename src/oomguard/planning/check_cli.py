@@ -1,5 +1,9 @@
 """`oomguard check`: exit non-zero when a deployment would not start or leaves too little headroom.
 
+exit codes: 0 every deployment passes; 1 one would not start (including a flag vLLM would refuse), is
+marginal (fits at the estimate, not at the edge of its bands) or misses --min-headroom / --min-concurrency;
+2 bad input (a file, GPU, model or option oomguard cannot read), as for `oomguard plan`.
+
 oomguard check k8s/vllm-deployment.yaml --min-headroom 2GiB
 oomguard check serve.yaml --gpu L40S
 oomguard check -- vllm serve Qwen/Qwen3-32B -tp 2 --max-model-len 40960 --gpu H100
@@ -15,6 +19,8 @@ from collections.abc import Sequence
 from oomguard.engines.vllm.flags import parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.planning.check import CheckResult, Deployment, check_deployment, deployments_in_file
+
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,6 +42,14 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="requests of max_model_len the KV cache must hold at once",
+    )
+    parser.add_argument(
+        "--allow-marginal",
+        action="store_true",
+        help="pass deployments that fit at the estimate but not at the edge of its bands",
+    )
+    parser.add_argument(
+        "--safety", help="the margin a fit must keep (e.g. 1GiB); default: the summed bands of the estimates"
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per deployment, one per line")
     return parser
@@ -64,6 +78,8 @@ def main(argv: Sequence[str]) -> int:
             vllm_version=options.vllm_version,
             min_headroom=options.min_headroom,
             min_concurrency=options.min_concurrency,
+            allow_marginal=options.allow_marginal,
+            safety=options.safety,
         )
         for d in deployments
     ]
@@ -75,6 +91,7 @@ def main(argv: Sequence[str]) -> int:
                         "name": result.deployment.name,
                         "where": result.deployment.where,
                         "ok": result.ok,
+                        "bad_input": result.bad_input,
                         "message": result.message,
                     }
                 )
@@ -84,4 +101,9 @@ def main(argv: Sequence[str]) -> int:
     failed = sum(not r.ok for r in results)
     if not options.json and len(results) > 1:
         print(f"{len(results) - failed} passed, {failed} failed", file=sys.stderr)
-    return 1 if failed else 0
+    unreadable = [r for r in results if r.bad_input]
+    for result in unreadable:
+        print(f"oomguard check: error: {result.message}", file=sys.stderr)
+    if unreadable:
+        return EXIT_BAD_INPUT
+    return EXIT_FAIL if failed else EXIT_PASS

@@ -10,18 +10,20 @@ spells it (`--tp/--pp/--dp/--ep` are accepted as shorthands).
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from oomguard.engines.vllm.flags import ServeArgs, parse_serve_command
+from oomguard.engines.vllm import cli_flags
+from oomguard.engines.vllm.flags import OOMGUARD_KNOWN, ServeArgs, parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
 from oomguard.kinds import Usage
-from oomguard.planning.advise import fewest_gpus
+from oomguard.planning.advise import fewest_gpus_search
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.planner import PlanRequest, plan
 from oomguard.planning.report import PlanReport, build_report
@@ -36,6 +38,7 @@ OPTIONS: dict[str, bool] = {
     "--gpu-memory": True,
     "--nvidia-smi": True,
     "--other-processes": True,
+    "--safety": True,
     "--vllm-version": True,
     "--replicas-per-gpu": True,
     "--llm": False,
@@ -63,6 +66,8 @@ options:
   --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
   --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
   --other-processes SIZE  memory other processes hold on each GPU (e.g. 23.4GiB); a ledger line
+  --safety SIZE           the margin a fit must keep (e.g. 1GiB); default: the summed bands of the estimates.
+                          A plan that fits at the estimate but not with it is MARGINAL; fixes aim at it
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
   --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
@@ -85,6 +90,7 @@ class PlanOptions:
     gpu_memory: str | None = None
     nvidia_smi: str | None = None
     other_processes: str | None = None
+    safety: str | None = None
     vllm_version: str = NEWEST_KNOWN
     replicas_per_gpu: int = 1
     usage: Usage = Usage.SERVE
@@ -112,6 +118,7 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str]]:
         token = head[i]
         i += 1
         name, has_value, value = token.partition("=")
+        _refuse_mistyped_option(name)
         if name not in OPTIONS:
             rest.append(
                 SHORTHANDS.get(name, name) + (f"={value}" if has_value else "")
@@ -129,6 +136,22 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str]]:
     return options, rest
 
 
+def _refuse_mistyped_option(name: str) -> None:
+    """`--gpus A10G`: neither a vLLM flag nor one of ours, but close to ours -> an error, not a note under a
+    plan for the default GPU."""
+    if not name.startswith("--") or name in OPTIONS or name in SHORTHANDS:
+        return
+    flag = cli_flags.normalize(name)
+    try:
+        cli_flags.resolve(flag, OOMGUARD_KNOWN)
+    except cli_flags.RefusedFlagError:
+        close = difflib.get_close_matches(name, [o for o in OPTIONS if o.startswith("--")], n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(
+                f"unknown option {name}: did you mean oomguard's {close[0]}? (see oomguard plan --help)"
+            ) from None
+
+
 def _count(name: str, text: str) -> int:
     try:
         return int(text.replace(",", "").replace("_", ""))
@@ -142,6 +165,7 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--gpu-memory": ("gpu_memory", lambda _n, v: v),
     "--nvidia-smi": ("nvidia_smi", lambda _n, v: v),
     "--other-processes": ("other_processes", lambda _n, v: v),
+    "--safety": ("safety", lambda _n, v: v),
     "--vllm-version": ("vllm_version", lambda _n, v: v),
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
     "--calibrate": ("calibrate", lambda _n, v: v),
@@ -178,11 +202,7 @@ def serve_args_from(options: PlanOptions, rest: list[str]) -> ServeArgs:
     if not command:
         return base
     given = parse_serve_command(command[0] if len(command) == 1 and " " in command[0] else command)
-    values = dict(base.values)
-    values.update(given.values)
-    return ServeArgs(
-        given.model or base.model, values, {**base.env, **given.env}, base.unknown_flags + given.unknown_flags
-    )
+    return base.merged_with(given)
 
 
 def other_processes_from_options(options: PlanOptions) -> tuple[int, str]:
@@ -232,6 +252,7 @@ def request_from(options: PlanOptions, args: ServeArgs) -> PlanRequest:
         measured=measured,
         used_by_other_processes=used_by_others,
         other_processes_source=others_source,
+        safety_bytes=parse_bytes(options.safety) if options.safety is not None else None,
     )
 
 
@@ -246,14 +267,20 @@ def main(argv: Sequence[str]) -> int:
         return 0
     args = serve_args_from(options, rest)
     request = request_from(options, args)
+    fewest = None
     if options.fewest_gpus:
-        found = fewest_gpus(request)
-        if found is None:
-            raise ConfigError("no TP x PP up to 64 GPUs serves this model at this max_model_len on this GPU")
-        result = found
+        fewest = fewest_gpus_search(request)
+        if fewest is None:
+            raise ConfigError(
+                "no TP x PP up to 64 GPUs (with FP8 weights where the GPU runs them) serves this model at this "
+                "max_model_len on this GPU with margin"
+            )
+        result = fewest.plan
     else:
         result = plan(request)
     report = build_report(result, fixes=options.fixes, at_lengths=tuple(options.at_lengths))
+    if fewest is not None:
+        report = replace(report, fewest=(fewest.gpus, fewest.command()))
     return emit(report, options)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.engines.vllm.log_lines import startup_lines
+from oomguard.kinds import Verdict
 from oomguard.planning.advise import Fix, concurrency_at, longest_max_model_len, suggest_fixes
 from oomguard.planning.planner import Plan
 
@@ -21,10 +22,15 @@ class PlanReport:
     log_lines: tuple[str, ...]
     engine_name: str = "vLLM"  # whose plan this is (the SGLang planner sets "SGLang")
     budget_label: str | None = None  # how the engine's budget is defined, when not vLLM's ceil(u x total)
+    fewest: tuple[int, str] | None = None  # --fewest-gpus: (GPUs, the ready-to-run command)
 
     @property
     def fits(self) -> bool:
         return self.plan.fits
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.plan.verdict
 
 
 def build_report(result: Plan, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()) -> PlanReport:
@@ -43,7 +49,7 @@ def build_report(result: Plan, *, fixes: bool = True, at_lengths: tuple[int, ...
         if result.fits
         else []
     )
-    want_fixes = fixes and (not result.fits or bool(result.warnings))
+    want_fixes = fixes and (result.verdict != Verdict.FITS or bool(result.warnings))
     return PlanReport(
         plan=result,
         fixes=tuple(suggest_fixes(result)) if want_fixes else (),

@@ -22,7 +22,7 @@ from oomguard.engines.sglang.flags import LaunchArgs, args_from_mapping, parse_l
 from oomguard.engines.sglang.log_lines import startup_lines
 from oomguard.errors import ConfigError, OomguardError
 from oomguard.hardware import Gpu
-from oomguard.kinds import Failure, Provenance
+from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.ledger import (
     ACTIVATION,
     CONTEXT,
@@ -37,6 +37,7 @@ from oomguard.models import weights as model_weights
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
 from oomguard.planning.advise import Fix
+from oomguard.planning.margin import Margin, verdict_of
 from oomguard.planning.planner import Plan, resolve_gpu
 from oomguard.planning.report import PlanReport
 
@@ -163,10 +164,15 @@ class SglangPlan:
     failure: str | None
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    margin: Margin | None = None  # not computed for SGLang yet: its verdict is fits / will-not-start
 
     @property
     def rank0(self) -> SglangRank:
         return self.ranks[0]
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.fits, self.margin)
 
 
 def _placements(spec: ModelSpec, cfg: SglangConfig) -> list[SglangPlacement]:

@@ -63,6 +63,22 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
     cfg = plan.engine
     result: dict[str, Any] = {
         "fits": plan.fits,
+        "verdict": str(report.verdict),
+        "fewest_gpus": (
+            {"gpus": report.fewest[0], "command": report.fewest[1]} if report.fewest is not None else None
+        ),
+        "margin_bytes": plan.margin.slack_bytes if plan.margin else None,
+        "margin": (
+            {
+                "constraint": plan.margin.constraint,
+                "rank": plan.margin.rank,
+                "slack_bytes": plan.margin.slack_bytes,
+                "band_bytes": plan.margin.band_bytes,
+                "required_bytes": plan.margin.required_bytes,
+            }
+            if plan.margin
+            else None
+        ),
         "engine_name": report.engine_name,
         "failure": plan.failure,
         "errors": list(plan.errors),

@@ -11,7 +11,7 @@ def render_plan_markdown(report: PlanReport) -> str:
     plan = report.plan
     cfg = plan.engine
     rank = plan.rank0
-    verdict = "**fits**" if plan.fits else f"**will not start** ({plan.failure})"
+    verdict = f"**{report.verdict}**" if plan.fits else f"**will not start** ({plan.failure})"
     out = [
         (
             f"### oomguard plan: `{plan.model.name}` on {cfg.total_gpus} x {plan.gpu.name}, "

@@ -6,8 +6,9 @@ import os
 import sys
 from typing import TextIO
 
-from oomguard.kinds import Provenance
+from oomguard.kinds import Provenance, Verdict
 from oomguard.ledger import LINE_LABELS, LedgerLine
+from oomguard.planning.margin import Margin
 from oomguard.planning.planner import RankLedger
 from oomguard.planning.report import PlanReport
 from oomguard.units import GiB
@@ -76,6 +77,17 @@ def _detail(text: str, verbose: bool) -> str:
     if verbose or len(text) <= DETAIL_WIDTH:
         return text
     return text[: DETAIL_WIDTH - 3] + "..."
+
+
+def _margin_text(margin: Margin, marginal: bool) -> str:
+    what = "its estimates' bands" if margin.required_bytes == margin.band_bytes else "--safety"
+    text = (
+        f"  margin: {margin.slack_bytes / GiB:.2f} GiB to spare on {margin.constraint} ({margin.rank}); "
+        f"{what} ask {margin.required_bytes / GiB:.2f} GiB"
+    )
+    if marginal:
+        text += ": it may not start (check fails on it unless --allow-marginal)"
+    return text
 
 
 def _total_kind(report: PlanReport) -> str:
@@ -151,12 +163,18 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
         ),
         "",
     ]
+    if report.fewest is not None:
+        lines += [style.bold(f"fewest: {report.fewest[0]} GPUs"), f"  {report.fewest[1]}", ""]
     if plan.fits:
+        marginal = report.verdict == Verdict.MARGINAL
         lines.append(
-            style.good("FITS") + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
+            (style.warn("MARGINAL") if marginal else style.good("FITS"))
+            + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
             f"{plan.kv.kv_cache_tokens:,} tokens; {plan.kv.max_concurrency:.2f}x concurrency at "
             f"{cfg.max_model_len:,} tokens per request"
         )
+        if plan.margin is not None:
+            lines.append(_margin_text(plan.margin, marginal))
     else:
         lines.append(style.bad("WILL NOT START") + f"  ({plan.failure})")
         for error in plan.errors:

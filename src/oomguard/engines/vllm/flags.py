@@ -1,8 +1,9 @@
 """`vllm serve MODEL --flag value ...` and `--config file.yaml`, as users type them, -> ServeArgs.
 
 Only what the user wrote is recorded here (typed, under vLLM's field names); defaults are resolved later,
-per version and GPU, in `config.py`. Flags that do not change memory are accepted silently; flags we do not
-know are kept and listed, never fatal, since vLLM grows new flags every release.
+per version and GPU, in `config.py`. Names are read as vLLM's parser reads them (`cli_flags.py`: underscores,
+unique prefixes). Flags vLLM has that change no memory figure are kept and listed; flags vLLM itself would
+refuse are recorded in `refused` (the planner turns them into vLLM's "unrecognized arguments" error).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oomguard.engines.vllm import cli_flags
 from oomguard.errors import ConfigError
 from oomguard.units import parse_bytes
 from oomguard.yaml_input import load_yaml
@@ -266,6 +268,8 @@ IGNORED_FLAGS: dict[str, bool] = {
 }
 
 _BY_NAME: dict[str, FlagSpec] = {name: spec for spec in MEMORY_FLAGS for name in spec.names}
+# Every flag name oomguard's tables know, some from versions before 0.33 (--speculative-model).
+OOMGUARD_KNOWN = frozenset(_BY_NAME) | frozenset(IGNORED_FLAGS)
 _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
 
@@ -277,6 +281,21 @@ class ServeArgs:
     values: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     unknown_flags: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # what vLLM's own parser would refuse, as its error says it
+    legacy_flags: tuple[str, ...] = ()  # flags of older vLLM versions that 0.33's parser no longer has
+
+    def merged_with(self, other: ServeArgs) -> ServeArgs:
+        """`other` over this one (values, env); unknown, refused and legacy flags of both."""
+        values = dict(self.values)
+        values.update(other.values)
+        return ServeArgs(
+            other.model or self.model,
+            values,
+            {**self.env, **other.env},
+            self.unknown_flags + other.unknown_flags,
+            self.refused + other.refused,
+            self.legacy_flags + other.legacy_flags,
+        )
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
@@ -284,11 +303,12 @@ class ServeArgs:
     def with_values(self, **changes: Any) -> ServeArgs:
         merged = dict(self.values)
         merged.update(changes)
-        return ServeArgs(self.model, merged, self.env, self.unknown_flags)
+        return ServeArgs(self.model, merged, self.env, self.unknown_flags, self.refused, self.legacy_flags)
 
     def to_argv(self) -> list[str]:
-        """The command back as `vllm serve` flags (used to print fixes as commands)."""
-        argv = ["vllm", "serve", self.model or "MODEL"]
+        """The command back as `vllm serve` flags (used to print fixes as commands), with its env prefix."""
+        argv = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
+        argv += ["vllm", "serve", self.model or "MODEL"]
         for name, value in self.values.items():
             if name == "model":
                 continue
@@ -296,7 +316,7 @@ class ServeArgs:
             if isinstance(value, bool):
                 argv.append(flag if value else "--no-" + flag[2:])
             elif isinstance(value, (dict, list)):
-                argv += [flag, json.dumps(value, separators=(",", ":"))]
+                argv += [flag, shlex.quote(json.dumps(value, separators=(",", ":")))]
             else:
                 argv += [flag, str(value)]
         return argv
@@ -338,6 +358,8 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
     tokens, env = _strip_launcher(argv)
     values: dict[str, Any] = {}
     unknown: list[str] = []
+    refused: list[str] = []
+    legacy: list[str] = []
     model: str | None = None
     config_files: list[str] = []
     i = 0
@@ -348,9 +370,10 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
             if model is None:
                 model = token
             else:
-                unknown.append(token)
+                refused.append(token)
             continue
         name, has_inline, inline = token.partition("=")
+        name = cli_flags.normalize(name)
         # `-O3` style (digit glued to a short flag)
         if not has_inline and re.match(r"^-O\d$", name):
             name, inline, has_inline = "-O", name[2:], "="
@@ -361,6 +384,17 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
                 inline, i = tokens[i], i + 1
             config_files.append(inline)
             continue
+        if name not in _BY_NAME and name not in IGNORED_FLAGS and "." not in name:
+            try:
+                name = cli_flags.resolve(name, OOMGUARD_KNOWN)
+            except cli_flags.RefusedFlagError as err:
+                takes = not has_inline and i < len(tokens) and not tokens[i].startswith("-")
+                why = f" ({err.message.partition(': ')[2]})" if "ambiguous" in err.message else ""
+                refused.append((f"{token} {tokens[i]}" if takes else token) + why)
+                i += 1 if takes else 0
+                continue
+        if name in OOMGUARD_KNOWN and name not in cli_flags.vllm_flags() and not _negated_switch(name):
+            legacy.append(name)
         negated = name.startswith("--no-") and ("--" + name[5:]) in _BY_NAME
         spec = _BY_NAME.get("--" + name[5:] if negated else name)
         if spec is None:
@@ -378,8 +412,9 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
                 continue
             takes_value = IGNORED_FLAGS.get(name)
             if takes_value is None:
+                # A vLLM flag that changes no modelled figure: kept and listed.
                 unknown.append(token)
-                takes_value = not has_inline and i < len(tokens) and not tokens[i].startswith("-")
+                takes_value = bool(cli_flags.takes_value(name)) and not has_inline and i < len(tokens)
                 if takes_value:
                     unknown[-1] = f"{token} {tokens[i]}"
             if takes_value and not has_inline:
@@ -407,7 +442,13 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
         if model is None:
             model = file_values.model
         unknown += file_values.unknown_flags
-    return ServeArgs(model, values, env, tuple(unknown))
+        refused += file_values.refused
+        legacy += file_values.legacy_flags
+    return ServeArgs(model, values, env, tuple(unknown), tuple(refused), tuple(legacy))
+
+
+def _negated_switch(name: str) -> bool:
+    return name.startswith("--no-") and ("--" + name[5:]) in cli_flags.vllm_flags()
 
 
 def _scalar(text: str) -> Any:
@@ -428,19 +469,30 @@ def _bool(flag: str, text: str) -> bool:
     raise ConfigError(f"{flag} expects true or false, got {text!r}")
 
 
-def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
-    """YAML / JSON / Python kwargs (`tensor_parallel_size: 2`, `tensor-parallel-size: 2`) -> ServeArgs."""
+def args_from_mapping(mapping: Mapping[str, Any], *, where: str, strict: bool = False) -> ServeArgs:
+    """YAML / JSON / Python kwargs (`tensor_parallel_size: 2`, `tensor-parallel-size: 2`) -> ServeArgs.
+    `strict`: the keys are a `vllm serve --config` file's, refused as vLLM's parser refuses unknown flags."""
     values: dict[str, Any] = {}
     unknown: list[str] = []
+    refused: list[str] = []
+    legacy: list[str] = []
     model = None
     for raw_key, raw_value in mapping.items():
         key = str(raw_key).strip().lstrip("-").replace("-", "_")
         if key == "model" or key == "model_tag":
             model = str(raw_value)
             continue
-        spec = _BY_NAME.get("--" + key.replace("_", "-"))
+        flag = "--" + key.replace("_", "-")
+        if strict and flag not in cli_flags.vllm_flags():
+            # vLLM's --config turns every key into `--key value`: its parser refuses what it does not know.
+            if flag in OOMGUARD_KNOWN:
+                legacy.append(flag)
+            else:
+                refused.append(f"{key}: {raw_value}{cli_flags.hint(flag)} (in {where})")
+                continue
+        spec = _BY_NAME.get(flag)
         if spec is None:
-            if "--" + key.replace("_", "-") not in IGNORED_FLAGS:
+            if flag not in IGNORED_FLAGS:
                 unknown.append(f"{key}: {raw_value}")
             continue
         if spec.parse is None:
@@ -458,7 +510,7 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
             values[spec.field] = spec.parse("--" + key.replace("_", "-"), str(raw_value))
     if where and not isinstance(mapping, Mapping):
         raise ConfigError(f"{where}: expected a mapping of vLLM options")
-    return ServeArgs(model, values, {}, tuple(unknown))
+    return ServeArgs(model, values, {}, tuple(unknown), tuple(refused), tuple(legacy))
 
 
 def load_config_yaml(path: str) -> ServeArgs:
@@ -472,4 +524,4 @@ def load_config_yaml(path: str) -> ServeArgs:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of vLLM options, got {type(data).__name__}")
-    return args_from_mapping(data, where=path)
+    return args_from_mapping(data, where=path, strict=True)
