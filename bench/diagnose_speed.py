@@ -1,100 +1,155 @@
-"""Streaming speed and memory of `diagnose` on a large server log.
+"""Speed and memory of `oomguard diagnose` on a production-like server log, beside `grep -c` on the same file.
 
-Generates a realistic vLLM V1 log (startup ledger, then access lines, periodic stats lines, scheduler
-warnings, and a runtime CUDA OOM traceback near the end) of the requested size in /tmp, reads it through the
-full evidence pipeline on one core, prints MB/s and peak RSS, and deletes the file.
-Usage: python bench/diagnose_speed.py [size_mb=1024]
+The log is the shape of a real vLLM server's day: a third of its lines the periodic engine stats line, most of
+the rest access-log lines, a few warnings, a runtime CUDA OOM traceback at the end. It is written to /tmp by
+../shared/tools/bench_inputs/make_server_log.py when that generator is there (else by the same mix below),
+read by the real CLI in a child process (wall time, CPU time, peak RSS), compared with `grep -c` over the same
+file in the same run (the machine's speed at that moment), and, with --verify, with the full read (every line
+to every parser): the top cause, its KV-usage evidence line and that line's number must be identical.
+The file is deleted at the end.
+
+Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify]     (default: 300 1024)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
-from oomguard.diagnose.diagnosis import diagnose
-from oomguard.diagnose.read import read_evidence
+REPO = Path(__file__).resolve().parents[1]
+GENERATOR = REPO.parent / "shared" / "tools" / "bench_inputs" / "make_server_log.py"
+TARGET_MB_S = 150
+MAX_RSS_MIB = 256
 
-STARTUP = """(APIServer pid=1) INFO 10-14 16:59:01 [utils.py:278] non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 32768, 'gpu_memory_utilization': 0.95}
-(EngineCore_DP0 pid=312) INFO 10-14 16:59:05 [core.py:129] Initializing a V1 LLM engine (v0.31.0) with config: model='meta-llama/Llama-3.1-8B-Instruct', dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=1, pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto
-(EngineCore_DP0 pid=312) INFO 10-14 16:59:40 [gpu_model_runner.py:5405] Model loading took 14.99 GiB memory and 30.1 seconds
-(EngineCore_DP0 pid=312) INFO 10-14 17:00:05 [gpu_worker.py:563] Available KV cache memory: 56.61 GiB
-(EngineCore_DP0 pid=312) INFO 10-14 17:00:05 [kv_cache_utils.py:2464] GPU KV cache size: 463,744 tokens, Maximum concurrency for 32,768 tokens per request: 14.15x
-(EngineCore_DP0 pid=312) INFO 10-14 17:00:31 [gpu_model_runner.py:6913] Graph capturing finished in 26 secs, took 0.94 GiB
-(APIServer pid=1) INFO 10-14 17:00:33 [launcher.py:44] Application startup complete.
-"""
-CRASH = """(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851] EngineCore encountered a fatal error.
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851] Traceback (most recent call last):
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 842, in run_engine_core
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851]     engine_core.run_busy_loop()
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851]   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/llama.py", line 287, in forward
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851]     hidden_states = self.mlp(hidden_states)
-(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.21 GiB is free. Including non-PyTorch memory, this process has 77.96 GiB memory in use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 1.02 GiB is reserved by PyTorch but unallocated.
-"""
+HEAD = [
+    "INFO 11-29 07:00:01 [api_server.py:1880] vLLM API server version 0.33.0",
+    (
+        "INFO 11-29 07:00:01 [utils.py:278] non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', "
+        "'max_model_len': 32768, 'gpu_memory_utilization': 0.95, 'max_num_batched_tokens': 32768}"
+    ),
+    "(EngineCore pid=120) INFO 11-29 07:00:30 [gpu_worker.py:508] Available KV cache memory: 55.1 GiB",
+    (
+        "(EngineCore pid=120) INFO 11-29 07:00:30 [kv_cache_utils.py:1733] GPU KV cache size: 451,376 tokens, "
+        "Maximum concurrency for 32,768 tokens per request: 13.77x"
+    ),
+]
+TAIL = [
+    "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] EngineCore encountered a fatal error.",
+    "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] Traceback (most recent call last):",
+    (
+        '(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935]   File "/usr/local/lib/python3.12/dist-packages/'
+        'vllm/model_executor/models/llama.py", line 261, in forward'
+    ),
+    (
+        "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] torch.OutOfMemoryError: CUDA out of memory. Tried "
+        "to allocate 3.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.21 GiB is free. Including "
+        "non-PyTorch memory, this process has 77.96 GiB memory in use. Of the allocated memory 74.02 GiB is "
+        "allocated by PyTorch, and 1.31 GiB is reserved by PyTorch but unallocated."
+    ),
+]
 
 
-def generate(path: str, size: int) -> None:
-    rng = random.Random(7)
+def generate(path: str, size_mb: int) -> str:
+    """Write the log; returns which generator wrote it."""
+    if GENERATOR.is_file():
+        subprocess.run([sys.executable, str(GENERATOR), path, str(size_mb)], check=True)
+        return GENERATOR.name
+    rnd = random.Random(7)
     with open(path, "w") as out:
-        out.write(STARTUP)
-        written, second = len(STARTUP), 0
-        chunk: list[str] = []
-        while written < size:
-            second += 1
-            hh, mm, ss = 17 + second // 3600 % 6, second // 60 % 60, second % 60
-            for _ in range(rng.randint(8, 14)):
-                ip = f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
-                chunk.append(
-                    f'(APIServer pid=1) INFO:     {ip}:{rng.randint(30000, 60000)} - "POST /v1/chat/completions '
-                    f'HTTP/1.1" 200 OK\n'
-                )
-            if second % 10 == 0:
-                chunk.append(
-                    f"(APIServer pid=1) INFO 10-14 {hh:02d}:{mm:02d}:{ss:02d} [loggers.py:123] Engine 000: Avg prompt "
-                    f"throughput: {rng.uniform(500, 3000):.1f} tokens/s, Avg generation throughput: "
-                    f"{rng.uniform(300, 900):.1f} tokens/s, Running: {rng.randint(10, 60)} reqs, Waiting: 0 reqs, "
-                    f"GPU KV cache usage: {rng.uniform(5, 40):.1f}%, Prefix cache hit rate: {rng.uniform(20, 60):.1f}%\n"
-                )
-            if second % 97 == 0:
-                chunk.append(
-                    f"(APIServer pid=1) WARNING 10-14 {hh:02d}:{mm:02d}:{ss:02d} [protocol.py:70] The following "
-                    "fields were present in the request but ignored: {'stream_options'}\n"
-                )
-            if len(chunk) > 5000:
-                text = "".join(chunk)
-                out.write(text)
-                written += len(text)
-                chunk = []
-        out.write("".join(chunk) + CRASH)
+        out.write("\n".join(HEAD) + "\n")
+        written, target = 0, size_mb << 20
+        while written < target:
+            lines = []
+            for _ in range(1000):
+                k, t = rnd.random(), f"11-29 08:{rnd.randrange(60):02d}:{rnd.randrange(60):02d}"
+                if k < 0.6:
+                    lines.append(
+                        f'(APIServer pid=1) INFO {t} [loggers.py:257] "POST /v1/chat/completions HTTP/1.1" 200 OK'
+                    )
+                elif k < 0.95:
+                    lines.append(
+                        f"(APIServer pid=1) INFO {t} [loggers.py:123] Engine 000: Avg prompt throughput: "
+                        f"{rnd.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
+                        f"{rnd.uniform(0, 3000):.1f} tokens/s, Running: {rnd.randrange(64)} reqs, Waiting: "
+                        f"{rnd.randrange(8)} reqs, GPU KV cache usage: {rnd.uniform(0, 40):.1f}%, Prefix cache "
+                        f"hit rate: {rnd.uniform(0, 60):.1f}%"
+                    )
+                else:
+                    lines.append(
+                        f"(APIServer pid=1) WARNING {t} [protocol.py:93] The following fields were present in "
+                        "the request but ignored: {'stream_options'}"
+                    )
+            chunk = "\n".join(lines) + "\n"
+            out.write(chunk)
+            written += len(chunk)
+        out.write("\n".join(TAIL) + "\n")
+    return "the mix in bench/diagnose_speed.py"
 
 
-def main(argv: list[str]) -> int:
-    size_mb = int(argv[0]) if argv else 1024
+def timed(cmd: list[str]) -> tuple[float, float, int, str]:
+    """Wall seconds, CPU seconds, peak RSS (MiB) of the child, its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, after.ru_maxrss // 1024, proc.stdout
+
+
+def answer(report: dict[str, Any]) -> tuple[str, str, str]:
+    """The top cause and its KV-usage evidence line: (class, source:line, why)."""
+    top = report["causes"][0]
+    kv = next((e for e in top["evidence"] if "KV usage" in e["why"]), {"where": "-", "why": "-"})
+    return top["class"], kv["where"], kv["why"]
+
+
+def bench(size_mb: int, verify: bool) -> bool:
     fd, path = tempfile.mkstemp(prefix="oomguard-bench-", suffix=".log", dir="/tmp")
     os.close(fd)
     try:
-        t0 = time.perf_counter()
-        generate(path, size_mb << 20)
-        gen_s = time.perf_counter() - t0
+        made_by = generate(path, size_mb)
         size = os.path.getsize(path)
-        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        t0 = time.perf_counter()
-        evidence = read_evidence([path])
-        result = diagnose(evidence)
-        secs = time.perf_counter() - t0
-        rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        subprocess.run(["cat", path], check=True, stdout=subprocess.DEVNULL)  # warm the page cache
+        grep_wall, grep_cpu, _, _ = timed(["grep", "-c", "KV cache usage", path])
+        cli = [sys.executable, "-m", "oomguard", "diagnose", "--json", path]
+        wall, cpu, rss, out = timed(cli)
+        fast = answer(json.loads(out))
+        full = None
+        if verify:
+            full_wall, _, _, full_out = timed([*cli, "--every-line"])
+            full = answer(json.loads(full_out))
     finally:
         os.unlink(path)
-    print(f"{'log size':<22} {size / 1e6:,.0f} MB  (generated in {gen_s:.1f} s)")
-    print(f"{'read + diagnose':<22} {secs:.2f} s")
-    print(f"{'throughput':<22} {size / 1e6 / secs:,.0f} MB/s  (target >= 100)")
-    print(f"{'peak RSS':<22} {rss_after / 1024:,.0f} MiB  (before reading: {rss_before / 1024:,.0f} MiB)")
-    print(f"{'facts kept':<22} {len(list(evidence)):,} of {len(evidence):,} seen")
-    print(f"{'top cause':<22} {result.causes[0].cls} ({result.causes[0].confidence:.0%})")
-    return 0
+    mb = size / 1e6
+    print(f"log: {mb:,.0f} MB written by {made_by}")
+    print(f"  grep -c            {mb / grep_wall:7,.0f} MB/s  ({grep_wall:.2f} s wall, {grep_cpu:.2f} s CPU)")
+    print(
+        f"  oomguard diagnose  {mb / wall:7,.0f} MB/s  ({wall:.2f} s wall, {cpu:.2f} s CPU = {mb / cpu:,.0f} MB/s "
+        f"of CPU; target >= {TARGET_MB_S} MB/s)"
+    )
+    print(f"  peak RSS           {rss:7,} MiB  (target < {MAX_RSS_MIB})")
+    print(f"  top cause          {fast[0]}; KV-usage evidence at {fast[1]}: {fast[2]}")
+    same = True
+    if full is not None:
+        same = full == fast
+        print(f"  full read          {mb / full_wall:7,.1f} MB/s; same cause, line and number: {same}")
+    return same and rss < MAX_RSS_MIB
+
+
+def main(argv: list[str]) -> int:
+    verify = "--verify" in argv
+    sizes = [int(a) for a in argv if a != "--verify"] or [300, 1024]
+    ok = all(bench(size, verify) for size in sizes)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from oomguard.diagnose.diagnosis import diagnose
-from oomguard.diagnose.read import read_evidence, require_evidence
+from oomguard.diagnose.read import Reading, read_evidence, require_evidence
 from oomguard.diagnose.render import render_json, render_markdown, render_text
 from oomguard.errors import InputFormatError
 
@@ -29,8 +29,17 @@ def main(argv: list[str]) -> int:
         "--json", action="store_true", help="one JSON object (causes ordered by likelihood, setup)"
     )
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into an issue")
+    parser.add_argument(
+        "--every-line",
+        action="store_true",
+        help="hand every line of large logs to every parser (slow: the reference the fast reader equals)",
+    )
     args = parser.parse_args(argv)
-    evidence = read_evidence(args.evidence, stdin=sys.stdin.buffer if "-" in args.evidence else None)
+    evidence = read_evidence(
+        args.evidence,
+        stdin=sys.stdin.buffer if "-" in args.evidence else None,
+        how=Reading.EVERY_LINE if args.every_line else Reading.AUTO,
+    )
     require_evidence(evidence)
     result = diagnose(evidence)
     text = (

@@ -314,6 +314,12 @@ class _Kept:
     def all(self) -> list[Fact]:
         return self.first + list(self.last)
 
+    def skip(self, n: int) -> None:
+        """n facts seen and not kept: only valid when `first` is full and KEEP_LAST facts follow them."""
+        if n and len(self.first) < KEEP_FIRST:
+            raise ValueError("skipped facts would have been kept among the first")
+        self.seen += n
+
 
 @dataclass
 class Document:
@@ -340,6 +346,19 @@ class Evidence:
         if kept is None:
             kept = self._kept[type(fact)] = _Kept()
         kept.add(fact)
+
+    def room_first(self, kind: type[Fact]) -> int:
+        """How many more facts of `kind` would be kept as the first ones."""
+        kept = self._kept.get(kind)
+        return KEEP_FIRST - (len(kept.first) if kept else 0)
+
+    def skip(self, kind: type[Fact], n: int) -> None:
+        """Count n facts of `kind` that a reader saw in bulk and did not build: the store would not keep them
+        (its first ones are taken and at least KEEP_LAST more of the kind follow them)."""
+        kept = self._kept.get(kind)
+        if kept is None:
+            kept = self._kept[kind] = _Kept()
+        kept.skip(n)
 
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:

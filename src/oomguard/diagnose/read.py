@@ -1,16 +1,20 @@
 """Evidence in, facts out: every input is detected and handed to its reader; what cannot be read is said.
 
 Small text documents go line by line through every line parser (and the prose reader); large ones through
-the anchored fast path (scan.py). Pickles go to the restricted snapshot reader, Prometheus scrapes to the
+the gated reader (gated.py), which hands the parsers only the lines holding their declared triggers. Pickles go to the restricted snapshot reader, Prometheus scrapes to the
 metrics parser, cgroup files to the cgroup reader.
 """
 
 from __future__ import annotations
 
+import enum
+import io
+import os
+import stat
 from types import ModuleType
 from typing import BinaryIO
 
-from oomguard.diagnose import detect, scan
+from oomguard.diagnose import detect, gated, progress, scan
 from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs
 from oomguard.diagnose.sources import (
@@ -26,7 +30,7 @@ from oomguard.diagnose.sources import (
     traceback,
     vllm_log,
 )
-from oomguard.diagnose.sources.base import Context, split_prefix
+from oomguard.diagnose.sources.base import Context, LineParser
 from oomguard.errors import InputFormatError
 
 LINE_SOURCES: tuple[ModuleType, ...] = (
@@ -39,28 +43,31 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     kubectl,
     free,
 )
-# Gates for the middle of large logs: every error line ("rror"/"RROR": exceptions, ERROR-level traceback lines,
-# HSA/NCCL errors), memory line ("emory": OOM text, startup ledger, free-memory errors), size ("iB": "Tried to
-# allocate", graph and weight sizes), KV stats line ("KV "), kill ("ill": Killed, oom-kill, OOMKilled) and exit
-# status ("xit": exit code 137), stack frames of unprefixed tracebacks ('File "'). Few gates keep the scan fast;
-# the head and tail are read in full anyway.
-GATES: tuple[bytes, ...] = (b"rror", b"RROR", b"emory", b"iB", b"KV ", b"ill", b"xit", b"usage", b'File "')
 # Whole-document formats are read into memory up to this size (snapshots of big nodes run to hundreds of MB).
 MAX_WHOLE_DOCUMENT = 1 << 30
 
 
-def read_evidence(paths: list[str], stdin: BinaryIO | None = None) -> Evidence:
+class Reading(enum.Enum):
+    """How a text document's lines reach the parsers."""
+
+    AUTO = "auto"  # small documents: every line, prose included; large ones: gated
+    GATED = "gated"  # only the lines holding a parser's trigger (the fast path), whatever the size; no prose
+    EVERY_LINE = "every-line"  # every line to every line parser (the reference the fast path must equal); no
+    #                            prose beyond small documents
+
+
+def read_evidence(paths: list[str], stdin: BinaryIO | None = None, how: Reading = Reading.AUTO) -> Evidence:
     evidence = Evidence()
     skipped: list[str] = []
     for name, stream in iter_inputs(paths, skipped, stdin):
-        evidence.documents.append(read_one(name, stream, evidence))
+        evidence.documents.append(read_one(name, stream, evidence, how))
     evidence.skipped.extend(skipped)
     for doc in evidence.documents:
         evidence.skipped.extend(f"{doc.name}: {note}" for note in doc.skipped)
     return evidence
 
 
-def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
+def read_one(name: str, stream: BinaryIO, evidence: Evidence, how: Reading = Reading.AUTO) -> Document:
     first, complete, error = scan.read_all(stream, scan.SMALL_DOCUMENT)
     kind = detect.detect(name, first[:65536])
     doc = Document(name=name, kind=kind, bytes=len(first))
@@ -95,26 +102,34 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence) -> Document:
         doc.facts = len(evidence) - before
         doc.lines = data.count(b"\n")
         return doc
-    _read_text(name, first, complete, stream, evidence, doc)
+    _read_text(name, first, complete, stream, evidence, doc, how)
     return doc
 
 
 def _read_text(
-    name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document
+    name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document, how: Reading
 ) -> None:
     ctx = Context(name, evidence)
-    parsers = [m.Parser(ctx) for m in LINE_SOURCES]
+    parsers: list[LineParser] = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()
-    if complete:
+
+    if complete and how is Reading.AUTO:
         parsers.append(prose.Parser(ctx))
-        lines = scan.lines_of_small(first, stats)
+        stats.bytes = len(first)
+        for line in scan.lines_of_small(first, stats):
+            gated.feed_line(ctx, parsers, line)
     else:
-        lines = scan.lines_of_large(first, stream, GATES, stats)
-    for line in lines:
-        msg = split_prefix(line.text)
-        ctx.time = msg.time
-        for parser in parsers:
-            parser.feed(line, msg)
+        chunks = scan.iter_chunks(first, stream, stats)
+        if how is Reading.EVERY_LINE:
+            for line in scan.lines_of_chunks(chunks, stats):
+                gated.feed_line(ctx, parsers, line)
+        else:
+            reader = gated.GatedReader(ctx, parsers)
+            shown = progress.Progress(name, _size_of(stream))
+            try:
+                gated.read_gated(reader, chunks, stats, shown.update)
+            finally:
+                shown.close()
     for parser in parsers:
         parser.finish()
     doc.lines, doc.bytes, doc.facts = stats.lines, stats.bytes, ctx.facts
@@ -134,6 +149,18 @@ def _read_text(
             "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
             "cgroup or free output)"
         )
+
+
+def _size_of(stream: BinaryIO) -> int | None:
+    """The size of a plain file behind `stream` (for progress), None for pipes, archives and compressed data."""
+    raw = getattr(stream, "raw", None)
+    if not isinstance(raw, io.FileIO):
+        return None
+    try:
+        info = os.fstat(raw.fileno())
+    except (OSError, ValueError):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def require_evidence(evidence: Evidence) -> None:

@@ -1,11 +1,9 @@
 """Reading a text document as lines, fast, in bounded memory.
 
 Small documents (an issue paste, a kubectl describe) are read whole and every line goes to the parsers,
-narrative included. Large ones (a 1 GB server log) are read in chunks: the head (startup: flags, ledger) and
-the tail (the crash) line by line, the middle only where a line holds one of a few gate substrings that every
-failure and load line carries (`bytes.find` per gate runs in C at GB/s, so the Python work is proportional
-to the interesting lines, not to the file). Lines longer than MAX_LINE are cut
-(and counted), invalid UTF-8 is replaced (and counted): nothing stops the reading.
+narrative included. Large ones (a 1 GB server log) are read as line-aligned chunks of megabytes, which the
+gated reader (gated.py) scans for the parsers' triggers, or the full read splits into every line. Lines longer
+than MAX_LINE are cut (and counted), invalid UTF-8 is replaced (and counted): nothing stops the reading.
 """
 
 from __future__ import annotations
@@ -16,6 +14,7 @@ from typing import BinaryIO
 
 # Documents up to this size are read whole and parsed line by line (prose included).
 SMALL_DOCUMENT = 4 << 20
+# Large documents are read in chunks of this size (line-aligned).
 CHUNK = 16 << 20
 # Small reads for the head: a truncated gzip raises on the read that reaches the cut, losing that read's data.
 READ_BLOCK = 64 << 10
@@ -81,39 +80,44 @@ def _cut_long(lines: list[bytes], stats: ReadStats) -> list[bytes]:
     return lines
 
 
-def lines_of_small(data: bytes, stats: ReadStats) -> Iterator[Line]:
-    """Every line of a small document."""
+def lines_of_small(
+    data: bytes, stats: ReadStats, first_no: int = 1, lookahead: tuple[bytes, ...] = ()
+) -> Iterator[Line]:
+    """Every line of `data` (a small document, or one chunk of a large one: its lines are numbered from
+    `first_no` and the last ones see `lookahead`, the next chunk's first lines, as following)."""
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     _cut_long(raw_lines, stats)
     stats.lines += len(raw_lines)
-    stats.bytes += len(data)
-    for i, raw in enumerate(raw_lines):
-        raw = raw.rstrip(b"\r")
-        yield Line(i + 1, _decode(raw, stats), tuple(raw_lines[i + 1 : i + 1 + FOLLOWING]))
+    raw_lines.extend(lookahead)
+    n = len(raw_lines) - len(lookahead)
+    for i in range(n):
+        raw = raw_lines[i].rstrip(b"\r")
+        yield Line(first_no + i, _decode(raw, stats), tuple(raw_lines[i + 1 : i + 1 + FOLLOWING]))
 
 
-# Beyond the head, the last TAIL bytes (the crash and what led to it) are also parsed line by line.
-TAIL = 1 << 20
-# The head of a large document parsed line by line (startup: flags, versions, the memory ledger).
-HEAD = 1 << 20
+def head_lines(chunk: bytes) -> tuple[bytes, ...]:
+    """The first FOLLOWING lines of a chunk, cut as readers cut them (the following lines of the chunk before)."""
+    lines: list[bytes] = []
+    pos = 0
+    while len(lines) < FOLLOWING and pos < len(chunk):
+        end = chunk.find(b"\n", pos)
+        if end < 0:
+            end = len(chunk)
+        lines.append(chunk[pos : min(end, pos + MAX_LINE)])
+        pos = end + 1
+    return tuple(lines)
 
 
-def lines_of_large(
-    first: bytes, stream: BinaryIO, gates: tuple[bytes, ...], stats: ReadStats
-) -> Iterator[Line]:
-    """A large document: its head (`first`) and its tail line by line, the middle through the gates.
-
-    Chunks are processed one behind the read, so the last one is known when it is reached."""
-    stats.prefiltered = True
-    lineno = 0
-    cut = first.rfind(b"\n", 0, HEAD) + 1
-    head, carry = first[:cut], first[cut:]
-    for line in lines_of_small(head, stats):
-        yield line
-    lineno = stats.lines
-    pending: bytes | None = None
+def iter_chunks(first: bytes, stream: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
+    """A large document (`first`, then the rest of `stream`) as line-aligned chunks of at least CHUNK bytes (the
+    last one may end without a newline). A line longer than MAX_LINE is cut here to MAX_LINE + 1 bytes (readers
+    count it as cut), so memory stays bounded whatever the input."""
+    stats.bytes += len(first)
+    parts: list[bytes | memoryview] = [first]
+    size = len(first)
+    dropping = False  # inside the rest of a cut line: skip to its newline
     while True:
         try:
             block = stream.read(CHUNK)
@@ -121,68 +125,41 @@ def lines_of_large(
             stats.truncated = f"{type(err).__name__}: {err}"
             block = b""
         stats.bytes += len(block)
-        data = carry + block
         if not block:
-            body = (pending or b"") + data
-            split = body.rfind(b"\n", 0, max(0, len(body) - TAIL)) + 1
-            yield from _anchored(body[:split], lineno, gates, stats)
-            lineno += body.count(b"\n", 0, split)
-            stats.lines += body.count(b"\n", 0, split)
-            tail_stats = ReadStats()
-            for line in lines_of_small(body[split:], tail_stats):
-                yield Line(line.no + lineno, line.text, line._after)
-            stats.lines += tail_stats.lines
-            stats.bad_utf8_lines += tail_stats.bad_utf8_lines
-            stats.cut_lines += tail_stats.cut_lines
+            if size:
+                yield b"".join(parts)
             return
-        end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) > MAX_LINE:  # one enormous line: keep its head, drop the rest of it
-            stats.cut_lines += 1
-            end = len(data)
-            data = data[:MAX_LINE] + b"\n"
-            end = len(data)
-        body, carry = data[:end], data[end:]
-        if pending is not None:
-            yield from _anchored(pending, lineno, gates, stats)
-            newlines = pending.count(b"\n")
-            lineno += newlines
-            stats.lines += newlines
-        pending = body
-
-
-def _anchored(body: bytes, lineno: int, gates: tuple[bytes, ...], stats: ReadStats) -> Iterator[Line]:
-    """Lines of `body` holding a gate substring (bytes.find per gate runs in C at GB/s)."""
-    starts: set[int] = set()
-    for anchor in gates:
-        find, rfind = body.find, body.rfind
-        pos = find(anchor)
-        while pos >= 0:
-            start = rfind(b"\n", 0, pos) + 1
-            starts.add(start)
-            nl = find(b"\n", pos)
+        view = memoryview(block)
+        if dropping:
+            nl = block.find(b"\n")
             if nl < 0:
-                break
-            pos = find(anchor, nl)
-    if not starts:
-        return
-    last_start, last_no = 0, lineno + 1
-    count = body.count
-    for start in sorted(starts):
-        no = last_no + count(b"\n", last_start, start)
-        last_start, last_no = start, no
-        end = body.find(b"\n", start)
-        if end < 0:
-            end = len(body)
-        raw = body[start:end]
-        if len(raw) > MAX_LINE:
-            raw = raw[:MAX_LINE]
-            stats.cut_lines += 1
-        after: list[bytes] = []
-        pos = end + 1
-        while len(after) < FOLLOWING and pos < len(body):
-            nxt = body.find(b"\n", pos)
-            if nxt < 0:
-                nxt = len(body)
-            after.append(body[pos : min(nxt, pos + MAX_LINE)])
-            pos = nxt + 1
-        yield Line(no, _decode(raw.rstrip(b"\r"), stats), tuple(after))
+                continue
+            view, dropping = view[nl:], False
+        end = block.rfind(b"\n") + 1
+        if end <= len(block) - len(view) or size + end < CHUNK:  # no whole line yet, or not enough of them
+            parts.append(view)
+            size += len(view)
+            if size > CHUNK + MAX_LINE and b"\n" not in block:  # one line as long as a chunk: cut it
+                line = b"".join(parts)
+                cut = line.rfind(b"\n") + 1
+                parts, size = [line[: cut + MAX_LINE + 1]], cut + MAX_LINE + 1
+                dropping = True
+            continue
+        start = len(block) - len(view)
+        parts.append(view[: end - start])
+        yield b"".join(parts)
+        parts, size = [view[end - start :]], len(block) - end
+
+
+def lines_of_chunks(chunks: Iterator[bytes], stats: ReadStats) -> Iterator[Line]:
+    """Every line of a chunked document, numbered through, each with its following lines."""
+    pending: bytes | None = None
+    first_no = 1
+    for chunk in chunks:
+        if pending is not None:
+            before = stats.lines
+            yield from lines_of_small(pending, stats, first_no, head_lines(chunk))
+            first_no += stats.lines - before
+        pending = chunk
+    if pending is not None:
+        yield from lines_of_small(pending, stats, first_no, ())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from oomguard.diagnose.evidence import Evidence, Fact, Signal, StartupNumber, Where, clip
 from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.triggers import Series, Triggers
 
 
 class Context:
@@ -189,10 +191,20 @@ def to_float(text: str) -> float | None:
 
 
 class LineParser:
-    """One evidence kind's reader: fed every line of a text with its prefix split off, told when the text ends."""
+    """One evidence kind's reader: fed the lines of a text with their prefix split off, told when the text ends.
+
+    A large text's reader feeds it only the lines holding one of its TRIGGERS (and every line while it is busy);
+    see triggers.py for the contract."""
+
+    TRIGGERS: ClassVar[Triggers]
+    SERIES: ClassVar[tuple[Series, ...]] = ()
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+    def busy(self) -> bool:
+        """Inside a multi-line block: every line matters, triggers or not."""
+        return False
 
     def feed(self, line: Line, msg: Message) -> None:
         raise NotImplementedError

@@ -9,6 +9,7 @@ import re
 from oomguard.diagnose.evidence import Evidence, HostMemory, Signal, Where
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 
 # memory.current within this fraction of memory.max counts as "at the limit" (the kernel reclaims, then kills).
 AT_LIMIT_FRACTION = 0.97
@@ -79,6 +80,8 @@ def read_document(name: str, base: str, data: bytes, evidence: Evidence) -> int:
 
 class Parser(LineParser):
     """The same facts from a text log: `oom_kill N` lines and `cat .../memory.max` followed by its value."""
+
+    TRIGGERS = Triggers(words=("oom_kill", *VALUE_FILES))
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body

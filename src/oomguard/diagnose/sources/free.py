@@ -7,6 +7,7 @@ import re
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 
 _HUMAN = {
     "B": 1,
@@ -26,6 +27,9 @@ KIB_THRESHOLD = 10_000_000
 
 
 class Parser(LineParser):
+    # The header ("total used free ..."), the unit ("free -m"), the rows ("Mem:", "-/+ buffers/cache:").
+    TRIGGERS = Triggers(words=("free", "Mem:", "-/+ buffers/cache:"))
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.header: list[str] = []

@@ -8,6 +8,7 @@ import re
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 
 _KILLED = re.compile(
     r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+) \((?P<name>[^)]*)\)"
@@ -18,6 +19,10 @@ _KIB = 1 << 10
 
 
 class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=("Killed", "oom-kill:", "invoked oom-killer", "oom_reaper: reaped", "NV_ERR_NO_MEMORY")
+    )
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "Killed process" in body:

@@ -8,6 +8,7 @@ import re
 from oomguard.diagnose.evidence import HostMemory
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 
 # Kubernetes quantities (binary and decimal suffixes).
 _QUANTITY = {
@@ -29,17 +30,20 @@ _EXIT = re.compile(
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 
 
+# Lines without one of these are not kubectl's or docker's (the section headers are among them).
+_WORDS = ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
+
+
 class Parser(LineParser):
+    TRIGGERS = Triggers(words=_WORDS)
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.section = ""  # 'limits' | 'requests' while inside those blocks of kubectl describe
 
     def feed(self, line: Line, msg: Message) -> None:
         body = line.text.strip()
-        if not any(
-            k in body
-            for k in ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
-        ):
+        if not any(k in body for k in _WORDS):
             return
         if body.startswith("Limits:"):
             self.section = "limits"

@@ -14,7 +14,8 @@ import re
 
 from oomguard.diagnose.evidence import GpuMemory, GpuProcess
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import Context, Message
+from oomguard.diagnose.sources.base import Context, LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
 from oomguard.errors import InputFormatError
 from oomguard.hardware import parse_nvidia_smi, parse_nvidia_smi_processes
 
@@ -26,7 +27,10 @@ _CSV_HEADER_KEYS = ("memory.total", "used_gpu_memory", "used_memory")
 _GPU_ROW_HINT = re.compile(r"(?i)\b(nvidia|tesla|quadro|geforce|rtx|a100|h100|h200|l40)\b")
 
 
-class Parser:
+class Parser(LineParser):
+    # Table lines start with "|", "+-" or "+=" (after any log prefix); the CSV by its header or a GPU row.
+    TRIGGERS = Triggers(words=("|", "+-", "+=", *_CSV_HEADER_KEYS, "MiB"))
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.kind = ""  # '' (outside a block) | 'table' | 'csv'
@@ -59,6 +63,9 @@ class Parser:
             self.kind = "csv"
             self._add(line.no, body)
             self._flush()
+
+    def busy(self) -> bool:
+        return self.kind != ""
 
     def _add(self, no: int, text: str) -> None:
         if text:

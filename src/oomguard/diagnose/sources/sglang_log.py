@@ -8,6 +8,7 @@ import re
 from oomguard.diagnose.evidence import Flags, LoadSample, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message, to_float
+from oomguard.diagnose.sources.triggers import Triggers
 from oomguard.diagnose.sources.vllm_log import clean_value, parse_argv
 from oomguard.units import GiB as _GIB
 
@@ -26,6 +27,28 @@ _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
 class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "#running-req",
+            "Load weight end",
+            "Load weight begin",
+            "profiled value",
+            "max_total_num_tokens",
+            "KV Cache is allocated",
+            "Memory pool end",
+            "Capture cuda graph begin",
+            "Capture cuda graph end",
+            "Prefill out of memory",
+            "Decode out of memory",
+            "Not enough memory",
+            "memory capacity is unbalanced",
+            "Retract",
+            "retract",
+            "ServerArgs(",
+            "sglang",
+        )
+    )
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if "token usage" in body and "#running-req" in body:

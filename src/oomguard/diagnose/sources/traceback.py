@@ -10,6 +10,7 @@ import re
 from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import SIZE, LineParser, Message, continuation, log_size, to_int
+from oomguard.diagnose.sources.triggers import Triggers
 
 _S = SIZE
 _TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
@@ -46,6 +47,30 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 
 class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            'File "',
+            "ray.exceptions.OutOfMemoryError",
+            "running low on memory",
+            "out of memory",
+            "OutOfMemory",
+            "Tried to allocate",
+            "memory mapping failed",
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+            "HSA_STATUS_ERROR_OUT_OF_MEMORY",
+            "OUT_OF_DEVICE_MEMORY",
+            "canUse32BitIndexMath",
+            "INT32_MAX",
+            "illegal memory access",
+            "NCCL error",
+            "Cannot allocate memory",
+            "bad_alloc",
+            "DefaultCPUAllocator: not enough memory",
+            "MemoryError",
+        ),
+        caseless=("deep_ep", "deepep", "nvshmem"),
+    )
+
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         if 'File "' in body:

@@ -14,6 +14,7 @@ import shlex
 from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message, continuation, to_float, to_int
+from oomguard.diagnose.sources.triggers import Series, Triggers
 from oomguard.units import GiB as _GIB
 
 _NUM = r"-?[\d,]*\.?\d+"
@@ -115,6 +116,78 @@ def clean_value(value: str) -> str:
 
 
 class Parser(LineParser):
+    # Each word is one `... in body` test of feed() below, or the literal its regexes require; "Running:" is the
+    # stats line (also the STATS series marker).
+    TRIGGERS = Triggers(
+        words=(
+            "Running:",
+            *SERVING_MARKERS,
+            "Model loading took",
+            "Loading model weights took",
+            "Starting to load model",
+            "Loading model from scratch",
+            "Loading safetensors checkpoint shards",
+            "Loading weights took",
+            "Available KV cache memory",
+            "KV cache size",
+            "Maximum concurrency",
+            "blocks:",
+            "total_gpu_memory",
+            "model weights take",
+            "torch peak memory increase",
+            "Free memory on device",
+            # _graphs: the literals of its regexes and of its capture markers
+            "Estimated CUDA graph memory",
+            "CUDA graph pool memory",
+            "Graph capturing finished",
+            "Capturing",
+            "CUDA graphs can take additional",
+            "max seq len",
+            "No available memory for the cache blocks",
+            "Cannot auto-fit max_model_len",
+            "Failed to load model - not enough GPU memory",
+            "warming up sampler",
+            "warming up pooler",
+            "Error in memory profiling",
+            "EngineDeadError",
+            "EngineCore encountered a fatal error",
+            "EngineCore encountered an issue",
+            "Engine core initialization failed",
+            "EngineCore failed to start",
+            "is preempted by PreemptionMode",
+            "profile run",
+            "Memory profiling takes",
+            "Starting profile",
+            "Encoder cache will be initialized",
+            "num_scheduled_tokens",
+            "kv_cache_usage=",
+            "num_running_reqs=",
+            "version",
+            "LLM engine",
+            "non-default args",
+            "llm_kwargs",
+            "engine_args",
+            "with config:",
+            # _command: the command line, its YAML list form ("- --flag"), and _CG_EQUIV's "--gpu-memory-..."
+            "--",
+            "serve",
+            "LLM(",
+            "VLLM_",
+            "PYTORCH_CUDA_ALLOC_CONF",
+        )
+    )
+    # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache usage:
+    # X%..." (V0 and V1), one LoadSample each.
+    SERIES = (
+        Series(
+            marker="Running:",
+            shape=rb"Running: \d+ reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): \d+ reqs, "
+            rb"(?:GPU |XPU |NPU )?KV cache usage: [\d.]+%[^\n]*",
+            fact=LoadSample,
+            quiet=SERVING_MARKERS,
+        ),
+    )
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.serving_seen = False

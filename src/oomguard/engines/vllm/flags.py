@@ -195,6 +195,23 @@ MEMORY_FLAGS: tuple[FlagSpec, ...] = (
     _flag("max_num_active_seqs", _int),
     _flag("mamba_cache_mode", _str),
     _flag("mamba_ssm_cache_dtype", _str),
+    # Host memory (processes, loading, host buffers): read by engines/vllm/host.py.
+    _flag("api_server_count", _int, "-asc"),
+    _flag("headless", None),
+    _flag("distributed_executor_backend", _str),
+    _flag("data_parallel_backend", _str, "-dpb"),
+    _flag("data_parallel_external_lb", None, "-dpe"),
+    _flag("data_parallel_hybrid_lb", None, "-dph"),
+    _flag("data_parallel_rank", _int, "-dpn"),
+    _flag("data_parallel_start_rank", _int, "-dpr"),
+    _flag("safetensors_load_strategy", _str),
+    _flag("model_loader_extra_config", _json),
+    _flag("max_parallel_loading_workers", _int),
+    _flag("kv_offloading_size", _float),
+    _flag("kv_offloading_backend", _str),
+    _flag("enable_sleep_mode", None),
+    _flag("mm_processor_cache_gb", _float),
+    _flag("mm_processor_cache_type", _str),
 )
 
 # Options that vLLM's YAML takes as a list besides the JSON-valued ones (`cuda-graph-sizes: [1, 2, 4]`).
@@ -226,16 +243,12 @@ IGNORED_FLAGS: dict[str, bool] = {
     "--generation-config": True,
     "--override-generation-config": True,
     "--log-level": True,
-    "--distributed-executor-backend": True,
     "--worker-cls": True,
     "--response-role": True,
     "--lora-modules": True,
     "--chat-template-content-format": True,
-    "--api-server-count": True,
     "--data-parallel-address": True,
     "--data-parallel-rpc-port": True,
-    "--data-parallel-start-rank": True,
-    "--data-parallel-backend": True,
     "--nnodes": True,
     "--node-rank": True,
     "--master-addr": True,
@@ -254,7 +267,6 @@ IGNORED_FLAGS: dict[str, bool] = {
     "--disable-log-requests": False,
     "--disable-log-stats": False,
     "--enable-log-requests": False,
-    "--headless": False,
     "--disable-frontend-multiprocessing": False,
     "--enable-prompt-tokens-details": False,
     "--enable-server-load-tracking": False,
@@ -262,9 +274,6 @@ IGNORED_FLAGS: dict[str, bool] = {
     "--enable-request-id-headers": False,
     "--enable-force-include-usage": False,
     "--no-enable-log-requests": False,
-    "--data-parallel-hybrid-lb": False,
-    "--data-parallel-external-lb": False,
-    "--enable-sleep-mode": False,
 }
 
 _BY_NAME: dict[str, FlagSpec] = {name: spec for spec in MEMORY_FLAGS for name in spec.names}

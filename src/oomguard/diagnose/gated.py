@@ -1,0 +1,303 @@
+"""The fast reader of large text documents: only the lines that can matter reach the parsers.
+
+Every line parser declares its triggers (sources/triggers.py). Each chunk of megabytes is scanned for all of
+them at once (Hyperscan, in C; a Python regex where Hyperscan is missing) and only the lines holding one are
+split from their prefix and handed to the parsers, plus every line while a parser is busy in a block. The
+periodic stats line is the one frequent line that matters: its series is matched over the chunk by one
+compiled regex and counted, and only the lines the evidence store keeps are parsed (the first ones, and the
+last KEEP_LAST of each chunk, which push every earlier one out of the store). The answer is the full read's:
+same facts, same line numbers, same counts; a chunk where that cannot be shown cheaply (invalid UTF-8, a line
+longer than MAX_LINE, a stats marker outside a well-formed stats line) is read like the full read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+from oomguard.diagnose.evidence import KEEP_LAST
+from oomguard.diagnose.scan import FOLLOWING, MAX_LINE, Line, ReadStats, head_lines, lines_of_small
+from oomguard.diagnose.sources.base import Context, LineParser, split_prefix
+from oomguard.diagnose.sources.triggers import Series
+
+
+def _load_hyperscan() -> ModuleType | None:
+    """Hyperscan scans for a hundred words at once at GB/s; without it (no wheel for the platform) a Python
+    regex does the same, slower."""
+    try:
+        return importlib.import_module("hyperscan")
+    except ImportError:
+        return None
+
+
+hyperscan = _load_hyperscan()
+
+# A line longer than MAX_LINE spans at least one whole block of this size without a newline.
+_LONG_PROBE = MAX_LINE // 2
+
+
+class TriggerScan:
+    """One compiled scan for a set of words: the start of every line that holds one of them."""
+
+    def __init__(self, words: Sequence[str], caseless: Sequence[str], use_hyperscan: bool = True) -> None:
+        exprs = [re.escape(w).encode() for w in words] + [re.escape(w).encode() for w in caseless]
+        self._regex: re.Pattern[bytes] | None = None
+        self._db = None
+        if not exprs:
+            return
+        if hyperscan is not None and use_hyperscan:
+            flags = [0] * len(words) + [hyperscan.HS_FLAG_CASELESS] * len(caseless)
+            self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        else:
+            alternatives = [e for e in exprs[: len(words)]] + [
+                b"(?i:" + e + b")" for e in exprs[len(words) :]
+            ]
+            self._regex = re.compile(b"|".join(alternatives))
+
+    def line_starts(self, data: bytes, start: int, end: int) -> list[int]:
+        """Starts (offsets in `data`) of the lines within [start, end) holding a word, in order."""
+        starts: list[int] = []
+        if self._db is not None:
+            last_end = -1
+            view = data if (start, end) == (0, len(data)) else data[start:end]
+
+            def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                nonlocal last_end
+                to += start
+                if to <= last_end:
+                    return
+                line_start = data.rfind(b"\n", 0, to) + 1
+                line_end = data.find(b"\n", to)
+                starts.append(line_start)
+                last_end = len(data) if line_end < 0 else line_end
+
+            self._db.scan(view, match_event_handler=on_match)
+        elif self._regex is not None:
+            pos = start
+            while True:
+                m = self._regex.search(data, pos, end)
+                if m is None:
+                    break
+                starts.append(data.rfind(b"\n", 0, m.start()) + 1)
+                nl = data.find(b"\n", m.end())
+                if nl < 0:
+                    break
+                pos = nl + 1
+        return starts
+
+
+@dataclass
+class _SeriesState:
+    series: Series
+    owner: LineParser
+    marker: bytes
+    shape: re.Pattern[bytes]
+    counter: re.Pattern[bytes]  # the shape with an empty group: findall() counts without copying the lines
+    started: bool = False  # its first line was parsed: its quiet words are no-ops from here on
+
+
+def feed_line(ctx: Context, parsers: Sequence[LineParser], line: Line) -> None:
+    """One line, split from its prefix, to the parsers."""
+    msg = split_prefix(line.text)
+    ctx.time = msg.time
+    for parser in parsers:
+        parser.feed(line, msg)
+
+
+class GatedReader:
+    """Feeds one document's parsers the lines that can matter, chunk by chunk."""
+
+    def __init__(self, ctx: Context, parsers: Sequence[LineParser], use_hyperscan: bool = True) -> None:
+        self.ctx = ctx
+        self.parsers = parsers
+        self.use_hyperscan = use_hyperscan
+        self.series = [
+            _SeriesState(s, p, s.marker.encode(), re.compile(s.shape), re.compile(b"(?:" + s.shape + b")()"))
+            for p in parsers
+            for s in type(p).SERIES
+        ]
+        self._scans: dict[frozenset[int], TriggerScan] = {}
+        self.next_no = 1  # the number of the next chunk's first line
+
+    def _scan(self) -> TriggerScan:
+        """The trigger scan for the current state: every parser's words but the series markers (counted on their
+        own) and the quiet words of the series already started (unless another parser needs them)."""
+        key = frozenset(i for i, s in enumerate(self.series) if s.started)
+        scan = self._scans.get(key)
+        if scan is None:
+            markers = {s.series.marker for s in self.series}
+            quiet = {w for i in key for w in self.series[i].series.quiet}
+            owners: dict[str, int] = {}
+            for p in self.parsers:
+                for w in set(type(p).TRIGGERS.words):
+                    owners[w] = owners.get(w, 0) + 1
+            quiet = {w for w in quiet if owners.get(w, 0) <= 1}
+            words: list[str] = []
+            caseless: list[str] = []
+            for p in self.parsers:
+                words += [w for w in type(p).TRIGGERS.words if w not in markers and w not in quiet]
+                caseless += list(type(p).TRIGGERS.caseless)
+            scan = self._scans[key] = TriggerScan(
+                sorted(set(words)), sorted(set(caseless)), self.use_hyperscan
+            )
+        return scan
+
+    def read_chunk(self, chunk: bytes, lookahead: tuple[bytes, ...], stats: ReadStats, last: bool) -> None:
+        if not _plain(chunk):
+            self._read_every_line(chunk, lookahead, stats)
+            return
+        counts = [len(s.counter.findall(chunk)) for s in self.series]
+        bulk = [c == chunk.count(s.marker) for c, s in zip(counts, self.series)]
+        hits = self._trigger_starts(chunk)
+        fed_series = [0] * len(self.series)
+        # Series lines holding no other trigger go to their own parser only (the others ignore such lines).
+        owner_only: dict[int, LineParser] = {}
+        for i, s in enumerate(self.series):
+            for start in self._series_starts(chunk, s, bulk[i]):
+                owner_only.setdefault(start, s.owner)
+        for start in hits:
+            owner_only.pop(start, None)
+        starts = sorted(set(hits).union(owner_only))
+        no, pos = self.next_no, 0
+        fed_until = -1  # lines before this offset were already fed (a busy parser's block)
+        for start in starts:
+            if start < fed_until:
+                continue
+            no += chunk.count(b"\n", pos, start)
+            pos = start
+            while True:
+                end = chunk.find(b"\n", pos)
+                if end < 0:
+                    end = len(chunk)
+                raw = chunk[pos:end]
+                for i, s in enumerate(self.series):
+                    if bulk[i] and s.marker in raw:
+                        fed_series[i] += 1
+                owner = owner_only.get(pos)
+                self._feed(raw, no, _following(chunk, end, lookahead), [owner] if owner else self.parsers)
+                for s in self.series:
+                    if not s.started and s.shape.search(raw[:MAX_LINE]) is not None:
+                        s.started = True
+                if end >= len(chunk) or not any(p.busy() for p in self.parsers):
+                    break
+                owner_only.pop(end + 1, None)
+                pos, no = end + 1, no + 1
+            fed_until = end + 1
+        for i, s in enumerate(self.series):
+            skipped = counts[i] - fed_series[i]
+            if bulk[i] and skipped > 0:
+                self.ctx.evidence.skip(s.series.fact, skipped)
+                self.ctx.facts += skipped
+        lines = no - self.next_no + chunk.count(b"\n", pos) + (0 if chunk.endswith(b"\n") else 1)
+        stats.lines += lines
+        self.next_no += lines
+
+    def _trigger_starts(self, chunk: bytes) -> list[int]:
+        """Lines holding a trigger; a series starting in this chunk quiets its words after its first line."""
+        starts: list[int] = []
+        pos = 0
+        while True:
+            first = None
+            for s in self.series:
+                if not s.started:
+                    m = s.shape.search(chunk, pos)
+                    if m is not None and (first is None or m.start() < first[1]):
+                        first = (s, m.start())
+            if first is None:
+                starts += self._scan().line_starts(chunk, pos, len(chunk))
+                return starts
+            s, at = first
+            end = chunk.find(b"\n", at)
+            end = len(chunk) if end < 0 else end + 1
+            starts += self._scan().line_starts(chunk, pos, end)
+            starts.append(chunk.rfind(b"\n", 0, at) + 1)  # the series' first line is always parsed
+            s.started = True
+            pos = end
+            if pos >= len(chunk):
+                return starts
+
+    def _series_starts(self, chunk: bytes, s: _SeriesState, bulk: bool) -> list[int]:
+        """The series lines to parse: all when the chunk's markers are not all in well-formed lines; else the
+        first ones while the store keeps the first of their kind, and the last KEEP_LAST."""
+        find, rfind, marker = chunk.find, chunk.rfind, s.marker
+        positions: list[int] = []
+        if not bulk:
+            pos = find(marker)
+            while pos >= 0:
+                positions.append(pos)
+                pos = find(marker, pos + 1)
+        else:
+            room = self.ctx.evidence.room_first(s.series.fact)
+            pos = find(marker)
+            while pos >= 0 and len(positions) < room:
+                positions.append(pos)
+                pos = find(marker, pos + 1)
+            pos, last = len(chunk), 0
+            while last < KEEP_LAST:
+                pos = rfind(marker, 0, pos)
+                if pos < 0:
+                    break
+                positions.append(pos)
+                last += 1
+        return [rfind(b"\n", 0, p) + 1 for p in positions]
+
+    def _feed(self, raw: bytes, no: int, after: tuple[bytes, ...], parsers: Sequence[LineParser]) -> None:
+        text = raw.rstrip(b"\r").decode("utf-8", "replace")
+        feed_line(self.ctx, parsers, Line(no, text, after))
+
+    def _read_every_line(self, chunk: bytes, lookahead: tuple[bytes, ...], stats: ReadStats) -> None:
+        before = stats.lines
+        for line in lines_of_small(chunk, stats, self.next_no, lookahead):
+            feed_line(self.ctx, self.parsers, line)
+            for s in self.series:
+                if not s.started and s.marker.decode() in line.text and s.shape.search(line.text.encode()):
+                    s.started = True
+        self.next_no += stats.lines - before
+
+
+def _plain(chunk: bytes) -> bool:
+    """Valid UTF-8 and no line longer than MAX_LINE: the fast reader's line texts and counts are the full
+    read's."""
+    if not chunk.isascii():
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+    if len(chunk) > MAX_LINE:
+        for block in range(0, len(chunk) - _LONG_PROBE + 1, _LONG_PROBE):
+            if chunk.find(b"\n", block, block + _LONG_PROBE) < 0:
+                return False
+    return True
+
+
+def _following(chunk: bytes, end: int, lookahead: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    after: list[bytes] = []
+    pos = end + 1
+    while len(after) < FOLLOWING and pos < len(chunk):
+        nxt = chunk.find(b"\n", pos)
+        if nxt < 0:
+            nxt = len(chunk)
+        after.append(chunk[pos : min(nxt, pos + MAX_LINE)])
+        pos = nxt + 1
+    if len(after) < FOLLOWING:
+        after += lookahead[: FOLLOWING - len(after)]
+    return tuple(after)
+
+
+def read_gated(
+    reader: GatedReader, chunks: Iterator[bytes], stats: ReadStats, on_chunk: Callable[[int], None]
+) -> None:
+    """Every chunk through the reader, each with the next chunk's first lines as lookahead."""
+    pending: bytes | None = None
+    for chunk in chunks:
+        if pending is not None:
+            reader.read_chunk(pending, head_lines(chunk), stats, False)
+            on_chunk(stats.bytes)
+        pending = chunk
+    if pending is not None:
+        reader.read_chunk(pending, (), stats, True)
+        on_chunk(stats.bytes)
