@@ -98,7 +98,7 @@ def _describe(base: Plan, candidate: Plan) -> str:
         )
     if not parts:
         parts.append(
-            f"{candidate.kv.kv_cache_tokens:,} KV tokens, {candidate.kv.max_concurrency:.1f}x concurrency"
+            f"{candidate.kv.kv_cache_tokens:,} KV tokens, {candidate.kv.max_concurrency:.2f}x concurrency"
         )
     return "; ".join(parts)
 
@@ -184,6 +184,13 @@ def _candidates(result: Plan, failure: Failure | None, reserve: int) -> list[tup
         )
     if failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY, None):
         needed = utilization_needed(result, reserve)
+        highest = min(MAX_UTILIZATION, free_memory_cap(result))
+        if needed is None and highest > cfg.gpu_memory_utilization:
+            # No budget holds the full length: the largest one, paired with the longest length it holds.
+            add(
+                f"--gpu-memory-utilization {highest}: the largest budget the free memory at start covers",
+                gpu_memory_utilization=highest,
+            )
         if needed is not None and needed > cfg.gpu_memory_utilization:
             add(
                 f"--gpu-memory-utilization {needed}: the smallest budget that holds one max-length request "
@@ -206,6 +213,13 @@ def _candidates(result: Plan, failure: Failure | None, reserve: int) -> list[tup
         if fp8_kv and fp8_w:
             add("FP8 weights and FP8 KV cache", **fp8_w, **fp8_kv)
         tp, pp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size
+        variants: list[tuple[str, dict[str, Any]]] = [("", {})]
+        if fp8_kv:
+            variants.append((" with FP8 KV", fp8_kv))
+        if fp8_w:
+            variants.append((" with FP8 weights", fp8_w))
+        if fp8_kv and fp8_w:
+            variants.append((" with FP8 weights and KV", {**fp8_w, **fp8_kv}))
         for new_tp, new_pp in _shapes(tp * pp, MAX_FIX_GPUS):
             if (new_tp, new_pp) == (tp, pp) or new_tp < tp or new_pp < pp:
                 continue
@@ -215,17 +229,12 @@ def _candidates(result: Plan, failure: Failure | None, reserve: int) -> list[tup
             if new_pp != pp:
                 parts.append(f"--pipeline-parallel-size {new_pp}")
             shape = {"tensor_parallel_size": new_tp, "pipeline_parallel_size": new_pp}
-            add(
-                " ".join(parts) + f": spread weights and KV over {new_tp * new_pp} GPUs",
-                group=f"shape{new_tp * new_pp}",
-                **shape,
-            )
-            if fp8_w:
+            for label, extra in variants:
                 add(
-                    " ".join(parts) + f" with FP8 weights: {new_tp * new_pp} GPUs",
-                    group=f"shape{new_tp * new_pp}-fp8",
+                    " ".join(parts) + f"{label}: weights and KV over {new_tp * new_pp} GPUs",
+                    group=f"shape {new_tp}x{new_pp}{label}",
                     **shape,
-                    **fp8_w,
+                    **extra,
                 )
         if cfg.max_num_seqs > 256:
             add(
@@ -330,12 +339,12 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
     fixes: list[Fix] = []
     seen: set[str] = set()
     solved_groups: set[str] = set()
-    shape_counts: dict[bool, set[int]] = {False: set(), True: set()}  # solved GPU counts, by FP8 weights
+    shape_counts: dict[tuple[bool, bool], set[int]] = {}  # solved GPU counts, by (FP8 weights, FP8 KV)
     for group, flags, summary in candidates:
         key = repr(sorted(flags.items()))
         if key in seen or group in solved_groups:
             continue
-        counts = shape_counts["quantization" in flags]
+        counts = shape_counts.setdefault(("quantization" in flags, "kv_cache_dtype" in flags), set())
         if group.startswith("shape") and len(counts) >= 2 and _gpus_of(flags) > max(counts):
             continue  # two GPU counts that work are alternatives enough; more GPUs only cost more
         seen.add(key)

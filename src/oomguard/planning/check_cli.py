@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from oomguard.engines.vllm.flags import parse_serve_command
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.planning.check import CheckResult, Deployment, check_deployment, deployments_in_file
+from oomguard.planning.ledger_check import check_ledger
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -35,7 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--gpu", help="GPU name, when the manifest's nodeSelector does not say")
     parser.add_argument("--gpu-memory", help="device total, e.g. 79.19GiB")
-    parser.add_argument("--vllm-version", default=NEWEST_KNOWN)
+    parser.add_argument(
+        "--vllm-version",
+        default=None,
+        help=f"whose accounting to follow (default: the image tag of a manifest, else {NEWEST_KNOWN})",
+    )
     parser.add_argument("--min-headroom", default="0", help="free GPU memory required at peak (e.g. 2GiB)")
     parser.add_argument(
         "--min-concurrency",
@@ -51,8 +56,34 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--safety", help="the margin a fit must keep (e.g. 1GiB); default: the summed bands of the estimates"
     )
+    parser.add_argument(
+        "--ledger",
+        metavar="LINES",
+        help="check a ledger given as numbers instead: 'weights=20GiB,kv=25GiB/replica,dp=2,ep_buffer=12GiB' "
+        "(lines marked /replica are held once per replica, the rest once per GPU); needs --gpu-memory or --gpu",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per deployment, one per line")
     return parser
+
+
+def _check_ledger(options: argparse.Namespace) -> int:
+    result = check_ledger(options.ledger, gpu=options.gpu, gpu_memory=options.gpu_memory)
+    if options.json:
+        print(
+            json.dumps(
+                {
+                    "name": "given ledger",
+                    "ok": result.ok,
+                    "message": result.message,
+                    "used_bytes": result.ledger.used_bytes,
+                    "total_bytes": result.ledger.total_bytes,
+                    "fixes": [f.summary for f in result.fixes],
+                }
+            )
+        )
+    else:
+        print(("PASS " if result.ok else "FAIL ") + result.message)
+    return EXIT_PASS if result.ok else EXIT_FAIL
 
 
 def main(argv: Sequence[str]) -> int:
@@ -62,6 +93,8 @@ def main(argv: Sequence[str]) -> int:
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1 :]
     options = _parser().parse_args(argv)
+    if options.ledger is not None:
+        return _check_ledger(options)
     deployments: list[Deployment] = []
     if command:
         args = parse_serve_command(command)

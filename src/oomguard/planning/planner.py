@@ -144,6 +144,11 @@ def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) ->
             "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
         )
     if memory is not None:
+        if name and isinstance(memory, str) and memory.strip().replace(".", "", 1).isdigit():
+            # `--gpu H100 --gpu-memory 10`: 10 what? A bare number beside a named GPU is most likely a slip.
+            raise ConfigError(
+                f"--gpu-memory {memory} has no unit beside --gpu {name}: write e.g. {memory.strip()}GiB"
+            )
         return gpu_with_memory(memory, name)
     if name:
         return find_gpu(name)
@@ -575,6 +580,19 @@ def _check_weights(
     return None
 
 
+def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[str, str]:
+    """Co-located replicas: the incident where KV was budgeted for one replica while each holds its own."""
+    each = " + ".join(
+        f"{line.label} {line.bytes / GiB:.2f}" for line in r.gpu.lines if line.per_replica and line.bytes
+    )
+    return Failure.REPLICAS_EXCEED_GPU, (
+        f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
+        f"more than the device's {gpu.total_bytes / GiB:.2f} GiB: each replica holds its own KV cache "
+        f"and buffers ({each} GiB), so a budget for one replica "
+        f"({r.gpu.with_replicas(1).used_bytes / GiB:.2f} GiB) fits while {cfg.replicas_per_gpu} do not"
+    )
+
+
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
 ) -> tuple[str, str] | None:
@@ -592,6 +610,8 @@ def _check_kv_allocation(
             + (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
         )
         if held + r.kv_cache_bytes > gpu.total_bytes:
+            if cfg.replicas_per_gpu > 1:
+                return _replicas_exceed(r, cfg, gpu)
             return Failure.KV_CACHE_ALLOCATION, (
                 f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
                 f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
@@ -660,10 +680,7 @@ def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) ->
         if r.gpu.fits:
             continue
         if cfg.replicas_per_gpu > 1:
-            return Failure.REPLICAS_EXCEED_GPU, (
-                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
-                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
-            )
+            return _replicas_exceed(r, cfg, gpu)
         return Failure.KV_CACHE_ALLOCATION, (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "

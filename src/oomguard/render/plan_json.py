@@ -64,6 +64,12 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
     result: dict[str, Any] = {
         "fits": plan.fits,
         "verdict": str(report.verdict),
+        "deployment": {
+            "data_parallel_size": cfg.data_parallel_size,
+            "gpus": cfg.total_gpus,
+            "kv_cache_tokens": cfg.data_parallel_size * plan.kv.kv_cache_tokens if plan.fits else 0,
+            "max_concurrency": round(cfg.data_parallel_size * plan.kv.max_concurrency, 4),
+        },
         "fewest_gpus": (
             {"gpus": report.fewest[0], "command": report.fewest[1]} if report.fewest is not None else None
         ),

@@ -79,6 +79,15 @@ def _detail(text: str, verbose: bool) -> str:
     return text[: DETAIL_WIDTH - 3] + "..."
 
 
+def _deployment_text(report: PlanReport) -> str:
+    plan = report.plan
+    dp = plan.engine.data_parallel_size
+    return (
+        f"  per DP replica; the deployment's {dp} replicas hold {dp * plan.kv.kv_cache_tokens:,} KV tokens, "
+        f"{dp * plan.kv.max_concurrency:.2f}x concurrency, on {plan.engine.total_gpus} GPUs"
+    )
+
+
 def _margin_text(margin: Margin, marginal: bool) -> str:
     what = "its estimates' bands" if margin.required_bytes == margin.band_bytes else "--safety"
     text = (
@@ -173,6 +182,8 @@ def render_plan(report: PlanReport, stream: TextIO | None = None, *, verbose: bo
             f"{plan.kv.kv_cache_tokens:,} tokens; {plan.kv.max_concurrency:.2f}x concurrency at "
             f"{cfg.max_model_len:,} tokens per request"
         )
+        if cfg.data_parallel_size > 1:
+            lines.append(_deployment_text(report))
         if plan.margin is not None:
             lines.append(_margin_text(plan.margin, marginal))
     else:

@@ -55,7 +55,7 @@ class Thresholds:
     preemption_window_s: float = 300.0
     preemptions_per_min: float = 1.0
     imbalance_window_s: float = 300.0
-    imbalance: float = 0.15  # seed 001: DP ranks more than 15% apart
+    imbalance: float = 0.15  # the DP-imbalance incident: DP ranks more than 15% apart
     imbalance_min_kv: float = 0.05  # below this mean KV usage, ranks are idle and differences are noise
     imbalance_min_requests: float = 2.0
     host_memory_ratio: float = 0.9

@@ -280,6 +280,9 @@ _BY_NAME: dict[str, FlagSpec] = {name: spec for spec in MEMORY_FLAGS for name in
 # Every flag name oomguard's tables know, some from versions before 0.33 (--speculative-model).
 OOMGUARD_KNOWN = frozenset(_BY_NAME) | frozenset(IGNORED_FLAGS)
 _ENV = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+# Environment a printed command keeps (what changes memory); a manifest's other env (tokens, keys) never is.
+PRINTED_ENV_PREFIXES = ("VLLM_", "PYTORCH_", "NCCL_", "CUDA_", "NVSHMEM_")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,11 @@ class ServeArgs:
 
     def to_argv(self) -> list[str]:
         """The command back as `vllm serve` flags (used to print fixes as commands), with its env prefix."""
-        argv = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
+        argv = [
+            f"{key}={shlex.quote(value)}"
+            for key, value in self.env.items()
+            if key.startswith(PRINTED_ENV_PREFIXES) and not any(s in key for s in SECRET_WORDS)
+        ]
         argv += ["vllm", "serve", self.model or "MODEL"]
         for name, value in self.values.items():
             if name == "model":
