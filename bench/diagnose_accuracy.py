@@ -1,65 +1,164 @@
-"""Diagnosis accuracy on the real OOM reports: evidence text in, root-cause class out.
+"""Diagnosis accuracy on real OOM reports: evidence text in, root-cause class out.
 
-Prints, per report, the expected class and the top three, then top-1 / top-3 accuracy and the confusion
-pairs. Only the `evidence` field is given to the diagnosis (never the setting, notes or resolution).
-Usage: python bench/diagnose_accuracy.py [path/to/oom_reports.jsonl]
+Splits, each printed on its own:
+- dev: the 39 development reports (../shared/data/validation/oom_reports_dev.jsonl), the rules were built on them;
+- tune: the tuning part of the harvested corpus (bench/data/oom_corpus/tune.jsonl);
+- frozen: the held-out 30% of that corpus (bench/data/oom_corpus/frozen.jsonl), never tuned on.
+For each: top-1 / top-3, the answer rate (overall and on machine evidence), top-1 per confidence band, per
+class, the confusion list, and a keyword-grep baseline (bench/grep_baseline.py) on the same reports.
+Only the `evidence` field is given to the diagnosis (never the setting, notes or resolution). Per-report lines
+are printed for dev and tune only (`--cases` prints them for every split asked for).
+
+Usage: python bench/diagnose_accuracy.py [--split dev,tune,frozen] [--cases] [FILE.jsonl ...]
+(files given explicitly are scored as one extra split named after the file)
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import re
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from grep_baseline import rank as grep_rank
 
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.evidence import Evidence
-from oomguard.diagnose.read import read_one
+from oomguard.diagnose.read import read_one, require_evidence
+from oomguard.errors import InputFormatError
 
-DEFAULT = (
-    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+SPLITS = {
+    "dev": ROOT.parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl",
+    "tune": ROOT / "bench" / "data" / "oom_corpus" / "tune.jsonl",
+    "frozen": ROOT / "bench" / "data" / "oom_corpus" / "frozen.jsonl",
+}
+# Splits whose per-report lines are printed by default (frozen's are not read while tuning).
+SHOWN = ("dev", "tune")
+# Confidence bands of the top cause: (lower bound, label).
+BANDS = ((0.7, ">=70%"), (0.5, "50-70%"), (0.3, "30-50%"), (0.0, "<30%"))
+# Machine evidence: what a tool printed (log prefixes, tracebacks, allocator text, sizes, tables, kill texts),
+# as opposed to a reporter's sentences only. Independent of the diagnoser's parsers on purpose.
+MACHINE = re.compile(
+    r"Traceback|File \"|Error\b|ERROR|INFO|WARNING|\b\d+(\.\d+)?\s?[MG]i?B\b|Killed|OOMKilled|exit code|"
+    r"\|\s+\d|Tried to allocate|out of memory|^\s*\[|\bpid=\d+",
+    re.MULTILINE,
 )
 
 
-def main(argv: list[str]) -> int:
-    path = Path(argv[0]) if argv else DEFAULT
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    top1 = top3 = crashes = 0
-    confusion: Counter[tuple[str, str]] = Counter()
+@dataclass
+class Outcome:
+    id: str
+    want: str
+    ranked: list[tuple[str, float]]
+    answered: bool
+    machine: bool
+    grep: list[str]
+    crashed: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        return [c for c, _ in self.ranked]
+
+
+def run_one(row: dict[str, object]) -> Outcome:
+    text = str(row["evidence"])
+    want = str(row["root_cause_class"])
+    machine = bool(MACHINE.search(text))
+    evidence = Evidence()
+    answered, crashed = True, ""
+    ranked: list[tuple[str, float]] = []
+    try:
+        read_one(str(row["id"]), io.BytesIO(text.encode()), evidence)
+        require_evidence(evidence)
+        ranked = [(c.cls, c.confidence) for c in diagnose(evidence).causes]
+    except InputFormatError:
+        answered = False
+    except Exception as err:  # noqa: BLE001 - a crash is a result this bench reports
+        crashed = f"{type(err).__name__}: {err}"
+        answered = False
+    return Outcome(str(row["id"]), want, ranked, answered, machine, grep_rank(text), crashed)
+
+
+def pct(k: int, n: int) -> str:
+    return f"{k}/{n} = {k / n:.1%}" if n else "0/0"
+
+
+def report(name: str, rows: list[dict[str, object]], cases: bool) -> None:
     started = time.perf_counter()
-    print(f"{'report':<58} {'expected':<34} {'top 3 (confidence)'}")
-    for row in rows:
-        evidence = Evidence()
-        try:
-            read_one(row["id"], io.BytesIO(row["evidence"].encode()), evidence)
-            result = diagnose(evidence)
-            ranked = [(c.cls, c.confidence) for c in result.causes]
-        except Exception as err:  # noqa: BLE001 - a crash is a result this bench reports
-            crashes += 1
-            ranked = [(f"CRASH {type(err).__name__}: {err}", 0.0)]
-        want = row["root_cause_class"]
-        names = [c for c, _ in ranked]
-        hit1, hit3 = names[:1] == [want], want in names[:3]
-        top1 += hit1
-        top3 += hit3
-        if not hit1:
-            confusion[(want, names[0] if names else "-")] += 1
-        mark = "ok " if hit1 else ("top3" if hit3 else "MISS")
-        shown = ", ".join(f"{c} {p:.0%}" for c, p in ranked[:3])
-        print(f"{mark:<4} {row['id'][:53]:<53} {want:<34} {shown}")
-    n = len(rows)
+    outcomes = [run_one(r) for r in rows]
     elapsed = time.perf_counter() - started
-    print()
+    n = len(outcomes)
+    print(f"\n=== {name}: {n} reports ===")
+    if cases:
+        print(f"{'':4} {'report':<53} {'expected':<34} {'top 3 (confidence)'}")
+        for o in outcomes:
+            hit1, hit3 = o.names[:1] == [o.want], o.want in o.names[:3]
+            mark = "ok " if hit1 else ("top3" if hit3 else ("MISS" if o.answered else "NONE"))
+            shown = o.crashed or ", ".join(f"{c} {p:.0%}" for c, p in o.ranked[:3]) or "(no answer)"
+            print(f"{mark:<4} {o.id[:53]:<53} {o.want:<34} {shown}")
+    top1 = sum(o.names[:1] == [o.want] for o in outcomes)
+    top3 = sum(o.want in o.names[:3] for o in outcomes)
+    g1 = sum(o.grep[:1] == [o.want] for o in outcomes)
+    g3 = sum(o.want in o.grep[:3] for o in outcomes)
+    machine = [o for o in outcomes if o.machine]
+    crashes = sum(bool(o.crashed) for o in outcomes)
+    print(f"diagnose  top-1 {pct(top1, n)}   top-3 {pct(top3, n)}   crashes {crashes}")
+    print(f"grep      top-1 {pct(g1, n)}   top-3 {pct(g3, n)}")
     print(
-        f"reports {n}   top-1 {top1}/{n} = {top1 / n:.1%}   top-3 {top3}/{n} = {top3 / n:.1%}   crashes {crashes}"
+        f"answer rate {pct(sum(o.answered for o in outcomes), n)}; on machine evidence "
+        f"{pct(sum(o.answered for o in machine), len(machine))}"
         f"   ({elapsed * 1000 / max(n, 1):.1f} ms per report)"
+    )
+    print("top-1 per confidence band of the first cause:")
+    for i, (low, label) in enumerate(BANDS):
+        high = BANDS[i - 1][0] if i else 1.01
+        band = [o for o in outcomes if o.ranked and low <= o.ranked[0][1] < high]
+        print(f"  {label:>7}: {pct(sum(o.names[0] == o.want for o in band), len(band))}")
+    print("per class (top-1, top-3 / reports):")
+    for cls in sorted({o.want for o in outcomes}):
+        of = [o for o in outcomes if o.want == cls]
+        print(
+            f"  {cls:<34} {sum(o.names[:1] == [cls] for o in of):>3} {sum(cls in o.names[:3] for o in of):>3}"
+            f" / {len(of)}"
+        )
+    confusion = Counter(
+        (o.want, o.names[0] if o.names else "(no answer)") for o in outcomes if o.names[:1] != [o.want]
     )
     if confusion:
         print("confusion (expected -> ranked first):")
         for (want, got), count in confusion.most_common():
             print(f"  {count} x {want} -> {got}")
+
+
+def load(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="extra JSONL files to score")
+    parser.add_argument("--split", default="dev,tune,frozen", help="comma-separated: dev, tune, frozen")
+    parser.add_argument("--cases", action="store_true", help="per-report lines for every split")
+    args = parser.parse_args(argv)
+    wanted = [s for s in args.split.split(",") if s] if not args.files else []
+    for name in wanted:
+        if name not in SPLITS:
+            parser.error(f"unknown split {name!r} (dev, tune, frozen)")
+        path = SPLITS[name]
+        if not path.exists():
+            print(f"\n=== {name}: {path} not found ===")
+            continue
+        report(name, load(path), args.cases or name in SHOWN)
+    for path in args.files:
+        report(path.name, load(path), True)
     return 0
 
 

@@ -55,9 +55,15 @@ def leak_errors() -> list[tuple[str, str, str, str, str]]:
             slope = slope_gib_h * GiB / 3600
             start = 60 * GiB
 
-            def used(x: float) -> float:
+            def used(
+                x: float,
+                rng: random.Random = rng,
+                start: float = start,
+                slope: float = slope,
+                noise: float = noise_mib,
+            ) -> float:
                 spike = 3 * GiB if rng.random() < 0.05 else 0.0
-                return start + slope * x + rng.gauss(0, noise_mib * MiB) + spike
+                return start + slope * x + rng.gauss(0, noise * MiB) + spike
 
             history = gpu_history(used, step)
             now = T0 + WINDOW

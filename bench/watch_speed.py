@@ -67,7 +67,7 @@ def main() -> None:
     for engines in (1, 8):
         body = render(steady(100, engines=engines)).encode()
         lines = body.count(b"\n")
-        per_body = timed(lambda: vllm_samples(parse(body), "u", 0.0), 200)
+        per_body = timed(lambda body=body: vllm_samples(parse(body), "u", 0.0), 200)
         rows.append(
             (
                 f"parse + map a /metrics body, {engines} engine(s), {lines} lines",

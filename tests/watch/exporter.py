@@ -221,7 +221,7 @@ class Exporter:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> Exporter:
+    def __enter__(self) -> Exporter:  # noqa: PYI034 - typing.Self needs Python 3.11
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -68,7 +68,7 @@ class Prometheus:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Prometheus:
-        self.log = open(self.work / "prometheus.log", "wb")
+        self.log = open(self.work / "prometheus.log", "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [
                 need("prometheus"),

@@ -14,6 +14,7 @@ from oomguard.watch.detectors import (
     dp_imbalance,
     evaluate,
     host_memory,
+    host_memory_growth,
     kv_saturation,
     memory_leaks,
     preemptions,
@@ -120,14 +121,16 @@ def test_the_leak_window_restarts_after_a_restart_drops_memory() -> None:
     assert memory_leaks(to_history(samples), T0 + 3600, Thresholds()) == []
 
 
-def test_host_memory_leaks_against_the_cgroup_limit() -> None:
+def test_host_memory_growth_gives_the_time_to_the_cgroup_limit() -> None:
     samples = replay(
         3600,
         host____process_rss_bytes=lambda t: 8 * GiB + 3 * GiB * t / 3600,
         host____cgroup_limit_bytes=lambda t: 20 * GiB,
     )
-    [alert] = memory_leaks(to_history(samples), T0 + 3600, Thresholds())
+    [alert] = host_memory_growth(to_history(samples), T0 + 3600, Thresholds())
+    assert alert.detector == "host_memory_growth" and alert.severity == "warning"
     assert alert.eta_seconds == pytest.approx((20 - 11) * 3600 / 3, rel=0.05)
+    assert memory_leaks(to_history(samples), T0 + 3600, Thresholds()) == []  # one detector, not two
 
 
 def test_kv_usage_rising_towards_full_gives_time_to_saturation() -> None:

@@ -54,7 +54,7 @@ def test_the_probe_reports_a_limit_and_the_start_time() -> None:
     cgroup = cgroup_memory(os.getpid())
     expected_limit = cgroup.limit if cgroup is not None and cgroup.limit is not None else mem_total()
     assert samples["cgroup_limit_bytes"] == expected_limit
-    assert abs(samples["process_start_time"] - time.time()) < 24 * 3600
+    assert abs(samples["host_process_start_time"] - time.time()) < 24 * 3600
 
 
 def test_a_gone_process_gives_no_samples() -> None:

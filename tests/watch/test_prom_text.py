@@ -82,7 +82,7 @@ def test_invalid_utf8_and_malformed_lines_are_skipped_and_named() -> None:
     body = b'good 1\n\xff\xfe{garbage 2\nbad{label=unquoted} 3\nalso_good{a="1"} 4\nno_value{a="1"}\n'
     exposition = parse(body)
     assert [s.name for s in exposition.samples()] == ["good", "also_good"]
-    assert [(s.lineno, s.reason) for s in exposition.skipped][0] == (2, "not valid UTF-8")
+    assert next((s.lineno, s.reason) for s in exposition.skipped) == (2, "not valid UTF-8")
     assert {s.lineno for s in exposition.skipped} == {2, 3, 5}
 
 

@@ -95,7 +95,7 @@ def test_a_replayed_leak_is_detected_within_20_percent_of_the_truth(tmp_path: Pa
             watcher.collect(T0 + step * i)
             store.flush(T0 + step * i)
         result = watcher.tick(T0 + step * ticks)
-    leaks = [a for a in result.alerts if a.detector == "memory_leak"]
+    leaks = [a for a in result.alerts if a.detector == "host_memory_growth"]
     assert [a.subject for a in leaks] == [exporter.url]
     truth = (limit - (limit / 2 + slope * step * ticks)) / slope
     assert leaks[0].eta_seconds == pytest.approx(truth, rel=0.2)
@@ -126,10 +126,33 @@ def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) ->
     assert kv["state"] == "firing" and kv["subject"] == f"{exporter.url} engine 0" and kv["fix"]
 
 
-def test_once_on_a_quiet_server_exits_0(tmp_path: Path) -> None:
+def test_once_on_a_quiet_server_exits_0_and_says_which_trends_still_need_samples(tmp_path: Path) -> None:
     with Exporter(lambda n: steady(n)) as exporter:
         result = _cli("watch", exporter.url, "--once", "--db", str(tmp_path / "w.sqlite"))
-    assert result.returncode == 0 and result.stdout == ""
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines and all(line.startswith("PENDING") for line in lines)
+    assert any("kv_saturation" in line and "needs 3 samples, has 1" in line for line in lines)
+
+
+def test_a_fresh_database_and_one_scrape_of_a_full_server_exits_1_with_level_alerts(tmp_path: Path) -> None:
+    """Level detectors judge one sample: KV full, a KV-bound queue, a preemption counter already high."""
+    import time
+
+    full = ServerState(
+        engines={"0": EngineState(kv_usage=0.97, running=64, waiting=37, preemptions=1532)},
+        process_start=time.time() - 600,  # up 10 minutes: 153 preemptions a minute
+    )
+    with Exporter(lambda n: full) as exporter:
+        result = _cli("watch", exporter.url, "--once", "--no-host", "--db", str(tmp_path / "w.sqlite"))
+    assert result.returncode == 1, result.stderr
+    by_detector = {
+        line.split()[1]: line for line in result.stdout.splitlines() if not line.startswith("PENDING")
+    }
+    assert "KV cache 97% full" in by_detector["kv_saturation"]
+    assert "37 requests waiting" in by_detector["queue_backlog"]
+    assert "1532 preemptions since the server started" in by_detector["preemptions"]
+    assert "backing off" not in result.stderr
 
 
 def test_a_bounded_run_against_a_dead_endpoint_logs_and_does_not_crash(tmp_path: Path) -> None:
@@ -239,12 +262,15 @@ PLAN = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192"
 
 
 def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path: Path) -> None:
+    """The plan uses the utilization the server reports in cache_config_info, not the command's default."""
     from oomguard.watch.planned import planned_capacity
 
-    planned = planned_capacity(PLAN, "H100").num_gpu_blocks
+    reported = ServerState().gpu_memory_utilization
+    planned = planned_capacity(PLAN, "H100", reported).num_gpu_blocks
+    assert planned != planned_capacity(PLAN, "H100").num_gpu_blocks  # the default differs: it matters
     for blocks, expect in ((planned, False), (int(planned * 0.7), True)):
         state = ServerState(num_gpu_blocks=blocks)
-        with Exporter(lambda n: state) as exporter:
+        with Exporter(lambda n, state=state: state) as exporter:
             result = _cli(
                 "watch",
                 exporter.url,
@@ -263,3 +289,4 @@ def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path:
         assert bool(shortfall) is expect, result.stdout + result.stderr
         if expect:
             assert shortfall[0]["value"] == pytest.approx(0.3, abs=0.01)
+            assert any("cache_config_info" in line for line in shortfall[0]["evidence"])

@@ -8,6 +8,7 @@ import sys
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.read import Reading, read_evidence, require_evidence
 from oomguard.diagnose.render import render_json, render_markdown, render_text
+from oomguard.diagnose.setup import supplied_facts
 from oomguard.errors import InputFormatError
 
 
@@ -30,17 +31,25 @@ def main(argv: list[str]) -> int:
     )
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into an issue")
     parser.add_argument(
+        "--command",
+        help='the server command when the evidence lacks it (e.g. "vllm serve MODEL -tp 2"): fixes are re-planned',
+    )
+    parser.add_argument("--gpu", help="the GPU when the evidence does not name it (e.g. H100, A100-80GB)")
+    parser.add_argument("--vllm-version", help="the vLLM version when the evidence does not show it")
+    parser.add_argument(
         "--every-line",
         action="store_true",
         help="hand every line of large logs to every parser (slow: the reference the fast reader equals)",
     )
     args = parser.parse_args(argv)
+    supplied = supplied_facts(args.command, args.gpu, args.vllm_version)
     evidence = read_evidence(
         args.evidence,
         stdin=sys.stdin.buffer if "-" in args.evidence else None,
         how=Reading.EVERY_LINE if args.every_line else Reading.AUTO,
     )
     require_evidence(evidence)
+    evidence.extend(supplied)
     result = diagnose(evidence)
     text = (
         render_json(result)

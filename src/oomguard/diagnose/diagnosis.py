@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
     Evidence,
+    Flags,
     HostMemory,
     OomMessage,
     ScheduledStep,
@@ -147,8 +148,29 @@ def diagnose(evidence: Evidence) -> Diagnosis:
         memory=_memory(evidence, ledger, step),
         ledger=ledger,
         read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
-        skipped=tuple(evidence.skipped),
+        skipped=tuple(mixed_incidents(evidence) + evidence.skipped),
     )
+
+
+def mixed_incidents(evidence: Evidence) -> list[str]:
+    """A warning when the inputs come from different deployments (documents naming different models): one
+    diagnosis would mix their setups, so the user is told to diagnose each incident's files on its own."""
+    models: dict[str, set[str]] = {}
+    for fact in evidence.of(Flags):
+        for key, value in fact.flags:
+            if key == "model" and value:
+                models.setdefault(value, set()).add(fact.where.source)
+    sources = {s for names in models.values() for s in names}
+    if len(models) < 2 or len(sources) < 2:
+        return []
+    listed = "; ".join(
+        f"{model} in {', '.join(sorted(names)[:2])}" for model, names in sorted(models.items())
+    )
+    warning = (
+        f"the inputs hold {len(models)} different deployments ({listed}): the setup above mixes them; "
+        "diagnose each incident's files on their own"
+    )
+    return [warning]
 
 
 def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:

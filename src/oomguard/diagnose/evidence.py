@@ -52,7 +52,7 @@ class OomMessage(Fact):
     PyTorch but unallocated."
     """
 
-    flavor: str  # 'torch' | 'expandable-segments' | 'hsa' | 'cuda-runtime' | 'xpu'
+    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'hsa' | 'cuda-runtime' | 'xpu' | 'engine'
     requested: int | None = None
     device: int | None = None
     total: int | None = None
@@ -121,6 +121,7 @@ SIGNALS = frozenset(
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host
@@ -134,6 +135,12 @@ SIGNALS = frozenset(
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
+        "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
+        "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        # other engines
+        "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
+        # any exception line (a failure with nothing else recognised still gets an answer)
+        "exception",
         # milestones (phase markers)
         "milestone-weights-loading",
         "milestone-weights-loaded",
@@ -359,6 +366,20 @@ class Evidence:
         if kept is None:
             kept = self._kept[kind] = _Kept()
         kept.skip(n)
+
+    def absorb(self, other: Evidence) -> None:
+        """Another store's documents and facts after this one's, kept as if its facts had been added here one by
+        one (what a parallel read of several files merges)."""
+        for kind, kept in other._kept.items():
+            mine = self._kept.get(kind)
+            if mine is None:
+                mine = self._kept[kind] = _Kept()
+            for fact in kept.first:
+                mine.add(fact)
+            mine.skip(kept.seen - len(kept.first) - len(kept.last))
+            for fact in kept.last:
+                mine.add(fact)
+        self.documents += other.documents
 
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:

@@ -96,8 +96,19 @@ class _SeriesState:
     owner: LineParser
     marker: bytes
     shape: re.Pattern[bytes]
-    counter: re.Pattern[bytes]  # the shape with an empty group: findall() counts without copying the lines
+    counter: re.Pattern[bytes]  # every marker: well-formed lines give b" " (no copy), others b""
     started: bool = False  # its first line was parsed: its quiet words are no-ops from here on
+
+
+def _series_state(series: Series, owner: LineParser) -> _SeriesState:
+    marker = re.escape(series.marker).encode()
+    if not series.shape.startswith(marker):
+        raise ValueError(f"a series shape starts with its marker: {series.shape!r}")
+    # One pass finds every marker: one that starts a well-formed line (which it then consumes to its end, with
+    # any further marker in it) captures the next byte, a one-byte string Python does not copy; any other
+    # captures nothing.
+    counter = re.compile(marker + b"(?:(?=(.))" + series.shape[len(marker) :] + b"|)")
+    return _SeriesState(series, owner, series.marker.encode(), re.compile(series.shape), counter)
 
 
 def feed_line(ctx: Context, parsers: Sequence[LineParser], line: Line) -> None:
@@ -115,11 +126,7 @@ class GatedReader:
         self.ctx = ctx
         self.parsers = parsers
         self.use_hyperscan = use_hyperscan
-        self.series = [
-            _SeriesState(s, p, s.marker.encode(), re.compile(s.shape), re.compile(b"(?:" + s.shape + b")()"))
-            for p in parsers
-            for s in type(p).SERIES
-        ]
+        self.series = [_series_state(s, p) for p in parsers for s in type(p).SERIES]
         self._scans: dict[frozenset[int], TriggerScan] = {}
         self.next_no = 1  # the number of the next chunk's first line
 
@@ -150,8 +157,10 @@ class GatedReader:
         if not _plain(chunk):
             self._read_every_line(chunk, lookahead, stats)
             return
-        counts = [len(s.counter.findall(chunk)) for s in self.series]
-        bulk = [c == chunk.count(s.marker) for c, s in zip(counts, self.series)]
+        found = [s.counter.findall(chunk) for s in self.series]
+        counts = [len(f) for f in found]
+        bulk = [b"" not in f for f in found]  # every marker in a well-formed series line
+        del found
         hits = self._trigger_starts(chunk)
         fed_series = [0] * len(self.series)
         # Series lines holding no other trigger go to their own parser only (the others ignore such lines).

@@ -1,5 +1,6 @@
-"""Evidence inputs: files, directories (walked), archives (tar, tar.gz, zip; members read in memory or
-streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd logs and stdin.
+"""Evidence inputs: files, directories (walked), archives (tar, tar.gz, tar.zst, zip; members read in memory or
+streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd and zstd'd logs
+(decompressed as they stream) and stdin.
 
 Yields `(name, stream)` pairs; each stream must be consumed before the next pair is taken (tar from stdin is
 read as a stream). Anything that cannot be read is recorded in `skipped` with the reason, and reading goes on.
@@ -16,7 +17,9 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
+
+import zstandard
 
 from oomguard.errors import InputFormatError
 
@@ -28,7 +31,24 @@ SKIP_SUFFIXES = (".safetensors", ".bin.index", ".pt", ".pth", ".gguf", ".so", ".
 MAX_STDIN_ZIP = 512 << 20
 
 GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZIP_MAGIC = b"PK\x03\x04"
+
+
+class _Zstd(io.RawIOBase):
+    """A zstd stream decompressed as it is read; corrupt data reads as an OSError, as a corrupt gzip does."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return int(self._reader.readinto(buffer))
+        except zstandard.ZstdError as err:
+            raise OSError(str(err)) from err
 
 
 def _is_tar(head: bytes) -> bool:
@@ -56,7 +76,27 @@ def iter_inputs(
             skipped.append(f"{raw}: not a regular file")
 
 
-def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+def plain_files(paths: list[str]) -> list[tuple[str, str]] | None:
+    """The files `iter_inputs(paths)` would open, in its order, as ("file", path), with the notes of what the
+    walk skips in between as ("note", text); None when a path is stdin or neither a file nor a directory (the
+    sequential reader then says what is wrong)."""
+    planned: list[tuple[str, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if raw == "-" or not (path.is_dir() or path.is_file()):
+            return None
+        if path.is_file():
+            planned.append(("file", raw))
+            continue
+        notes: list[str] = []
+        for found in _walk_paths(path, notes):
+            planned += [("note", n) for n in notes] + [("file", str(found))]
+            notes.clear()
+        planned += [("note", n) for n in notes]
+    return planned
+
+
+def _walk_paths(root: Path, skipped: list[str]) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
@@ -68,7 +108,12 @@ def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
             if path.is_symlink() or not path.is_file():
                 skipped.append(f"{path}: not a regular file")
                 continue
-            yield from _from_file(path, str(path), skipped)
+            yield path
+
+
+def _walk(root: Path, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+    for path in _walk_paths(root, skipped):
+        yield from _from_file(path, str(path), skipped)
 
 
 def _from_file(path: Path, name: str, skipped: list[str]) -> Iterator[tuple[str, BinaryIO]]:
@@ -98,7 +143,10 @@ def _from_stream(
 ) -> Iterator[tuple[str, BinaryIO]]:
     buffered = _peekable(stream)
     head = _peek(buffered, 512)
-    if depth < MAX_ARCHIVE_DEPTH and (head.startswith(GZIP_MAGIC) or _is_tar(head)):
+    if depth < MAX_ARCHIVE_DEPTH and head.startswith(ZSTD_MAGIC):
+        inner = cast(BinaryIO, io.BufferedReader(_Zstd(buffered), 1 << 20))
+        yield from _from_compressed(name, ".zst", inner, skipped, depth)
+    elif depth < MAX_ARCHIVE_DEPTH and (head.startswith(GZIP_MAGIC) or _is_tar(head)):
         yield from _from_tar_or_gzip(name, buffered, head, skipped, depth)
     elif depth < MAX_ARCHIVE_DEPTH and head.startswith(ZIP_MAGIC):
         yield from _from_zip(name, buffered, skipped, depth)
@@ -110,18 +158,29 @@ def _from_tar_or_gzip(
     name: str, stream: BinaryIO, head: bytes, skipped: list[str], depth: int
 ) -> Iterator[tuple[str, BinaryIO]]:
     if head.startswith(GZIP_MAGIC):
-        inner = cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb"))
-        try:
-            inner_head = _peek(inner, 512)
-        except (OSError, EOFError) as err:
-            skipped.append(f"{name}: corrupt gzip ({err})")
-            return
-        if not _is_tar(inner_head):
-            yield from _guard(
-                name, _from_stream(name.removesuffix(".gz") + "", inner, skipped, depth + 1), skipped
-            )
-            return
-        stream = inner  # a .tar.gz: read the tar stream from the decompressed bytes
+        yield from _from_compressed(
+            name, ".gz", cast(BinaryIO, gzip.GzipFile(fileobj=stream, mode="rb")), skipped, depth
+        )
+        return
+    yield from _from_tar(name, stream, skipped, depth)
+
+
+def _from_compressed(
+    name: str, suffix: str, inner: BinaryIO, skipped: list[str], depth: int
+) -> Iterator[tuple[str, BinaryIO]]:
+    """The decompressed stream of a .gz / .zst: a tar archive, or one document (read as it streams)."""
+    try:
+        inner_head = _peek(inner, 512)
+    except (OSError, EOFError, zstandard.ZstdError) as err:
+        skipped.append(f"{name}: corrupt {suffix[1:]} data ({err})")
+        return
+    if _is_tar(inner_head):
+        yield from _from_tar(name, inner, skipped, depth)
+    else:
+        yield from _guard(name, _from_stream(name.removesuffix(suffix), inner, skipped, depth + 1), skipped)
+
+
+def _from_tar(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> Iterator[tuple[str, BinaryIO]]:
     with ExitStack() as stack:
         try:
             archive = stack.enter_context(tarfile.open(fileobj=stream, mode="r|"))
@@ -137,7 +196,7 @@ def _from_tar_or_gzip(
                 if fileobj is None:
                     continue
                 yield from _guard(label, _from_stream(label, fileobj, skipped, depth + 1), skipped)  # type: ignore[arg-type]
-        except (tarfile.TarError, OSError, EOFError) as err:
+        except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as err:
             skipped.append(f"{name}: archive truncated or corrupt after the members read so far ({err})")
 
 
@@ -172,5 +231,5 @@ def _guard(
     """Nested readers may fail mid-way (truncated gzip): record it and go on with the next input."""
     try:
         yield from inner
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as err:
+    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError) as err:
         skipped.append(f"{name}: truncated or corrupt ({err})")

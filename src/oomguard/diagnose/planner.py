@@ -210,13 +210,13 @@ def _ledger(result: Any, logged: dict[str, int]) -> Ledger:
     )
 
 
-def _plannable(setup: EngineSetup) -> bool:
+def plannable(setup: EngineSetup) -> bool:
     return setup.engine != "sglang" and bool(setup.model) and bool(setup.gpu_total_bytes or setup.gpu_name)
 
 
 def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
     """The planner's Plan, or None when it cannot plan this setup (unknown model offline, odd flags)."""
-    if not _plannable(setup):
+    if not plannable(setup):
         return None
     try:
         from oomguard.planning import plan
@@ -281,7 +281,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
 def activation_model(setup: EngineSetup) -> ActivationModel | None:
     """What one step's activations cost per token and per sampled row on the binding rank, from the planner's
     model through the simulator's own adapter; None when the model cannot be resolved offline."""
-    if not _plannable(setup):
+    if not plannable(setup):
         return None
     try:
         from oomguard.simulate.model_facts import from_planner

@@ -10,6 +10,13 @@ from typing import TextIO
 MIN_BYTES = 100 << 20
 # At most this often.
 INTERVAL_S = 0.5
+# Off in worker processes of a parallel read (their lines would overwrite each other).
+_enabled = True
+
+
+def disable() -> None:
+    global _enabled
+    _enabled = False
 
 
 class Progress:
@@ -20,7 +27,7 @@ class Progress:
         self.name = name
         self.size = size
         self.stream = stream if stream is not None else sys.stderr
-        self.active = self.stream.isatty() and (size is None or size >= MIN_BYTES)
+        self.active = _enabled and self.stream.isatty() and (size is None or size >= MIN_BYTES)
         self.start = self.last = time.monotonic()
         self.shown = False
 

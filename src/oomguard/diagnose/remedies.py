@@ -9,10 +9,11 @@ estimate. Where a formula is used it is the mechanism's (documented at the point
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
-from oomguard.diagnose.planner import plan_setup, planner_fixes
+from oomguard.diagnose.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
 from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
@@ -28,7 +29,9 @@ MIN_UTILIZATION = 0.5
 class Fix:
     flags: dict[str, str]
     summary: str
-    basis: str  # 'planner' (re-planned and verified), 'evidence' (computed from logged numbers), 'mechanism'
+    # 'engine' (the engine's own computed value, e.g. vLLM's estimated maximum model length), 'planner'
+    # (re-planned and verified), 'evidence' (derived from logged numbers, not verified), 'mechanism'
+    basis: str
 
     def as_dict(self) -> dict[str, object]:
         return {"flags": dict(self.flags), "summary": self.summary, "basis": self.basis}
@@ -81,32 +84,50 @@ def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None
     builder = ADVISORS.get(cls, _other)
     advice = builder(ev, setup, step)
     planned = _planned(cls, setup)
-    if planned:
-        advice = Advice(
-            advice.explanation,
-            merge_fixes(planned, list(advice.fixes)),
-            advice.not_helpful,
-            advice.verify,
-            advice.next_evidence,
-            advice.notes,
-        )
-    return advice
+    fixes = merge_fixes(planned, list(advice.fixes), setup_known=bool(planned) or plannable(setup))
+    return Advice(
+        advice.explanation,
+        fixes,
+        without_contradictions(advice.not_helpful, fixes),
+        advice.verify,
+        advice.next_evidence,
+        advice.notes,
+    )
 
 
-def merge_fixes(planned: list[Fix], own: list[Fix]) -> tuple[Fix, ...]:
-    """Fixes computed from the engine's own numbers first, then the planner's verified ones, then the rest,
-    without repeats: an evidence fix beats the planner's on the same flags; a mechanism-only fix the
-    planner re-planned goes."""
-    exact = {frozenset(f.flags) for f in own if f.basis == "evidence" and f.flags}
-    kept_planned = [f for f in planned if frozenset(f.flags) not in exact]
-    covered = [frozenset(f.flags) for f in kept_planned]
+# What an unverified fix says when the planner could have checked it but did not find it fits.
+UNVERIFIED = " [not re-planned: check with `oomguard plan`]"
+
+
+def merge_fixes(planned: list[Fix], own: list[Fix], setup_known: bool = False) -> tuple[Fix, ...]:
+    """The engine's own computed values first (vLLM's estimate is what vLLM will accept), then the planner's
+    verified fixes, then the ones derived from the evidence's numbers, then the mechanism's. A verified value
+    beats an unverified one on the same flags (the planner re-planned the whole setup; the evidence fix is one
+    number read off the log), so an unverified fix on flags the planner changed goes. When the setup was
+    recovered, the unverified fixes say so."""
+    covered = [frozenset(f.flags) for f in planned if f.flags]
+    engine = [f for f in own if f.basis == "engine"]
     kept_own = [
         f
         for f in own
-        if not (f.basis == "mechanism" and f.flags and any(frozenset(f.flags) <= c for c in covered))
+        if f.basis != "engine" and not (f.flags and any(frozenset(f.flags) <= c for c in covered))
     ]
-    first = [f for f in kept_own if f.basis == "evidence" and f.flags]
-    return tuple(first + kept_planned + [f for f in kept_own if f not in first])
+    if setup_known:
+        kept_own = [
+            Fix(f.flags, f.summary + UNVERIFIED, f.basis) if f.flags and UNVERIFIED not in f.summary else f
+            for f in kept_own
+        ]
+    evidence = [f for f in kept_own if f.basis == "evidence"]
+    return tuple(engine + planned + evidence + [f for f in kept_own if f not in evidence])
+
+
+_FLAG_WORD = re.compile(r"--([a-z][a-z0-9-]+)")
+
+
+def without_contradictions(not_helpful: tuple[str, ...], fixes: tuple[Fix, ...]) -> tuple[str, ...]:
+    """'Does not help' never names a flag one of the fixes changes (the same advice cannot be both)."""
+    changed = {k.replace("_", "-") for f in fixes for k in f.flags}
+    return tuple(n for n in not_helpful if not any(m.group(1) in changed for m in _FLAG_WORD.finditer(n)))
 
 
 # Causes whose fix is a change to the startup budget: the planner's verified fixes apply.
@@ -267,9 +288,9 @@ def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         fixes.append(
             Fix(
                 {"max_model_len": str(value)},
-                f"--max-model-len {value:,}: the longest context the KV pool "
-                f"holds for one request" + (f" (was {int(length):,})" if length else ""),
-                "evidence",
+                f"--max-model-len {value}: the longest context the KV pool "
+                f"holds for one request" + (f" (was {int(length)})" if length else ""),
+                "engine" if estimate or tokens else "evidence",
             )
         )
     u = _utilization(setup, ev)
@@ -567,37 +588,90 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
     )
 
 
+def _parse_bytes(text: str | None) -> float | None:
+    """'25GiB', '25 GiB', '26843545600' -> bytes (vLLM's --kv-cache-memory-bytes accepts suffixes)."""
+    if not text:
+        return None
+    m = re.match(r"^\s*([\d.]+)\s*([KMGT]i?B?)?\s*$", text, re.IGNORECASE)
+    if not m:
+        return None
+    unit = (m.group(2) or "").upper().rstrip("B").rstrip("I")
+    return float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit]
+
+
+def _ep_failed_allocation(ev: Evidence) -> OomMessage | None:
+    """The OOM of the all-to-all buffer itself: the largest failed request when the stack is in the EP path."""
+    sized = [o for o in ev.of(OomMessage) if o.requested]
+    return max(sized, key=lambda o: o.requested or 0) if sized else None
+
+
 def _ep(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
-    return Advice(
-        "The expert-parallel all-to-all buffers (DeepEP/NVSHMEM dispatch and combine) are allocated outside "
-        "PyTorch; when the KV pool or graphs took the memory, the buffer allocation fails, sometimes only as "
-        "'invalid argument'.",
-        (
-            Fix(
-                {"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"},
-                "VLLM_DEEPEP_BUFFER_SIZE_MB=512 (default 1024): a smaller high-throughput NVL buffer",
-                "mechanism",
-            ),
+    fixes: list[Fix] = []
+    oom = _ep_failed_allocation(ev)
+    sglang = setup.engine == "sglang"
+    if oom is not None and oom.requested:
+        asked, free = oom.requested, oom.free
+        notes = f"the buffer asked for {_g(asked)}" + (f" with {_g(free)} free" if free is not None else "")
+        if not sglang:
+            smaller = max(128, int((free if free else asked / 2) * 0.8) >> 20) // 128 * 128
+            fixes.append(
+                Fix(
+                    {"VLLM_DEEPEP_BUFFER_SIZE_MB": str(smaller)},
+                    f"VLLM_DEEPEP_BUFFER_SIZE_MB={smaller}: {notes}; a buffer that fits what was free",
+                    "evidence",
+                )
+            )
+        kv = _parse_bytes(setup.flag("kv_cache_memory_bytes"))
+        if kv and free is not None and asked > free:
+            target = int((kv - (asked - free) - 1 * GIB) / GIB)
+            if target > 0:
+                fixes.append(
+                    Fix(
+                        {"kv_cache_memory_bytes": f"{target}GiB"},
+                        f"--kv-cache-memory-bytes {target}GiB (was {kv / GIB:.0f}GiB): the KV pool you set leaves "
+                        f"{_g(asked - free)} too little for the buffer, plus 1 GiB of slack",
+                        "evidence",
+                    )
+                )
+    if not sglang:
+        if not any("VLLM_DEEPEP_BUFFER_SIZE_MB" in f.flags for f in fixes):
+            fixes.append(
+                Fix(
+                    {"VLLM_DEEPEP_BUFFER_SIZE_MB": "512"},
+                    "VLLM_DEEPEP_BUFFER_SIZE_MB=512 (default 1024): a smaller high-throughput NVL buffer",
+                    "mechanism",
+                )
+            )
+        fixes.append(
             Fix(
                 {"max_num_batched_tokens": "256"},
                 "--max-num-batched-tokens 256 with deepep_low_latency: the RDMA "
                 "buffer is sized by the tokens dispatched per rank",
                 "mechanism",
-            ),
+            )
+        )
+    if not setup.flag("kv_cache_memory_bytes"):
+        fixes.append(
             Fix(
-                {
-                    "gpu_memory_utilization": f"{(_utilization(setup, ev) or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}"
-                },
+                {"gpu_memory_utilization": f"{(_utilization(setup, ev) or 0.9) - 0.05:.2f}"},
                 "a 0.05 lower --gpu-memory-utilization: room outside the KV pool for the buffers",
                 "mechanism",
-            ),
+            )
+        )
+    if sglang or setup.engine == "unknown":
+        fixes.append(
             Fix(
                 {"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK": "128"},
                 "SGLang: cap dispatch tokens per rank "
                 "(128) so the low-latency buffer is ~1.8 GiB instead of ~14",
                 "mechanism",
-            ),
-        ),
+            )
+        )
+    return Advice(
+        "The expert-parallel all-to-all buffers (DeepEP/NVSHMEM dispatch and combine) are allocated outside "
+        "PyTorch; when the KV pool or graphs took the memory, the buffer allocation fails, sometimes only as "
+        "'invalid argument'.",
+        tuple(fixes),
         (
             "Lowering --max-model-len: the buffers scale with tokens per step and experts, not with context.",
             "Turning off DP alone: the buffer is per EP rank.",
@@ -782,6 +856,27 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
     fixes.append(
         Fix({}, "load one worker at a time / fewer workers per host; smaller safetensors shards", "mechanism")
     )
+    if ev.signals("ray-memory-kill", "ray-actor-died"):
+        # Ray's own levers (https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html): the
+        # monitor kills at RAY_memory_usage_threshold of the node's RAM; fewer tasks per node lower the peak.
+        fixes.insert(
+            0,
+            Fix(
+                {"RAY_memory_usage_threshold": "0.98"},
+                "RAY_memory_usage_threshold=0.98 when starting Ray (default 0.95) if the node has headroom, or give "
+                "the node more RAM: Ray's monitor killed the worker at its threshold",
+                "mechanism",
+            ),
+        )
+        fixes.insert(
+            1,
+            Fix(
+                {},
+                "fewer Ray workers per node (request more CPUs per task / actor, e.g. num_cpus) so their RAM "
+                "peaks do not coincide; set max_restarts/max_task_retries to retry after a kill",
+                "mechanism",
+            ),
+        )
     if ev.signals("unified-memory-exhausted"):
         fixes.append(
             Fix(

@@ -33,6 +33,8 @@ from oomguard.diagnose.evidence import (
     StartupNumber,
 )
 from oomguard.diagnose.setup import EngineSetup
+from oomguard.diagnose.sources.allocator import AllocatorReport
+from oomguard.diagnose.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnose.step_shape import StepAnalysis
 
 CLASSES = (
@@ -67,6 +69,12 @@ KV_ROOMY = 0.60
 FRAGMENTED_MIN = 512 * MIB
 # Below this (or 10% of the request) reserved-but-unallocated rules fragmentation out.
 FRAGMENTED_NEGLIGIBLE = 256 * MIB
+# Memory in use outside the failing process's PyTorch allocator beyond what a CUDA context, NCCL and cuBLAS
+# workspaces take (~0.5-2.5 GiB per process): another process or a non-PyTorch library holds it.
+OUTSIDE_PYTORCH_MIN = 3 * GIB
+OUTSIDE_PYTORCH_SHARE = 0.10
+# Residual memory after sleep growing by this much across cycles is memory not given back.
+RESIDUAL_GROWTH = 512 * MIB
 # Another process holding this much of the GPU is worth naming.
 OTHER_PROCESS_MIN = 1 * GIB
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
@@ -144,6 +152,7 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "image_encoder",
             "encoder_runner",
             "profile_encoder",
+            "vit_",
         ),
     ),
     (
@@ -155,11 +164,12 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "cudagraph",
         (
             "capture_model",
-            "cudagraph",
-            "cuda_graph",
             "graph_capture",
             "capture_graph",
             "_capture",
+            "capture_begin",
+            "capture_end",
+            "cudagraph_capture",
             "profile_cudagraph_memory",
             "_init_minimal_kv_cache_for_profiling",
         ),
@@ -219,10 +229,27 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Engine functions that run several startup steps in turn (V0 LLMEngine and V1 EngineCore
+# `_initialize_kv_caches`: profile, KV allocation, graph capture): they place nothing by their name.
+UMBRELLA_STEPS = ("_initialize_kv_caches",)
+# A frame in a CUDA-graph module that is not capturing is replaying a captured graph: a runtime step.
+CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
+
+
 def frame_category(frame: Frame) -> str | None:
-    """The step a frame belongs to; the code line under it (the call it was making) decides first."""
+    """The step a frame belongs to; the code line under it (the call it was making) decides first. A frame in
+    a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
+    torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
     path, func = frame.path.lower(), frame.function
+    if any(m in path for m in CUDAGRAPH_MODULES) or "cudagraph" in func.lower():
+        code = frame.code.lower()
+        if "capture" in func.lower() or "capture" in code or func == "__exit__":
+            return "cudagraph"
+        if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
+            return "serving"
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
+        for umbrella in UMBRELLA_STEPS:
+            text = text.replace(umbrella, "")
         for category, keys in FRAME_CATEGORIES:
             if any(k in text for k in keys):
                 return category
@@ -301,6 +328,9 @@ FAILURE_SIGNALS = {
     "sglang-not-enough-memory",
     "sglang-kv-alloc-failed",
     "engine-dead",
+    "ray-actor-died",
+    "prefill-tokens-dont-fit",
+    "sglang-cudagraph-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -324,6 +354,8 @@ SIGNAL_PHASE = {
     "sglang-negative-token-budget": "startup-kv-alloc",
     "sglang-not-enough-memory": "startup-kv-alloc",
     "sglang-kv-alloc-failed": "runtime",
+    "prefill-tokens-dont-fit": "startup-profile",
+    "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -439,7 +471,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _dp_ranks(ev, tally)
     _config(setup, tally, sit)
     _prose(ev, tally)
-    _priors(tally, sit)
+    _priors(ev, tally, sit)
     return tally, sit
 
 
@@ -587,6 +619,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "SGLang saw unequal free memory across GPUs: another process",
             s,
         )
+    for s in ev.signals("sglang-cudagraph-failed"):
+        t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):
@@ -596,6 +630,33 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "SGLang could not allocate KV slots for the batch: the pool was full",
             s,
         )
+    for s in ev.signals("ray-actor-died"):
+        t.add(
+            "host-ram-oom",
+            MEDIUM,
+            "a Ray actor's worker process died without a Python error: Ray's first named cause is the "
+            "OOM killer (SIGKILL)",
+            s,
+        )
+    for s in ev.signals("prefill-tokens-dont-fit"):
+        t.add(
+            "activation-peak",
+            STRONG,
+            "the engine's warm-up could not fit one prefill batch of that many tokens",
+            s,
+        )
+    residual = ev.signals("sleep-residual")
+    if len(residual) >= 2:
+        first, last = residual[0].number("residual_bytes") or 0, residual[-1].number("residual_bytes") or 0
+        if last >= first + RESIDUAL_GROWTH:
+            t.add(
+                "memory-leak",
+                STRONG,
+                f"memory still in use after sleep grew from {first / GIB:.2f} to {last / GIB:.2f} GiB "
+                f"over {len(residual)} cycles",
+                residual[0],
+                residual[-1],
+            )
     for s in ev.signals("kv-preempted"):
         t.add(
             "kv-exhaustion-at-runtime",
@@ -656,6 +717,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
+        _allocator_quantities(o, t)
         others = _other_process_bytes(o)
         if others is not None and others >= OTHER_PROCESS_MIN:
             t.add(
@@ -668,6 +730,60 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add(
                 "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
             )
+
+
+def _allocator_quantities(o: OomMessage, t: Tally) -> None:
+    """What the allocator's own numbers decide, whatever words surround them."""
+    if o.requested and o.total and o.requested >= o.total:
+        why = (
+            f"one allocation of {o.requested / GIB:.2f} GiB is larger than the whole "
+            f"{o.total / GIB:.2f} GiB device: the shape of one step, not memory held by anything else"
+        )
+        t.add("activation-peak", MEDIUM, why, o)  # the frames say whose step (encoder, sampler) when present
+        for cls in (
+            "fragmentation",
+            "other-process-or-shared-gpu",
+            "kv-exhaustion-at-runtime",
+            "memory-leak",
+        ):
+            t.add(cls, -STRONG, why, o)
+    outside = outside_pytorch(o)
+    if (
+        outside is not None
+        and o.this_process is None
+        and not o.processes
+        and o.total
+        and outside >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total)
+    ):
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            f"{outside / GIB:.2f} GiB of the device is in use outside this process's PyTorch allocator "
+            "(total - free - allocated - reserved): another process or non-PyTorch memory",
+            o,
+        )
+    if o.this_process is not None and o.allocated is not None and o.total:
+        non_torch = o.this_process - o.allocated - (o.reserved_unallocated or 0)
+        if non_torch >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total):
+            t.add(
+                "other-process-or-shared-gpu",
+                MEDIUM,
+                f"this process holds {non_torch / GIB:.2f} GiB outside PyTorch's allocator (non-PyTorch "
+                "memory: another library or allocator in the same process)",
+                o,
+            )
+
+
+def outside_pytorch(o: OomMessage) -> int | None:
+    return _outside(
+        AllocatorReport(
+            o.flavor,
+            total=o.total,
+            free=o.free,
+            allocated=o.allocated,
+            reserved_unallocated=o.reserved_unallocated,
+        )
+    )
 
 
 def _other_process_bytes(o: OomMessage) -> int | None:
@@ -1118,9 +1234,12 @@ def _prose(ev: Evidence, t: Tally) -> None:
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
 
 
-def _priors(t: Tally, sit: Situation) -> None:
+def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
     """When little places the failure, the usual suspects in the order they usually are."""
     t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
+    if not sit.failures:
+        for s in ev.signals("exception")[:2]:
+            t.add("other", PRIOR, "an exception with no memory mechanism recognised in it", s)
     if any(isinstance(f, OomMessage) for f in sit.failures):
         for cls, w in (
             ("activation-peak", PRIOR * 2),

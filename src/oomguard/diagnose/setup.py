@@ -6,8 +6,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from oomguard.diagnose.evidence import Evidence, Flags, GpuMemory, OomMessage, StartupNumber, Version, Where
+from oomguard.diagnose.evidence import (
+    Evidence,
+    Fact,
+    Flags,
+    GpuMemory,
+    OomMessage,
+    StartupNumber,
+    Version,
+    Where,
+)
 from oomguard.engines.vllm.versions import Behaviour, behaviour_or_newest
+from oomguard.errors import InputFormatError
 
 # Spellings of the same flag in different evidence (argv, non-default args, SGLang) -> vLLM field name.
 FLAG_ALIASES = {
@@ -205,6 +215,7 @@ def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, 
 
 # Later, more authoritative sources override earlier ones: the engine's own config line beats a command.
 _ORIGIN_ORDER = {
+    "user-supplied": -1,  # --command: fills what the evidence lacks, never overrides what it shows
     "environment": 0,
     "command-line": 1,
     "non-default-args": 2,
@@ -212,3 +223,60 @@ _ORIGIN_ORDER = {
     "sglang-args": 3,
     "engine-config": 3,
 }
+
+
+# Where the facts a user supplies on the command line are said to come from.
+SUPPLIED = "command line of oomguard diagnose"
+
+
+def supplied_facts(command: str | None, gpu: str | None, vllm_version: str | None) -> list[Fact]:
+    """Setup the evidence lacks, from `--command "vllm serve ..."`, `--gpu` and `--vllm-version`, as facts of
+    the lowest precedence (the evidence's own lines win), so that fixes can be re-planned.
+    Raises InputFormatError for an unknown GPU or a command that is not a vLLM/SGLang server command."""
+    from oomguard.diagnose.sources.vllm_log import parse_argv
+    from oomguard.errors import UnknownGpuError
+    from oomguard.hardware import find_gpu
+
+    facts: list[Fact] = []
+    if command:
+        m = re.search(
+            r"\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|sglang\.launch_server", command
+        )
+        if not m:
+            raise InputFormatError(
+                f"--command {command!r}: expected 'vllm serve MODEL ...' or a launch command"
+            )
+        flags = parse_argv(command[m.end() :], positional_model="serve" in m.group(0))
+        if "sglang" in m.group(0):
+            flags["engine"] = "sglang"
+        facts.append(
+            Flags(where=Where(SUPPLIED, 0), text=command, origin="user-supplied", flags=tuple(flags.items()))
+        )
+    if gpu:
+        try:
+            found = find_gpu(gpu)
+        except UnknownGpuError as err:
+            raise InputFormatError(f"--gpu {gpu!r}: {err}") from err
+        facts.append(
+            GpuMemory(
+                where=Where(SUPPLIED, 0),
+                text=f"--gpu {gpu}",
+                gpu=None,
+                name=found.name,
+                total=found.total_bytes,
+                used=0,
+                cuda_total=found.total_bytes,
+            )
+        )
+    if vllm_version:
+        if not re.fullmatch(r"v?\d+\.\d+(\.\d+)?[\w.+-]*", vllm_version):
+            raise InputFormatError(f"--vllm-version {vllm_version!r}: expected a version such as 0.11.0")
+        facts.append(
+            Version(
+                where=Where(SUPPLIED, 0),
+                text=f"--vllm-version {vllm_version}",
+                engine="vllm",
+                version=vllm_version.lstrip("v"),
+            )
+        )
+    return facts

@@ -6,31 +6,72 @@
     oomguard watch --prometheus http://prom:9090 --selector '{job="vllm"}' --once
 
 Exit codes: 0 nothing found (or stopped), 1 findings with --once, 2 bad input.
+SIGTERM and SIGHUP stop it as Ctrl-C does: the tick in progress ends, buffered samples are written (or
+saved aside to be read back on the next run).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+import typing
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields, replace
 
 from oomguard.errors import ConfigError
-from oomguard.watch.detectors import Alert, Thresholds, evaluate
+from oomguard.watch.clock import TickClock
+from oomguard.watch.detectors import Alert, PendingTrend, Thresholds, evaluate, pending_trends
 from oomguard.watch.durations import parse_duration
+from oomguard.watch.escape import printable
 from oomguard.watch.host import HostProbe, is_loopback_url, url_port
 from oomguard.watch.nvml import NvmlProbe
-from oomguard.watch.planned import planned_capacity
-from oomguard.watch.scrape import DEFAULT_TIMEOUT_S, Scraper, normalize_url
+from oomguard.watch.planned import PlanSource
+from oomguard.watch.scrape import DEFAULT_TIMEOUT_S, MIN_TIMEOUT_S, Scraper, normalize_url
 from oomguard.watch.store import Store
-from oomguard.watch.view import CLEAR, alert_json, alert_line, screen
+from oomguard.watch.view import CLEAR, alert_json, alert_line, pending_json, pending_line, screen
 from oomguard.watch.watcher import Probe, Watcher
 
 DEFAULT_DB = "oomguard-watch.sqlite"
 PROMETHEUS_BACKOFF_MAX_S = 300.0
 EXIT_FINDINGS = 1
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")  # docker stop, kubectl delete, systemd; a closed terminal
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags as the one-line error every oomguard command gives, not the whole usage."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise ConfigError(f"{message} (see oomguard {self.prog.split()[-1]} --help)")
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM/SIGHUP, so the loop ends as after Ctrl-C and the buffer is saved; a second
+    signal stops at once (still through `finally`)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in STOP_SIGNALS:
+            if hasattr(signal, name):
+                number = getattr(signal, name)
+                previous[number] = signal.signal(number, handler)
+    try:
+        yield stop
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
 
 # CLI option -> Thresholds field; durations are parsed, the rest are floats.
 THRESHOLD_OPTIONS: dict[str, str] = {
@@ -92,7 +133,7 @@ def thresholds_from(args: argparse.Namespace) -> Thresholds:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="oomguard watch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
@@ -108,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", default=DEFAULT_DB, help=f"SQLite file for samples (default ./{DEFAULT_DB})")
     parser.add_argument("--interval", default="5s", help="time between scrapes (default 5s)")
     parser.add_argument(
-        "--timeout", default=f"{DEFAULT_TIMEOUT_S:g}s", help="per-scrape timeout (default 5s)"
+        "--timeout",
+        default=f"{DEFAULT_TIMEOUT_S:g}s",
+        help="deadline of each scrape, NVML read or Prometheus query as a whole (default 5s)",
     )
     parser.add_argument(
         "--once", action="store_true", help="one scrape and one check; exit 1 when anything fires"
@@ -155,26 +198,38 @@ def _probes(args: argparse.Namespace, urls: list[str]) -> tuple[list[Probe], lis
     return probes, notes
 
 
+def _timeout(args: argparse.Namespace) -> float:
+    timeout = parse_duration(args.timeout)
+    if timeout < MIN_TIMEOUT_S:
+        raise ConfigError(f"--timeout must be at least {MIN_TIMEOUT_S * 1000:g}ms, got {args.timeout!r}")
+    return timeout
+
+
+def _emit_pending(trends: Sequence[PendingTrend], as_json: bool) -> None:
+    """What a one-shot check could not judge yet, so silence is not read as "all clear"."""
+    for trend in trends:
+        print(pending_json(trend) if as_json else pending_line(trend), flush=True)
+
+
 def _emit(alerts: Sequence[Alert], cleared: Sequence[Alert], as_json: bool) -> None:
     for alert in alerts:
         print(alert_json(alert) if as_json else alert_line(alert), flush=True)
     for alert in cleared:
         print(
-            alert_json(alert, state="resolved") if as_json else f"RESOLVED {alert.detector} {alert.subject}",
+            alert_json(alert, state="resolved")
+            if as_json
+            else f"RESOLVED {alert.detector} {printable(alert.subject)}",
             flush=True,
         )
 
 
-def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
+def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds, stop: threading.Event) -> int:
     from oomguard.watch.prometheus_query import PrometheusError, PrometheusSource
 
     source = PrometheusSource(
-        args.prometheus,
-        selector=args.selector,
-        gpu_selector=args.gpu_selector,
-        timeout=parse_duration(args.timeout),
+        args.prometheus, selector=args.selector, gpu_selector=args.gpu_selector, timeout=_timeout(args)
     )
-    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
+    planned = PlanSource(args.plan, args.gpu) if args.plan else None
     lookback = max(
         thresholds.leak_window_s,
         thresholds.kv_window_s,
@@ -184,13 +239,15 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
         thresholds.queue_window_s,
     )
     interval = parse_duration(args.interval)
-    deadline = _deadline(args)
+    clock = TickClock()
+    deadline = _deadline(args, clock)
     rounds = 0
     active: dict[tuple[str, str], Alert] = {}
     found = False
     failures = 0
-    while True:
-        now = time.time()
+    while not stop.is_set():
+        started = clock.monotonic()
+        now = clock.now()
         try:
             history, models = source.history(now - lookback, now)
         except PrometheusError as err:
@@ -198,33 +255,39 @@ def _run_prometheus(args: argparse.Namespace, thresholds: Thresholds) -> int:
                 raise
             failures += 1
             delay = min(interval * 2 ** (failures - 1), PROMETHEUS_BACKOFF_MAX_S)
-            logging.getLogger(__name__).warning("%s; retrying in %.0f s", err, delay)
-            if time.time() + delay > deadline or (args.count is not None and failures >= args.count):
+            logging.getLogger(__name__).warning("%s; retrying in %.0f s", printable(str(err)), delay)
+            if clock.monotonic() + delay > deadline or (args.count is not None and failures >= args.count):
                 return 0
-            time.sleep(delay)
+            stop.wait(delay)
             continue
         failures = 0
         alerts = evaluate(history, now, thresholds, models, planned)
         found = found or bool(alerts)
         current = {a.key: a for a in alerts}
-        _emit(
-            [a for k, a in current.items() if k not in active or active[k].severity != a.severity],
-            [a for k, a in active.items() if k not in current],
-            args.json or args.once,
-        )
+        if args.once:
+            _emit(alerts, (), args.json)
+            _emit_pending(pending_trends(history, now, thresholds), args.json)
+        else:
+            _emit(
+                [a for k, a in current.items() if k not in active or active[k].severity != a.severity],
+                [a for k, a in active.items() if k not in current],
+                args.json,
+            )
         active = current
         rounds += 1
         if (
             args.once
             or (args.count is not None and rounds >= args.count)
-            or time.time() + interval > deadline
+            or clock.monotonic() + interval > deadline
         ):
-            return EXIT_FINDINGS if args.once and found else 0
-        time.sleep(interval)
+            break
+        stop.wait(max(0.0, interval - (clock.monotonic() - started)))
+    return EXIT_FINDINGS if args.once and found else 0
 
 
-def _deadline(args: argparse.Namespace) -> float:
-    return time.time() + parse_duration(args.duration) if args.duration else float("inf")
+def _deadline(args: argparse.Namespace, clock: TickClock) -> float:
+    """When --duration ends, on the monotonic clock."""
+    return clock.monotonic() + parse_duration(args.duration) if args.duration else float("inf")
 
 
 def main(argv: list[str]) -> int:
@@ -236,10 +299,13 @@ def main(argv: list[str]) -> int:
         format="oomguard watch: %(message)s",
     )
     thresholds = thresholds_from(args)
+    if args.count is not None and args.count < 1:
+        raise ConfigError(f"--count must be at least 1, got {args.count}")
     if args.prometheus:
         if args.urls:
             raise ConfigError("give either /metrics URLs or --prometheus, not both")
-        return _run_prometheus(args, thresholds)
+        with stop_on_signals() as stop:
+            return _run_prometheus(args, thresholds, stop)
     if not args.urls:
         raise ConfigError(
             "no /metrics URL given (e.g. oomguard watch http://localhost:8000) and no --prometheus"
@@ -248,39 +314,59 @@ def main(argv: list[str]) -> int:
     interval = parse_duration(args.interval)
     if interval <= 0:
         raise ConfigError("--interval must be positive")
+    timeout = _timeout(args)
     store = Store(args.db)
+    with stop_on_signals() as stop:
+        try:
+            return _loop(args, store, urls, thresholds, interval, timeout, stop)
+        finally:
+            closing = store.close(time.time())
+            if closing.pending:
+                print(
+                    f"oomguard watch: {closing.pending} records could not be written to {args.db}: "
+                    f"{closing.error}",
+                    file=sys.stderr,
+                )
+
+
+def _loop(
+    args: argparse.Namespace,
+    store: Store,
+    urls: list[str],
+    thresholds: Thresholds,
+    interval: float,
+    timeout: float,
+    stop: threading.Event,
+) -> int:
     probes, notes = _probes(args, urls)
     for note in notes:
         logging.getLogger(__name__).info(note)
-    planned = planned_capacity(args.plan, args.gpu) if args.plan else None
-    watcher = Watcher(store, Scraper(urls, timeout=parse_duration(args.timeout)), probes, thresholds, planned)
+    planned = PlanSource(args.plan, args.gpu) if args.plan else None
+    watcher = Watcher(
+        store, Scraper(urls, timeout=timeout), probes, thresholds, planned, probe_deadline_s=timeout
+    )
     live = not args.json and not args.once and sys.stdout.isatty()
-    deadline = _deadline(args)
+    clock = TickClock()
+    deadline = _deadline(args, clock)
     ticks = 0
     found = False
-    try:
-        while True:
-            result = watcher.tick(time.time())
-            ticks += 1
-            found = found or bool(result.alerts)
-            if live:
-                print(CLEAR + screen(result, db=args.db), flush=True)
-            elif args.once:
-                _emit(result.alerts, (), args.json)
-            else:
-                _emit(result.new, result.cleared, args.json)
-            if (
-                args.once
-                or (args.count is not None and ticks >= args.count)
-                or time.time() + interval > deadline
-            ):
-                break
-            time.sleep(max(0.0, interval - (time.time() - result.at)))
-    finally:
-        closing = store.close(time.time())
-        if closing.pending:
-            print(
-                f"oomguard watch: {closing.pending} records could not be written to {args.db}: {closing.error}",
-                file=sys.stderr,
-            )
+    while not stop.is_set():
+        started = clock.monotonic()
+        result = watcher.tick(clock.now())
+        ticks += 1
+        found = found or bool(result.alerts)
+        if live:
+            print(CLEAR + screen(result, db=args.db), flush=True)
+        elif args.once:
+            _emit(result.alerts, (), args.json)
+            _emit_pending(result.trends_pending, args.json)
+        else:
+            _emit(result.new, result.cleared, args.json)
+        if (
+            args.once
+            or (args.count is not None and ticks >= args.count)
+            or clock.monotonic() + interval > deadline
+        ):
+            break
+        stop.wait(max(0.0, interval - (clock.monotonic() - started)))
     return EXIT_FINDINGS if args.once and found else 0

@@ -11,13 +11,16 @@ fixed by a version change or a restart, not by tuning; host memory is not GPU me
 
 from __future__ import annotations
 
+import logging
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from oomguard.imbalance import IMBALANCE_WARN, imbalance
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
-from oomguard.watch.planned import PlannedCapacity
+from oomguard.watch.growth import GrowthRule
+from oomguard.watch.planned import PlannedCapacity, PlanSource
 from oomguard.watch.samples import History, RankKey, Series, SeriesKey
 from oomguard.watch.trend import (
     Trend,
@@ -27,6 +30,8 @@ from oomguard.watch.trend import (
     theil_sen,
     time_to_reach,
 )
+
+log = logging.getLogger(__name__)
 
 WARNING = "warning"
 CRITICAL = "critical"
@@ -55,17 +60,23 @@ class Thresholds:
     preemption_window_s: float = 300.0
     preemptions_per_min: float = 1.0
     imbalance_window_s: float = 300.0
-    imbalance: float = 0.15  # the DP-imbalance incident: DP ranks more than 15% apart
+    imbalance: float = IMBALANCE_WARN  # DP ranks more than 15% apart (oomguard.imbalance)
     imbalance_min_kv: float = 0.05  # below this mean KV usage, ranks are idle and differences are noise
     imbalance_min_requests: float = 2.0
     host_memory_ratio: float = 0.9
     restart_window_s: float = 3600.0
 
+    @property
+    def host_growth(self) -> GrowthRule:
+        """Host memory growing towards its limit: the same rule `oomguard rules` writes."""
+        return GrowthRule(self.leak_window_s, self.horizon_s, self.critical_eta_s)
+
 
 @dataclass(frozen=True)
 class Alert:
-    detector: str  # memory_leak | kv_saturation | queue_growth | preemptions | dp_imbalance | host_memory |
-    #                restarts | target_down | kv_pool_shortfall
+    detector: str  # memory_leak | host_memory_growth | kv_saturation | queue_growth | queue_backlog |
+    #                preemptions | dp_imbalance | host_memory | restarts | target_down | engine_missing |
+    #                kv_pool_shortfall
     severity: str
     subject: str  # what it is about: a rank, a GPU, a host process
     summary: str
@@ -239,7 +250,7 @@ HOST_MEMORY_METRICS = {
 
 
 def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
-    """GPU memory (NVML) against the device total; host memory of the server against its cgroup limit."""
+    """GPU memory (NVML) against the device total (host memory: `host_memory_growth`)."""
     alerts: list[Alert] = []
     for key in sorted(history):
         if key.metric == "gpu_memory_used_bytes":
@@ -248,13 +259,53 @@ def memory_leaks(history: History, now: float, t: Thresholds) -> list[Alert]:
                 alert = _leak(history, key, total.last, now, t, "GPU memory used", "device memory")
                 if alert:
                     alerts.append(alert)
-        elif key.metric in HOST_MEMORY_METRICS:
-            limit = history.get(SeriesKey(key.target, key.engine, "cgroup_limit_bytes"))
-            if limit is not None and len(limit):
-                what = HOST_MEMORY_METRICS[key.metric]
-                alert = _leak(history, key, limit.last, now, t, what, "memory limit")
-                if alert and not any(a.subject == alert.subject for a in alerts):
-                    alerts.append(alert)
+    return alerts
+
+
+def host_memory_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
+    """Host memory rising towards the cgroup limit, with the time left: `Thresholds.host_growth`, the rule
+    `OomguardHostMemoryLeak` evaluates in Prometheus."""
+    rule = t.host_growth
+    alerts = []
+    for key in sorted(k for k in history if k.metric == "cgroup_limit_bytes"):
+        limit = history[key].last
+        if limit <= 0:
+            continue
+        found = []  # every host-memory series of this subject that grows towards the limit, soonest first
+        for metric in HOST_MEMORY_METRICS:
+            used = history.get(SeriesKey(key.target, key.engine, metric))
+            window = used.since(now - rule.window_s) if used is not None else None
+            if window is None or len(window) < 3 or window.ts[-1] - window.ts[0] < t.leak_min_span_s:
+                continue
+            growth = rule.evaluate(window, limit, now)
+            if growth is not None:
+                found.append((growth.eta_s, metric, growth))
+        if not found:
+            continue
+        _, metric, growth = min(found)
+        what = HOST_MEMORY_METRICS[metric]
+        alerts.append(
+            Alert(
+                "host_memory_growth",
+                CRITICAL if growth.eta_s < rule.critical_s else WARNING,
+                str(key.rank),
+                f"{what} rises {_per_hour(growth.slope)}: the memory limit is reached in "
+                f"{format_duration(growth.eta_s)}",
+                (
+                    f"{what} now {_gib(growth.level)} of {_gib(limit)} (limit)",
+                    (
+                        f"least-squares slope {_per_hour(growth.slope)} over {format_duration(growth.span_s)} "
+                        f"({growth.points} samples); older half {_per_hour(growth.older_slope)}"
+                    ),
+                ),
+                HOST_FIX,
+                now,
+                growth.eta_s,
+                growth.slope,
+                limit,
+                {"level": growth.level, "limit": limit},
+            )
+        )
     return alerts
 
 
@@ -294,9 +345,9 @@ def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
     for rank in _ranks(history, "kv_cache_usage"):
         kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.kv_window_s)
-        if kv is None or len(kv) < 3:
+        if kv is None:
             continue
-        level = recent_level(kv, max(t.kv_window_s / 20, 1.0))
+        level = recent_level(kv, max(t.kv_window_s / 20, 1.0))  # one sample is enough to be full
         context = _kv_context(history, rank, now - t.kv_window_s)
         if level >= t.kv_high:
             alerts.append(
@@ -314,7 +365,7 @@ def kv_saturation(history: History, now: float, t: Thresholds) -> list[Alert]:
                 )
             )
             continue
-        trend = sustained_rise(kv, 0.6)
+        trend = sustained_rise(kv, 0.6) if len(kv) >= TREND_MIN_SAMPLES else None
         if trend is None:
             continue
         eta = time_to_reach(trend, t.kv_high)
@@ -348,15 +399,18 @@ def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
     for rank in _ranks(history, "requests_waiting"):
         waiting = _series(history, rank.target, rank.engine, "requests_waiting", now - t.queue_window_s)
-        if waiting is None or len(waiting) < 3:
+        if waiting is None:
             continue
         level = recent_level(waiting, max(t.queue_window_s / 20, 1.0))
-        trend = sustained_rise(waiting, 0.6)
-        if trend is None or level < t.queue_min_waiting:
-            continue
-        eta = time_to_reach(trend, t.queue_limit)
         kv = _series(history, rank.target, rank.engine, "kv_cache_usage", now - t.queue_window_s)
         kv_level = recent_level(kv, t.queue_window_s / 10) if kv is not None else None
+        trend = sustained_rise(waiting, 0.6) if len(waiting) >= TREND_MIN_SAMPLES else None
+        if trend is None or level < t.queue_min_waiting:
+            backlog = _queue_backlog(history, rank, now, t, level, kv_level)
+            if backlog is not None:
+                alerts.append(backlog)
+            continue
+        eta = time_to_reach(trend, t.queue_limit)
         fix: tuple[str, ...]
         if kv_level is not None and kv_level >= t.kv_high * KV_BOUND_MARGIN:
             cause = f"KV-bound: KV cache {kv_level:.0%} full, admission waits for free blocks"
@@ -393,6 +447,32 @@ def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
     return alerts
 
 
+def _queue_backlog(
+    history: History, rank: RankKey, now: float, t: Thresholds, level: float, kv_level: float | None
+) -> Alert | None:
+    """A level, judged on one sample: the queue at its limit, or waiting for KV blocks (the cache full)."""
+    kv_bound = kv_level is not None and kv_level >= t.kv_high * KV_BOUND_MARGIN
+    if not (level >= t.queue_limit or (level >= t.queue_min_waiting and kv_bound)):
+        return None
+    cause = (
+        f"KV-bound: KV cache {kv_level:.0%} full, admission waits for free blocks"
+        if kv_bound and kv_level is not None
+        else f"at least {t.queue_limit:.0f} waiting"
+    )
+    return Alert(
+        "queue_backlog",
+        WARNING,
+        str(rank),
+        f"{level:.0f} requests waiting ({cause.split(':')[0]})",
+        (cause, *_kv_context(history, rank, now - t.queue_window_s)),
+        KV_FIX if kv_bound else ("arrival rate exceeds what the engine serves: add replicas or throttle",),
+        now,
+        None,
+        level,
+        t.queue_min_waiting if kv_bound else t.queue_limit,
+    )
+
+
 # ----- preemptions -----------------------------------------------------------------------------------------
 
 
@@ -400,10 +480,12 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
     alerts = []
     for rank in _ranks(history, "preemptions"):
         counter = _series(history, rank.target, rank.engine, "preemptions", now - t.preemption_window_s)
-        if counter is None or len(counter) < 2:
+        if counter is None:
             continue
-        increase, _ = counter_increase(counter)
-        minutes = max((counter.ts[-1] - counter.ts[0]) / 60, 1e-9)
+        judged = _preemption_rate(history, rank, counter, t)
+        if judged is None:
+            continue
+        increase, minutes, basis = judged
         rate = increase / minutes
         if rate < t.preemptions_per_min:
             continue
@@ -413,10 +495,9 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
                 "preemptions",
                 WARNING,
                 str(rank),
-                f"{increase:.0f} preemptions in {format_duration(counter.ts[-1] - counter.ts[0])} "
-                f"({rate:.1f}/min): the KV cache is oversubscribed",
+                f"{increase:.0f} preemptions {basis} ({rate:.1f}/min): the KV cache is oversubscribed",
                 (
-                    f"vllm:num_preemptions rose by {increase:.0f}",
+                    f"vllm:num_preemptions rose by {increase:.0f} {basis}",
                     *([f"KV usage peaked at {max(kv.values):.0%}"] if kv is not None else []),
                     *_kv_context(history, rank, now - t.preemption_window_s),
                 ),
@@ -434,6 +515,23 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
             )
         )
     return alerts
+
+
+def _preemption_rate(
+    history: History, rank: RankKey, counter: Series, t: Thresholds
+) -> tuple[float, float, str] | None:
+    """(increase, minutes, what they span). Two samples: the increase between them. One sample (a fresh
+    database): the counter since the process started, when its start time is known; else the counter
+    itself, judged as if it all happened within one window (a counter that high is a jump either way)."""
+    if len(counter) >= 2:
+        increase, _ = counter_increase(counter)
+        span = counter.ts[-1] - counter.ts[0]
+        return increase, max(span / 60, 1e-9), f"in {format_duration(span)}"
+    started = _series(history, rank.target, "", "process_start_time", 0.0)
+    if started is not None and 0 < counter.ts[-1] - started.last:
+        uptime = counter.ts[-1] - started.last
+        return counter.last, max(uptime / 60, 1e-9), f"since the server started {format_duration(uptime)} ago"
+    return counter.last, t.preemption_window_s / 60, "since the server started (counter; start time unknown)"
 
 
 # ----- data-parallel imbalance -----------------------------------------------------------------------------
@@ -473,7 +571,7 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
             mean = statistics.fmean(values.values())
             if mean < floor:
                 continue
-            spread = (max(values.values()) - min(values.values())) / mean
+            spread = imbalance(list(values.values()))  # (max - min) / mean, as simulate and the rule
             if spread > t.imbalance and (worst is None or spread > worst[0]):
                 worst = (spread, name, values, fmt)
         if worst is None:
@@ -587,7 +685,7 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
             for ts in resets:
                 by_target.setdefault(key.target, set()).add(ts)
                 evidence.setdefault(key.target, []).append(f"{key.metric} counter reset at {ts:.0f}")
-        elif key.metric == "process_start_time":
+        elif key.metric in ("process_start_time", "host_process_start_time"):
             for i in range(1, len(window)):
                 if abs(window.values[i] - window.values[i - 1]) > 1.0:
                     by_target.setdefault(key.target, set()).add(window.ts[i])
@@ -665,6 +763,90 @@ def targets_down(history: History, now: float, t: Thresholds) -> list[Alert]:
     return alerts
 
 
+def engines_missing(history: History, now: float, t: Thresholds) -> list[Alert]:
+    """DP engines that an endpoint served within the restart window but not in its latest good scrape."""
+    alerts = []
+    for key in sorted(k for k in history if k.metric == "up" and k.engine == ""):
+        up = history[key]
+        good = [ts for ts, v in zip(up.ts, up.values) if v == 1.0]
+        if not good:
+            continue
+        latest = good[-1]
+        for rank in _ranks(history, "requests_running"):
+            if rank.target != key.target:
+                continue
+            running = history[SeriesKey(rank.target, rank.engine, "requests_running")]
+            last_seen = running.ts[-1]
+            if last_seen >= latest or last_seen < now - t.restart_window_s:
+                continue
+            alerts.append(
+                Alert(
+                    "engine_missing",
+                    WARNING,
+                    str(rank),
+                    f"engine no longer in /metrics (last seen {format_duration(latest - last_seen)} before "
+                    "the latest scrape)",
+                    (f"last sample at {last_seen:.0f}; latest good scrape of the endpoint at {latest:.0f}",),
+                    (
+                        (
+                            "a data-parallel engine that died takes its share of the KV cache with it: check the "
+                            "engine core's log (`oomguard diagnose`) and whether the API server still routes to it"
+                        ),
+                    ),
+                    now,
+                    None,
+                    latest - last_seen,
+                    0.0,
+                    {"last_seen": last_seen},
+                )
+            )
+    return alerts
+
+
+@dataclass(frozen=True)
+class PendingTrend:
+    """A trend detector that cannot judge yet: how many samples it has and how many it needs."""
+
+    detector: str
+    subject: str
+    have: int
+    need: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"detector": self.detector, "subject": self.subject, "have": self.have, "need": self.need}
+
+
+TREND_MIN_SAMPLES = 3  # a Theil-Sen line and its halves need three points
+
+
+def _needed_for_span(series: Series, span_s: float) -> int:
+    """Samples needed to cover `span_s` at the series' own scrape interval (at least TREND_MIN_SAMPLES)."""
+    if len(series) < 2:
+        return TREND_MIN_SAMPLES
+    step = (series.ts[-1] - series.ts[0]) / (len(series) - 1)
+    return max(TREND_MIN_SAMPLES, int(span_s / step) + 1) if step > 0 else TREND_MIN_SAMPLES
+
+
+def pending_trends(history: History, now: float, t: Thresholds) -> list[PendingTrend]:
+    """Trend detectors still collecting samples, per subject: the level detectors judge one sample, these
+    cannot, and say so instead of staying silent."""
+    out = []
+    checks = (
+        ("kv_saturation", "kv_cache_usage", t.kv_window_s, 0.0),
+        ("queue_growth", "requests_waiting", t.queue_window_s, 0.0),
+        ("memory_leak", "gpu_memory_used_bytes", t.leak_window_s, t.leak_min_span_s),
+        ("host_memory_growth", "cgroup_memory_bytes", t.leak_window_s, t.leak_min_span_s),
+        ("host_memory_growth", "host_rss_bytes", t.leak_window_s, t.leak_min_span_s),
+    )
+    for detector, metric, window_s, span_s in checks:
+        for key in sorted(k for k in history if k.metric == metric):
+            window = history[key].since(now - window_s)
+            need = _needed_for_span(window, span_s) if span_s else TREND_MIN_SAMPLES
+            if len(window) < need:
+                out.append(PendingTrend(detector, str(key.rank), len(window), need))
+    return out
+
+
 # A server may legitimately get a few blocks less than planned (allocator rounding, driver versions); a
 # shortfall beyond this share means memory the plan did not count.
 KV_POOL_SHORTFALL = 0.05
@@ -691,6 +873,7 @@ def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) ->
                         f"oomguard plan of `{planned.command}` on {planned.gpu_name}: {planned.num_gpu_blocks} blocks of "
                         f"{planned.block_size} tokens"
                     ),
+                    *((planned.utilization_note,) if planned.utilization_note else ()),
                 ),
                 (
                     "check the GPU for other processes (nvidia-smi --query-compute-apps) before vLLM starts",
@@ -710,26 +893,50 @@ def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) ->
     return alerts
 
 
+def reported_utilization(history: History) -> float | None:
+    """vLLM's gpu_memory_utilization as the server reports it (cache_config_info), if any engine does."""
+    for key in sorted(k for k in history if k.metric == "gpu_memory_utilization"):
+        return history[key].last
+    return None
+
+
 def evaluate(
     history: History,
     now: float,
     thresholds: Thresholds | None = None,
     models: Mapping[RankKey, str] | None = None,
-    planned: PlannedCapacity | None = None,
+    planned: PlannedCapacity | PlanSource | None = None,
 ) -> list[Alert]:
-    """Every detector over one history, most urgent first."""
+    """Every detector over one history, most urgent first.
+
+    A detector that fails on odd numbers (an overflow in a mean of huge values) costs its own alerts for
+    this tick, logged, never the watcher: the next tick judges again."""
     t = thresholds or Thresholds()
-    alerts: list[Alert] = []
-    alerts += memory_leaks(history, now, t)
-    alerts += host_memory(history, now, t)
-    alerts += kv_saturation(history, now, t)
-    alerts += queue_growth(history, now, t)
-    alerts += preemptions(history, now, t)
-    alerts += dp_imbalance(history, now, t, models or {})
-    alerts += restarts(history, now, t)
-    alerts += targets_down(history, now, t)
+    runs: list[tuple[str, Callable[[], list[Alert]]]] = [
+        ("memory_leak", lambda: memory_leaks(history, now, t)),
+        ("host_memory", lambda: host_memory(history, now, t)),
+        ("host_memory_growth", lambda: host_memory_growth(history, now, t)),
+        ("kv_saturation", lambda: kv_saturation(history, now, t)),
+        ("queue_growth", lambda: queue_growth(history, now, t)),
+        ("preemptions", lambda: preemptions(history, now, t)),
+        ("dp_imbalance", lambda: dp_imbalance(history, now, t, models or {})),
+        ("restarts", lambda: restarts(history, now, t)),
+        ("target_down", lambda: targets_down(history, now, t)),
+        ("engine_missing", lambda: engines_missing(history, now, t)),
+    ]
     if planned is not None:
-        alerts += kv_pool_shortfall(history, now, planned)
+        plan = (
+            planned.for_reported(reported_utilization(history))
+            if isinstance(planned, PlanSource)
+            else planned
+        )
+        runs.append(("kv_pool_shortfall", lambda: kv_pool_shortfall(history, now, plan)))
+    alerts: list[Alert] = []
+    for name, run in runs:
+        try:
+            alerts += run()
+        except (ArithmeticError, ValueError, statistics.StatisticsError) as err:
+            log.warning("detector %s skipped this tick: %s: %s", name, type(err).__name__, err)
     return sorted(alerts, key=_urgency)
 
 

@@ -252,7 +252,9 @@ class HostProbe:
             out.append(Sample(self.target, "", "host_rss_bytes", now, float(sum(rss))))
         started = start_time(pid, self.proc)
         if started is not None:
-            out.append(Sample(self.target, "", "process_start_time", now, started))
+            # its own series: for a loopback URL the endpoint's process_start_time is beside it (the listener
+            # found by port may be a proxy, whose start time says nothing about vLLM's)
+            out.append(Sample(self.target, "", "host_process_start_time", now, started))
         cgroup = cgroup_memory(pid, self.proc, self.cgroup_root)
         limit = cgroup.limit if cgroup is not None and cgroup.limit is not None else mem_total(self.proc)
         if cgroup is not None and cgroup.working_set is not None:

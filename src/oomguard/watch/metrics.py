@@ -11,6 +11,12 @@ Names and meanings (vLLM `v1/metrics/loggers.py`):
   serves one series per engine).
 - `process_resident_memory_bytes` / `process_start_time_seconds` come from prometheus_client's process
   collector: they describe the API-server process, whose restart is the server's restart.
+
+Several series of one name and one engine: counters are added (one series per `finished_reason`, or per
+LoRA adapter, is how vLLM splits a total), gauges that count requests are added, a ratio never is: the
+highest is kept (two `kv_cache_usage` series at 60% are not a cache 120% full). Series that differ in
+`model_name` under one `engine` (a federating proxy in front of several servers) are different engines:
+their engine key becomes `engine/model_name`. A value that is not finite is dropped and counted.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import math
 from dataclasses import dataclass
 
 from oomguard.watch.prom_text import Exposition, PromSample
-from oomguard.watch.samples import Sample
+from oomguard.watch.samples import METRICS, Sample
+
+MAX_ENGINES_PER_TARGET = 512  # vLLM's largest DP deployments are a few hundred engines per API server
 
 # canonical metric -> exposed names, preferred first
 GAUGE_SOURCES: dict[str, tuple[str, ...]] = {
@@ -60,10 +68,30 @@ class VllmScrape:
     samples: tuple[Sample, ...]
     models: dict[str, str]  # engine -> model_name
     vllm_found: bool  # any vllm: metric at all (a body without one is not a vLLM endpoint)
+    notes: tuple[str, ...] = ()  # what was dropped or merged, for the scrape's note
 
 
-def _engine(sample: PromSample) -> str:
+def _plain_engine(sample: PromSample) -> str:
     return sample.label("engine")
+
+
+class _EngineKeys:
+    """engine label -> the key of a rank; `engine/model_name` where one engine label serves several models."""
+
+    def __init__(self, by_name: dict[str, list[PromSample]]) -> None:
+        models: dict[str, set[str]] = {}
+        for name, samples in by_name.items():
+            if name.startswith("vllm:"):
+                for sample in samples:
+                    if sample.label("model_name"):  # cache_config_info has none
+                        models.setdefault(_plain_engine(sample), set()).add(sample.label("model_name"))
+        self.split = {engine for engine, names in models.items() if len(names) > 1}
+
+    def __call__(self, sample: PromSample) -> str:
+        engine = _plain_engine(sample)
+        if engine in self.split and sample.label("model_name"):
+            return f"{engine}/{sample.label('model_name')}" if engine else sample.label("model_name")
+        return engine
 
 
 def _by_name(exposition: Exposition) -> dict[str, list[PromSample]]:
@@ -74,17 +102,28 @@ def _by_name(exposition: Exposition) -> dict[str, list[PromSample]]:
     return by_name
 
 
-def _first_present(by_name: dict[str, list[PromSample]], names: tuple[str, ...]) -> dict[str, float]:
-    """engine -> value from the first of `names` that engine exposes; several series of it are summed."""
+def _first_present(
+    by_name: dict[str, list[PromSample]], names: tuple[str, ...], engine_of: _EngineKeys, ratio: bool
+) -> tuple[dict[str, float], int]:
+    """engine -> value from the first of `names` that engine exposes, and how many values were not finite.
+
+    Several series of one engine: a ratio keeps the highest, a count is the sum; an exact duplicate (same
+    name and labels, which Prometheus refuses) counts once, the last one read."""
     values: dict[str, float] = {}
+    dropped = 0
     for name in names:
-        per_engine: dict[str, float] = {}
+        per_series: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         for sample in by_name.get(name, ()):
-            if not math.isnan(sample.value):
-                per_engine[_engine(sample)] = per_engine.get(_engine(sample), 0.0) + sample.value
-        for engine, value in per_engine.items():
-            values.setdefault(engine, value)
-    return values
+            if not math.isfinite(sample.value):
+                dropped += 1
+                continue
+            per_series[(engine_of(sample), sample.labels)] = sample.value
+        per_engine: dict[str, list[float]] = {}
+        for (engine, _), value in per_series.items():
+            per_engine.setdefault(engine, []).append(value)
+        for engine, found in per_engine.items():
+            values.setdefault(engine, max(found) if ratio else math.fsum(found))
+    return values, dropped
 
 
 def _cache_config(sample: PromSample) -> dict[str, float]:
@@ -103,22 +142,36 @@ def _cache_config(sample: PromSample) -> dict[str, float]:
 def vllm_samples(exposition: Exposition, target: str, ts: float) -> VllmScrape:
     """Canonical samples from one scrape of a vLLM /metrics endpoint at time `ts`."""
     by_name = _by_name(exposition)
+    engine_of = _EngineKeys(by_name)
     out: list[Sample] = []
+    dropped = 0
     for metric, names in (*GAUGE_SOURCES.items(), *COUNTER_SOURCES.items()):
-        for engine, value in sorted(_first_present(by_name, names).items()):
-            out.append(Sample(target, engine, metric, ts, value))
+        values, bad = _first_present(by_name, names, engine_of, METRICS[metric].unit == "ratio")
+        dropped += bad
+        out += [Sample(target, engine, metric, ts, value) for engine, value in sorted(values.items())]
     models: dict[str, str] = {}
     for sample in by_name.get(CACHE_CONFIG_INFO, ()):
-        engine = _engine(sample)
+        engine = engine_of(sample)
         for metric, value in _cache_config(sample).items():
             out.append(Sample(target, engine, metric, ts, value))
     for name in ("vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
         for sample in by_name.get(name, ()):
             if sample.label("model_name"):
-                models.setdefault(_engine(sample), sample.label("model_name"))
+                models.setdefault(engine_of(sample), sample.label("model_name"))
     for metric, name in PROCESS_SOURCES.items():
         for sample in by_name.get(name, ())[:1]:  # one process per endpoint
             if math.isfinite(sample.value):
                 out.append(Sample(target, "", metric, ts, sample.value))
+    notes = []
+    if dropped:
+        notes.append(f"{dropped} value(s) not finite (NaN or Inf) dropped")
+    engines = sorted({s.engine for s in out if s.engine})
+    if len(engines) > MAX_ENGINES_PER_TARGET:
+        kept = set(engines[:MAX_ENGINES_PER_TARGET])
+        out = [s for s in out if not s.engine or s.engine in kept]
+        models = {e: m for e, m in models.items() if e in kept}
+        notes.append(f"{len(engines)} engines: only the first {MAX_ENGINES_PER_TARGET} are watched")
+    if engine_of.split:
+        notes.append(f"engine label(s) {sorted(engine_of.split)} serve several models: keyed engine/model")
     vllm_found = any(name.startswith("vllm:") for name in by_name)
-    return VllmScrape(tuple(out), models, vllm_found)
+    return VllmScrape(tuple(out), models, vllm_found, tuple(notes))

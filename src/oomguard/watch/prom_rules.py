@@ -6,7 +6,8 @@ Same `Thresholds` as `watch`, translated to PromQL:
 - KV saturation: predict_linear(usage[kv_window], kv_horizon) >= kv_high; full: usage >= kv_high;
 - queue growth: deriv(waiting[queue_window]) > 0 and waiting >= queue_min;
 - preemptions: rate(vllm:num_preemptions_total[window]) * 60 >= per-minute threshold;
-- DP imbalance: (max - min) / avg by model_name of the KV usage averaged over the window;
+- DP imbalance: (max - min) / mean by model_name of the KV usage averaged over the window
+  (`oomguard.imbalance`, the definition simulate and watch use);
 - host memory: cAdvisor working set over the container limit, its trend, and OOM events;
 - restarts: resets() of vLLM counters, changes() of process_start_time_seconds.
 Metric names old and new are joined with `or` (label-set matching ignores the metric name).
@@ -20,9 +21,11 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
+from oomguard.imbalance import promql_imbalance
 from oomguard.units import MiB
 from oomguard.watch.detectors import Thresholds
 from oomguard.watch.durations import prom_duration
+from oomguard.watch.growth import GrowthRule
 
 P = "oomguard:"  # namespace of the recorded series
 
@@ -60,9 +63,8 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
         {"record": f"{P}vllm_kv_cache_usage:avg", "expr": kv_avg},
         {
             "record": f"{P}vllm_dp_imbalance:ratio",
-            "expr": f"(max by (job, model_name) ({P}vllm_kv_cache_usage:avg) - min by (job, model_name) ({P}vllm_kv_cache_usage:avg))"
-            f" / avg by (job, model_name) ({P}vllm_kv_cache_usage:avg)"
-            f" and count by (job, model_name) ({P}vllm_kv_cache_usage:avg) > 1",
+            "expr": promql_imbalance(f"{P}vllm_kv_cache_usage:avg", by="job, model_name")
+            + f" and count by (job, model_name) ({P}vllm_kv_cache_usage:avg) > 1",
         },
         {
             "record": f"{P}gpu_memory_used:bytes",
@@ -85,17 +87,9 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
 
 
 def _eta_expr(headroom: str, used: str, window_s: float, horizon_s: float) -> str:
-    """Seconds until `headroom` is used up at the slope of `used` over the window; only below the horizon and
-    when the older half of the window rises too (a leak climbs all along; a one-off step does not).
-
-    `used` is a raw selector, not a recorded series: a recording rule has no history when the rules are
-    first loaded, and a leak needs an hour of it.
-    """
-    w, half = prom_duration(window_s), prom_duration(window_s / 2)
-    return (
-        f"({headroom}) / deriv({used}[{w}]) < {horizon_s:g}"
-        f" and deriv({used}[{w}]) > 0 and deriv({used}[{half}] offset {half}) > 0"
-    )
+    """Seconds until `headroom` is used up at the slope of `used`: `GrowthRule`, the definition watch
+    evaluates itself."""
+    return GrowthRule(window_s, horizon_s, horizon_s).promql(headroom, used)
 
 
 def _alert(
@@ -200,7 +194,7 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
         ),
         _alert(
             "OomguardHostMemoryLeak",
-            _eta_expr(f"({ws_limit} > 0) - {ws}", ws, t.leak_window_s, t.horizon_s),
+            t.host_growth.promql(f"({ws_limit} > 0) - {ws}", ws),
             "warning",
             "{{ $labels.namespace }}/{{ $labels.pod }} {{ $labels.container }}: memory limit reached in "
             "{{ $value | humanizeDuration }}",

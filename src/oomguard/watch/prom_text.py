@@ -40,10 +40,16 @@ _FAMILY_SUFFIXES = ("_bucket", "_sum", "_count", "_created", "_total", "_info", 
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(rf"^({_NAME})\s*(?:\{{(.*)\}})?\s*([^\s{{}}]+)(?:\s+(-?[0-9]+))?\s*$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+# The value as an unrolled loop (runs of plain characters between escapes): `(?:[^"\\]|\\.)*` keeps a
+# backtracking frame per character, about 170 bytes of memory per byte of a long label value.
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*(?:\\.[^"\\]*)*)"\s*(?:,|$)')
 _EXEMPLAR = re.compile(r"\s#\s*\{")
 _UNESCAPE = re.compile(r"\\(.)")
 _LABEL_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+# vLLM's longest lines (histogram buckets with every label) are a few hundred bytes; a line this long is
+# skipped unread rather than parsed (memory and time stay bounded by the body limit, not the line).
+MAX_LINE_BYTES = 64 << 10
 
 # Go's strconv.ParseFloat (what Prometheus uses) accepts these spellings besides ordinary numbers.
 _SPECIAL_VALUES = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
@@ -222,6 +228,15 @@ def parse(body: bytes | str) -> Exposition:
         skipped = []
     builder = _Builder()
     for lineno, raw_line in enumerate(lines, start=1):
+        if len(raw_line) > MAX_LINE_BYTES:
+            skipped.append(
+                SkippedLine(
+                    lineno,
+                    f"line longer than {MAX_LINE_BYTES >> 10} KiB",
+                    raw_line[:80].decode("utf-8", "replace"),
+                )
+            )
+            continue
         try:
             line = raw_line.decode("utf-8")
         except UnicodeDecodeError:

@@ -7,8 +7,15 @@ A series is (target, engine, metric): `target` is where it came from (a /metrics
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+# The largest magnitude a sample may have: an unsigned 64-bit counter or byte count. Beyond it a value is
+# noise (or a fault injected on purpose) and sums of a few of them would overflow to inf.
+MAX_ABS_VALUE = float(2**64)
+MAX_KEY_CHARS = 1024  # a target URL, an engine label or a metric name longer than this is not a real one
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +29,28 @@ class Sample:
     @property
     def key(self) -> SeriesKey:
         return SeriesKey(self.target, self.engine, self.metric)
+
+    def problem(self) -> str:
+        """Why this sample cannot be stored ('' when it can): typed, finite, in range, reasonable keys.
+
+        SQLite stores NaN as NULL (refused by `value NOT NULL`), and inf poisons every sum it enters."""
+        for name in ("target", "engine", "metric"):
+            text = getattr(self, name)
+            if not isinstance(text, str):
+                return f"{name} is {type(text).__name__}, not text"
+            if len(text) > MAX_KEY_CHARS:
+                return f"{name} longer than {MAX_KEY_CHARS} characters"
+        for name in ("ts", "value"):
+            number = getattr(self, name)
+            if isinstance(number, bool) or not isinstance(number, (int, float)):
+                return f"{name} is {type(number).__name__}, not a number"
+            if not math.isfinite(number):
+                return f"{name} is {number}"
+        if abs(self.value) > MAX_ABS_VALUE:
+            return f"value {self.value:g} is out of range"
+        if not 0 <= self.ts < 1e11:  # seconds since the epoch: year 1970 to 5138
+            return f"timestamp {self.ts:g} is not seconds since the epoch"
+        return ""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -57,12 +86,12 @@ class Series:
         return len(self.ts)
 
     def since(self, start: float) -> Series:
-        first = next((i for i, t in enumerate(self.ts) if t >= start), len(self.ts))
-        return Series(self.ts[first:], self.values[first:])
+        first = bisect.bisect_left(self.ts, start)
+        return self if first == 0 else Series(self.ts[first:], self.values[first:])
 
     def until(self, end: float) -> Series:
-        stop = next((i for i, t in enumerate(self.ts) if t > end), len(self.ts))
-        return Series(self.ts[:stop], self.values[:stop])
+        stop = bisect.bisect_right(self.ts, end)
+        return self if stop == len(self.ts) else Series(self.ts[:stop], self.values[:stop])
 
     @property
     def last(self) -> float:
@@ -96,6 +125,9 @@ METRICS: dict[str, MetricDef] = {
         ),
         MetricDef("process_rss_bytes", "gauge", "bytes", "resident memory of the process serving /metrics"),
         MetricDef("process_start_time", "gauge", "seconds", "start time of the process serving /metrics"),
+        MetricDef(
+            "host_process_start_time", "gauge", "seconds", "start time of the process found by port or --pid"
+        ),
         MetricDef("gpu_memory_used_bytes", "gauge", "bytes", "GPU memory in use, all processes (NVML)"),
         MetricDef("gpu_memory_total_bytes", "gauge", "bytes", "GPU memory of the device (NVML)"),
         MetricDef("host_rss_bytes", "gauge", "bytes", "resident memory of the server's process tree"),

@@ -1,30 +1,36 @@
-"""Scraping vLLM /metrics endpoints over HTTP: timeouts, failures named, retries with exponential backoff.
+"""Scraping vLLM /metrics endpoints over HTTP: deadlines, failures named, retries with exponential backoff.
 
 A failed scrape (refused, timed out, HTTP error, an HTML error page, a body that is no metrics text) is a
 record with its reason, never an exception: the watcher logs it, stores an `up 0` sample so the gap is on
 disk, and tries that target again after a backoff that doubles with each failure.
+
+Each scrape has a deadline for the whole exchange (`http_fetch`), and targets are scraped in parallel, so
+a target that drips its body costs its own scrape `--timeout` and nothing else.
 """
 
 from __future__ import annotations
 
-import gzip
 import http.client
 import socket
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from oomguard.errors import ConfigError
+from oomguard.watch.http_fetch import DeadlineExceeded, FetchError, fetch
 from oomguard.watch.metrics import vllm_samples
 from oomguard.watch.prom_text import parse
 from oomguard.watch.samples import Sample
 
 DEFAULT_TIMEOUT_S = 5.0
-MAX_BODY_BYTES = 64 << 20  # a vLLM /metrics body is tens of KiB; this much means something is wrong
+MIN_TIMEOUT_S = 0.05  # below this no exchange can finish; 0 would mean a non-blocking socket
+# A vLLM /metrics body is tens of KiB (a few MiB with hundreds of DP engines and LoRA adapters); this much,
+# after decompression, means something is wrong.
+MAX_BODY_BYTES = 64 << 20
+MAX_SCRAPE_THREADS = 32
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 60.0
 # Prometheus' own Accept header: text format first, so servers that speak OpenMetrics still send 0.0.4.
@@ -65,20 +71,12 @@ class ScrapeOutcome:
     note: str = ""  # e.g. the first skipped line, when some were skipped
 
 
-def _read_body(response: http.client.HTTPResponse) -> bytes:
-    body = response.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
-        raise ValueError(f"body larger than {MAX_BODY_BYTES >> 20} MiB")
-    encoding = (response.headers.get("Content-Encoding") or "").lower()
-    if encoding == "gzip":
-        body = gzip.decompress(body)
-    elif encoding == "deflate":
-        body = zlib.decompress(body)
-    return body
-
-
 def failure_reason(err: BaseException) -> str:
     """The one-line reason a person needs: refused, timed out, HTTP 503 ..."""
+    if isinstance(err, DeadlineExceeded):
+        return "timed out"
+    if isinstance(err, FetchError):
+        return str(err)
     if isinstance(err, urllib.error.HTTPError):
         return f"HTTP {err.code} {err.reason}"
     if isinstance(err, urllib.error.URLError):
@@ -97,16 +95,14 @@ def failure_reason(err: BaseException) -> str:
 
 
 def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | None = None) -> ScrapeOutcome:
-    """GET one /metrics URL and turn it into canonical samples, or a failed outcome with its reason."""
+    """GET one /metrics URL within `timeout` seconds in all and turn it into canonical samples, or a failed
+    outcome with its reason."""
     ts = time.time() if now is None else now
     start = time.monotonic()
-    request = urllib.request.Request(
-        url, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": "oomguard-watch"}
-    )
+    headers = {"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": "oomguard-watch"}
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            content_type = (response.headers.get("Content-Type") or "").lower()
-            body = _read_body(response)
+        response = fetch(url, deadline=start + timeout, max_bytes=MAX_BODY_BYTES, headers=headers)
+        content_type, body = response.content_type, response.body
     except Exception as err:  # noqa: BLE001 - every network failure becomes a recorded reason
         return ScrapeOutcome(url, ts, False, time.monotonic() - start, failure_reason(err))
     duration = time.monotonic() - start
@@ -117,15 +113,18 @@ def scrape_once(url: str, timeout: float = DEFAULT_TIMEOUT_S, *, now: float | No
         )
     exposition = parse(body)
     scraped = vllm_samples(exposition, url, ts)
-    note = ""
+    notes = list(scraped.notes)
     if exposition.skipped:
         first = exposition.skipped[0]
-        note = f"{len(exposition.skipped)} line(s) skipped, first at line {first.lineno}: {first.reason}"
+        notes.insert(
+            0, f"{len(exposition.skipped)} line(s) skipped, first at line {first.lineno}: {first.reason}"
+        )
+    note = "; ".join(notes)
     if not scraped.vllm_found:
         reason = (
             "no metrics in the body" if exposition.num_samples == 0 else "no vllm: metrics (is this vLLM?)"
         )
-        if exposition.skipped:
+        if note:
             reason += f"; {note}"
         return ScrapeOutcome(url, ts, False, duration, reason, skipped_lines=len(exposition.skipped))
     return ScrapeOutcome(
@@ -151,7 +150,7 @@ class Scraper:
         backoff_max: float = BACKOFF_MAX_S,
     ) -> None:
         self.urls = list(dict.fromkeys(urls))
-        self.timeout = timeout
+        self.timeout = max(timeout, MIN_TIMEOUT_S)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._state = {url: _TargetState() for url in self.urls}
@@ -176,8 +175,8 @@ class Scraper:
             return []
         if len(urls) == 1:
             outcomes = [scrape_once(urls[0], self.timeout, now=now)]
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(urls), 16)) as pool:
+        else:  # every scrape ends by its own deadline, so the slowest costs `timeout`, not the others' time
+            with ThreadPoolExecutor(max_workers=min(len(urls), MAX_SCRAPE_THREADS)) as pool:
                 outcomes = list(pool.map(lambda u: scrape_once(u, self.timeout, now=now), urls))
         for outcome in outcomes:
             self.record(outcome)

@@ -1,20 +1,31 @@
-"""Samples on disk: one SQLite file (WAL), versioned schema, batched writes that never drop a sample.
+"""Samples on disk: one SQLite file (WAL), versioned schema, batched writes that never drop a good sample.
 
-Writes are buffered in memory and flushed in one transaction. When a flush fails (disk full, I/O error,
-another writer holding the lock) the transaction rolls back, the buffer is kept, the failure is reported and
-the flush is retried with backoff; reads merge the buffer in, so detectors keep working meanwhile.
-Re-opening the same file resumes: series ids, samples and scrape history are all there.
+Every sample is checked before it is buffered (`Sample.problem`: typed, finite, in range); a bad one is
+counted and dropped with a message, so it can never poison a transaction. Writes are buffered in memory and
+flushed in one transaction. When a flush fails (disk full, I/O error, another writer holding the lock) the
+transaction rolls back, the buffer is kept, the failure is reported and the flush is retried with backoff.
+
+What cannot be written is appended to a spill file, a JSON-lines file beside the database or, when that
+directory cannot be written, in the user's state directory under a name derived from the database's
+absolute path; the file is private (0600), and one not owned by the user is neither read nor written. It
+is written at exit (the CLI turns SIGTERM and SIGHUP into a normal exit) and whenever the buffer passes
+`MAX_PENDING` records, so memory stays bounded while the disk is full. It is imported in batches on the next
+open (or after the next good flush) and deleted once every batch is on disk; records that were already
+written (a crash between commit and delete) are not stored twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import sqlite3
-import tempfile
-from collections.abc import Iterable
+import stat
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oomguard.errors import InputFormatError
 from oomguard.watch.samples import RankKey, Sample, Series, SeriesKey, to_history
@@ -41,7 +52,13 @@ LOCK_TIMEOUT_S = 1.0  # wait this long for another writer before treating the fl
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 60.0
 _FAR_FUTURE = 1e300
-SPILL_SUFFIX = ".unsaved.jsonl"  # what could not be written at exit, read back on the next open
+SPILL_SUFFIX = ".unsaved.jsonl"
+# Past this many buffered records (about 100 MB) a failing store moves its buffer to the spill file.
+MAX_PENDING = 500_000
+IMPORT_BATCH = 50_000  # spill records read back per transaction
+MAX_REJECTION_MESSAGES = 5  # per store: then only counted
+
+AlertRow = tuple[float, str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,52 @@ class FlushResult:
     error: str = ""
 
 
+def state_dir() -> Path:
+    """The user's state directory ($XDG_STATE_HOME, else ~/.local/state) for oomguard."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "oomguard"
+
+
+def spill_paths(db_path: str) -> list[Path]:
+    """Beside the database first; else the state directory, named by the database's absolute identity."""
+    absolute = os.path.realpath(db_path)
+    digest = hashlib.sha256(absolute.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    fallback = state_dir() / "unsaved" / f"{os.path.basename(absolute)}-{digest}{SPILL_SUFFIX}"
+    return [Path(absolute + SPILL_SUFFIX), fallback]
+
+
+def _is_private(info: os.stat_result) -> bool:
+    """A regular file of ours that nobody else can write: safe to read records from."""
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _open_private_append(path: Path) -> int:
+    """An fd to append to `path`, created 0600; refuses links, other owners and files others can write."""
+    if path.parent != Path(path.anchor) and not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    if not _is_private(os.fstat(fd)):
+        os.close(fd)
+        raise PermissionError(f"{path} is not a private file of this user")
+    return fd
+
+
+def _record_lines(
+    samples: Iterable[Sample],
+    scrapes: Iterable[ScrapeRecord],
+    ranks: dict[RankKey, str],
+    alerts: Iterable[AlertRow],
+) -> Iterator[str]:
+    for s in samples:
+        yield json.dumps({"sample": [s.target, s.engine, s.metric, s.ts, s.value]}, allow_nan=False)
+    for r in scrapes:
+        yield json.dumps({"scrape": [r.target, r.ts, r.ok, r.duration, r.error]}, allow_nan=False)
+    for k, m in ranks.items():
+        yield json.dumps({"rank": [k.target, k.engine, m]})
+    for a in alerts:
+        yield json.dumps({"alert": list(a)}, allow_nan=False)
+
+
 class Store:
     """The watch database. Not thread-safe: one watcher owns it."""
 
@@ -88,50 +151,81 @@ class Store:
                 )
             if version < SCHEMA_VERSION:
                 self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
+            self._ids: dict[SeriesKey, int] = {
+                SeriesKey(t, e, m): i
+                for i, t, e, m in self._db.execute("SELECT id, target, engine, metric FROM series")
+            }
         except sqlite3.DatabaseError as err:
-            raise InputFormatError(f"{self.path}: cannot use as the watch database: {err}") from None
-        self._ids: dict[SeriesKey, int] = {
-            SeriesKey(t, e, m): i
-            for i, t, e, m in self._db.execute("SELECT id, target, engine, metric FROM series")
-        }
-        self._samples: list[Sample] = []
-        self._scrapes: list[ScrapeRecord] = []
+            raise InputFormatError(
+                f"{self.path}: cannot use as the watch database ({err}); move it aside and start a new one"
+            ) from None
+        self._samples: dict[tuple[SeriesKey, float], float] = {}  # one value per series and timestamp
+        self._scrapes: dict[tuple[str, float], ScrapeRecord] = {}
         self._ranks: dict[RankKey, str] = {}
-        self._alerts: list[tuple[float, str, str, str, str]] = []
+        self._alerts: dict[AlertRow, None] = {}  # an ordered set
         self._failures = 0
         self._retry_at = 0.0
         self.flush_errors = 0
         self.last_error = ""
+        self.rejected = 0  # samples refused before buffering (not finite, wrong type, out of range)
+        self.spilled = 0  # records moved to the spill file while running
+        self._spill_waiting = True  # a spill file may exist: import it after the next good flush
+        self._importing = False
         self.recovered = self._recover_spill()
 
     # ----- writing ---------------------------------------------------------------------------------------
-    def add(self, samples: Iterable[Sample]) -> None:
-        self._samples.extend(samples)
+    def add(self, samples: Iterable[Sample]) -> list[Sample]:
+        """Buffer the samples that can be stored; returns them (the others are counted and dropped)."""
+        accepted = []
+        for sample in samples:
+            problem = sample.problem()
+            if problem:
+                self._reject(sample, problem)
+                continue
+            self._samples[(sample.key, float(sample.ts))] = float(sample.value)
+            accepted.append(sample)
+        return accepted
+
+    def _reject(self, sample: Sample, problem: str) -> None:
+        self.rejected += 1
+        if self.rejected <= MAX_REJECTION_MESSAGES:
+            log.warning(
+                "dropped a sample of %s (%s engine %r): %s%s",
+                str(sample.metric)[:80],
+                str(sample.target)[:200],
+                str(sample.engine)[:80],
+                problem,
+                "; further ones are only counted" if self.rejected == MAX_REJECTION_MESSAGES else "",
+            )
 
     def add_scrape(self, record: ScrapeRecord) -> None:
-        self._scrapes.append(record)
+        self._scrapes[(record.target, record.ts)] = record
 
     def add_rank(self, rank: RankKey, model: str) -> None:
         self._ranks[rank] = model
 
     def add_alert(self, ts: float, detector: str, subject: str, severity: str, body: str) -> None:
-        self._alerts.append((ts, detector, subject, severity, body))
+        self._alerts[(ts, detector, subject, severity, body)] = None
 
     @property
     def pending(self) -> int:
         return len(self._samples) + len(self._scrapes) + len(self._alerts) + len(self._ranks)
 
+    def _buffered_samples(self) -> Iterator[Sample]:
+        for (key, ts), value in self._samples.items():
+            yield Sample(key.target, key.engine, key.metric, ts, value)
+
     def flush(self, now: float, *, force: bool = False) -> FlushResult:
         """Write everything buffered in one transaction; on failure keep it all and retry later with backoff."""
         if not self.pending:
-            return FlushResult(0, 0)
+            return self._after_good_flush(FlushResult(0, 0))
         if not force and now < self._retry_at:
             return FlushResult(0, self.pending, self.last_error)
         new_ids: dict[SeriesKey, int] = {}
         written = len(self._samples)
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            for key in {s.key for s in self._samples} - self._ids.keys():
+            for key in {key for key, _ in self._samples} - self._ids.keys():
                 self._db.execute(
                     "INSERT OR IGNORE INTO series (target, engine, metric) VALUES (?, ?, ?)",
                     (key.target, key.engine, key.metric),
@@ -144,39 +238,56 @@ class Store:
             ids = {**self._ids, **new_ids}
             self._db.executemany(
                 "INSERT OR REPLACE INTO samples (series_id, ts, value) VALUES (?, ?, ?)",
-                [(ids[s.key], s.ts, s.value) for s in self._samples],
+                [(ids[key], ts, value) for (key, ts), value in self._samples.items()],
             )
             self._db.executemany(
                 "INSERT OR REPLACE INTO scrapes VALUES (?, ?, ?, ?, ?)",
-                [(r.target, r.ts, int(r.ok), r.duration, r.error) for r in self._scrapes],
+                [(r.target, r.ts, int(r.ok), r.duration, r.error) for r in self._scrapes.values()],
             )
             self._db.executemany(
                 "INSERT OR REPLACE INTO ranks VALUES (?, ?, ?)",
                 [(k.target, k.engine, m) for k, m in self._ranks.items()],
             )
-            self._db.executemany("INSERT INTO alerts VALUES (?, ?, ?, ?, ?)", self._alerts)
+            # The alerts table has no key: an alert read back from a spill file may already be there.
+            self._db.executemany(
+                "INSERT INTO alerts SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT EXISTS (SELECT 1 FROM alerts "
+                "WHERE ts=?1 AND detector=?2 AND subject=?3 AND severity=?4 AND body=?5)",
+                list(self._alerts),
+            )
             self._db.execute("COMMIT")
         except sqlite3.Error as err:
-            self._rollback()
-            self._failures += 1
-            self.flush_errors += 1
-            delay = min(RETRY_BASE_S * 2 ** (self._failures - 1), RETRY_MAX_S)
-            self._retry_at = now + delay
-            self.last_error = f"{type(err).__name__}: {err}"
-            log.warning(
-                "cannot write %s (%s); keeping %d records in memory, retrying in %.0f s",
-                self.path,
-                err,
-                self.pending,
-                delay,
-            )
-            return FlushResult(0, self.pending, self.last_error)
+            return self._failed_flush(now, err)
         if self._failures:
             log.warning("%s writable again: %d buffered records written", self.path, self.pending)
         self._ids.update(new_ids)
-        self._samples, self._scrapes, self._alerts, self._ranks = [], [], [], {}
+        self._samples, self._scrapes, self._alerts, self._ranks = {}, {}, {}, {}
         self._failures, self._retry_at, self.last_error = 0, 0.0, ""
-        return FlushResult(written, 0)
+        return self._after_good_flush(FlushResult(written, 0))
+
+    def _failed_flush(self, now: float, err: sqlite3.Error) -> FlushResult:
+        self._rollback()
+        self._failures += 1
+        self.flush_errors += 1
+        delay = min(RETRY_BASE_S * 2 ** (self._failures - 1), RETRY_MAX_S)
+        self._retry_at = now + delay
+        self.last_error = f"{type(err).__name__}: {err}"
+        log.warning(
+            "cannot write %s (%s); keeping %d records in memory, retrying in %.0f s",
+            self.path,
+            err,
+            self.pending,
+            delay,
+        )
+        if self.pending > MAX_PENDING:  # bounded memory: the buffer moves to disk elsewhere
+            moved = self.pending
+            if self._spill() is not None:
+                self.spilled += moved
+        return FlushResult(0, self.pending, self.last_error)
+
+    def _after_good_flush(self, result: FlushResult) -> FlushResult:
+        if self._spill_waiting and not self._importing:
+            self._recover_spill()
+        return result
 
     def _rollback(self) -> None:
         try:
@@ -186,15 +297,16 @@ class Store:
             pass  # SQLite may have rolled back by itself (SQLITE_FULL does)
 
     def close(self, now: float) -> FlushResult:
-        """Flush; what still cannot be written goes to a JSON-lines file beside the database (or in the temp
-        directory), which the next open reads back. `pending` counts what is lost only when both failed."""
+        """Flush; what still cannot be written goes to the spill file, which the next open reads back.
+        `pending` counts what is lost only when both failed."""
         result = self.flush(now, force=True)
         if result.pending:
+            pending = result.pending
             spilled = self._spill()
             if spilled is not None:
                 log.warning(
                     "%d records could not be written to %s; saved to %s and read back on the next run",
-                    result.pending,
+                    pending,
                     self.path,
                     spilled,
                 )
@@ -202,55 +314,112 @@ class Store:
         self._db.close()
         return result
 
-    def _spill_paths(self) -> list[Path]:
-        name = Path(self.path).name + SPILL_SUFFIX
-        return [Path(self.path + SPILL_SUFFIX), Path(tempfile.gettempdir()) / name]
-
+    # ----- the spill file ------------------------------------------------------------------------------
     def _spill(self) -> Path | None:
-        lines = [json.dumps({"sample": [s.target, s.engine, s.metric, s.ts, s.value]}) for s in self._samples]
-        lines += [json.dumps({"scrape": [r.target, r.ts, r.ok, r.duration, r.error]}) for r in self._scrapes]
-        lines += [json.dumps({"rank": [k.target, k.engine, m]}) for k, m in self._ranks.items()]
-        lines += [json.dumps({"alert": list(a)}) for a in self._alerts]
-        for path in self._spill_paths():
+        """Append the whole buffer to the first spill file that can be written; empty the buffer."""
+        lines = _record_lines(self._buffered_samples(), self._scrapes.values(), self._ranks, self._alerts)
+        text = ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
+        for path in spill_paths(self.path):
             try:
-                with open(path, "a", encoding="utf-8") as out:
-                    out.write("\n".join(lines) + "\n")
-                return path
-            except OSError:
+                fd = _open_private_append(path)
+            except OSError as err:
+                log.debug("spill to %s: %s", path, err)
                 continue
+            try:
+                view = memoryview(text)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except OSError as err:
+                log.warning("cannot save unwritten records to %s: %s", path, err)
+                continue  # a partial last line is skipped on import
+            finally:
+                os.close(fd)
+            self._samples, self._scrapes, self._alerts, self._ranks = {}, {}, {}, {}
+            self._spill_waiting = True
+            return path
         return None
 
     def _recover_spill(self) -> int:
-        """Re-queue records an earlier run could not write; drop the file once they are on disk."""
+        """Import records an earlier run could not write, a batch per transaction; delete each file once all
+        of it is on disk. A failing batch stays in the file (and out of memory) for a later try."""
+        self._spill_waiting = False
+        if self.pending:
+            self._spill_waiting = True  # import only into an empty buffer, so a failure loses nothing
+            return 0
         count = 0
-        for path in self._spill_paths():
-            try:
-                text = path.read_text(encoding="utf-8")
-            except OSError:
-                continue
-            for line in text.splitlines():
-                try:
-                    record = json.loads(line)
-                    if "sample" in record:
-                        t, e, m, ts, v = record["sample"]
-                        self._samples.append(Sample(str(t), str(e), str(m), float(ts), float(v)))
-                    elif "scrape" in record:
-                        t, ts, ok, d, err = record["scrape"]
-                        self._scrapes.append(ScrapeRecord(str(t), float(ts), bool(ok), float(d), str(err)))
-                    elif "rank" in record:
-                        t, e, m = record["rank"]
-                        self._ranks[RankKey(str(t), str(e))] = str(m)
-                    elif "alert" in record:
-                        ts, det, subj, sev, body = record["alert"]
-                        self._alerts.append((float(ts), str(det), str(subj), str(sev), str(body)))
-                    else:
-                        continue
-                    count += 1
-                except (ValueError, TypeError, KeyError):
-                    log.warning("%s: skipped an unreadable line", path)  # a line cut by a full disk
-            if self.flush(0.0, force=True).pending == 0:
-                path.unlink(missing_ok=True)
+        self._importing = True
+        try:
+            for path in spill_paths(self.path):
+                imported = self._import(path)
+                if imported is None:
+                    self._spill_waiting = True
+                    break
+                count += imported
+        finally:
+            self._importing = False
         return count
+
+    def _import(self, path: Path) -> int | None:
+        """Records imported from `path` (0 when there is none to trust); None when a batch failed."""
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return 0
+        if not _is_private(info):
+            log.warning(
+                "%s: not a private file of this user; not imported (move it away to silence this)", path
+            )
+            return 0
+        count = 0
+        try:
+            with open(path, encoding="utf-8", errors="surrogateescape") as lines:
+                batch = 0
+                for line in lines:
+                    if self._queue_record(line, path):
+                        count += 1
+                        batch += 1
+                    if batch >= IMPORT_BATCH:
+                        if self.flush(0.0, force=True).pending:
+                            self._abandon_import()
+                            return None
+                        batch = 0
+        except OSError as err:
+            log.warning("%s: cannot read (%s)", path, err)
+            self._abandon_import()
+            return None
+        if self.flush(0.0, force=True).pending:
+            self._abandon_import()
+            return None
+        path.unlink(missing_ok=True)
+        return count
+
+    def _abandon_import(self) -> None:
+        self._samples, self._scrapes, self._alerts, self._ranks = {}, {}, {}, {}  # still in the file
+
+    def _queue_record(self, line: str, path: Path) -> bool:
+        try:
+            record = json.loads(line)
+            if "sample" in record:
+                t, e, m, ts, v = record["sample"]
+                before = self.rejected
+                self.add([Sample(str(t), str(e), str(m), float(ts), float(v))])
+                return self.rejected == before
+            if "scrape" in record:
+                t, ts, ok, d, err = record["scrape"]
+                self.add_scrape(ScrapeRecord(str(t), float(ts), bool(ok), float(d), str(err)))
+            elif "rank" in record:
+                t, e, m = record["rank"]
+                self._ranks[RankKey(str(t), str(e))] = str(m)
+            elif "alert" in record:
+                ts, det, subj, sev, body = record["alert"]
+                self.add_alert(float(ts), str(det), str(subj), str(sev), str(body))
+            else:
+                return False
+            return True
+        except (ValueError, TypeError, KeyError, RecursionError):
+            log.warning("%s: skipped an unreadable line", path)  # a line cut by a full disk
+            return False
 
     # ----- reading ---------------------------------------------------------------------------------------
     def history(self, since: float, until: float | None = None) -> dict[SeriesKey, Series]:
@@ -263,8 +432,30 @@ class Store:
                 (series_id, since, end),
             ):
                 rows.append(Sample(key.target, key.engine, key.metric, ts, value))
-        rows.extend(s for s in self._samples if since <= s.ts <= end)
+        rows.extend(s for s in self._buffered_samples() if since <= s.ts <= end)
         return to_history(rows)
+
+    def recent(self, since: float) -> list[Sample]:
+        """Every stored and buffered sample from `since` on, in one query (the window's seed)."""
+        names = {i: key for key, i in self._ids.items()}
+        rows = [
+            Sample(key.target, key.engine, key.metric, ts, value)
+            for series_id, ts, value in self._read(
+                "SELECT series_id, ts, value FROM samples WHERE ts>=?", (since,)
+            )
+            if (key := names.get(series_id)) is not None
+        ]
+        rows.extend(s for s in self._buffered_samples() if s.ts >= since)
+        return rows
+
+    def _read(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        """A query whose failure is the user's to fix (a corrupted file), said in one line."""
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as err:
+            raise InputFormatError(
+                f"{self.path}: cannot read the watch database ({err}); move it aside and start a new one"
+            ) from None
 
     def count_samples(self) -> int:
         stored = int(self._db.execute("SELECT count(*) FROM samples").fetchone()[0])
@@ -282,12 +473,12 @@ class Store:
                 (target, since),
             )
         ]
-        buffered = [r for r in self._scrapes if r.target == target and r.ts >= since]
+        buffered = [r for r in self._scrapes.values() if r.target == target and r.ts >= since]
         return sorted(stored + buffered, key=lambda r: r.ts)
 
     def targets(self) -> list[str]:
         stored = [t for (t,) in self._db.execute("SELECT DISTINCT target FROM scrapes ORDER BY target")]
-        return sorted(set(stored) | {r.target for r in self._scrapes})
+        return sorted(set(stored) | {r.target for r in self._scrapes.values()})
 
     def gaps(self, target: str, since: float = 0.0) -> list[Gap]:
         return find_gaps(self.scrapes(target, since))

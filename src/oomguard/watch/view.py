@@ -1,13 +1,19 @@
-"""Renderers for watch: the live terminal screen and JSON-lines alerts. Formatting only, no arithmetic."""
+"""Renderers for watch: the live terminal screen and JSON-lines alerts. Formatting only, no arithmetic.
+
+Text that came from a scraped endpoint (labels, reasons) is escaped before it reaches the terminal, and the
+JSON is strict (RFC 8259): a number that is not finite is written as null, never as NaN or Infinity.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import time
 
 from oomguard.units import GiB
-from oomguard.watch.detectors import Alert
-from oomguard.watch.durations import format_duration
+from oomguard.watch.detectors import Alert, PendingTrend
+from oomguard.watch.durations import format_duration, prom_duration
+from oomguard.watch.escape import printable
 from oomguard.watch.watcher import TickResult
 
 CLEAR = "\x1b[H\x1b[2J"
@@ -27,11 +33,36 @@ def _clock(ts: float) -> str:
 
 def alert_line(alert: Alert) -> str:
     eta = f" [in {format_duration(alert.eta_seconds)}]" if alert.eta_seconds else ""
-    return f"{alert.severity.upper():8} {alert.detector:13} {alert.subject}: {alert.summary}{eta}"
+    return printable(f"{alert.severity.upper():8} {alert.detector:13} {alert.subject}: {alert.summary}{eta}")
+
+
+def pending_line(trend: PendingTrend) -> str:
+    return printable(
+        f"{'PENDING':8} {trend.detector:13} {trend.subject}: trend needs {trend.need} samples, has {trend.have}"
+    )
+
+
+def pending_json(trend: PendingTrend) -> str:
+    return strict_json({"state": "pending", **trend.as_dict()})
+
+
+def strict(value: object) -> object:
+    """`value` with every non-finite float replaced by None, so it serializes as strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
+def strict_json(value: object) -> str:
+    return json.dumps(strict(value), allow_nan=False)
 
 
 def alert_json(alert: Alert, *, state: str = "firing") -> str:
-    return json.dumps({"state": state, **alert.as_dict()}, sort_keys=False)
+    return strict_json({"state": state, **alert.as_dict()})
 
 
 def screen(result: TickResult, *, db: str) -> str:
@@ -45,7 +76,8 @@ def screen(result: TickResult, *, db: str) -> str:
         )
     ]
     lines.append("")
-    header = f"{'engine':<48} {'model':<24} {'KV':>5} {'run':>5} {'wait':>5} {'preempt':>8} {'blocks':>8}"
+    preempt = f"pre/{prom_duration(result.preemption_window_s)}"  # an increase over the window, not a total
+    header = f"{'engine':<48} {'model':<24} {'KV':>5} {'run':>5} {'wait':>5} {preempt:>8} {'blocks':>8}"
     lines += [header, "-" * len(header)]
     for row in result.ranks:
         lines.append(
@@ -70,4 +102,5 @@ def screen(result: TickResult, *, db: str) -> str:
             lines += [f"    fix: {f}" for f in alert.fix]
     else:
         lines.append("no alerts")
-    return "\n".join(lines)
+    lines += [pending_line(t) for t in result.trends_pending[:5]]
+    return "\n".join(printable(line) for line in lines)

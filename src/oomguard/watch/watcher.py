@@ -1,7 +1,9 @@
 """The watch loop's one step, without printing or sleeping: scrape what is due, store, detect, diff alerts.
 
 `Watcher.tick(now)` is all the CLI calls in its loop; tests call it with replayed time. Alerts are
-reported when they appear or change severity, and once more when they clear.
+reported when they appear or change severity, and once more when they clear. The detectors read an
+in-memory `Window` updated with each tick's samples (seeded once from the database), and each probe runs
+under a deadline, so neither a long history nor a wedged GPU driver can stall a tick.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from oomguard.watch.detectors import Alert, Thresholds, evaluate
-from oomguard.watch.planned import PlannedCapacity
+from oomguard.watch.deadline import BoundedCaller, StuckCall
+from oomguard.watch.detectors import Alert, PendingTrend, Thresholds, evaluate, pending_trends
+from oomguard.watch.escape import printable
+from oomguard.watch.planned import PlannedCapacity, PlanSource
 from oomguard.watch.samples import History, RankKey, Sample, SeriesKey
 from oomguard.watch.scrape import ScrapeOutcome, Scraper, up_sample
 from oomguard.watch.store import FlushResult, Gap, ScrapeRecord, Store
 from oomguard.watch.trend import counter_increase
+from oomguard.watch.window import Window
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +29,11 @@ class Probe(Protocol):
     target: str
 
     def sample(self, now: float) -> list[Sample]: ...
+
+
+PROBE_DEADLINE_S = 5.0  # NVML and /proc answer in milliseconds; this long means the driver is wedged
+# Probes whose own target is not a scraped URL record `up` (1 answered, 0 blocked) so `target_down` fires.
+REPORTS_UP = ("nvml",)
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,8 @@ class TickResult:
     memory: tuple[MemoryStatus, ...] = ()
     pending: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    trends_pending: tuple[PendingTrend, ...] = ()  # trend detectors still collecting samples
+    preemption_window_s: float = 300.0  # what the view's preemption column counts over
 
 
 def _last(history: History, rank: RankKey, metric: str) -> float | None:
@@ -84,7 +96,9 @@ class Watcher:
         scraper: Scraper,
         probes: list[Probe] | None = None,
         thresholds: Thresholds | None = None,
-        planned: PlannedCapacity | None = None,
+        planned: PlannedCapacity | PlanSource | None = None,
+        *,
+        probe_deadline_s: float = PROBE_DEADLINE_S,
     ) -> None:
         self.store = store
         self.scraper = scraper
@@ -93,6 +107,9 @@ class Watcher:
         self.planned = planned
         self.active: dict[tuple[str, str], Alert] = {}
         self.last_outcome: dict[str, ScrapeOutcome] = {}
+        self._callers = [BoundedCaller[list[Sample]](p.target, probe_deadline_s) for p in self.probes]
+        self.window = Window(self.lookback_s)
+        self._seeded = False
 
     @property
     def lookback_s(self) -> float:
@@ -111,8 +128,7 @@ class Watcher:
         outcomes = self.scraper.scrape_due(now)
         for outcome in outcomes:
             self.last_outcome[outcome.target] = outcome
-            self.store.add(outcome.samples)
-            self.store.add([up_sample(outcome)])
+            self._keep([*outcome.samples, up_sample(outcome)])
             self.store.add_scrape(
                 ScrapeRecord(
                     outcome.target, outcome.ts, outcome.ok, outcome.duration, outcome.error or outcome.note
@@ -123,23 +139,41 @@ class Watcher:
             if not outcome.ok:
                 retry = self.scraper.failures(outcome.target)
                 log.warning(
-                    "scrape %s failed (%s); attempt %d, backing off", outcome.target, outcome.error, retry
+                    "scrape %s failed (%s); attempt %d",
+                    printable(outcome.target),
+                    printable(outcome.error),
+                    retry,
                 )
             elif outcome.note:
                 notes.append(f"{outcome.target}: {outcome.note}")
-                log.warning("scrape %s: %s", outcome.target, outcome.note)
-        for probe in self.probes:
+                log.warning("scrape %s: %s", printable(outcome.target), printable(outcome.note))
+        for probe, caller in zip(self.probes, self._callers):
+            answered = True
             try:
-                self.store.add(probe.sample(now))
+                self._keep(caller.call(probe.sample, now))
+            except StuckCall as err:
+                answered = False
+                notes.append(str(err))
+                log.warning("%s", err)
             except OSError as err:  # /proc races with a dying process: skip this sample, keep watching
                 log.warning("%s: %s", probe.target, err)
+            if probe.target in REPORTS_UP:
+                self._keep([Sample(probe.target, "", "up", now, 1.0 if answered else 0.0)])
         return outcomes, notes
 
+    def _keep(self, samples: list[Sample]) -> None:
+        """Buffer for the database and add to the window what passes the store's checks."""
+        self.window.add(self.store.add(samples))
+
     def detect(self, now: float) -> tuple[list[Alert], History]:
-        history = self.store.history(now - self.lookback_s)
+        self.window.advance(now)
+        history = self.window.history()
         return evaluate(history, now, self.thresholds, self.store.ranks(), self.planned), history
 
     def tick(self, now: float) -> TickResult:
+        if not self._seeded:  # what an earlier run stored still counts (a restart does not reset trends)
+            self.window.add(self.store.recent(now - self.lookback_s))
+            self._seeded = True
         outcomes, notes = self.collect(now)
         flush = self.store.flush(now)
         alerts, history = self.detect(now)
@@ -158,6 +192,8 @@ class Watcher:
             self._memory(history),
             self.store.pending,
             tuple(notes),
+            tuple(pending_trends(history, now, self.thresholds)),
+            self.thresholds.preemption_window_s,
         )
 
     def _diff(self, alerts: list[Alert]) -> tuple[list[Alert], list[Alert]]:
@@ -191,13 +227,14 @@ class Watcher:
         rows = []
         for url in self.scraper.urls:
             outcome = self.last_outcome.get(url)
+            since = (outcome.ts if outcome is not None else 0.0) - self.lookback_s
             rows.append(
                 TargetStatus(
                     url,
                     None if outcome is None else outcome.ok,
                     "" if outcome is None else outcome.error,
                     self.scraper.failures(url),
-                    tuple(self.store.gaps(url)),
+                    tuple(self.store.gaps(url, since)),
                 )
             )
         return tuple(rows)

@@ -27,83 +27,115 @@ BOILERPLATE = (
 )
 
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
-_OOM = r"(oom|out of memory|out-of-memory|killed|enomem|crash|dies|dead|fail)"
-_MEM = r"(memory|oom|out of memory|gib|gb|mib|vram|profil|headroom|blocks|kv)"
+_OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
+_MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
 
-# (signal, pattern that must match, optional second pattern that must also match somewhere in the line)
+# (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
+# Every pattern is bounded by \b on both sides (stems list their endings): "provisioning" is not "vision",
+# "scheduled_spec_decode_tokens" is not "spec decode".
 RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
-    ("prose-leak", re.compile(r"\bleak"), None),
+    ("prose-leak", re.compile(r"\bleak(s|ed|ing|age)?\b"), None),
     (
         "prose-growth",
         re.compile(
-            r"(keeps?|continu\w*|steadily|gradually|slowly|monotonic\w*|constantly)\s+(\w+\s+)?(ris|increas|grow|climb)"
-            r"|(ris\w*|increas\w*|grow\w*|climb\w*)\s+(\w+\s+)?(over time|continuously|steadily|until|without bound)"
-            r"|(does|did)\s*(not|n't)\s+(fall|drop|go down|decrease|come down)|not being (cleared|freed|released)"
-            r"|never (freed|released|drops)"
+            r"\b(keeps?|continu\w*|steadily|gradually|slowly|monotonic\w*|constantly)\s+(\w+\s+)?"
+            r"(ris\w*|increas\w*|grow\w*|climb\w*)\b"
+            r"|\b(ris\w*|increas\w*|grow\w*|climb\w*)\s+(\w+\s+)?(over time|continuously|steadily|until|"
+            r"without bound)\b"
+            r"|\b(does|did)\s*(not|n't)\s+(fall|drop|go down|decrease|come down)\b"
+            r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
         ),
         None,
     ),
-    ("prose-fragmentation", re.compile(r"fragment|split(s|ting)? the block|max_split_size"), None),
+    ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
     (
         "prose-host-memory",
         re.compile(
-            r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|memory limit)\b"
+            r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|"
+            r"memory limit)\b"
         ),
-        re.compile(rf"{_OOM}|\blimit\b|ooms\b"),
+        re.compile(rf"{_OOM}|\blimit\b|\booms\b"),
     ),
     (
         "prose-activation",
-        re.compile(r"activation|workspace|intermediate tensor|padding|padded|prefill peak"),
+        re.compile(r"\b(activations?|workspace|intermediate tensors?|padding|padded|prefill peak)\b"),
         re.compile(_MEM),
     ),
     (
         "prose-spec-decode",
-        re.compile(r"speculative|draft model|\beagle\b|\bmtp\b|medusa|spec[_ -]decod"),
+        re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
         re.compile(_MEM),
     ),
     ("prose-lora", re.compile(r"\blora\b"), re.compile(_MEM)),
     (
         "prose-ep-buffer",
         re.compile(
-            r"deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|ep buffer|\ba2a\b"
+            r"\b(deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|"
+            r"ep buffers?|a2a)\b"
         ),
         None,
     ),
     (
         "prose-dp-blocks-differ",
-        re.compile(r"\bblocks?\b|kv cache"),
+        re.compile(r"\bblocks?\b|\bkv cache\b"),
         re.compile(
-            r"(ranks?|replicas?|\bdp\d*\b).*(spread|differ|mismatch|imbalanc|inconsistent|vary|varies)"
-            r"|(spread|differ|mismatch|imbalanc|inconsistent|vary|varies).*(ranks?|replicas?|\bdp\d*\b)"
+            r"\b(ranks?|replicas?|dp\d*)\b.*\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b"
+            r"|\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b.*\b(ranks?|replicas?|dp\d*)\b"
         ),
     ),
-    ("prose-cudagraph", re.compile(r"cuda ?graph|graph capture|capturing"), re.compile(_MEM)),
+    ("prose-cudagraph", re.compile(r"\b(cuda ?graphs?|graph capture|capturing)\b"), re.compile(_MEM)),
     (
         "prose-library-regression",
         re.compile(
-            r"\bnccl\b|cublas|\bdriver\b|rebuild|regression|regressed|after upgrad|torch \d|pytorch \d"
+            r"\b(nccl|cublas|driver|rebuild|regression|regressed|after upgrad\w*|torch \d|pytorch \d)\b"
         ),
         re.compile(_MEM),
     ),
-    ("prose-logprobs", re.compile(r"prompt_logprobs|\blogprobs\b|logits over|full[- ]vocab"), None),
-    ("prose-kv-full", re.compile(r"kv[ -]cache"), re.compile(r"\bfull\b|exhaust|100%|saturat|preempt")),
+    ("prose-logprobs", re.compile(r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*)\b"), None),
+    (
+        "prose-kv-full",
+        re.compile(r"\bkv[ -]cache\b"),
+        re.compile(r"\bfull\b|\bexhaust\w*|\b100%|\bsaturat\w*|\bpreempt\w*"),
+    ),
     (
         "prose-other-process",
         re.compile(
-            r"another process|other process|second (llm|model|instance|engine)|same gpu|shared gpu|del\(?\s*llm|"
-            r"garbage.collect|\bmig\b|co-?located|other tenants?"
+            r"\b(another process|other process(es)?|second (llm|model|instance|engine)|same gpu|shared gpu|"
+            r"garbage.collect\w*|mig|co-?located|other tenants?)\b|\bdel\(?\s*llm\b"
         ),
         None,
     ),
     (
         "prose-multimodal",
-        re.compile(r"\bimages?\b|vision|pixel|\bvideo|multimodal|multi-modal|\bencoder\b"),
+        re.compile(r"\b(images?|vision|pixels?|videos?|multimodal|multi-modal|encoder)\b"),
         re.compile(_MEM),
     ),
 )
 
+# Machine text, never prose: a table row or header (cells, column runs), a key=value or dict dump, a stack
+# frame or exception line, a log line with a level or a process tag, a dmesg/kernel line.
+_TABLE = re.compile(r"^\s*[|+]|\|.*\||\S {3,}\S.* {3,}\S")
+_DUMP = re.compile(r"\w=[\[{(\w'\"]|[{\[]\s*'\w+'\s*:|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}")
+_MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+# A sentence has at least this many words.
+MIN_WORDS = 4
+
+
+def is_prose(line: Line, msg: Message) -> bool:
+    """A reporter's sentence: no log level or process tag, not a table, dump, frame or exception line, and
+    mostly words."""
+    text = line.text.strip()
+    if msg.level or msg.tag or _TABLE.search(text) or _DUMP.search(text) or _MACHINE.match(text):
+        return False
+    words = _WORD.findall(text)
+    return len(words) >= MIN_WORDS and sum(map(len, words)) >= 0.5 * len(text.replace(" ", ""))
+
 
 class Parser(LineParser):
+    # Prose is only read in small documents (read whole), never through the gates.
+    GATES = ()
+
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.seen: set[str] = set()
@@ -112,8 +144,8 @@ class Parser(LineParser):
         text = line.text.strip()
         if len(text) < 12 or len(text) > 4000 or any(b in text for b in BOILERPLATE):
             return
-        if msg.level in ("INFO", "DEBUG") and "Error" not in text:
-            return  # a vLLM INFO line is the engine talking, not a person describing
+        if not is_prose(line, msg):
+            return  # engine and tool output describe nothing about the failure in words
         low = text.lower()
         for name, first, second in RULES:
             m = first.search(low)

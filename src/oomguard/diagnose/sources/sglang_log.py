@@ -38,6 +38,8 @@ class Parser(LineParser):
             "Memory pool end",
             "Capture cuda graph begin",
             "Capture cuda graph end",
+            "apture cuda graph failed",
+            "apture CUDA graph failed",
             "Prefill out of memory",
             "Decode out of memory",
             "Not enough memory",
@@ -96,6 +98,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "Capture cuda graph end" in body:
             self.ctx.signal(line, body, "milestone-cudagraph-done")
+        if ("apture cuda graph failed" in body or "apture CUDA graph failed" in body) and "memory" in body:
+            self.ctx.signal(line, body, "sglang-cudagraph-failed")
         if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:
             self.ctx.signal(line, body, "sglang-kv-alloc-failed")
         if "Not enough memory" in body and "mem-fraction-static" in body:

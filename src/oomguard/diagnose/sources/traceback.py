@@ -9,41 +9,37 @@ import re
 
 from oomguard.diagnose.evidence import Frame, OomMessage
 from oomguard.diagnose.scan import Line
-from oomguard.diagnose.sources.base import SIZE, LineParser, Message, continuation, log_size, to_int
+from oomguard.diagnose.sources import allocator
+from oomguard.diagnose.sources.base import LineParser, Message, continuation, log_size
 from oomguard.diagnose.sources.triggers import Triggers
 
-_S = SIZE
-_TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
-_GPU = re.compile(
-    rf"GPU\s*(?P<dev>\d+)\s*has\s*a\s*total\s*capac\s*ity\s*of\s*(?P<total>{_S})\s*of\s*which\s*(?P<free>{_S})\s*is\s*free",
-    re.IGNORECASE,
-)
-_PROC = re.compile(rf"Process\s*(?P<pid>\d+)\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
-_THIS = re.compile(rf"this\s*process\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
-_ALLOCATED = re.compile(rf"(?P<v>{_S})\s*is\s*allocated\s*by\s*PyTorch", re.IGNORECASE)
-_PRIVATE = re.compile(rf"(?P<v>{_S})\s*allocated\s*in\s*private\s*pools", re.IGNORECASE)
-_RESERVED = re.compile(rf"(?P<v>{_S})\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.IGNORECASE)
-# PyTorch 1.x: "(GPU 0; 15.78 GiB total capacity; 14.56 GiB already allocated; 3.44 MiB free; 14.78 GiB reserved
-# in total by PyTorch)"
-_OLD = re.compile(
-    rf"\(GPU\s*(?P<dev>\d+);\s*(?P<total>{_S})\s*total\s*capacity;\s*(?P<alloc>{_S})\s*already\s*allocated;\s*"
-    rf"(?P<free>{_S})\s*free;\s*(?:(?:{_S})\s*allowed;\s*)?(?P<reserved>{_S})\s*reserved",
-    re.IGNORECASE,
-)
-# c10 expandable segments: "memory mapping failed with OOM on device 0 while trying to map 20971520 bytes
-# (free: 20578304, total: 25272516608)"
-_MAPPER = re.compile(
-    r"memory\s*mapping\s*failed.*?device\s*(?P<dev>\d+).*?map\s*(?P<req>\d+)\s*bytes\s*\(free:\s*(?P<free>\d+),\s*"
-    r"total:\s*(?P<total>\d+)\)",
-    re.IGNORECASE,
-)
+
+def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
+    return log_size(m.group(group)) if m else None
+
+
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
 _FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
-def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
-    return log_size(m.group(group)) if m else None
+# Out-of-memory words that start an allocator message worth reading whole.
+_OOM_WORDS = ("out of memory", "OutOfMemory", "Tried to allocate", "memory mapping failed")
+# Other engines' explicit memory errors: TGI's warm-up ("Not enough memory to handle N prefill tokens"),
+# TensorRT-LLM's ("[TensorRT-LLM][ERROR] ... out of memory" / "OutOfMemory"), llama.cpp-style "failed to
+# allocate ... buffer".
+_PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) (?:prefill|total) tokens")
+_ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
+# An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
+# Ray: an actor died (its worker process exited, often SIGKILLed by the OOM killer) and the raylet's report
+# of workers killed for memory pressure.
+_RAY_ACTOR_DIED = (
+    "ActorDiedError",
+    "The actor died unexpectedly",
+    "actor is dead because its worker process",
+)
+_RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
 
 
 class Parser(LineParser):
@@ -67,8 +63,22 @@ class Parser(LineParser):
             "bad_alloc",
             "DefaultCPUAllocator: not enough memory",
             "MemoryError",
+            "requires more system memory",
+            # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
+            "Error",
+            "Exception",
+            "The actor died unexpectedly",
+            "actor is dead because",
+            "killed due to memory pressure",
+            # CUDA runtime allocation failures of C++ code (allocator.RUNTIME_OOM) and other engines' errors
+            "cudaMalloc",
+            "CUBLAS_STATUS_ALLOC_FAILED",
+            "cudaErrorMemory",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            "hipErrorOutOfMemory",
+            "Not enough memory to handle",
         ),
-        caseless=("deep_ep", "deepep", "nvshmem"),
+        caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
 
     def feed(self, line: Line, msg: Message) -> None:
@@ -76,34 +86,82 @@ class Parser(LineParser):
         if 'File "' in body:
             self._frame(line, msg)
             return
-        if "ray.exceptions.OutOfMemoryError" in body or "running low on memory" in body:
-            self.ctx.signal(line, body, "ray-memory-kill")  # Ray's memory monitor: host RAM, not the GPU
+        if self._ray(line, body):
             return
-        oom_words = "out of memory" in body or "OutOfMemory" in body
-        if "Tried to allocate" in body or (oom_words and "Tried to allocate" in _join_head(body, line)):
-            self._torch_oom(line, msg)
-        elif oom_words and "warming up" not in body:
-            self._bare_oom(line, msg)
-        if "memory mapping failed" in body:
-            self._mapper(line, msg)
+        self._allocator(line, msg)
+        self._engine_memory_errors(line, body)
+        self._kernel_errors(line, body)
+        self._host_enomem(line, body)
+        self._exception(line, body)
+
+    def _ray(self, line: Line, body: str) -> bool:
+        """Ray's memory monitor (host RAM, not the GPU) and its actor deaths."""
+        if (
+            "ray.exceptions.OutOfMemoryError" in body
+            or "running low on memory" in body
+            or _RAY_PRESSURE.search(body)
+        ):
+            self.ctx.signal(line, body, "ray-memory-kill")
+            return True
+        if any(k in body for k in _RAY_ACTOR_DIED):
+            self.ctx.signal(line, body, "ray-actor-died")
+            return True
+        return False
+
+    def _allocator(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if not any(w in body for w in _OOM_WORDS) and not allocator.RUNTIME_OOM.search(body):
+            return
+        if "warming up" in body:
+            return  # vLLM's own sampler/pooler warm-up message, read by the vLLM parser
+        text = _join_head(body, line)
+        report = allocator.read(text)
+        if report is None:
+            if not (
+                "CUDA out of memory" in body
+                or "OutOfMemoryError" in body
+                or "HIP out of memory" in body
+                or re.search(r"\b(GPU|CUDA|device)\b.{0,40}\bout of memory\b", body)
+            ):
+                return
+            report = allocator.AllocatorReport("torch")
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(text),
+                flavor=report.flavor,
+                requested=report.requested,
+                device=report.device,
+                total=report.total,
+                free=report.free,
+                this_process=report.this_process,
+                processes=report.processes,
+                allocated=report.allocated,
+                private_pools=report.private_pools,
+                reserved_unallocated=report.reserved_unallocated,
+                process_tag=msg.tag,
+            )
+        )
+        if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
+            self.ctx.signal(line, text, "cudagraph-estimate-hint")
+
+    def _engine_memory_errors(self, line: Line, body: str) -> None:
+        """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
         if "HSA_STATUS_ERROR_OUT_OF_RESOURCES" in body or "HSA_STATUS_ERROR_OUT_OF_MEMORY" in body:
             free = _size(_HSA_FREE.search(body))
             self.ctx.emit(
-                OomMessage(
-                    where=self.ctx.where(line),
-                    text=self.ctx.clip(body),
-                    flavor="hsa",
-                    free=free,
-                    process_tag=msg.tag,
-                )
+                OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="hsa", free=free)
             )
             self.ctx.signal(line, body, "hsa-out-of-resources")
         if "OUT_OF_DEVICE_MEMORY" in body:
-            self.ctx.emit(
-                OomMessage(
-                    where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu", process_tag=msg.tag
-                )
-            )
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu"))
+        m = _PREFILL_TOKENS.search(body)
+        if m:
+            self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
+        if _ALLOC_BUFFER.search(body):
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+
+    def _kernel_errors(self, line: Line, body: str) -> None:
         if "canUse32BitIndexMath" in body or "INT32_MAX" in body:
             self.ctx.signal(line, body, "int32-index-math")
         if "illegal memory access" in body:
@@ -117,13 +175,23 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "nvshmem-alloc")
         if "NCCL error" in body:
             self.ctx.signal(line, body, "nccl-error")
+
+    def _host_enomem(self, line: Line, body: str) -> None:
         if (
             "Cannot allocate memory" in body
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
+            or "requires more system memory" in body
             or re.search(r"\bMemoryError\b", body)
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
+
+    def _exception(self, line: Line, body: str) -> None:
+        """Any exception line is a failure: with nothing else recognised it still gets an answer ('other',
+        with the evidence to collect)."""
+        m = _EXCEPTION.match(body.strip())
+        if m:
+            self.ctx.signal(line, body, "exception")
 
     def _frame(self, line: Line, msg: Message) -> None:
         m = _FRAME.search(msg.body)
@@ -155,75 +223,6 @@ class Parser(LineParser):
                 lineno=int(m.group("no")),
                 function=func,
                 code=code,
-            )
-        )
-
-    def _torch_oom(self, line: Line, msg: Message) -> None:
-        text = _join_head(msg.body, line)
-        tried = _TRIED.search(text)
-        gpu = _GPU.search(text)
-        old = _OLD.search(text)
-        processes = tuple((int(p.group("pid")), log_size(p.group("v")) or 0) for p in _PROC.finditer(text))
-        allocated = _size(_ALLOCATED.search(text))
-        reserved_unalloc = _size(_RESERVED.search(text))
-        total = log_size(gpu.group("total")) if gpu else None
-        free = log_size(gpu.group("free")) if gpu else None
-        device = int(gpu.group("dev")) if gpu else None
-        if old:
-            device = int(old.group("dev"))
-            total, free = log_size(old.group("total")), log_size(old.group("free"))
-            allocated = log_size(old.group("alloc"))
-            reserved = log_size(old.group("reserved"))
-            if reserved is not None and allocated is not None:
-                reserved_unalloc = max(0, reserved - allocated)
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line),
-                text=self.ctx.clip(text),
-                flavor="torch",
-                requested=_size(tried),
-                device=device,
-                total=total,
-                free=free,
-                this_process=_size(_THIS.search(text)),
-                processes=processes,
-                allocated=allocated,
-                private_pools=_size(_PRIVATE.search(text)),
-                reserved_unallocated=reserved_unalloc,
-                process_tag=msg.tag,
-            )
-        )
-        if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
-            self.ctx.signal(line, text, "cudagraph-estimate-hint")
-
-    def _bare_oom(self, line: Line, msg: Message) -> None:
-        body = msg.body
-        if (
-            "CUDA out of memory" not in body
-            and "OutOfMemoryError" not in body
-            and "HIP out of memory" not in body
-        ):
-            return
-        flavor = "cuda-runtime" if "CUDA error: out of memory" in body else "torch"
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line), text=self.ctx.clip(body), flavor=flavor, process_tag=msg.tag
-            )
-        )
-
-    def _mapper(self, line: Line, msg: Message) -> None:
-        text = _join_head(msg.body, line)
-        m = _MAPPER.search(text)
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line),
-                text=self.ctx.clip(text),
-                flavor="expandable-segments",
-                requested=to_int(m.group("req")) if m else None,
-                device=int(m.group("dev")) if m else None,
-                free=to_int(m.group("free")) if m else None,
-                total=to_int(m.group("total")) if m else None,
-                process_tag=msg.tag,
             )
         )
 

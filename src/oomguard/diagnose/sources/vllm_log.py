@@ -78,6 +78,10 @@ _ENGINE = re.compile(r"(Engine \d+):")
 _KEYVAL_STATS = re.compile(
     r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)"
 )
+# vLLM >= 0.7 gpu_worker.sleep: "Sleep mode freed 70.10 GiB memory, 3.20 GiB memory is still in use."
+_SLEEP = re.compile(
+    rf"Sleep mode freed (?P<freed>{_NUM}) GiB memory, (?P<used>{_NUM}) GiB memory is still in use"
+)
 _SCHED = re.compile(r"num_scheduled_tokens=\{(?P<d>[^}]*)\}")
 _SCHED_VALUES = re.compile(r":\s*(\d+)")
 _VERSION = (
@@ -174,6 +178,7 @@ class Parser(LineParser):
             "LLM(",
             "VLLM_",
             "PYTORCH_CUDA_ALLOC_CONF",
+            "Sleep mode freed",
         )
     )
     # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache usage:
@@ -193,12 +198,24 @@ class Parser(LineParser):
         self.serving_seen = False
         self.versions: set[str] = set()
 
-    # -- helpers --
     def feed(self, line: Line, msg: Message) -> None:
-        body = msg.body
-        if "KV cache usage" in body and "Running:" in body:
-            self._stats(line, msg)
+        if "KV cache usage" in msg.body and "Running:" in msg.body:
+            self._stats(line, msg)  # the periodic stats line: nothing else on it
             return
+        self._weights(line, msg)
+        self._kv_sizing(line, msg)
+        self._profile(line, msg)
+        if "graph" in msg.body or "Graph" in msg.body or "Capturing" in msg.body:
+            self._graphs(line, msg)
+        self._startup_errors(line, msg)
+        self._milestones(line, msg)
+        self._load(line, msg)
+        self._sleep(line, msg)
+        self._setup(line, msg)
+
+    def _weights(self, line: Line, msg: Message) -> None:
+        """Weight loading: its start and the bytes it took."""
+        body = msg.body
         if "Model loading took" in body or "Loading model weights took" in body:
             m = _WEIGHTS.search(body)
             self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
@@ -210,6 +227,10 @@ class Parser(LineParser):
             or "Loading weights took" in body
         ):
             self.ctx.signal(line, body, "milestone-weights-loading")
+
+    def _kv_sizing(self, line: Line, msg: Message) -> None:
+        """The KV pool as sized: bytes, tokens, concurrency, blocks."""
+        body = msg.body
         if "Available KV cache memory" in body:
             m = _KV_AVAIL.search(body)
             value = _gib(m.group("v")) if m else None
@@ -231,6 +252,10 @@ class Parser(LineParser):
             if m:
                 self.ctx.startup_number(line, msg, "num_gpu_blocks", to_int(m.group("v")))
                 self.ctx.signal(line, body, "milestone-kv-sized")
+
+    def _profile(self, line: Line, msg: Message) -> None:
+        """The memory profile's terms, every version's wording (V0 budget line, V1 debug line, free memory)."""
+        body = msg.body
         if "total_gpu_memory" in body:
             self._profile_v0(line, msg)
         if "model weights take" in body:
@@ -251,8 +276,10 @@ class Parser(LineParser):
                 self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("w")))
         if "Free memory on device" in body:
             self._free_memory(line, msg)
-        if "graph" in body or "Graph" in body or "Capturing" in body:
-            self._graphs(line, msg)
+
+    def _startup_errors(self, line: Line, msg: Message) -> None:
+        """The engine's own memory errors and its death."""
+        body = msg.body
         if "max seq len" in body:
             self._max_len(line, msg)
         if "No available memory for the cache blocks" in body:
@@ -280,6 +307,10 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "engine-init-failed")
         if "is preempted by PreemptionMode" in body:
             self.ctx.signal(line, body, "kv-preempted")
+
+    def _milestones(self, line: Line, msg: Message) -> None:
+        """Startup steps that place a failure: the profile run, the multimodal profile."""
+        body = msg.body
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
             self.ctx.signal(line, body, name)
@@ -292,6 +323,10 @@ class Parser(LineParser):
                 items=to_float(m.group("n")) if m else None,
                 budget_tokens=to_float(m.group("b")) if m else None,
             )
+
+    def _load(self, line: Line, msg: Message) -> None:
+        """Runtime load: the scheduler dump and key=value stats; the first sign of serving."""
+        body = msg.body
         if "num_scheduled_tokens" in body:
             self._scheduled(line, msg)
         if "kv_cache_usage=" in body or "num_running_reqs=" in body:
@@ -299,6 +334,22 @@ class Parser(LineParser):
         if not self.serving_seen and any(k in body for k in SERVING_MARKERS):
             self.serving_seen = True
             self.ctx.signal(line, body, "milestone-serving")
+
+    def _sleep(self, line: Line, msg: Message) -> None:
+        """Sleep mode (RL rollouts): what stays in use after each sleep; growth across cycles is a leak."""
+        m = _SLEEP.search(msg.body)
+        if m:
+            self.ctx.signal(
+                line,
+                msg.body,
+                "sleep-residual",
+                freed_bytes=_gib(m.group("freed")),
+                residual_bytes=_gib(m.group("used")),
+            )
+
+    def _setup(self, line: Line, msg: Message) -> None:
+        """What the engine was started with: version, flags, command line, environment."""
+        body = msg.body
         if "version" in body or "LLM engine" in body:
             self._version(line, msg)
         if "non-default args" in body or "llm_kwargs" in body or "engine_args" in body:
