@@ -26,7 +26,7 @@ TP_CHOICES = (1, 2, 4, 8, 16)
 # The most GPUs a fix may add up to (two 8-GPU nodes).
 MAX_FIX_GPUS = 16
 # Follow-up settings a fix may add (a length, a utilization) before it is given up.
-SETTLE_STEPS = 3
+SETTLE_STEPS = 5
 # vLLM's fp8 method: Fp8Config.get_min_capability() is 80 (Ampere; Marlin weight-only below Ada).
 FP8_MIN_CAPABILITY = (8, 0)
 # Failures that more memory per token or fewer bytes per rank cure (KV shortfalls, weights too big to load).
@@ -297,6 +297,7 @@ def _settle(
     the length it buys), or the utilization the free memory at start covers (a new TP x PP whose larger CUDA
     context leaves less free)."""
     asked, flags = flags, dict(flags)
+    user_set_utilization = request.serve_args().get("gpu_memory_utilization") is not None
     for _ in range(SETTLE_STEPS):
         try:
             trial = plan(_apply(request, flags))
@@ -311,6 +312,17 @@ def _settle(
             if cap >= cfg.gpu_memory_utilization or "gpu_memory_utilization" in asked:
                 return None
             flags["gpu_memory_utilization"] = cap
+        elif (
+            failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY)
+            and "gpu_memory_utilization" not in flags
+            and not user_set_utilization
+            and free_memory_cap(trial) > cfg.gpu_memory_utilization
+        ):
+            # A larger budget first (it costs no context), up to what the full length needs; never above a
+            # utilization the user chose (the rest of the GPU may be spoken for).
+            needed = utilization_needed(trial, kv_reserve_bytes(trial))
+            cap = free_memory_cap(trial)
+            flags["gpu_memory_utilization"] = min(needed, cap) if needed is not None else cap
         elif (
             failure in (Failure.MAX_MODEL_LEN, Failure.NO_KV_MEMORY)
             and "max_model_len" not in asked
