@@ -77,3 +77,10 @@ def test_a_kserve_huggingface_predictor_is_planned() -> None:
 def test_fix_commands_never_print_a_manifests_secrets() -> None:
     (deployment,) = deployments_in_file(str(K8S / "gke.yaml"))
     assert all("HF_TOKEN" not in word for word in deployment.args.to_argv())
+
+
+def test_check_exits_2_on_input_it_cannot_read_as_plan_does() -> None:
+    command = ["--", "vllm", "serve", "Qwen/Qwen3-8B"]
+    bad_gpu = oomguard("check", "--gpu", "NotAGPU", *command)
+    assert bad_gpu.returncode == 2 and bad_gpu.stderr.startswith("oomguard check: error:")
+    assert oomguard("plan", "--gpu", "NotAGPU", *command).returncode == 2
