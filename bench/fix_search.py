@@ -19,19 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from oomguard.engines.vllm.plan import Plan, PlanRequest, kv_reserve_bytes, plan
 from oomguard.errors import OomguardError
 from oomguard.kinds import Verdict
 from oomguard.planning.advise import (
     LENGTH_ROUNDING,
     MAX_UTILIZATION,
     TP_CHOICES,
-    Fix,
     fp8_weights_supported,
     free_memory_cap,
     longest_max_model_len,
     suggest_fixes,
 )
-from oomguard.planning.planner import Plan, PlanRequest, kv_reserve_bytes, plan
+from oomguard.planning.fix_search import Fix
 
 GiB = 1 << 30
 MODELS = (
@@ -94,11 +94,15 @@ def _best_at(
     return None
 
 
-def exhaustive_cheaper(request: PlanRequest, base: Plan, fix: Fix | None) -> tuple[str, int]:
+def exhaustive_cheaper(request: PlanRequest, base: Plan, fix: Fix[Plan] | None) -> tuple[str, int]:
     """The cheapest configuration exhaustive search finds, if cheaper than `fix`; and how many it planned."""
     asked = base.engine.max_model_len
-    limit = fix.gpus if fix is not None else MAX_SHAPE_GPUS
-    target = _cost(fix.gpus, fix.max_model_len, fix.flags) if fix is not None else (MAX_SHAPE_GPUS + 1, 0, 0)
+    limit = fix.result.gpus if fix is not None else MAX_SHAPE_GPUS
+    target = (
+        _cost(fix.result.gpus, fix.result.max_model_len, dict(fix.result.flags))
+        if fix is not None
+        else (MAX_SHAPE_GPUS + 1, 0, 0)
+    )
     fp8_w = (
         base.model.quantization is None and base.engine.quantization is None and fp8_weights_supported(base)
     )
@@ -145,12 +149,12 @@ def main() -> int:
     )
     bad = 0
     for model, gpu, length, verdict, failure, fix, margin, cheaper, tried in rows:
-        text = ", ".join(f"{k}={v}" for k, v in fix.flags.items()) if fix else "(none found)"
+        text = ", ".join(f"{k}={v}" for k, v in fix.result.flags.items()) if fix else "(none found)"
         spare = f"{margin.spare_bytes / GiB:9.2f}" if margin is not None else f"{'-':>9}"
         bad += bool(cheaper)
         print(
             f"{model:<34} {gpu:<10} {length:>7} {verdict + ' / ' + failure:<32} {text[:62]:<62} "
-            f"{fix.gpus if fix else '-':>4} {fix.max_model_len if fix else '-':>7} {spare}  "
+            f"{fix.result.gpus if fix else '-':>4} {fix.result.max_model_len if fix else '-':>7} {spare}  "
             f"{cheaper or 'none'} ({tried} shapes)"
         )
     print(

@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
+from oomguard.engines.vllm.plan import PlanRequest, plan
 from oomguard.errors import OomguardError
 from oomguard.host.ledger import HostLedger, HostLimits
 from oomguard.host.limits import given_limits
-from oomguard.planning.planner import PlanRequest, plan
 from oomguard.units import GiB
 
 CASES = REPO / "bench" / "data" / "host_oom_cases.jsonl"
@@ -50,7 +50,9 @@ def corpus_ids() -> dict[str, set[str]]:
 
 def ledger_for(case: dict[str, Any]) -> HostLedger:
     """Plan the transcribed command on the reported GPU (its tier sets max_num_seqs) and build the node ledger."""
-    result = plan(PlanRequest.from_argv(case["command"], gpu=case["gpu"] or "H100", vllm_version=case["vllm_version"]))
+    result = plan(
+        PlanRequest.from_argv(case["command"], gpu=case["gpu"] or "H100", vllm_version=case["vllm_version"])
+    )
     stages: dict[int, int] = {}
     used: dict[int, int] = {}
     for rank in result.ranks:

@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 IMBALANCE_WARN = 0.15  # ranks more than 15% apart (of their mean): the early warning of one rank saturating
+# Below this mean KV usage the ranks are nearly idle and their spread is noise (two requests against one
+# read as 67%): the imbalance is not judged there (watch's `imbalance_min_kv` default, the rule's guard).
+IMBALANCE_MIN_MEAN_KV = 0.05
 
 
 def imbalance(values: Sequence[float]) -> float:

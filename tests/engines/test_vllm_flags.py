@@ -100,3 +100,18 @@ def test_round_trip_to_a_command() -> None:
         "2",
         "--no-enable-prefix-caching",
     ]
+
+
+def test_underscore_spellings_are_the_same_flags_as_vllm_reads_them() -> None:
+    # vLLM's FlexibleArgumentParser turns --tensor_parallel_size into --tensor-parallel-size.
+    args = parse_serve_command(
+        "vllm serve m --tensor_parallel_size 2 --max_model_len=32768 --enable_prefix_caching"
+    )
+    assert args.values == {"tensor_parallel_size": 2, "max_model_len": 32768, "enable_prefix_caching": True}
+    assert args.unknown_flags == ()
+
+
+def test_integers_are_read_as_argparse_reads_them() -> None:
+    assert parse_serve_command("vllm serve m -tp 1_0").values["tensor_parallel_size"] == 10
+    with pytest.raises(ConfigError, match="-tp expects an integer"):
+        parse_serve_command("vllm serve m -tp 1e0")

@@ -108,7 +108,8 @@ SIGNALS = frozenset(
         "cudagraph-estimate-hint",  # OOM text suggesting VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
         "engine-dead",
         "engine-init-failed",  # "Engine core initialization failed" / "EngineCore failed to start"
-        "kv-preempted",  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
+        "kv-preempted",
+        "kv-pool-dry",  # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators)  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
         "illegal-memory-access",
@@ -167,6 +168,9 @@ SIGNALS = frozenset(
         "prose-other-process",
         "prose-not-cudagraph",
         "prose-multimodal",
+        "prose-int32",
+        "prose-dp-attention",
+        "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
     }
 )
 

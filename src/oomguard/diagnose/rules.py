@@ -153,6 +153,14 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "encoder_runner",
             "profile_encoder",
             "vit_",
+            "/clip.py",
+            "vision_tower",
+            "mm_projector",
+            "image_features",
+            "embedding_func",
+            "mllama",
+            "qwen2_vl",
+            "qwen2_5_vl",
         ),
     ),
     (
@@ -331,6 +339,7 @@ FAILURE_SIGNALS = {
     "ray-actor-died",
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
+    "kv-pool-dry",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -355,6 +364,7 @@ SIGNAL_PHASE = {
     "sglang-not-enough-memory": "startup-kv-alloc",
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
+    "kv-pool-dry": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
@@ -470,6 +480,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _config(setup, tally, sit)
+    _weights_vs_device(setup, tally, sit)
     _prose(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
@@ -515,6 +526,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             )
         weights = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes"]
         budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
+        _empty_pool_not_from_weights(setup, t, s, weights, budgets)
         if weights and budgets and weights[-1].value >= 0.9 * budgets[-1].value:
             t.add(
                 "weights-dont-fit",
@@ -523,6 +535,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 weights[-1],
                 budgets[-1],
             )
+    _pool_below_one_request(ev, setup, t)
     for s in ev.signals("max-model-len-exceeds-kv"):
         t.add(
             "max-model-len-exceeds-kv",
@@ -657,6 +670,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 residual[0],
                 residual[-1],
             )
+    for s in ev.signals("kv-pool-dry"):
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG + 0.5,
+            "the KV pool had no room left for the running requests",
+            s,
+        )
     for s in ev.signals("kv-preempted"):
         t.add(
             "kv-exhaustion-at-runtime",
@@ -664,6 +684,72 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the scheduler preempted requests for lack of KV space",
             s,
         )
+
+
+# Weights this small against the budget cannot be what left the KV pool empty.
+SMALL_WEIGHTS_SHARE = 0.25
+SMALL_WEIGHTS = 1 * GIB
+# A utilization this low is what people set to share a GPU.
+SHARED_UTILIZATION = 0.5
+
+
+def _empty_pool_not_from_weights(
+    setup: EngineSetup, t: Tally, s: Signal, weights: list[StartupNumber], budgets: list[StartupNumber]
+) -> None:
+    """An empty KV pool with small weights, or at a utilization people use to share a GPU: the budget went
+    to something else on the device (vLLM sizes from the memory free at start)."""
+    total = setup.gpu_total_bytes
+    u = setup.flag_float("gpu_memory_utilization")
+    if weights:
+        w = weights[-1].value
+        budget = budgets[-1].value if budgets else (total * u if total and u else None)
+        if w <= SMALL_WEIGHTS or (budget and w <= SMALL_WEIGHTS_SHARE * budget):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 0.5,
+                f"the weights took only {w / GIB:.2f} GiB, yet nothing was left for KV: something else holds "
+                "the GPU's memory",
+                weights[-1],
+                s,
+            )
+    if u is not None and u <= SHARED_UTILIZATION:
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the rest",
+            s,
+        )
+
+
+def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """Logged blocks x block size below max_model_len (old vLLM started anyway), or SGLang left with little
+    after loading its weights: the KV pool is too small at startup."""
+    length = setup.flag_int("max_model_len")
+    block = setup.flag_int("block_size") or 16
+    for n in ev.of(StartupNumber):
+        if n.quantity == "num_gpu_blocks" and length and 0 < n.value * block < length:
+            t.add(
+                "kv-cache-insufficient-at-startup",
+                STRONG,
+                f"{int(n.value)} blocks x {block} tokens hold {int(n.value) * block} tokens, below max_model_len "
+                f"{length}",
+                n,
+            )
+            break
+    avail = [n for n in ev.of(StartupNumber) if n.quantity == "sglang_avail_after_load_bytes"]
+    used = [n for n in ev.of(StartupNumber) if n.quantity == "sglang_weights_bytes"]
+    if avail and used and avail[-1].value < SGLANG_LITTLE_LEFT * (avail[-1].value + used[-1].value):
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM + 0.5,
+            f"only {avail[-1].value / GIB:.2f} GiB was left after the weights ({used[-1].value / GIB:.2f} GiB): "
+            "no room for SGLang's KV pool",
+            avail[-1],
+        )
+
+
+# SGLang with less than this share of the device left after loading has no room for its static KV pool.
+SGLANG_LITTLE_LEFT = 0.2
 
 
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
@@ -762,16 +848,6 @@ def _allocator_quantities(o: OomMessage, t: Tally) -> None:
             "(total - free - allocated - reserved): another process or non-PyTorch memory",
             o,
         )
-    if o.this_process is not None and o.allocated is not None and o.total:
-        non_torch = o.this_process - o.allocated - (o.reserved_unallocated or 0)
-        if non_torch >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total):
-            t.add(
-                "other-process-or-shared-gpu",
-                MEDIUM,
-                f"this process holds {non_torch / GIB:.2f} GiB outside PyTorch's allocator (non-PyTorch "
-                "memory: another library or allocator in the same process)",
-                o,
-            )
 
 
 def outside_pytorch(o: OomMessage) -> int | None:
@@ -1061,6 +1137,11 @@ def _host(ev: Evidence, t: Tally) -> None:
         t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
         if t.score("host-ram-oom") > 0:
             t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+    growth = ev.signals("prose-growth", "prose-leak")
+    if growth and t.score("host-ram-oom") > 0:
+        t.add(
+            "memory-leak", MEDIUM, "the memory grew over time before the kill (the report says so)", growth[0]
+        )
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -1169,12 +1250,17 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     ):
         t.add(
             "spec-decode-or-lora-extra",
-            WEAK,
-            "speculative decoding is configured (a draft model and its KV)",
+            MEDIUM if sit.failures else WEAK,
+            "speculative decoding is configured (a draft model and its KV, outside the profile in many versions)",
             fact,
         )
     if setup.flag_true("enable_lora"):
-        t.add("spec-decode-or-lora-extra", WEAK, "LoRA is enabled (adapter buffers)", fact)
+        t.add(
+            "spec-decode-or-lora-extra",
+            MEDIUM if sit.failures else WEAK,
+            "LoRA is enabled (adapter buffers and LoRA activations outside the profile)",
+            fact,
+        )
     model = setup.model or ""
     if MULTIMODAL_MODEL.search(model) or any(
         k in setup.flags for k in ("limit_mm_per_prompt", "mm_processor_kwargs")
@@ -1208,6 +1294,60 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     del where
 
 
+# Parameter counts in model ids: "Llama-3-70B", "Qwen3-30B-A3B" (total first), "Mixtral-8x7B" (experts share
+# attention: 8x7B is 46.7B, about 0.83 of 8 x 7).
+_PARAMS = re.compile(r"(?i)(?<![\w.])(?:(?P<n>\d+)x)?(?P<b>\d+(?:\.\d+)?)b(?![a-z0-9])")
+MOE_SHARED_FACTOR = 0.83
+# Bytes per parameter by the quantization the id or the flags name (4-bit formats carry scales: ~0.56).
+_FOUR_BIT = re.compile(r"(?i)\b(awq|gptq|int4|4bit|4-bit|nf4|bnb|mxfp4|nvfp4|w4a16|q4)")
+_EIGHT_BIT = re.compile(r"(?i)\b(fp8|int8|8bit|8-bit|w8a8|w8a16|q8)")
+# The most common large device (H100/A100 80GB as CUDA reports it).
+LARGEST_COMMON_DEVICE = 79 * GIB
+# Weights per GPU at or above this share of the device cannot leave room for anything else.
+WEIGHTS_FILL = 0.92
+# At or below this share the weights clearly fit: the failure is elsewhere.
+WEIGHTS_SMALL = 0.5
+
+
+def weights_per_gpu(setup: EngineSetup) -> float | None:
+    """Bytes of weights per GPU from the model id's parameter count, the quantization it names and the
+    TP x PP split; None when the id carries no count."""
+    model = (setup.model or "").rsplit("/", 1)[-1]
+    m = _PARAMS.search(model)
+    if not m:
+        return None
+    params = float(m.group("b")) * 1e9 * (int(m.group("n")) * MOE_SHARED_FACTOR if m.group("n") else 1)
+    named = f"{model} {setup.flag('quantization') or ''} {setup.flag('dtype') or ''}"
+    per_param = 0.56 if _FOUR_BIT.search(named) else 1.05 if _EIGHT_BIT.search(named) else 2.0
+    if "float32" in named:
+        per_param = 4.0
+    ranks = setup.parallel("tensor_parallel_size") * setup.parallel("pipeline_parallel_size")
+    return params * per_param / max(1, ranks)
+
+
+def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The model's weights per GPU against the device: a model that fills the device explains a load OOM; one
+    that takes under half of it rules weights out."""
+    weights, total = weights_per_gpu(setup), setup.gpu_total_bytes
+    if weights is not None and not total and sit.failures and weights >= LARGEST_COMMON_DEVICE:
+        t.add(
+            "weights-dont-fit",
+            MEDIUM,
+            f"{setup.model}: about {weights / GIB:.0f} GiB of weights per GPU, more than an 80 GB device holds",
+            sit.first_failure,
+        )
+    if weights is None or not total or not sit.failures:
+        return
+    share = weights / total
+    why = f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU on a {total / GIB:.1f} GiB device"
+    if share >= WEIGHTS_FILL:
+        t.add("weights-dont-fit", STRONG, why + " (the parameter count in its name)", sit.first_failure)
+    elif share >= 0.8 and sit.phase in ("startup-weights", "unknown", "startup"):
+        t.add("weights-dont-fit", MEDIUM, why + ": little room is left", sit.first_failure)
+    elif share <= WEIGHTS_SMALL:
+        t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", sit.first_failure)
+
+
 PROSE = {
     "prose-leak": ("memory-leak", STRONG - 0.5),
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
@@ -1225,6 +1365,8 @@ PROSE = {
     "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
+    "prose-int32": ("int32-index-overflow", STRONG - 0.5),
+    "prose-dp-attention": ("dp-replica-kv-accounting", MEDIUM + 0.5),
 }
 
 
@@ -1240,7 +1382,8 @@ def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
     if not sit.failures:
         for s in ev.signals("exception")[:2]:
             t.add("other", PRIOR, "an exception with no memory mechanism recognised in it", s)
-    if any(isinstance(f, OomMessage) for f in sit.failures):
+    said_oom = not sit.failures and ev.has("prose-oom")  # the reporter's words are all there is
+    if any(isinstance(f, OomMessage) for f in sit.failures) or said_oom:
         for cls, w in (
             ("activation-peak", PRIOR * 2),
             ("other-process-or-shared-gpu", PRIOR * 1.5),

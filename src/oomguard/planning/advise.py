@@ -11,11 +11,12 @@ from typing import Any
 
 from oomguard.engines.vllm import kv
 from oomguard.engines.vllm.accounting import CONTEXT_BAND
+from oomguard.engines.vllm.plan import Plan, PlanRequest, kv_need_bytes, kv_reserve_bytes, plan
 from oomguard.errors import OomguardError
 from oomguard.kinds import OUTSIDE_BUDGET, Failure, Verdict
 from oomguard.ledger import KV_CACHE, GpuLedger, largest_line_that_fits
-from oomguard.planning.margin import kv_need_bytes
-from oomguard.planning.planner import Plan, PlanRequest, kv_reserve_bytes, plan
+from oomguard.planning.fix_search import Fix
+from oomguard.result import FixResult
 from oomguard.units import GiB
 
 # A utilization vLLM can still start with: free memory at start must cover the budget (context ~0.5 GiB).
@@ -37,24 +38,6 @@ MARGINAL_AS_FAILURE = {
     "device at peak": Failure.CUDA_GRAPH_CAPTURE,
     "free memory at start": Failure.STARTUP_FREE_MEMORY,
 }
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One change of flags that was re-planned and fits."""
-
-    flags: dict[str, Any]
-    summary: str
-    cost: str
-    kv_cache_tokens: int
-    max_concurrency: float
-    max_model_len: int
-    gpus: int
-    plan: Plan
-
-    def command(self) -> str:
-        args = self.plan.engine.args
-        return " ".join(args.to_argv()) if args else ""
 
 
 def _try(request: PlanRequest, **flags: Any) -> Plan | None:
@@ -103,17 +86,19 @@ def _describe(base: Plan, candidate: Plan) -> str:
     return "; ".join(parts)
 
 
-def _fix(base: Plan, candidate: Plan, flags: dict[str, Any], summary: str) -> Fix:
-    return Fix(
-        flags,
-        summary,
-        _describe(base, candidate),
-        candidate.kv.kv_cache_tokens,
-        candidate.kv.max_concurrency,
-        candidate.engine.max_model_len,
-        candidate.engine.total_gpus,
-        candidate,
+def _fix(base: Plan, candidate: Plan, flags: dict[str, Any], summary: str) -> Fix[Plan]:
+    args = candidate.engine.args
+    result = FixResult(
+        flags=dict(flags),
+        summary=summary,
+        cost=_describe(base, candidate),
+        command=" ".join(args.to_argv()) if args else "",
+        kv_cache_tokens=candidate.kv.kv_cache_tokens,
+        max_concurrency=candidate.kv.max_concurrency,
+        max_model_len=candidate.engine.max_model_len,
+        gpus=candidate.engine.total_gpus,
     )
+    return Fix(result, candidate)
 
 
 def longest_max_model_len(result: Plan, reserve: int = 0) -> int:
@@ -342,13 +327,13 @@ def _follow_ups(asked: dict[str, Any], settled: dict[str, Any]) -> str:
     return "".join(f", with --{k.replace('_', '-')} {settled[k]}" for k in added)
 
 
-def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
+def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix[Plan]]:
     """Flag changes that make `result` fit with margin (the bands, or --safety), each re-planned and verified;
     every capacity change is paired with the longest --max-model-len it then holds. Cheapest first."""
     request = result.request
     failure = _effective_failure(result)
     candidates = _candidates(result, failure, kv_reserve_bytes(result))
-    fixes: list[Fix] = []
+    fixes: list[Fix[Plan]] = []
     seen: set[str] = set()
     solved_groups: set[str] = set()
     shape_counts: dict[tuple[bool, bool], set[int]] = {}  # solved GPU counts, by (FP8 weights, FP8 KV)
@@ -371,11 +356,12 @@ def suggest_fixes(result: Plan, *, limit: int = 6) -> list[Fix]:
     return sorted(fixes, key=_cost_rank)[:limit]
 
 
-def _cost_rank(fix: Fix) -> tuple[int, int, int, float]:
+def _cost_rank(fix: Fix[Plan]) -> tuple[int, int, int, float]:
     """Prefer fixes that keep the GPU count, then the longest context, then the fewest accuracy trade-offs
     (FP8 weights, FP8 KV), then the most concurrency over all the engines that share a GPU."""
-    risks = sum(1 for name in ("quantization", "kv_cache_dtype") if name in fix.flags)
-    return (fix.gpus, -fix.max_model_len, risks, -fix.max_concurrency * fix.plan.engine.replicas_per_gpu)
+    r = fix.result
+    risks = sum(1 for name in ("quantization", "kv_cache_dtype") if name in r.flags)
+    return (r.gpus, -r.max_model_len, risks, -r.max_concurrency * fix.plan.engine.replicas_per_gpu)
 
 
 def _gpus_of(flags: dict[str, Any]) -> int:

@@ -21,12 +21,12 @@ from typing import Any
 
 from oomguard.engines.vllm.cli_flags import RefusedFlagError
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
+from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
 from oomguard.kinds import Verdict
 from oomguard.planning.advise import suggest_fixes
-from oomguard.planning.planner import Plan, PlanRequest, plan
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
 
@@ -103,7 +103,7 @@ def check_deployment(
         name += f" (vLLM {result.engine.vllm_version}, from the image tag)"
     if not result.fits:
         fixes = suggest_fixes(result, limit=2)
-        hint = f"; fix: {fixes[0].summary}" if fixes else ""
+        hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
         return CheckResult(
             deployment,
             False,
@@ -113,7 +113,7 @@ def check_deployment(
     gpus = result.engine.total_gpus
     if result.verdict == Verdict.MARGINAL and not allow_marginal and result.margin is not None:
         fixes = suggest_fixes(result, limit=1)
-        hint = f"; fix: {fixes[0].summary}" if fixes else ""
+        hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
         return CheckResult(
             deployment,
             False,

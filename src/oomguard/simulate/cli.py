@@ -49,6 +49,7 @@ from oomguard.units import parse_bytes
 
 if TYPE_CHECKING:
     from oomguard.engines.vllm.flags import ServeArgs
+    from oomguard.planning import Plan
 
 # vLLM's fallbacks when nothing else sets them (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / _SEQS)
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -113,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", help="write the per-step timeline (.csv, or .parquet with pyarrow)")
     p.add_argument("--plot", help="write a PNG of KV usage and step memory (needs matplotlib)")
     p.add_argument("--html", help="write a self-contained HTML page")
+    p.add_argument(
+        "--balancer",
+        help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or kv-aware",
+    )
+    p.add_argument(
+        "--replicas-per-gpu", type=positive_int, default=1, help="engines (DP ranks) sharing one GPU"
+    )
     p.add_argument("--progress", action="store_true", help="progress on stderr (default: only on a terminal)")
     p.add_argument("--max-steps", type=int, help="stop after this many steps")
     return p
@@ -123,6 +131,7 @@ class Setup:
     config: SimulationConfig
     describe: str
     facts: dict[str, Any]
+    plan: Plan | None = None  # the planner's result, when it planned the deployment
 
 
 def _vllm_flag_takes_value(name: str) -> bool | None:
@@ -213,6 +222,7 @@ def build_setup(
     facts: ModelFacts | None = local_facts
     engine = None
     pool = None
+    plan_result = None
     notes: list[str] = []
     if model:
         from oomguard.planning import PlanRequest
@@ -223,6 +233,7 @@ def build_setup(
                     args=replace(serve, model=model),
                     gpu=args.gpu or (None if args.gpu_memory else DEFAULT_GPU),
                     gpu_memory=args.gpu_memory,
+                    replicas_per_gpu=args.replicas_per_gpu,
                 )
             )
         except OomguardError as err:
@@ -343,7 +354,7 @@ def build_setup(
         "step_time_model": step_time.source if step_time is not None else None,
         "notes": notes,
     }
-    return Setup(config, describe, info)
+    return Setup(config, describe, info, plan_result)
 
 
 def _activation(args: argparse.Namespace, facts: ModelFacts | None) -> ActivationModel | None:
@@ -468,6 +479,10 @@ def main(argv: list[str]) -> int:
     workload = load_workload(args)
     if workload.skipped_rows and not args.json:
         print(f"skipped {workload.skipped_rows} bad row(s) of {workload.source}", file=sys.stderr)
+    from oomguard.simulate.dp import cli as dp_cli  # one KV pool per DP rank, a balancer in front
+
+    if dp_cli.wants_dp(args, vllm_argv):
+        return dp_cli.run_dp(args, vllm_argv, workload)
     if args.sweep:
         return _sweep(args, vllm_argv, workload, progress)
     setup = build_setup(args, vllm_argv)

@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from oomguard.imbalance import IMBALANCE_WARN, imbalance
+from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, imbalance
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
 from oomguard.watch.growth import GrowthRule
@@ -61,7 +61,7 @@ class Thresholds:
     preemptions_per_min: float = 1.0
     imbalance_window_s: float = 300.0
     imbalance: float = IMBALANCE_WARN  # DP ranks more than 15% apart (oomguard.imbalance)
-    imbalance_min_kv: float = 0.05  # below this mean KV usage, ranks are idle and differences are noise
+    imbalance_min_kv: float = IMBALANCE_MIN_MEAN_KV  # nearly idle ranks: spread is noise (oomguard.imbalance)
     imbalance_min_requests: float = 2.0
     host_memory_ratio: float = 0.9
     restart_window_s: float = 3600.0

@@ -45,7 +45,8 @@ _MAPPER = re.compile(
 )
 # C++ allocation failures on the GPU that carry no sizes (TensorRT-LLM, cuBLAS workspaces, raw cudaMalloc).
 RUNTIME_OOM = re.compile(
-    r"cudaMalloc\w*\(.*out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
+    r"cudaMalloc\w*\(.*out of memory|CUDA runtime error in :*cudaMalloc|Cuda failure 2 'out of memory'|"
+    r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
     r"CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemory|hipErrorOutOfMemory",
     re.IGNORECASE,
 )

@@ -40,7 +40,11 @@ class Parser(LineParser):
                 )
         elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
             self.ctx.signal(line, body, "kernel-oom-kill")
-        elif body.strip() in ("Killed", "Killed.") or re.search(r"\bline \d+:\s*\d+ Killed\b", body):
+        elif (
+            body.strip() in ("Killed", "Killed.")
+            or re.search(r"\bline \d+:\s*\d+ Killed\b", body)
+            or re.match(r"^Killed\b(?! process)", body.strip())  # "Killed while loading weight"
+        ):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
             self.ctx.signal(line, body, "unified-memory-exhausted")

@@ -34,7 +34,7 @@ _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|
 # Every pattern is bounded by \b on both sides (stems list their endings): "provisioning" is not "vision",
 # "scheduled_spec_decode_tokens" is not "spec decode".
 RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
-    ("prose-leak", re.compile(r"\bleak(s|ed|ing|age)?\b"), None),
+    ("prose-leak", re.compile(r"\bleak(s|ed|ing|age)?\b|不会释放|没有释放|未释放|不释放|泄漏|泄露"), None),
     (
         "prose-growth",
         re.compile(
@@ -44,6 +44,7 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"without bound)\b"
             r"|\b(does|did)\s*(not|n't)\s+(fall|drop|go down|decrease|come down)\b"
             r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
+            r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
         ),
         None,
     ),
@@ -52,9 +53,9 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-host-memory",
         re.compile(
             r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|"
-            r"memory limit)\b"
+            r"memory limit|memory monitor|unified.memory|physical (memory|limit)|ray)\b|内存"
         ),
-        re.compile(rf"{_OOM}|\blimit\b|\booms\b"),
+        re.compile(rf"{_OOM}|\blimit\b|\booms\b|爆"),
     ),
     (
         "prose-activation",
@@ -71,7 +72,7 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-ep-buffer",
         re.compile(
             r"\b(deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|"
-            r"ep buffers?|a2a)\b"
+            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*)\b"
         ),
         None,
     ),
@@ -91,7 +92,13 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         re.compile(_MEM),
     ),
-    ("prose-logprobs", re.compile(r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*)\b"), None),
+    (
+        "prose-logprobs",
+        re.compile(
+            r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*|lm_eval|lm-eval|loglikelihood)\b"
+        ),
+        None,
+    ),
     (
         "prose-kv-full",
         re.compile(r"\bkv[ -]cache\b"),
@@ -101,13 +108,26 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-other-process",
         re.compile(
             r"\b(another process|other process(es)?|second (llm|model|instance|engine)|same gpu|shared gpu|"
-            r"garbage.collect\w*|mig|co-?located|other tenants?)\b|\bdel\(?\s*llm\b"
+            r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple (processes|instances)|"
+            r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
         ),
         None,
     ),
+    ("prose-int32", re.compile(r"\b(int32|32-bit|2\^31|2\*\*31|2\^32|int_max|integer overflow)\b"), None),
+    (
+        "prose-dp-attention",
+        re.compile(
+            r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
+        ),
+        None,
+    ),
+    ("prose-oom", re.compile(rf"{_OOM}|报错|显存不足"), None),
     (
         "prose-multimodal",
-        re.compile(r"\b(images?|vision|pixels?|videos?|multimodal|multi-modal|encoder)\b"),
+        re.compile(
+            r"\b(images?|vision|visual|pixels?|max_pixels|videos?|multimodal|multi-modal|encoder|vit|"
+            r"qwen\d?(\.\d)?[-_ ]?vl\w*|llava|internvl\w*|minicpm-?v\w*)\b"
+        ),
         re.compile(_MEM),
     ),
 )
@@ -115,9 +135,10 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
 # Machine text, never prose: a table row or header (cells, column runs), a key=value or dict dump, a stack
 # frame or exception line, a log line with a level or a process tag, a dmesg/kernel line.
 _TABLE = re.compile(r"^\s*[|+]|\|.*\||\S {3,}\S.* {3,}\S")
-_DUMP = re.compile(r"\w=[\[{(\w'\"]|[{\[]\s*'\w+'\s*:|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}")
+_DUMP = re.compile(r"(\w=[\[{(\w'\"].*){2,}|[{\[]\s*'\w+'\s*:.*'\w+'\s*:|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}")
 _MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
-_WORD = re.compile(r"[A-Za-z]{2,}")
+_WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
+_URL = re.compile(r"\(?https?://\S+\)?")
 # A sentence has at least this many words.
 MIN_WORDS = 4
 
@@ -129,7 +150,8 @@ def is_prose(line: Line, msg: Message) -> bool:
     if msg.level or msg.tag or _TABLE.search(text) or _DUMP.search(text) or _MACHINE.match(text):
         return False
     words = _WORD.findall(text)
-    return len(words) >= MIN_WORDS and sum(map(len, words)) >= 0.5 * len(text.replace(" ", ""))
+    plain = _URL.sub("", text).replace(" ", "")
+    return len(words) >= MIN_WORDS and sum(map(len, _WORD.findall(_URL.sub("", text)))) >= 0.5 * len(plain)
 
 
 class Parser(LineParser):

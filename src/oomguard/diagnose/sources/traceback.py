@@ -28,7 +28,20 @@ _OOM_WORDS = ("out of memory", "OutOfMemory", "Tried to allocate", "memory mappi
 # Other engines' explicit memory errors: TGI's warm-up ("Not enough memory to handle N prefill tokens"),
 # TensorRT-LLM's ("[TensorRT-LLM][ERROR] ... out of memory" / "OutOfMemory"), llama.cpp-style "failed to
 # allocate ... buffer".
-_PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) (?:prefill|total) tokens")
+# TensorRT-LLM: "Memory usage when calculating max tokens in paged kv cache: total: 22.19 GiB, available: 0.11 GiB"
+_TRT_KV = re.compile(
+    r"max tokens in paged kv cache: total: (?P<total>[\d.]+ [KMG]iB), available: (?P<avail>[\d.]+ [KMG]iB)"
+)
+# Below this (or 2% of the device) TensorRT-LLM's KV pool has next to nothing.
+TRT_KV_TINY = 1 << 29
+_PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
+# TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
+_TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
+# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool.
+_KV_DRY = re.compile(
+    r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
+    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static"
+)
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
@@ -77,6 +90,13 @@ class Parser(LineParser):
             "CUDA_ERROR_OUT_OF_MEMORY",
             "hipErrorOutOfMemory",
             "Not enough memory to handle",
+            "exceeds the memory usage threshold",
+            "NCCL WARN Cuda failure",
+            "max tokens in paged kv cache",
+            "lack of CPU swap space",
+            "No space left for only one request",
+            "need_size",
+            "not enough KV cache space",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -99,6 +119,7 @@ class Parser(LineParser):
         if (
             "ray.exceptions.OutOfMemoryError" in body
             or "running low on memory" in body
+            or "exceeds the memory usage threshold" in body
             or _RAY_PRESSURE.search(body)
         ):
             self.ctx.signal(line, body, "ray-memory-kill")
@@ -121,7 +142,7 @@ class Parser(LineParser):
                 "CUDA out of memory" in body
                 or "OutOfMemoryError" in body
                 or "HIP out of memory" in body
-                or re.search(r"\b(GPU|CUDA|device)\b.{0,40}\bout of memory\b", body)
+                or re.search(r"(?i)\b(GPU|CUDA|HIP|device)\b.{0,40}\bout of memory\b", body)
             ):
                 return
             report = allocator.AllocatorReport("torch")
@@ -155,6 +176,16 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "hsa-out-of-resources")
         if "OUT_OF_DEVICE_MEMORY" in body:
             self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu"))
+        m = _TRT_KV.search(body)
+        if m:
+            total, available = log_size(m.group("total")), log_size(m.group("avail"))
+            if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
+                self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
+        m = _TOTAL_TOKENS.search(body)
+        if m:
+            self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
+        if _KV_DRY.search(body):
+            self.ctx.signal(line, body, "kv-pool-dry")
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
@@ -173,7 +204,7 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "deepep-error")
         if "nvshmem" in low and any(w in low for w in ("alloc", "fail", "error", "out of")):
             self.ctx.signal(line, body, "nvshmem-alloc")
-        if "NCCL error" in body:
+        if "NCCL error" in body or "NCCL WARN Cuda failure" in body:
             self.ctx.signal(line, body, "nccl-error")
 
     def _host_enomem(self, line: Line, body: str) -> None:

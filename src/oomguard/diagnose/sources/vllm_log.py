@@ -80,7 +80,7 @@ _KEYVAL_STATS = re.compile(
 )
 # vLLM >= 0.7 gpu_worker.sleep: "Sleep mode freed 70.10 GiB memory, 3.20 GiB memory is still in use."
 _SLEEP = re.compile(
-    rf"Sleep mode freed (?P<freed>{_NUM}) GiB memory, (?P<used>{_NUM}) GiB memory is still in use"
+    rf"(?:Sleep mode freed (?P<freed>{_NUM}) GiB(?: memory)?, )?(?P<used>{_NUM}) GiB memory is still in use"
 )
 _SCHED = re.compile(r"num_scheduled_tokens=\{(?P<d>[^}]*)\}")
 _SCHED_VALUES = re.compile(r":\s*(\d+)")
@@ -159,6 +159,7 @@ class Parser(LineParser):
             "Engine core initialization failed",
             "EngineCore failed to start",
             "is preempted by PreemptionMode",
+            "is preempted in PreemptionMode",
             "profile run",
             "Memory profiling takes",
             "Starting profile",
@@ -178,7 +179,7 @@ class Parser(LineParser):
             "LLM(",
             "VLLM_",
             "PYTORCH_CUDA_ALLOC_CONF",
-            "Sleep mode freed",
+            "memory is still in use",
         )
     )
     # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache usage:
@@ -305,7 +306,7 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "engine-dead")
         if "Engine core initialization failed" in body or "EngineCore failed to start" in body:
             self.ctx.signal(line, body, "engine-init-failed")
-        if "is preempted by PreemptionMode" in body:
+        if "is preempted by PreemptionMode" in body or "is preempted in PreemptionMode" in body:
             self.ctx.signal(line, body, "kv-preempted")
 
     def _milestones(self, line: Line, msg: Message) -> None:

@@ -1,4 +1,4 @@
-"""plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
+"""vLLM's planner: model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
 
 The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
@@ -18,8 +18,8 @@ from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
-from oomguard.errors import ConfigError, UnknownGpuError
-from oomguard.hardware import DEFAULT_GPU, Gpu, find_gpu, gpu_with_memory
+from oomguard.errors import ConfigError
+from oomguard.hardware import Gpu, resolve_gpu
 from oomguard.kinds import Failure, Provenance, Usage, Verdict
 from oomguard.ledger import (
     ACTIVATION,
@@ -34,9 +34,9 @@ from oomguard.ledger import (
     GpuLedger,
     LedgerLine,
 )
+from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
-from oomguard.planning.margin import Margin, kv_band_bytes, kv_need_bytes, tightest, verdict_of
 from oomguard.units import GiB, MiB
 
 # The V1 runner's sampler warm-up after capture needs fp32 [rows x vocab] copies in memory outside the budget.
@@ -123,7 +123,7 @@ class Plan:
     kv: KvPlan
     fits: bool
     errors: tuple[str, ...]
-    failure: str | None  # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
+    failure: Failure | None  # the startup check that fails first
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
     margin: Margin | None = None  # the tightest constraint of a plan that fits
@@ -135,26 +135,6 @@ class Plan:
     @property
     def verdict(self) -> Verdict:
         return verdict_of(self.fits, self.margin)
-
-
-def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
-    """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
-    if name is not None and not name.strip():
-        raise UnknownGpuError(
-            "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
-        )
-    if memory is not None:
-        if name and isinstance(memory, str) and memory.strip().replace(".", "", 1).isdigit():
-            # `--gpu H100 --gpu-memory 10`: 10 what? A bare number beside a named GPU is most likely a slip.
-            raise ConfigError(
-                f"--gpu-memory {memory} has no unit beside --gpu {name}: write e.g. {memory.strip()}GiB"
-            )
-        return gpu_with_memory(memory, name)
-    if name:
-        return find_gpu(name)
-    gpu = find_gpu(DEFAULT_GPU)
-    notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
-    return gpu
 
 
 def _refuse_what_vllm_refuses(args: ServeArgs, cfg: EngineConfig) -> None:
@@ -447,6 +427,19 @@ def plan(request: PlanRequest) -> Plan:
     )
 
 
+def kv_band_bytes(rank_terms: tuple[Estimate, ...], cfg: EngineConfig, gpu: Gpu) -> int:
+    """The band of the available-KV figure: every in-budget estimate, plus the device total's scaled by u."""
+    return sum(term.band for term in rank_terms) + int(gpu.total_band * cfg.gpu_memory_utilization)
+
+
+def kv_need_bytes(max_model_len: int, layout: kv.KvLayout, cfg: EngineConfig) -> int:
+    """What the fit check asks of the pool for one request, with the null block where the version holds it."""
+    need = kv.needed_bytes(max_model_len, layout, cfg)
+    if cfg.behaviour.null_block_in_fit_check:
+        need += layout.bytes_per_block
+    return need
+
+
 def in_budget_terms(rank: RankLedger, cfg: EngineConfig) -> tuple[Estimate, ...]:
     """The estimates the available-KV figure is computed from (budget minus these)."""
     graphs = (rank.cuda_graphs,) if cfg.behaviour.cuda_graphs_in_budget else ()
@@ -516,7 +509,7 @@ def _startup_failure(
     ranks: tuple[RankLedger, ...],
     model_limit: int,
     warnings: list[str],
-) -> tuple[str | None, list[str]]:
+) -> tuple[Failure | None, list[str]]:
     found = (
         _check_free_memory(request, gpu, cfg, ranks)
         or _check_weights(request, spec, gpu, ranks)
@@ -530,7 +523,7 @@ def _startup_failure(
 
 def _check_free_memory(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """request_memory: free memory at start (after the CUDA context, other processes and the replicas started
     before this one) must cover the budget."""
     if cfg.kv_cache_memory_bytes is not None:
@@ -554,7 +547,7 @@ def _check_free_memory(
 
 def _check_weights(
     request: PlanRequest, spec: ModelSpec, gpu: Gpu, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """load_model: the weights are allocated tensor by tensor with no regard for the budget, so they fail only
     when the device itself is full (the CUDA context and other processes already hold their share), with
     PyTorch's own out-of-memory error, before any KV sizing."""
@@ -580,7 +573,7 @@ def _check_weights(
     return None
 
 
-def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[str, str]:
+def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[Failure, str]:
     """Co-located replicas: the incident where KV was budgeted for one replica while each holds its own."""
     each = " + ".join(
         f"{line.label} {line.bytes / GiB:.2f}" for line in r.gpu.lines if line.per_replica and line.bytes
@@ -595,7 +588,7 @@ def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[str, s
 
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
     whatever the budget says, after the profile run freed its activations and before graph capture."""
     if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
@@ -622,7 +615,7 @@ def _check_kv_allocation(
 
 def _check_kv_pool(
     cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """_check_enough_kv_cache_memory, per worker."""
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
@@ -635,7 +628,7 @@ def _check_kv_pool(
 
 def _check_outside_budget(
     spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...], warnings: list[str]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """Memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
     warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the copies the warm-up
     usually holds are a risk (the caching allocator can often reuse reserved blocks)."""
@@ -673,7 +666,7 @@ def _check_outside_budget(
     return None
 
 
-def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[Failure, str] | None:
     """Every line at its peak must fit the device: co-located replicas each at their peak, or a KV pool forced
     by --num-gpu-blocks-override (vLLM allocates it whatever the budget says)."""
     for r in ranks:
@@ -695,7 +688,7 @@ def _failed(
     gpu: Gpu,
     cfg: EngineConfig,
     ranks_and_blocks: list[tuple[RankLedger, int]],
-    failure: str,
+    failure: Failure,
     error: str,
     notes: list[str],
     warnings: list[str],

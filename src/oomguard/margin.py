@@ -19,11 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from oomguard.engines.vllm import kv
-from oomguard.engines.vllm.config import EngineConfig
-from oomguard.hardware import Gpu
 from oomguard.kinds import Verdict
-from oomguard.ledger import Estimate, LedgerLine
 
 
 @dataclass(frozen=True)
@@ -40,23 +36,6 @@ class Margin:
     def spare_bytes(self) -> int:
         """Slack beyond what the constraint must keep (negative: marginal)."""
         return self.slack_bytes - self.required_bytes
-
-
-def _bands(items: Iterable[Estimate | LedgerLine]) -> int:
-    return sum(item.band for item in items)
-
-
-def kv_band_bytes(rank_terms: Iterable[Estimate], cfg: EngineConfig, gpu: Gpu) -> int:
-    """The band of the available-KV figure: every in-budget estimate, plus the device total's scaled by u."""
-    return _bands(rank_terms) + int(gpu.total_band * cfg.gpu_memory_utilization)
-
-
-def kv_need_bytes(max_model_len: int, layout: kv.KvLayout, cfg: EngineConfig) -> int:
-    """What the fit check asks of the pool for one request, with the null block where the version holds it."""
-    need = kv.needed_bytes(max_model_len, layout, cfg)
-    if cfg.behaviour.null_block_in_fit_check:
-        need += layout.bytes_per_block
-    return need
 
 
 def verdict_of(fits: bool, margin: Margin | None) -> Verdict:

@@ -1,0 +1,393 @@
+"""One data-parallel rank: the single-engine scheduler with its own KV pool, stepped from outside.
+
+`oomguard.simulate.run.simulate` owns its clock and its arrivals. A DP rank does not: the balancer hands
+it requests one at a time, and it must be advanced exactly up to the moment of each hand-off (every step
+that starts before the request arrives, none after), so that the request joins the rank's waiting queue at
+the step boundary where vLLM's engine would pick it up. `RankEngine` is that loop body, resumable:
+
+- `advance_to(t)` runs the rank's own steps (independent DP ranks: dense models, each engine on its own
+  clock) that start before `t`. Runs of identical decode steps stay open across calls (`Scheduler.decode_run`),
+  so a rank that receives nothing is not cut at every arrival elsewhere; one that receives a request closes
+  its run first.
+- `begin_step` / `end_step` run one step whose start and length the caller sets (lockstep DP ranks: MoE
+  models step together, see `dp.run`); `begin_step` returns None when the rank has nothing to schedule.
+
+Per step the rank records the same timeline columns as the single-engine simulator, so each rank's result
+is a `SimulationResult` that every single-engine summary and renderer reads as it is.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from oomguard.simulate.run import OomEvent, RequestStats, SimulationConfig, SimulationResult, Timeline
+from oomguard.simulate.scheduler import DecodeRun, Scheduler, SimRequest, StepPlan
+from oomguard.simulate.step_memory import Row, StepShape, step_peak_bytes
+
+DUMMY_ROWS = (Row(1, 0, True, False),)  # vLLM's dummy batch: one token, nothing sampled
+
+
+@dataclass(frozen=True)
+class StepLoad:
+    """What one rank's step schedules, for the lockstep memory model and the step time."""
+
+    tokens: int
+    prefills: int
+    max_prefill: int
+    decodes: int
+    sampling: int
+    decode_context: int
+    prefill_attention: int
+
+
+class RankEngine:
+    """A DP rank's scheduler, clock and timeline (see the module docstring)."""
+
+    def __init__(self, index: int, config: SimulationConfig, by_steps: bool) -> None:
+        self.index = index
+        self.config = config
+        self.sched = Scheduler(config.scheduler)
+        self.by_steps = by_steps
+        self.now = 0.0
+        self.step = 0
+        self.usable = config.scheduler.num_gpu_blocks - 1
+        self.cols: dict[str, list[float]] = {c: [] for c in Timeline.COLUMNS}
+        self.ooms: list[OomEvent] = []
+        self.notes: list[str] = []
+        self.peak_value = -1
+        self.peak_index: int | None = None
+        self.peak_rows: tuple[Row, ...] | None = None
+        self.requests: list[SimRequest] = []
+        self.finish_times: list[float] = []  # in the order requests finished
+        self.finished: list[SimRequest] = []
+        self.unservable = 0
+        self.steady = False
+        self._run: DecodeRun | None = None
+        self._run_first = 0  # timeline index of the open run's first step
+        self._run_peak = 0
+        self._pending: StepPlan | None = None
+
+    # ----- requests -------------------------------------------------------------------------------------
+
+    def add(self, request: SimRequest, at: float) -> None:
+        """The balancer chose this rank for `request` at time `at` (the rank has run every step before)."""
+        self._close_run()
+        if not self.sched.has_unfinished():
+            self.now = max(self.now, at)
+            if self.by_steps:
+                self.step = int(self.now)
+        self.sched.add_request(request)
+        self.requests.append(request)
+        self.steady = False
+
+    def busy(self) -> bool:
+        return self.sched.has_unfinished()
+
+    def in_flight(self, at: float) -> int:
+        """Requests given to this rank that had not finished by `at`."""
+        return len(self.requests) - bisect_right(self.finish_times, at)
+
+    def published(self, at: float) -> tuple[int, int, float]:
+        """(waiting, running, KV usage) as the rank last published them before `at`: the counts of the last
+        step that started at or before `at` (vLLM publishes at every step start), or the idle state after it."""
+        times = self.cols["time"]
+        i = bisect_right(times, at) - 1
+        if i < 0:
+            return 0, 0, 0.0
+        cols = self.cols
+        kv = cols["kv_blocks_used"][i] / self.usable
+        if self._run is not None and i >= self._run_first:
+            return len(self.sched.waiting), self._run.num_requests, kv
+        waiting, running = int(cols["waiting"][i]), int(cols["running"][i])
+        if times[i] + cols["duration"][i] <= at:
+            running -= int(cols["finished"][i])  # published again after the step: finished ones gone
+        return waiting, running, kv
+
+    # ----- independent stepping -------------------------------------------------------------------------
+
+    def advance_to(self, t: float) -> None:
+        """Run every step of this rank that starts before `t`."""
+        while self.now < t and self.sched.has_unfinished():
+            may_run = self._run is not None or (self.steady and self.config.fast_forward)
+            if may_run and self._advance_run(t):
+                continue
+            load = self.begin_step()
+            if load is None:
+                self.step += 1
+                continue
+            self.end_step(self.now, self.step_seconds(load))
+
+    def step_seconds(self, load: StepLoad) -> float:
+        if self.by_steps:
+            return 1.0
+        step_time = self.config.step_time
+        assert step_time is not None, "a workload timed in seconds needs a step-time model"
+        return step_time.step_seconds(load.tokens, load.decode_context, load.prefill_attention)
+
+    def _advance_run(self, t: float) -> bool:
+        """Advance the open (or a new) decode run by the steps starting before `t`; False when no run applies."""
+        run = self._run
+        if run is None:
+            max_steps = self.config.max_steps
+            run = self.sched.decode_run(1 << 62 if not max_steps else max(0, max_steps - self.executed))
+            if run is None:
+                self.steady = False
+                return False
+            num = run.num_requests
+            peak = 0
+            act = self.config.activation
+            if act is not None:
+                peak = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
+                headroom = self.config.headroom_bytes
+                if headroom is not None and peak > headroom:
+                    self.steady = False
+                    return False
+            self._run, self._run_first, self._run_peak = run, self.executed, peak
+        cols = self.cols
+        num = run.num_requests
+        while self.now < t:
+            context = run.decode_context
+            if not run.advance():
+                self._close_run()
+                self.steady = False
+                return True
+            duration = 1.0 if self.by_steps else self._seconds(num, context)
+            cols["step"].append(self.step)
+            cols["time"].append(self.now)
+            cols["duration"].append(duration)
+            cols["kv_blocks_used"].append(self.sched.kv.num_used)
+            self.now += duration
+            self.step += 1
+        return True
+
+    def _seconds(self, tokens: int, context: int) -> float:
+        step_time = self.config.step_time
+        assert step_time is not None
+        return step_time.step_seconds(tokens, context, 0)
+
+    @property
+    def executed(self) -> int:
+        return len(self.cols["time"])
+
+    def _close_run(self) -> None:
+        run = self._run
+        if run is None:
+            return
+        run.close()
+        self._run = None
+        k = self.executed - self._run_first
+        num = run.num_requests
+        cols = self.cols
+        for name, value in (
+            ("tokens", num),
+            ("num_prefills", 0),
+            ("num_decodes", num),
+            ("max_prefill", 0),
+            ("running", num),
+            ("waiting", len(self.sched.waiting)),
+            ("preempted", 0),
+            ("admitted", 0),
+            ("finished", 0),
+            ("peak_bytes", self._run_peak),
+        ):
+            cols[name].extend([value] * k)
+
+    # ----- one step -------------------------------------------------------------------------------------
+
+    def begin_step(self) -> StepLoad | None:
+        """Schedule the next step at `self.now`; None when nothing could be scheduled (a request that never
+        fits the pool is dropped, as the single-engine simulator does)."""
+        self._close_run()
+        sched = self.sched
+        plan = sched.schedule()
+        if not plan.decodes and not plan.chunks:
+            self.steady = False
+            if not sched.running and sched.waiting:
+                stuck = sched.waiting.popleft()
+                self.unservable += 1
+                if self.unservable == 1:
+                    self.notes.append(
+                        f"rank {self.index}: request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV "
+                        f"pool of {self.usable:,} blocks; vLLM would hang on it. Dropped, and so is any other."
+                    )
+            return None
+        self._pending = plan
+        prefills = max_prefill = prefill_attn = 0
+        sampling = len(plan.decodes)
+        for request, k, before in plan.chunks:
+            prefills += 1
+            max_prefill = max(max_prefill, k)
+            prefill_attn += k * (before + k // 2)
+            if before + k >= request.num_tokens:
+                sampling += 1
+        for request in plan.admitted:
+            if request.first_scheduled is None:
+                request.first_scheduled = self.now
+        return StepLoad(
+            plan.tokens, prefills, max_prefill, len(plan.decodes), sampling, plan.decode_context, prefill_attn
+        )
+
+    def end_step(
+        self, start: float, duration: float, peak: int | None = None, load: StepLoad | None = None
+    ) -> None:
+        """The step scheduled by `begin_step` ran from `start` for `duration`; `peak` is its activation peak
+        when the caller computed it (lockstep EP), else it is the rank's own."""
+        plan = self._pending
+        assert plan is not None, "end_step without begin_step"
+        self._pending = None
+        self.now = start
+        if peak is None:
+            peak = self._own_peak(plan)
+        self._judge(start, peak, lambda: _rows(plan), plan.kv_blocks_used)
+        finished = self.sched.update_from_output(plan, start + duration)
+        for request in finished:
+            self.finish_times.append(start + duration)
+            self.finished.append(request)
+        self.steady = (
+            not plan.chunks
+            and not finished
+            and not plan.admitted
+            and not plan.preempted
+            and len(plan.decodes) == plan.num_running
+        )
+        cols = self.cols
+        for name, value in (
+            ("step", self.step),
+            ("time", start),
+            ("duration", duration),
+            ("tokens", plan.tokens),
+            ("num_prefills", len(plan.chunks)),
+            ("num_decodes", len(plan.decodes)),
+            ("max_prefill", max((k for _, k, _ in plan.chunks), default=0)),
+            ("running", plan.num_running),
+            ("waiting", plan.num_waiting),
+            ("kv_blocks_used", plan.kv_blocks_used),
+            ("preempted", len(plan.preempted)),
+            ("admitted", len(plan.admitted)),
+            ("finished", len(finished)),
+            ("peak_bytes", peak),
+        ):
+            cols[name].append(value)
+        self.now = start + duration
+        self.step += 1
+
+    def idle_step(self, start: float, duration: float, peak: int) -> None:
+        """A lockstep step in which this rank had nothing to schedule: vLLM runs a dummy batch (one token) so
+        that the collectives complete. Recorded as a step with no requests."""
+        self._close_run()
+        self._judge(start, peak, lambda: DUMMY_ROWS, self.sched.kv.num_used)
+        cols = self.cols
+        for name, value in (
+            ("step", self.step),
+            ("time", start),
+            ("duration", duration),
+            ("tokens", 0),
+            ("num_prefills", 0),
+            ("num_decodes", 0),
+            ("max_prefill", 0),
+            ("running", len(self.sched.running)),
+            ("waiting", len(self.sched.waiting)),
+            ("kv_blocks_used", self.sched.kv.num_used),
+            ("preempted", 0),
+            ("admitted", 0),
+            ("finished", 0),
+            ("peak_bytes", peak),
+        ):
+            cols[name].append(value)
+        self.now = start + duration
+        self.step += 1
+
+    def _judge(self, start: float, peak: int, rows_of: Callable[[], tuple[Row, ...]], kv_used: int) -> None:
+        """Keep the highest peak's shape; record an OOM event when the peak passes the headroom."""
+        headroom = self.config.headroom_bytes
+        over = headroom is not None and peak > headroom
+        if peak <= self.peak_value and not over:
+            return
+        rows = rows_of()
+        if peak > self.peak_value:
+            self.peak_value, self.peak_index, self.peak_rows = peak, self.executed, rows
+        if over:
+            assert headroom is not None
+            self.ooms.append(
+                OomEvent(
+                    step=self.step,
+                    time=start,
+                    peak_bytes=peak,
+                    headroom_bytes=headroom,
+                    shape=StepShape(rows),
+                    kv_usage=kv_used / self.usable,
+                    kv_blocks_used=kv_used,
+                )
+            )
+
+    def _own_peak(self, plan: StepPlan) -> int:
+        act = self.config.activation
+        if act is None:
+            return 0
+        sampling = len(plan.decodes)
+        max_prefill = 0
+        for request, k, before in plan.chunks:
+            max_prefill = max(max_prefill, k)
+            if before + k >= request.num_tokens:
+                sampling += 1
+        return step_peak_bytes(
+            plan.tokens, len(plan.chunks), max_prefill, len(plan.decodes), sampling, act, self.config.memory
+        )
+
+    # ----- result ---------------------------------------------------------------------------------------
+
+    def result(self, source: str, clock: str, arrived: int, rejected: int) -> SimulationResult:
+        self._close_run()
+        reqs = self.requests
+        done = [r for r in reqs if r.finished_at is not None]
+        stats = RequestStats(
+            arrived=arrived,
+            rejected_too_long=rejected,
+            unservable=self.unservable,
+            finished=len(done),
+            queue_times=tuple(r.first_scheduled - r.arrival for r in reqs if r.first_scheduled is not None),
+            ttfts=tuple(r.first_token - r.arrival for r in done if r.first_token is not None),
+            latencies=tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None),
+            output_tokens=sum(r.num_output for r in reqs),
+            prompt_tokens=sum(r.prompt_tokens for r in reqs),
+            prefix_hit_tokens=self.sched.prefix_hits,
+            prefix_query_tokens=self.sched.prefix_queries,
+        )
+        c = self.cols
+        timeline = Timeline(
+            step=tuple(int(v) for v in c["step"]),
+            time=tuple(float(v) for v in c["time"]),
+            duration=tuple(float(v) for v in c["duration"]),
+            tokens=tuple(int(v) for v in c["tokens"]),
+            num_prefills=tuple(int(v) for v in c["num_prefills"]),
+            num_decodes=tuple(int(v) for v in c["num_decodes"]),
+            max_prefill=tuple(int(v) for v in c["max_prefill"]),
+            running=tuple(int(v) for v in c["running"]),
+            waiting=tuple(int(v) for v in c["waiting"]),
+            kv_blocks_used=tuple(int(v) for v in c["kv_blocks_used"]),
+            preempted=tuple(int(v) for v in c["preempted"]),
+            admitted=tuple(int(v) for v in c["admitted"]),
+            finished=tuple(int(v) for v in c["finished"]),
+            peak_bytes=tuple(int(v) for v in c["peak_bytes"]),
+        )
+        return SimulationResult(
+            config=self.config,
+            workload_source=source,
+            clock=clock,
+            timeline=timeline,
+            requests=stats,
+            preemptions=self.sched.num_preemptions,
+            oom_events=tuple(self.ooms),
+            peak_step=self.peak_index,
+            peak_shape=StepShape(self.peak_rows) if self.peak_rows is not None else None,
+            usable_blocks=self.usable,
+            notes=tuple(self.notes),
+        )
+
+
+def _rows(plan: StepPlan) -> tuple[Row, ...]:
+    rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
+    rows.extend(Row(1, request.num_computed - 1, True, True) for request in plan.decodes)
+    return tuple(rows)
