@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oomguard.engines.base import FixCandidate
 from oomguard.engines.vllm import fixes as vllm_fixes
@@ -16,9 +16,6 @@ from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import OomguardError
 from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.request import Request
-
-if TYPE_CHECKING:
-    from oomguard.planning.fix_search import Fix
 from oomguard.result import (
     EngineInfo,
     FixResult,
@@ -305,13 +302,6 @@ class VllmPlanner:
     def fits(self, candidate: Plan) -> bool:
         """A fix must start with margin (a fix that leaves 1.0x concurrency is not one)."""
         return candidate.verdict == Verdict.FITS
-
-    def search_fixes(self, base: Plan) -> list[Fix[Plan]]:
-        """vLLM's own search (planning/advise.py): capacity changes paired with the longest length, every
-        TP x PP with FP8 variants, each settled at the margin."""
-        from oomguard.planning.advise import suggest_fixes
-
-        return suggest_fixes(base)
 
     def candidates(self, base: Plan) -> list[FixCandidate]:
         return vllm_fixes.fix_candidates(base)
