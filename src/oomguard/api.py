@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import UnknownOptionError
+from oomguard.host.ledger import HostLedger
+from oomguard.host.limits import given_limits
 from oomguard.kinds import Failure, Usage, Verdict
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.dispatch import engine_for, finish
@@ -26,7 +28,19 @@ from oomguard.request import Request
 from oomguard.result import EngineInfo, FixResult, KvSummary, PlanResult, RankResult
 
 # plan()'s own keywords besides the engine's settings.
-PLAN_OPTIONS = ("model", "gpu", "gpu_memory", "engine", "version", "replicas_per_gpu", "llm", "calibrate")
+PLAN_OPTIONS = (
+    "model",
+    "gpu",
+    "gpu_memory",
+    "engine",
+    "version",
+    "replicas_per_gpu",
+    "llm",
+    "calibrate",
+    "host_memory",
+    "shm_size",
+    "node_gpus",
+)
 # A string this long, or with a line break, is evidence text rather than a path.
 LONGEST_PATH = 4096
 
@@ -84,6 +98,11 @@ class PlanReport:
     def engine(self) -> EngineInfo:
         return self.result.engine
 
+    @property
+    def host(self) -> HostLedger | None:
+        """The node's host-memory ledger (its verdict against `host_memory`, the step it dies at, fixes)."""
+        return self.result.host
+
     def _searched(self) -> PlanResult:
         if self._with_fixes is None:
             self._with_fixes = finish(self._engine, self._native, fixes=True, at_lengths=self._at_lengths)
@@ -113,12 +132,16 @@ def plan(
     calibrate: str | PathLike[str] | None = None,
     at_lengths: Sequence[int] = (),
     used_by_other_processes: int = 0,
+    host_memory: int | str | None = None,
+    shm_size: int | str | None = None,
+    node_gpus: int | None = None,
     **settings: Any,
 ) -> PlanReport:
     """Plan a deployment: its launch command (`vllm serve ...`, `python -m sglang.launch_server ...`) and/or
     the model and the engine's own settings as keywords (`max_model_len=32768`, `mem_fraction_static=0.85`).
     Raises OomguardError subclasses for bad input (UnknownOptionError, also a TypeError, for a keyword that is
-    neither an option here nor one of the engine's settings)."""
+    neither an option here nor one of the engine's settings). `host_memory` (the node's memory limit, "64GiB" or
+    bytes), `shm_size` and `node_gpus` shape the host-memory ledger (`.host`)."""
     request = Request(
         command=command,
         model=model,
@@ -131,6 +154,13 @@ def plan(
         usage=Usage.LLM if llm else Usage.SERVE,
         measured=measured_terms_from_log(str(calibrate)) if calibrate else {},
         used_by_other_processes=used_by_other_processes,
+        host=given_limits(
+            None if host_memory is None else str(host_memory) + ("B" if isinstance(host_memory, int) else ""),
+            None if shm_size is None else str(shm_size) + ("B" if isinstance(shm_size, int) else ""),
+        )
+        if host_memory is not None or shm_size is not None
+        else None,
+        local_gpus=node_gpus,
     )
     planner = engine_for(request)
     for name in settings:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
 
@@ -33,6 +34,8 @@ class Request:
     used_by_other_processes: int = 0  # bytes in use on the GPU before the engine starts
     other_processes_source: str = "--other-processes: given by the user"
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
+    host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
+    local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
 
     def with_flags(self, **changes: Any) -> Request:
         merged = dict(self.flags)

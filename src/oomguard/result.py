@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.hardware import Gpu
+from oomguard.host.ledger import HostLedger
 from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.ledger import Estimate, GpuLedger
 from oomguard.margin import Margin
@@ -141,6 +142,7 @@ class PlanResult:
     log_lines: tuple[str, ...]  # the engine's startup lines as predicted (rank 0)
     margin: Margin | None = None  # the tightest startup constraint of a plan that starts
     fewest: tuple[int, str] | None = None  # --fewest-gpus: (GPUs, the ready-to-run command)
+    host: HostLedger | None = None  # the node's host memory (None: the engine does not model it yet)
 
     @property
     def fits(self) -> bool:

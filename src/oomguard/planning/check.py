@@ -15,16 +15,19 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.cli_flags import RefusedFlagError
+from oomguard.engines.vllm.engine import plan_host
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
+from oomguard.host.ledger import HostLedger, HostLimits, HostVerdict
+from oomguard.host.limits import docker_limits, given_limits, pod_limits
 from oomguard.kinds import Verdict
 from oomguard.planning.advise import suggest_fixes
 from oomguard.units import GiB, parse_bytes
@@ -45,8 +48,10 @@ class Deployment:
     name: str
     args: ServeArgs
     gpu: str | None
-    gpus_requested: int | None
+    gpus_requested: int | None  # GPUs the whole deployment gets (all pods of a LeaderWorkerSet group)
     where: str
+    limits: HostLimits | None = None  # the container's memory limit, request and /dev/shm
+    local_gpus: int | None = None  # GPUs of the pod the server runs in (one node)
     vllm_version: str | None = None  # from the container image's tag (vllm/vllm-openai:v0.11.0)
     notes: tuple[str, ...] = ()
 
@@ -58,6 +63,7 @@ class CheckResult:
     message: str
     plan: Plan | None
     bad_input: bool = False  # oomguard could not read the input (exit 2), rather than the deployment failing
+    host: HostLedger | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -73,6 +79,8 @@ def check_deployment(
     min_concurrency: float = 0.0,
     allow_marginal: bool = False,
     safety: str | int | None = None,
+    host_memory: str | None = None,
+    shm_size: str | None = None,
 ) -> CheckResult:
     headroom_needed = parse_bytes(str(min_headroom)) if isinstance(min_headroom, str) else int(min_headroom)
     safety_bytes = parse_bytes(str(safety)) if isinstance(safety, str) else safety
@@ -91,6 +99,8 @@ def check_deployment(
         gpu_memory=gpu_memory,
         vllm_version=vllm_version or deployment.vllm_version or NEWEST_KNOWN,
         safety_bytes=safety_bytes,
+        host=_limits(deployment, host_memory, shm_size),
+        local_gpus=deployment.local_gpus,
     )
     try:
         result = plan(request)
@@ -98,6 +108,71 @@ def check_deployment(
         return CheckResult(deployment, False, f"{deployment.name}: will not start: {err}", None)
     except OomguardError as err:
         return CheckResult(deployment, False, f"{deployment.name}: cannot plan: {err}", None, bad_input=True)
+    gpu_check = _check_gpu(
+        deployment,
+        result,
+        headroom_needed,
+        min_concurrency,
+        vllm_version=vllm_version,
+        allow_marginal=allow_marginal,
+    )
+    return _with_host(gpu_check, plan_host(result))
+
+
+def _limits(deployment: Deployment, host_memory: str | None, shm_size: str | None) -> HostLimits | None:
+    """The manifest's limits, with --host-memory / --shm-size given on the command line winning."""
+    given = given_limits(host_memory, shm_size)
+    found = deployment.limits or HostLimits()
+    if not (host_memory or shm_size or deployment.limits):
+        return None
+    return HostLimits(
+        given.memory_limit if host_memory else found.memory_limit,
+        found.memory_request,
+        given.shm if shm_size else found.shm,
+        given.source if host_memory else found.source,
+    )
+
+
+def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
+    """The GPU verdict, then the node's: OOM-killed at a step, or a /dev/shm too small to start."""
+    result = replace(checked, host=host)
+    if not checked.ok:
+        return result
+    name = checked.deployment.name
+    fixes = host.fixes
+    hint = f"; fix: {fixes[0].summary}" if fixes else ""
+    limit = host.limits.memory_limit
+    peak = f"peak {host.peak_bytes / GiB:.1f} GiB +-{host.peak_band / GiB:.1f} at {host.peak_step.label}"
+    if host.shm_fits is False and host.limits.shm is not None:
+        return replace(
+            result,
+            ok=False,
+            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "
+            f"vLLM puts {host.shm_needed / 2**20:.0f} MiB there at startup ({host.limits.shm.source}){hint}",
+        )
+    if host.verdict is HostVerdict.OOM_KILLED and host.dies_at is not None and limit is not None:
+        return replace(
+            result,
+            ok=False,
+            message=f"{name}: GPU fits, but the container will be OOM-killed while {host.dies_at.label}: "
+            f"{host.used_at(host.dies_at) / GiB:.1f} GiB > limit {limit / GiB:.1f} GiB ({peak}){hint}",
+        )
+    if limit is None:
+        note = f"; host {peak}, no memory limit (a limit of {host.limit_that_fits // GiB}Gi fits)"
+    else:
+        note = f"; host {host.verdict.value}: {peak} of a {limit / GiB:.1f} GiB limit"
+    return replace(result, message=checked.message + note)
+
+
+def _check_gpu(
+    deployment: Deployment,
+    result: Plan,
+    headroom_needed: int,
+    min_concurrency: float,
+    *,
+    vllm_version: str | None,
+    allow_marginal: bool,
+) -> CheckResult:
     name = deployment.name
     if vllm_version is None and deployment.vllm_version:
         name += f" (vLLM {result.engine.vllm_version}, from the image tag)"
@@ -177,7 +252,11 @@ def deployments_in_file(path: str) -> list[Deployment]:
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
         args = parse_serve_command(text)
-        return [Deployment(args.model or path, args, None, None, path)]
+        try:
+            limits = docker_limits(shlex.split(text.replace("\\\n", " ")))
+        except ValueError:
+            limits = None
+        return [Deployment(args.model or path, args, None, None, path, limits)]
     documents = [d for d in load_yaml_documents(text, path, InputFormatError) if d is not None]
     found: list[Deployment] = []
     for index, document in enumerate(documents):
@@ -333,20 +412,21 @@ def expand_env_refs(word: str, env: Mapping[str, str]) -> str:
     return _VAR_REF.sub(one, word)
 
 
-def _lws_size(manifest: Mapping[str, Any]) -> int:
-    """LeaderWorkerSet: every group is `size` pods (the leader and its workers), each with the pod's GPUs."""
+# A container script that starts Ray before `vllm serve` (vLLM's multi-node-serving.sh does) serves on Ray.
+RAY_STARTERS = ("ray start", "multi-node-serving.sh")
+
+
+def _group_size(manifest: Mapping[str, Any]) -> int:
+    """Pods per group: a LeaderWorkerSet's leaderWorkerTemplate.size (one engine spans them), else 1."""
     if manifest.get("kind") != "LeaderWorkerSet":
         return 1
-    template = _mapping(_mapping(manifest.get("spec")).get("leaderWorkerTemplate"))
-    try:
-        return max(1, int(str(template.get("size", 1))))
-    except ValueError:
-        return 1
+    size = _mapping(_mapping(manifest.get("spec")).get("leaderWorkerTemplate")).get("size", 1)
+    return size if isinstance(size, int) and size >= 1 else 1
 
 
 def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployment]:
     name = str(_mapping(manifest.get("metadata")).get("name") or manifest.get("kind"))
-    group_size = _lws_size(manifest)
+    group_size = _group_size(manifest)
     yield from _kserve_huggingface(manifest, name, where)
     for pod in _pod_specs(manifest):
         for container in pod.get("containers") or []:
@@ -363,17 +443,22 @@ def _from_manifest(manifest: Mapping[str, Any], where: str) -> Iterator[Deployme
             }
             command = [expand_env_refs(word, env) for word in command]
             args = parse_serve_command([f"{k}={v}" for k, v in env.items() if _ENV_NAME.match(k)] + command)
+            script = " ".join(
+                _string_list(container, "command", where) + _string_list(container, "args", where)
+            )
+            if any(s in script for s in RAY_STARTERS) and "distributed_executor_backend" not in args.values:
+                args = args.with_values(distributed_executor_backend="ray")
             limits = _mapping(_mapping(container.get("resources")).get("limits"))
             gpus = _gpu_count(limits, where)
-            if gpus is not None:
-                gpus *= group_size
             yield Deployment(
                 f"{name}/{container.get('name', 'vllm')}",
                 args,
                 _gpu_of_pod(pod, limits),
-                gpus,
+                None if gpus is None else gpus * group_size,
                 where,
-                image_vllm_version(str(container.get("image") or "")),
+                pod_limits(pod, container, where),
+                gpus,
+                vllm_version=image_vllm_version(str(container.get("image") or "")),
             )
 
 

@@ -22,6 +22,7 @@ from oomguard.planning.check import CheckResult, Deployment, check_deployment, d
 from oomguard.planning.ledger_check import check_ledger
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+from oomguard.render.host_json import host_to_dict
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         help="check a ledger given as numbers instead: 'weights=20GiB,kv=25GiB/replica,dp=2,ep_buffer=12GiB' "
         "(lines marked /replica are held once per replica, the rest once per GPU); needs --gpu-memory or --gpu",
     )
+    parser.add_argument(
+        "--host-memory", help="the container's memory limit, when the manifest does not set one (e.g. 64GiB)"
+    )
+    parser.add_argument("--shm-size", help="the container's /dev/shm size, when the manifest does not say")
     parser.add_argument("--json", action="store_true", help="one JSON object per deployment, one per line")
     return parser
 
@@ -113,6 +118,8 @@ def main(argv: Sequence[str]) -> int:
             min_concurrency=options.min_concurrency,
             allow_marginal=options.allow_marginal,
             safety=options.safety,
+            host_memory=options.host_memory,
+            shm_size=options.shm_size,
         )
         for d in deployments
     ]
@@ -126,6 +133,7 @@ def main(argv: Sequence[str]) -> int:
                         "ok": result.ok,
                         "bad_input": result.bad_input,
                         "message": result.message,
+                        "host": host_to_dict(result.host) if result.host else None,
                     }
                 )
             )

@@ -24,6 +24,7 @@ from oomguard.engines.vllm.flags import OOMGUARD_KNOWN
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
+from oomguard.host.limits import given_limits
 from oomguard.kinds import Usage
 from oomguard.planning.advise import fewest_gpus_search
 from oomguard.planning.calibrate import measured_terms_from_log
@@ -44,6 +45,9 @@ OPTIONS: dict[str, bool] = {
     "--safety": True,
     "--vllm-version": True,
     "--replicas-per-gpu": True,
+    "--host-memory": True,
+    "--shm-size": True,
+    "--node-gpus": True,
     "--llm": False,
     "--json": False,
     "--markdown": False,
@@ -73,6 +77,9 @@ options:
                           A plan that fits at the estimate but not with it is MARGINAL; fixes aim at it
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
+  --host-memory SIZE      the node's (container's) memory limit: the host ledger's verdict and the step it dies at
+  --shm-size SIZE         the container's /dev/shm size (Docker's default is 64 MiB)
+  --node-gpus N           GPUs on the planned node, when one engine spans nodes (the host ledger is per node)
   --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
   --at-length N           also report the concurrency at N tokens per request (repeatable)
   --fewest-gpus           find the smallest TP x PP that serves the model at this max_model_len
@@ -97,6 +104,9 @@ class PlanOptions:
     safety: str | None = None
     vllm_version: str | None = None
     replicas_per_gpu: int = 1
+    host_memory: str | None = None
+    shm_size: str | None = None
+    node_gpus: int | None = None
     usage: Usage = Usage.SERVE
     json: bool = False
     markdown: bool = False
@@ -167,6 +177,9 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--safety": ("safety", lambda _n, v: v),
     "--vllm-version": ("vllm_version", lambda _n, v: v),
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
+    "--host-memory": ("host_memory", lambda _n, v: v),
+    "--shm-size": ("shm_size", lambda _n, v: v),
+    "--node-gpus": ("node_gpus", _count),
     "--calibrate": ("calibrate", lambda _n, v: v),
     "--command": ("command", lambda _n, v: v),
     "--engine": ("engine", lambda _n, v: v),
@@ -246,6 +259,10 @@ def request_from(options: PlanOptions, direct: list[str], tail: list[str]) -> Re
         used_by_other_processes=used_by_others,
         other_processes_source=others_source,
         safety_bytes=parse_bytes(options.safety) if options.safety is not None else None,
+        host=given_limits(options.host_memory, options.shm_size)
+        if options.host_memory or options.shm_size
+        else None,
+        local_gpus=options.node_gpus,
     )
 
 
@@ -285,4 +302,5 @@ def emit(result: PlanResult, options: PlanOptions) -> int:
         sys.stdout.write(render_plan_markdown(result))
     else:
         sys.stdout.write(render_plan(result, sys.stdout, verbose=options.verbose))
-    return 0 if result.fits else 1
+    host_fits = result.host is None or result.host.fits
+    return 0 if result.fits and host_fits else 1

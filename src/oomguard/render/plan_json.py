@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomguard.ledger import OTHER_PROCESSES, Estimate
+from oomguard.render.host_json import host_to_dict
 from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
 
@@ -158,4 +159,6 @@ def plan_to_dict(plan: PlanResult) -> dict[str, Any]:
     }
     if engine.name == LEGACY_LOG_LINES_ENGINE:
         result["vllm_log_lines"] = result["log_lines"]  # the name the contract first gave them
+    if plan.host is not None:
+        result["host"] = host_to_dict(plan.host)
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oomguard.ledger import LINE_LABELS
+from oomguard.render.host_text import host_section
 from oomguard.result import PlanResult
 from oomguard.units import GiB
 
@@ -41,6 +42,8 @@ def render_plan_markdown(plan: PlanResult) -> str:
     out.append(f"| free at peak | {rank.gpu.free_bytes / GiB:.2f} | derived | |")
     if plan.log_lines:
         out += ["", f"{engine.display_name} should log:", "```"] + list(plan.log_lines) + ["```"]
+    if plan.host is not None:
+        out += ["", "Host memory:", "```"] + host_section(plan.host) + ["```"]
     if plan.fixes:
         out += ["", "Fixes (re-planned and verified):", ""]
         for fix in plan.fixes:

@@ -9,6 +9,7 @@ from typing import TextIO
 from oomguard.kinds import Provenance, Verdict
 from oomguard.ledger import KV_CACHE, LINE_LABELS, OTHER_PROCESSES, LedgerLine
 from oomguard.margin import Margin
+from oomguard.render.host_text import host_section
 from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
 
@@ -210,6 +211,9 @@ def render_plan(plan: PlanResult, stream: TextIO | None = None, *, verbose: bool
     )
     for at, conc in plan.concurrency_at_length:
         lines.append(f"  concurrency at {at:,} tokens per request: {conc:.2f}x")
+    if plan.host is not None:
+        lines.append("")
+        lines += host_section(plan.host, verbose=verbose)
     if plan.fixes:
         lines.append("")
         lines.append(style.bold("Fixes") + style.dim(" (each re-planned and verified; cheapest first)"))

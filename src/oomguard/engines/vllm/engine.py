@@ -10,10 +10,12 @@ from typing import Any
 from oomguard.engines.base import FixCandidate
 from oomguard.engines.vllm import fixes as vllm_fixes
 from oomguard.engines.vllm.flags import MEMORY_FLAGS, ServeArgs, is_known_field, parse_serve_command
+from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
 from oomguard.engines.vllm.log_format import startup_lines
 from oomguard.engines.vllm.plan import Plan, PlanRequest, RankLedger, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import OomguardError
+from oomguard.host.ledger import HostLedger, HostLimits
 from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.request import Request
 from oomguard.result import (
@@ -73,6 +75,8 @@ def native_request(request: Request) -> PlanRequest:
         used_by_other_processes=request.used_by_other_processes,
         other_processes_source=request.other_processes_source,
         safety_bytes=request.safety_bytes,
+        host=request.host,
+        local_gpus=request.local_gpus,
     )
 
 
@@ -272,7 +276,28 @@ def to_result(
         longest_request=vllm_fixes.longest_max_model_len(result),
         concurrency_at_length=tuple((n, vllm_fixes.concurrency_at(result, n)) for n in at_lengths),
         log_lines=tuple(log_lines),
+        host=plan_host(result),
     )
+
+
+def plan_host(result: Plan) -> HostLedger:
+    """The node's host-memory ledger, from the GPU ledger's per-stage weights and use."""
+    stages: dict[int, tuple[int, int]] = {}
+    for rank in result.ranks:
+        weights, used = stages.get(rank.placement.pp_rank, (0, 0))
+        stages[rank.placement.pp_rank] = (max(weights, rank.weights.bytes), max(used, rank.gpu.used_bytes))
+    ordered = [stages[k] for k in sorted(stages)]
+    request = result.request
+    inputs = plan_host_inputs(
+        result.engine,
+        result.model,
+        request.host or HostLimits(),
+        stage_weights=[w for w, _ in ordered],
+        stage_gpu_used=[u for _, u in ordered],
+        unified_memory=result.gpu.unified_memory,
+        local_gpus=request.local_gpus,
+    )
+    return host_ledger(result.engine, inputs)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
 from oomguard.errors import ConfigError
 from oomguard.hardware import Gpu, resolve_gpu
+from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Failure, Provenance, Usage, Verdict
 from oomguard.ledger import (
     ACTIVATION,
@@ -62,6 +63,8 @@ class PlanRequest:
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
     other_processes_source: str = "--other-processes: given by the user"
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
+    host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
+    local_gpus: int | None = None  # GPUs on the planned node
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
