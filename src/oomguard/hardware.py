@@ -958,6 +958,11 @@ def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) ->
             "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
         )
     if memory is not None:
+        if name and isinstance(memory, str) and memory.strip().replace(".", "", 1).isdigit():
+            # `--gpu H100 --gpu-memory 10`: 10 what? A bare number beside a named GPU is most likely a slip.
+            raise ConfigError(
+                f"--gpu-memory {memory} has no unit beside --gpu {name}: write e.g. {memory.strip()}GiB"
+            )
         return gpu_with_memory(memory, name)
     if name:
         return find_gpu(name)

@@ -33,6 +33,7 @@ class Request:
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before the engine starts
     other_processes_source: str = "--other-processes: given by the user"
+    safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
 

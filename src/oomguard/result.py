@@ -16,6 +16,7 @@ from oomguard.hardware import Gpu
 from oomguard.host.ledger import HostLedger
 from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.ledger import Estimate, GpuLedger
+from oomguard.margin import Margin
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ class PlanResult:
     longest_request: int  # the longest request the pool holds (0: none)
     concurrency_at_length: tuple[tuple[int, float], ...]
     log_lines: tuple[str, ...]  # the engine's startup lines as predicted (rank 0)
+    margin: Margin | None = None  # the tightest startup constraint of a plan that starts
+    fewest: tuple[int, str] | None = None  # --fewest-gpus: (GPUs, the ready-to-run command)
     host: HostLedger | None = None  # the node's host memory (None: the engine does not model it yet)
 
     @property

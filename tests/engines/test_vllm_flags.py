@@ -54,9 +54,12 @@ def test_compilation_config_forms() -> None:
     assert args.values["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
 
 
-def test_unknown_flags_are_kept_not_fatal() -> None:
-    args = parse_serve_command("vllm serve m --brand-new-flag 7 --another-switch --tool-call-parser hermes")
-    assert args.unknown_flags == ("--brand-new-flag 7", "--another-switch")
+def test_vllm_flags_that_move_no_memory_are_kept_and_flags_vllm_lacks_are_refused() -> None:
+    args = parse_serve_command(
+        "vllm serve m --max-num-queued-reqs 7 --enable-log-outputs --tool-call-parser hermes --brand-new-flag 7"
+    )
+    assert args.unknown_flags == ("--max-num-queued-reqs 7", "--enable-log-outputs")
+    assert args.refused == ("--brand-new-flag 7",)
     assert "tool_call_parser" not in args.values
 
 

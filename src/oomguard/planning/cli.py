@@ -10,20 +10,23 @@ spells it (`--tp/--pp/--dp/--ep` are accepted as shorthands).
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from oomguard.engines.vllm import cli_flags
+from oomguard.engines.vllm.engine import DIRECT_SHORTHANDS, native_request
 from oomguard.engines.vllm.engine import PLANNER as VLLM
-from oomguard.engines.vllm.engine import native_request
+from oomguard.engines.vllm.flags import OOMGUARD_KNOWN
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError
 from oomguard.hardware import find_gpu, parse_nvidia_smi
 from oomguard.host.limits import given_limits
 from oomguard.inputs import MAX_CONFIG_BYTES, read_bounded
 from oomguard.kinds import Usage
-from oomguard.planning.advise import fewest_gpus
+from oomguard.planning.advise import fewest_gpus_search
 from oomguard.planning.calibrate import measured_terms_from_log
 from oomguard.planning.dispatch import engine_for, finish
 from oomguard.render.plan_json import plan_to_dict
@@ -39,6 +42,7 @@ OPTIONS: dict[str, bool] = {
     "--gpu-memory": True,
     "--nvidia-smi": True,
     "--other-processes": True,
+    "--safety": True,
     "--vllm-version": True,
     "--replicas-per-gpu": True,
     "--host-memory": True,
@@ -69,6 +73,8 @@ options:
   --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
   --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
   --other-processes SIZE  memory other processes hold on each GPU (e.g. 23.4GiB); a ledger line
+  --safety SIZE           the margin a fit must keep (e.g. 1GiB); default: the summed bands of the estimates.
+                          A plan that fits at the estimate but not with it is MARGINAL; fixes aim at it
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
   --host-memory SIZE      the node's (container's) memory limit: the host ledger's verdict and the step it dies at
@@ -95,6 +101,7 @@ class PlanOptions:
     gpu_memory: str | None = None
     nvidia_smi: str | None = None
     other_processes: str | None = None
+    safety: str | None = None
     vllm_version: str | None = None
     replicas_per_gpu: int = 1
     host_memory: str | None = None
@@ -126,6 +133,7 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str], list[s
         token = head[i]
         i += 1
         name, has_value, value = token.partition("=")
+        _refuse_mistyped_option(name)
         if name not in OPTIONS:
             rest.append(token)
             continue
@@ -135,6 +143,22 @@ def split_arguments(argv: Sequence[str]) -> tuple[PlanOptions, list[str], list[s
             value, i = head[i], i + 1
         _set_option(options, name, value)
     return options, rest, tail
+
+
+def _refuse_mistyped_option(name: str) -> None:
+    """`--gpus A10G`: neither a vLLM flag nor one of ours, but close to ours -> an error, not a note under a
+    plan for the default GPU."""
+    if not name.startswith("--") or name in OPTIONS or name in DIRECT_SHORTHANDS:
+        return
+    flag = cli_flags.normalize(name)
+    try:
+        cli_flags.resolve(flag, OOMGUARD_KNOWN)
+    except cli_flags.RefusedFlagError:
+        close = difflib.get_close_matches(name, [o for o in OPTIONS if o.startswith("--")], n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(
+                f"unknown option {name}: did you mean oomguard's {close[0]}? (see oomguard plan --help)"
+            ) from None
 
 
 def _count(name: str, text: str) -> int:
@@ -150,6 +174,7 @@ _SETTERS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "--gpu-memory": ("gpu_memory", lambda _n, v: v),
     "--nvidia-smi": ("nvidia_smi", lambda _n, v: v),
     "--other-processes": ("other_processes", lambda _n, v: v),
+    "--safety": ("safety", lambda _n, v: v),
     "--vllm-version": ("vllm_version", lambda _n, v: v),
     "--replicas-per-gpu": ("replicas_per_gpu", _count),
     "--host-memory": ("host_memory", lambda _n, v: v),
@@ -233,6 +258,7 @@ def request_from(options: PlanOptions, direct: list[str], tail: list[str]) -> Re
         measured=measured,
         used_by_other_processes=used_by_others,
         other_processes_source=others_source,
+        safety_bytes=parse_bytes(options.safety) if options.safety is not None else None,
         host=given_limits(options.host_memory, options.shm_size)
         if options.host_memory or options.shm_size
         else None,
@@ -253,10 +279,16 @@ def main(argv: Sequence[str]) -> int:
             raise ConfigError(
                 f"--fewest-gpus is vLLM-only for now (this is an {engine.display_name} command)"
             )
-        found = fewest_gpus(native_request(request))
+        found = fewest_gpus_search(native_request(request))
         if found is None:
-            raise ConfigError("no TP x PP up to 64 GPUs serves this model at this max_model_len on this GPU")
-        result = finish(VLLM, found, fixes=options.fixes, at_lengths=at_lengths)
+            raise ConfigError(
+                "no TP x PP up to 64 GPUs (with FP8 weights where the GPU runs them) serves this model at this "
+                "max_model_len on this GPU with margin"
+            )
+        result = replace(
+            finish(VLLM, found.plan, fixes=options.fixes, at_lengths=at_lengths),
+            fewest=(found.gpus, found.command()),
+        )
     else:
         result = finish(engine, engine.plan(request), fixes=options.fixes, at_lengths=at_lengths)
     return emit(result, options)

@@ -10,6 +10,7 @@ from oomguard.engines.base import EnginePlanner
 from oomguard.engines.sglang.engine import PLANNER as SGLANG
 from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.errors import ConfigError
+from oomguard.kinds import Verdict
 from oomguard.planning.fix_search import search_fixes
 from oomguard.request import Request
 from oomguard.result import PlanResult
@@ -50,9 +51,16 @@ def finish(
 ) -> PlanResult:
     """An engine's plan as the neutral result, with fixes searched when it does not start cleanly."""
     bare = engine.to_result(native, (), at_lengths)
-    if not fixes or (bare.fits and not bare.warnings):
+    if not fixes or (bare.verdict == Verdict.FITS and not bare.warnings):
         return bare
-    found = tuple(f.result for f in search_fixes(engine, native))
+    if engine.name == VLLM.name:
+        # vLLM's own search (advise.py): capacity changes paired with the longest length they allow, every
+        # TP x PP with FP8 variants, each settled at the margin.
+        from oomguard.planning.advise import suggest_fixes
+
+        found = tuple(f.result for f in suggest_fixes(native))
+    else:
+        found = tuple(f.result for f in search_fixes(engine, native))
     return replace(bare, fixes=found)
 
 

@@ -65,9 +65,34 @@ def _rank(rank: RankResult) -> dict[str, Any]:
 
 def plan_to_dict(plan: PlanResult) -> dict[str, Any]:
     engine = plan.engine
+    try:
+        dp = int(engine.setting("data_parallel_size"))
+    except (KeyError, TypeError, ValueError):
+        dp = 1
     result: dict[str, Any] = {
         "fits": plan.fits,
         "verdict": plan.verdict.value,
+        "deployment": {
+            "data_parallel_size": dp,
+            "gpus": engine.total_gpus,
+            "kv_cache_tokens": dp * plan.kv.tokens if plan.fits else 0,
+            "max_concurrency": round(dp * plan.kv.max_concurrency, 4),
+        },
+        "fewest_gpus": (
+            {"gpus": plan.fewest[0], "command": plan.fewest[1]} if plan.fewest is not None else None
+        ),
+        "margin_bytes": plan.margin.slack_bytes if plan.margin else None,
+        "margin": (
+            {
+                "constraint": plan.margin.constraint,
+                "rank": plan.margin.rank,
+                "slack_bytes": plan.margin.slack_bytes,
+                "band_bytes": plan.margin.band_bytes,
+                "required_bytes": plan.margin.required_bytes,
+            }
+            if plan.margin
+            else None
+        ),
         "engine_name": engine.display_name,
         "failure": plan.failure,
         "errors": list(plan.errors),

@@ -11,7 +11,7 @@ from oomguard.units import GiB
 def render_plan_markdown(plan: PlanResult) -> str:
     engine = plan.engine
     rank = plan.rank0
-    verdict = "**fits**" if plan.fits else f"**will not start** ({plan.failure})"
+    verdict = f"**{plan.verdict.value}**" if plan.fits else f"**will not start** ({plan.failure})"
     out = [
         (
             f"### oomguard plan: `{plan.model.name}` on {engine.total_gpus} x {plan.gpu.name}, "

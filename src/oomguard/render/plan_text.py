@@ -6,8 +6,9 @@ import os
 import sys
 from typing import TextIO
 
-from oomguard.kinds import Provenance
+from oomguard.kinds import Provenance, Verdict
 from oomguard.ledger import KV_CACHE, LINE_LABELS, OTHER_PROCESSES, LedgerLine
+from oomguard.margin import Margin
 from oomguard.render.host_text import host_section
 from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
@@ -78,6 +79,32 @@ def _detail(text: str, verbose: bool) -> str:
     return text[: DETAIL_WIDTH - 3] + "..."
 
 
+def _data_parallel(plan: PlanResult) -> int:
+    try:
+        return int(plan.engine.setting("data_parallel_size"))
+    except (KeyError, TypeError, ValueError):
+        return 1
+
+
+def _deployment_text(plan: PlanResult) -> str:
+    dp = _data_parallel(plan)
+    return (
+        f"  per DP replica; the deployment's {dp} replicas hold {dp * plan.kv.tokens:,} KV tokens, "
+        f"{dp * plan.kv.max_concurrency:.2f}x concurrency, on {plan.engine.total_gpus} GPUs"
+    )
+
+
+def _margin_text(margin: Margin, marginal: bool) -> str:
+    what = "its estimates' bands" if margin.required_bytes == margin.band_bytes else "--safety"
+    text = (
+        f"  margin: {margin.slack_bytes / GiB:.2f} GiB to spare on {margin.constraint} ({margin.rank}); "
+        f"{what} ask {margin.required_bytes / GiB:.2f} GiB"
+    )
+    if marginal:
+        text += ": it may not start (check fails on it unless --allow-marginal)"
+    return text
+
+
 def _total_kind(plan: PlanResult) -> str:
     gpu = plan.gpu
     if gpu.total_kind == Provenance.ESTIMATED:
@@ -131,12 +158,20 @@ def render_plan(plan: PlanResult, stream: TextIO | None = None, *, verbose: bool
         style.dim("  " + " · ".join(engine.headline)),
         "",
     ]
+    if plan.fewest is not None:
+        lines += [style.bold(f"fewest: {plan.fewest[0]} GPUs"), f"  {plan.fewest[1]}", ""]
     if plan.fits:
+        marginal = plan.verdict == Verdict.MARGINAL
         lines.append(
-            style.good("FITS") + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
+            (style.warn("MARGINAL") if marginal else style.good("FITS"))
+            + f"  KV cache {rank0.available_kv_bytes / GiB:.2f} GiB = "
             f"{plan.kv.tokens:,} tokens; {plan.kv.max_concurrency:.2f}x concurrency at "
             f"{length:,} tokens per request"
         )
+        if _data_parallel(plan) > 1:
+            lines.append(_deployment_text(plan))
+        if plan.margin is not None:
+            lines.append(_margin_text(plan.margin, marginal))
     else:
         lines.append(style.bad("WILL NOT START") + f"  ({plan.failure})")
         for error in plan.errors:

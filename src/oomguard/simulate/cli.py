@@ -76,7 +76,9 @@ def _parser() -> argparse.ArgumentParser:
         "--tensor-parallel-size, ...) are accepted as vLLM spells them, or after `-- vllm serve MODEL`.",
     )
     p.add_argument(
-        "trace", nargs="?", help="Azure CSV, Mooncake JSONL, the oracle's JSONL, or a generic CSV/JSONL"
+        "trace",
+        nargs="?",
+        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, arrival_step), or a generic CSV/JSONL",
     )
     p.add_argument(
         "--synthetic",
@@ -96,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         "--layout",
         choices=("packed", "padded"),
         default="packed",
-        help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)",
+        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length prefill OOM)",
     )
     p.add_argument(
         "--tensors-alive",

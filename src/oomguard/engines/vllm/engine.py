@@ -36,11 +36,7 @@ REPLICAS = "replicas_per_gpu"
 
 
 def _merge(base: ServeArgs, given: ServeArgs) -> ServeArgs:
-    values = dict(base.values)
-    values.update(given.values)
-    return ServeArgs(
-        given.model or base.model, values, {**base.env, **given.env}, base.unknown_flags + given.unknown_flags
-    )
+    return base.merged_with(given)
 
 
 # Shorthands `oomguard plan MODEL --tp 2` accepts for vLLM's flags (vLLM itself spells -tp, -pp, -dp, -ep).
@@ -78,6 +74,7 @@ def native_request(request: Request) -> PlanRequest:
         measured=dict(request.measured),
         used_by_other_processes=request.used_by_other_processes,
         other_processes_source=request.other_processes_source,
+        safety_bytes=request.safety_bytes,
         host=request.host,
         local_gpus=request.local_gpus,
     )
@@ -254,7 +251,8 @@ def to_result(
             weights_source=model.weights_source,
         ),
         gpu=result.gpu,
-        verdict=Verdict.FITS if result.fits else Verdict.WILL_NOT_START,
+        verdict=result.verdict,
+        margin=result.margin,
         failure=result.failure,
         errors=result.errors,
         warnings=result.warnings,
@@ -327,7 +325,8 @@ class VllmPlanner:
         return plan(with_flags(base.request, flags))
 
     def fits(self, candidate: Plan) -> bool:
-        return candidate.fits
+        """A fix must start with margin (a fix that leaves 1.0x concurrency is not one)."""
+        return candidate.verdict == Verdict.FITS
 
     def candidates(self, base: Plan) -> list[FixCandidate]:
         return vllm_fixes.fix_candidates(base)

@@ -2,8 +2,9 @@
 
 Only what the user wrote is recorded here (typed, under vLLM's field names); defaults are resolved later,
 per version and GPU, in `config.py`. The command is read by the shared tokenizer (`engines/flag_tokens.py`);
-this module is vLLM's table of flags. Flags that do not change memory are accepted silently; flags we do not
-know are kept and listed, never fatal, since vLLM grows new flags every release.
+this module is vLLM's table of flags. Names are read as vLLM's parser reads them (`cli_flags.py`: underscores,
+unique prefixes). Flags vLLM has that change no memory figure are kept and listed; flags vLLM itself would
+refuse are recorded in `refused` (the planner turns them into vLLM's "unrecognized arguments" error).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from oomguard.engines.flag_tokens import (
     take_env,
     tokenize,
 )
+from oomguard.engines.vllm import cli_flags
 from oomguard.errors import ConfigError
 from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
 from oomguard.units import parse_bytes
@@ -234,6 +237,11 @@ IGNORED_FLAGS: dict[str, bool] = {
 }
 
 _BY_NAME: dict[str, FlagSpec] = {name: spec for spec in MEMORY_FLAGS for name in spec.names}
+# Every flag name oomguard's tables know, some from versions before 0.33 (--speculative-model).
+OOMGUARD_KNOWN = frozenset(_BY_NAME) | frozenset(IGNORED_FLAGS)
+# Environment a printed command keeps (what changes memory); a manifest's other env (tokens, keys) never is.
+PRINTED_ENV_PREFIXES = ("VLLM_", "PYTORCH_", "NCCL_", "CUDA_", "NVSHMEM_")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True)
@@ -244,18 +252,38 @@ class ServeArgs:
     values: Mapping[str, Any]
     env: Mapping[str, str] = field(default_factory=dict)
     unknown_flags: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # what vLLM's own parser would refuse, as its error says it
+    legacy_flags: tuple[str, ...] = ()  # flags of older vLLM versions that 0.33's parser no longer has
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
+    def merged_with(self, other: ServeArgs) -> ServeArgs:
+        """`other` over this one (values, env); unknown, refused and legacy flags of both."""
+        values = dict(self.values)
+        values.update(other.values)
+        return ServeArgs(
+            other.model or self.model,
+            values,
+            {**self.env, **other.env},
+            self.unknown_flags + other.unknown_flags,
+            self.refused + other.refused,
+            self.legacy_flags + other.legacy_flags,
+        )
+
     def with_values(self, **changes: Any) -> ServeArgs:
         merged = dict(self.values)
         merged.update(changes)
-        return ServeArgs(self.model, merged, self.env, self.unknown_flags)
+        return ServeArgs(self.model, merged, self.env, self.unknown_flags, self.refused, self.legacy_flags)
 
     def to_argv(self) -> list[str]:
-        """The command back as `vllm serve` flags (used to print fixes as commands)."""
-        argv = ["vllm", "serve", self.model or "MODEL"]
+        """The command back as `vllm serve` flags (used to print fixes as commands), with its env prefix."""
+        argv = [
+            f"{key}={shlex.quote(value)}"
+            for key, value in self.env.items()
+            if key.startswith(PRINTED_ENV_PREFIXES) and not any(s in key for s in SECRET_WORDS)
+        ]
+        argv += ["vllm", "serve", self.model or "MODEL"]
         for name, value in self.values.items():
             if name == "model":
                 continue
@@ -263,7 +291,7 @@ class ServeArgs:
             if isinstance(value, bool):
                 argv.append(flag if value else "--no-" + flag[2:])
             elif isinstance(value, (dict, list)):
-                argv += [flag, json.dumps(value, separators=(",", ":"))]
+                argv += [flag, shlex.quote(json.dumps(value, separators=(",", ":")))]
             else:
                 argv += [flag, str(value)]
         return argv
@@ -297,8 +325,19 @@ def _dotted_parent(name: str) -> FlagSpec | None:
     return parent if dot and parent is not None and parent.parse is not None else None
 
 
+def _canonical(name: str) -> str:
+    """The flag vLLM's parser reads `name` as (a unique prefix is its flag); unchanged when it is unknown."""
+    if name in _BY_NAME or name in IGNORED_FLAGS or "." in name or name == "--config":
+        return name
+    try:
+        return cli_flags.resolve(name, OOMGUARD_KNOWN)
+    except cli_flags.RefusedFlagError:
+        return name
+
+
 def _takes_value(name: str) -> bool | None:
     """The table's answer for the shared tokenizer: True takes a value, False is a switch, None unknown."""
+    name = _canonical(name)
     if name == "--config":
         return True
     spec = _BY_NAME.get("--" + name[5:] if _negated(name) else name)
@@ -306,7 +345,9 @@ def _takes_value(name: str) -> bool | None:
         return spec.parse is not None
     if _dotted_parent(name) is not None:
         return True
-    return IGNORED_FLAGS.get(name)
+    if name in IGNORED_FLAGS:
+        return IGNORED_FLAGS[name]
+    return cli_flags.takes_value(name)
 
 
 def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
@@ -316,18 +357,33 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
     words = [f"-O={w[2:]}" if re.match(r"^-O\d$", w) else w for w in _strip_launcher(argv)]
     values: dict[str, Any] = {}
     unknown: list[str] = []
+    refused: list[str] = []
+    legacy: list[str] = []
     model: str | None = None
     config_files: list[str] = []
     for token in tokenize(words, _takes_value):
-        name, text = token.name, token.value
+        name, text = _canonical(token.name), token.value
         if token.positional:
             if model is None:
                 model = name
             else:
-                unknown.append(name)
-        elif not token.known:
-            unknown.append(token.raw)
-        elif name == "--config":
+                refused.append(name)
+            continue
+        if "." not in name and name != "--config":
+            try:
+                cli_flags.resolve(name, OOMGUARD_KNOWN)
+            except cli_flags.RefusedFlagError as err:
+                why = f" ({err.message.partition(': ')[2]})" if "ambiguous" in err.message else ""
+                refused.append(token.raw + why)
+                continue
+            if name in OOMGUARD_KNOWN and name not in cli_flags.vllm_flags() and not _negated_switch(name):
+                legacy.append(name)
+        modelled = _BY_NAME.get("--" + name[5:] if _negated(name) else name)
+        if name != "--config" and _dotted_parent(name) is None and modelled is None:
+            if name not in IGNORED_FLAGS:
+                unknown.append(token.raw)  # a vLLM flag that changes no modelled figure: kept and listed
+            continue
+        if name == "--config":
             config_files.append(text or "")
         elif (parent := _dotted_parent(name)) is not None and name not in _BY_NAME:
             sub = name.partition(".")[2]
@@ -354,7 +410,13 @@ def parse_serve_command(command: Sequence[str] | str) -> ServeArgs:
         if model is None:
             model = file_values.model
         unknown += file_values.unknown_flags
-    return ServeArgs(model, values, env, tuple(unknown))
+        refused += file_values.refused
+        legacy += file_values.legacy_flags
+    return ServeArgs(model, values, env, tuple(unknown), tuple(refused), tuple(legacy))
+
+
+def _negated_switch(name: str) -> bool:
+    return name.startswith("--no-") and ("--" + name[5:]) in cli_flags.vllm_flags()
 
 
 def _scalar(text: str) -> Any:
@@ -366,19 +428,30 @@ def _scalar(text: str) -> Any:
     return text
 
 
-def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
-    """YAML / JSON / Python kwargs (`tensor_parallel_size: 2`, `tensor-parallel-size: 2`) -> ServeArgs."""
+def args_from_mapping(mapping: Mapping[str, Any], *, where: str, strict: bool = False) -> ServeArgs:
+    """YAML / JSON / Python kwargs (`tensor_parallel_size: 2`, `tensor-parallel-size: 2`) -> ServeArgs.
+    `strict`: the keys are a `vllm serve --config` file's, refused as vLLM's parser refuses unknown flags."""
     values: dict[str, Any] = {}
     unknown: list[str] = []
+    refused: list[str] = []
+    legacy: list[str] = []
     model = None
     for raw_key, raw_value in mapping.items():
         key = str(raw_key).strip().lstrip("-").replace("-", "_")
         if key == "model" or key == "model_tag":
             model = str(raw_value)
             continue
-        spec = _BY_NAME.get("--" + key.replace("_", "-"))
+        flag = "--" + key.replace("_", "-")
+        if strict and flag not in cli_flags.vllm_flags():
+            # vLLM's --config turns every key into `--key value`: its parser refuses what it does not know.
+            if flag in OOMGUARD_KNOWN:
+                legacy.append(flag)
+            else:
+                refused.append(f"{key}: {raw_value}{cli_flags.hint(flag)} (in {where})")
+                continue
+        spec = _BY_NAME.get(flag)
         if spec is None:
-            if "--" + key.replace("_", "-") not in IGNORED_FLAGS:
+            if flag not in IGNORED_FLAGS:
                 unknown.append(f"{key}: {raw_value}")
             continue
         if spec.parse is None:
@@ -396,7 +469,7 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str) -> ServeArgs:
             values[spec.field] = spec.parse("--" + key.replace("_", "-"), str(raw_value))
     if where and not isinstance(mapping, Mapping):
         raise ConfigError(f"{where}: expected a mapping of vLLM options")
-    return ServeArgs(model, values, {}, tuple(unknown))
+    return ServeArgs(model, values, {}, tuple(unknown), tuple(refused), tuple(legacy))
 
 
 def load_config_yaml(path: str) -> ServeArgs:
@@ -408,7 +481,7 @@ def load_config_yaml(path: str) -> ServeArgs:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of vLLM options, got {type(data).__name__}")
-    return args_from_mapping(data, where=path)
+    return args_from_mapping(data, where=path, strict=True)
 
 
 def is_known_flag(flag: str) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oomguard.engines.vllm import accounting as acc
-from oomguard.engines.vllm import kv
+from oomguard.engines.vllm import cli_flags, kv
 from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
 from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
@@ -21,7 +21,7 @@ from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
 from oomguard.errors import ConfigError
 from oomguard.hardware import Gpu, resolve_gpu
 from oomguard.host.ledger import HostLimits
-from oomguard.kinds import Failure, Provenance, Usage
+from oomguard.kinds import Failure, Provenance, Usage, Verdict
 from oomguard.ledger import (
     ACTIVATION,
     COMM_BUFFERS,
@@ -35,6 +35,7 @@ from oomguard.ledger import (
     GpuLedger,
     LedgerLine,
 )
+from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
 from oomguard.units import GiB, MiB
@@ -61,6 +62,7 @@ class PlanRequest:
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
     other_processes_source: str = "--other-processes: given by the user"
+    safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node
 
@@ -71,10 +73,8 @@ class PlanRequest:
     def serve_args(self) -> ServeArgs:
         base = self.args or ServeArgs(None, {})
         extra = args_from_mapping(dict(self.flags), where="flags") if self.flags else ServeArgs(None, {})
-        values = dict(base.values)
-        values.update(extra.values)
-        model = self.model or base.model or extra.model
-        return ServeArgs(model, values, base.env, base.unknown_flags + extra.unknown_flags)
+        merged = base.merged_with(extra)
+        return replace(merged, model=self.model or base.model or extra.model)
 
     def with_flags(self, **changes: Any) -> PlanRequest:
         merged = dict(self.flags)
@@ -129,10 +129,28 @@ class Plan:
     failure: Failure | None  # the startup check that fails first
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    margin: Margin | None = None  # the tightest constraint of a plan that fits
 
     @property
     def rank0(self) -> RankLedger:
         return self.ranks[0]
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.fits, self.margin)
+
+
+def _refuse_what_vllm_refuses(args: ServeArgs, cfg: EngineConfig) -> None:
+    """vLLM's parser exits before any memory is touched on a flag it does not have (for the planned version:
+    flags older versions had are fine there, not in 0.33)."""
+    if args.refused:
+        raise cli_flags.RefusedFlagError(cli_flags.refusal_message(args.refused))
+    if args.legacy_flags and cfg.behaviour.version >= cli_flags.FLAG_LIST_VERSION:
+        names = ", ".join(dict.fromkeys(args.legacy_flags))
+        raise cli_flags.RefusedFlagError(
+            f"vLLM {cfg.vllm_version} would refuse this command: unrecognized arguments: {names} "
+            "(a flag of older vLLM versions; plan for one with --vllm-version)"
+        )
 
 
 # The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the value).
@@ -329,6 +347,7 @@ def plan(request: PlanRequest) -> Plan:
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
     gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = _engine_for(request, args, spec, gpu)
+    _refuse_what_vllm_refuses(args, cfg)
     if cfg.behaviour.version > parse_version(NEWEST_KNOWN):
         notes.append(
             f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules"
@@ -366,6 +385,7 @@ def plan(request: PlanRequest) -> Plan:
     ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
 
     failure, errors = _startup_failure(request, spec, gpu, cfg, ranks, model_limit, warnings)
+    margin = tightest(_margins(request, gpu, cfg, ranks)) if failure is None else None
     rank0 = ranks[0]
     layout = rank0.layout
     kv_plan = KvPlan(
@@ -406,7 +426,77 @@ def plan(request: PlanRequest) -> Plan:
         failure,
         tuple(warnings),
         tuple(notes),
+        margin,
     )
+
+
+def kv_band_bytes(rank_terms: tuple[Estimate, ...], cfg: EngineConfig, gpu: Gpu) -> int:
+    """The band of the available-KV figure: every in-budget estimate, plus the device total's scaled by u."""
+    return sum(term.band for term in rank_terms) + int(gpu.total_band * cfg.gpu_memory_utilization)
+
+
+def kv_need_bytes(max_model_len: int, layout: kv.KvLayout, cfg: EngineConfig) -> int:
+    """What the fit check asks of the pool for one request, with the null block where the version holds it."""
+    need = kv.needed_bytes(max_model_len, layout, cfg)
+    if cfg.behaviour.null_block_in_fit_check:
+        need += layout.bytes_per_block
+    return need
+
+
+def in_budget_terms(rank: RankLedger, cfg: EngineConfig) -> tuple[Estimate, ...]:
+    """The estimates the available-KV figure is computed from (budget minus these)."""
+    graphs = (rank.cuda_graphs,) if cfg.behaviour.cuda_graphs_in_budget else ()
+    return (rank.weights, rank.activation, rank.non_torch, rank.comm_buffers, *graphs)
+
+
+def kv_reserve_bytes(result: Plan) -> int:
+    """What the KV pool must keep beyond one max-length request: --safety, else the bands it depends on."""
+    if result.request.safety_bytes is not None:
+        return result.request.safety_bytes
+    return max(
+        kv_band_bytes(in_budget_terms(r, result.engine), result.engine, result.gpu) for r in result.ranks
+    )
+
+
+def _margins(
+    request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
+) -> list[Margin]:
+    """The slack of each startup constraint on each rank, against the bands it depends on (margin.py)."""
+    margins: list[Margin] = []
+    safety = request.safety_bytes
+    budget_sized = cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None
+    for r in ranks:
+        label = r.placement.label
+        if budget_sized and not cfg.max_model_len_auto:
+            band = kv_band_bytes(in_budget_terms(r, cfg), cfg, gpu)
+            slack = r.available_kv_bytes - kv_need_bytes(cfg.max_model_len, r.layout, cfg)
+            margins.append(Margin("KV sizing", label, slack, band, band if safety is None else safety))
+        # An in-budget error moves KV, not the device total, when KV is sized from the budget.
+        moving = [line for line in r.gpu.lines if not (budget_sized and line.in_budget)]
+        band = (
+            sum(line.band * (r.gpu.replicas if line.per_replica else 1) for line in moving) + gpu.total_band
+        )
+        margins.append(
+            Margin("device at peak", label, r.gpu.free_bytes, band, band if safety is None else safety)
+        )
+        if cfg.kv_cache_memory_bytes is None:
+            free_at_start = (
+                gpu.total_bytes
+                - r.context_bytes
+                - request.used_by_other_processes
+                - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+            )
+            band = acc.CONTEXT_BAND + gpu.total_band
+            margins.append(
+                Margin(
+                    "free memory at start",
+                    label,
+                    free_at_start - r.budget_bytes,
+                    band,
+                    band if safety is None else safety,
+                )
+            )
+    return margins
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -486,6 +576,19 @@ def _check_weights(
     return None
 
 
+def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[Failure, str]:
+    """Co-located replicas: the incident where KV was budgeted for one replica while each holds its own."""
+    each = " + ".join(
+        f"{line.label} {line.bytes / GiB:.2f}" for line in r.gpu.lines if line.per_replica and line.bytes
+    )
+    return Failure.REPLICAS_EXCEED_GPU, (
+        f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
+        f"more than the device's {gpu.total_bytes / GiB:.2f} GiB: each replica holds its own KV cache "
+        f"and buffers ({each} GiB), so a budget for one replica "
+        f"({r.gpu.with_replicas(1).used_bytes / GiB:.2f} GiB) fits while {cfg.replicas_per_gpu} do not"
+    )
+
+
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
 ) -> tuple[Failure, str] | None:
@@ -503,6 +606,8 @@ def _check_kv_allocation(
             + (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
         )
         if held + r.kv_cache_bytes > gpu.total_bytes:
+            if cfg.replicas_per_gpu > 1:
+                return _replicas_exceed(r, cfg, gpu)
             return Failure.KV_CACHE_ALLOCATION, (
                 f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
                 f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
@@ -571,10 +676,7 @@ def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) ->
         if r.gpu.fits:
             continue
         if cfg.replicas_per_gpu > 1:
-            return Failure.REPLICAS_EXCEED_GPU, (
-                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
-                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
-            )
+            return _replicas_exceed(r, cfg, gpu)
         return Failure.KV_CACHE_ALLOCATION, (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
