@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
+from oomguard.engines.vllm.plan import PlanRequest, plan
 from oomguard.errors import OomguardError
 from oomguard.host.ledger import HostLedger, HostLimits
 from oomguard.host.limits import given_limits
-from oomguard.planning.planner import PlanRequest, plan
 from oomguard.units import GiB
 
 CASES = REPO / "bench" / "data" / "host_oom_cases.jsonl"
@@ -50,7 +50,9 @@ def corpus_ids() -> dict[str, set[str]]:
 
 def ledger_for(case: dict[str, Any]) -> HostLedger:
     """Plan the transcribed command on the reported GPU (its tier sets max_num_seqs) and build the node ledger."""
-    result = plan(PlanRequest.from_argv(case["command"], gpu=case["gpu"] or "H100", vllm_version=case["vllm_version"]))
+    result = plan(
+        PlanRequest.from_argv(case["command"], gpu=case["gpu"] or "H100", vllm_version=case["vllm_version"])
+    )
     stages: dict[int, int] = {}
     used: dict[int, int] = {}
     for rank in result.ranks:
@@ -101,7 +103,7 @@ def main() -> int:
             print(f"{case['id'][:46]:<46} {case['case'][:30]:<30} cannot plan: {err}")
             continue
         step = predicted_step(ledger)
-        peak = f"{ledger.peak_bytes / GiB:.1f}+-{ledger.peak_band / GiB:.1f} GiB"
+        peak = f"{ledger.peak_bytes / GiB:.0f}+-{ledger.peak_band / GiB:.0f} GiB @{ledger.peak_step.value}"
         figure = case["reported_figure"]
         if case["reported_node_gib"] is not None:
             figure = f"{case['reported_node_gib']:.1f} GiB: {figure}"
@@ -118,6 +120,18 @@ def main() -> int:
             same_step += ledger.dies_at is not None and ledger.dies_at.value == case["reported_step"]
     print()
     print(f"stated-limit OOM reports planned: {stated}; called OOM-killed at the reported step: {same_step}")
+    print()
+    print("Process baselines vs the resident sizes reports measured:")
+    for case in load_cases():
+        if not case.get("compare_line"):
+            continue
+        ledger = ledger_for(case)
+        line = next(item for item in ledger.lines if item.key == case["compare_line"])
+        low, high = case["reported_range_gib"]
+        print(
+            f"  {case['id']}: {line.label} {line.bytes_each / GiB:.1f} +-{line.band_each / GiB:.1f} GiB "
+            f"predicted; {low}-{high} GiB measured ({case['reported_figure']})"
+        )
     return 0
 
 

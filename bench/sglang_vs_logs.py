@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oomguard.planning.sglang_planner import SglangRequest, plan_sglang
+from oomguard.engines.sglang.plan import SglangRequest, plan_sglang
 
 GiB = 1 << 30
 

@@ -183,18 +183,32 @@ def oracle_run(name: str, work: list[dict], a: dict) -> Path | None:
 
 
 def simulate_oracle_workload(workload: Path, model_dir: Path, a: dict):  # type: ignore[no-untyped-def]
-    from oomguard.simulate.model_facts import facts_from_config, kv_groups, read_config_dir
+    """oomguard's scheduler on the oracle's workload; the KV groups from the planner's readers (models/ and
+    engines/vllm/kv.py), as `oomguard simulate --num-gpu-blocks-override` gets them."""
+    from oomguard.engines.vllm.flags import parse_serve_command
+    from oomguard.simulate.model_facts import read_model
     from oomguard.simulate.run import SimulationConfig, simulate
     from oomguard.simulate.scheduler import SchedulerConfig
     from oomguard.simulate.workload import read_workload
 
-    facts = facts_from_config(read_config_dir(str(model_dir)) or {}, model_dir.name)
+    serve = parse_serve_command(
+        [
+            "vllm",
+            "serve",
+            str(model_dir),
+            "--block-size",
+            str(a.get("bs", 16)),
+            "--max-model-len",
+            str(a["L"]),
+        ]
+    )
+    _, groups = read_model(serve, "H100", None)
     cfg = SchedulerConfig(
         a["mnbt"],
         a["seqs"],
         a["L"],
         a["blocks"],
-        kv_groups(facts, a.get("bs", 16)),
+        groups,
         enable_prefix_caching=bool(a.get("pc")),
         long_prefill_token_threshold=a.get("lpt", 0),
         async_scheduling=False,

@@ -264,7 +264,7 @@ for _name in (
     )
     case(
         f"check-config.json:{_name}",
-        "check",  # check's verdict on a deployment it cannot plan: FAIL, exit 1
+        "check",  # a deployment check cannot plan: FAIL and one error line, exit 2 (bad input, as plan)
         lambda f, n=_name, c=_config: ["--", "vllm", "serve", f.model_dir(f"check-cfg-{n}", c)],
         codes=(1, 2),
     )

@@ -36,3 +36,21 @@ def test_the_version_table_answers_for_a_version_read_from_a_log() -> None:
     assert behaviour_or_newest("v0.21.0").cuda_graphs_in_budget
     assert behaviour_or_newest("0.5.4").default_gpu_memory_utilization == 0.9  # older: the oldest known rules
     assert behaviour_or_newest("not a version").version == behaviour_or_newest(None).version
+
+
+def test_version_dependent_rules_are_fields_of_the_version_table() -> None:
+    assert not behaviour_or_newest("0.9.2").hybrid_kv_cache_manager
+    assert behaviour_or_newest("0.10.0").hybrid_kv_cache_manager
+    assert behaviour_or_newest("0.32.0").partial_prefill_threshold_default
+    assert not behaviour_or_newest("0.33.0").partial_prefill_threshold_default
+    assert (
+        behaviour_or_newest("0.17.0").non_torch_single_gpu_bytes
+        < behaviour_or_newest("0.18.0").non_torch_single_gpu_bytes
+    )
+    engines = Path(__file__).resolve().parents[1] / "src" / "oomguard" / "engines" / "vllm"
+    literal_versions = re.compile(r'V\("\d')
+    assert [
+        p.name
+        for p in engines.glob("*.py")
+        if p.name != "versions.py" and literal_versions.search(p.read_text())
+    ] == []

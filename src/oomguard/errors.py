@@ -37,3 +37,7 @@ class ParallelismError(OomguardError):
 
 class InputFormatError(OomguardError):
     """A file (log, trace, metrics, pickle) that cannot be parsed as what it claims to be."""
+
+
+class UnknownOptionError(OomguardError, TypeError):
+    """A keyword the Python API does not know (neither an oomguard option nor the engine's setting)."""

@@ -949,3 +949,23 @@ def gpu_by_key(key: str) -> Gpu:
         return _BY_KEY[key]
     except KeyError:
         raise UnknownGpuError(f"no GPU with key {key!r} in the catalog") from None
+
+
+def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
+    """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
+    if name is not None and not name.strip():
+        raise UnknownGpuError(
+            "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
+        )
+    if memory is not None:
+        if name and isinstance(memory, str) and memory.strip().replace(".", "", 1).isdigit():
+            # `--gpu H100 --gpu-memory 10`: 10 what? A bare number beside a named GPU is most likely a slip.
+            raise ConfigError(
+                f"--gpu-memory {memory} has no unit beside --gpu {name}: write e.g. {memory.strip()}GiB"
+            )
+        return gpu_with_memory(memory, name)
+    if name:
+        return find_gpu(name)
+    gpu = find_gpu(DEFAULT_GPU)
+    notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
+    return gpu

@@ -13,8 +13,6 @@ from oomguard.diagnose.evidence import Evidence
 from oomguard.diagnose.read import read_one
 from oomguard.diagnose.remedies import UNVERIFIED, Fix, merge_fixes, without_contradictions
 
-DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"
-
 
 def diagnosis(text: str):
     evidence = Evidence()
@@ -52,9 +50,11 @@ def test_a_change_is_never_both_a_fix_and_does_not_help():
     assert kept == ("Lowering --max-model-len: no.",)
 
 
-def test_every_fix_on_the_dev_reports_pastes_as_a_flag_and_never_contradicts_itself():
+def test_every_fix_on_the_dev_reports_pastes_as_a_flag_and_never_contradicts_itself(
+    shared_data: Path,
+) -> None:
     flag_with_commas = re.compile(r"--[a-z][a-z-]+[ =]\d{1,3}(,\d{3})+\b")
-    for line in DEV.read_text().splitlines():
+    for line in (shared_data / "validation" / "oom_reports_dev.jsonl").read_text().splitlines():
         row = json.loads(line)
         for cause in diagnosis(row["evidence"]).causes:
             for fix in cause.fixes:

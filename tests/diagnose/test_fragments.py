@@ -173,3 +173,16 @@ def test_sglang_capture_failure_with_an_oom_is_cuda_graph_capture():
 
 def test_sglang_capture_failure_without_memory_is_not_cuda_graph_memory():
     assert ranked(SGLANG_CAPTURE_GLOO)[0] != "cuda-graph-capture"
+
+
+# https://github.com/vllm-project/vllm/issues/17117: vLLM at 0.25 of the GPU next to DeepSpeed training.
+SLEEP_NEXT_TO_TRAINING = """\
+INFO 04-23 16:13:24 [worker.py:287] the current vLLM instance can use total_gpu_memory (79.14GiB) x \
+gpu_memory_utilization (0.25) = 19.78GiB
+INFO 04-23 16:21:37 [worker.py:145] Sleep mode freed 19.51 GiB memory, 26.31 GiB memory is still in use.
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.
+"""
+
+
+def test_memory_left_after_sleep_beyond_vllms_budget_is_another_process():
+    assert ranked(SLEEP_NEXT_TO_TRAINING)[0] == "other-process-or-shared-gpu"

@@ -17,7 +17,7 @@ import pytest
 
 from oomguard.diagnose import gated, scan
 from oomguard.diagnose.diagnosis import diagnose
-from oomguard.diagnose.evidence import Evidence, LoadSample
+from oomguard.diagnose.evidence import Evidence, GpuProcess, LoadSample
 from oomguard.diagnose.read import LINE_SOURCES, Reading, read_one
 from oomguard.diagnose.render import render_json
 
@@ -174,3 +174,13 @@ def test_stats_before_the_first_serving_marker_and_a_log_without_newline_at_the_
 def test_crlf_lines_and_empty_lines_read_the_same() -> None:
     text = _log(random.Random(9), 2000, {500: "", 501: "", 502: OOM}).replace(b"\n", b"\r\n")
     assert_same_reading(text)
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_nvidia_smi_tables_across_chunk_edges_read_the_same() -> None:
+    """Tables every 37 lines, so that chunk edges cut some: the table parser, busy in a block, sees the next
+    chunk's first lines (the blank separator and the line that ends a table hold no trigger)."""
+    rng = random.Random(11)
+    extras = {i: NVIDIA + "\nsome unrelated line" for i in range(40, 6000, 37)}
+    evidence = assert_same_reading(_log(rng, 6000, extras))
+    assert evidence.count(GpuProcess) > 100

@@ -73,7 +73,9 @@ def test_startup_fixes_put_the_engines_own_number_first_then_re_planned_ones(run
     planned = [f for f in fixes if f["basis"] == "planner"]
     assert planned and all("re-planned: fits" in f["summary"] for f in planned)
     lengths = [int(f["flags"]["max_model_len"]) for f in planned if set(f["flags"]) == {"max_model_len"}]
-    assert all(abs(n - 26048) <= 1024 for n in lengths)  # the calibrated plan agrees with vLLM's estimate
+    # The calibrated plan agrees with vLLM's estimate, less the margin its fixes keep (the nvidia-smi total's
+    # band: CUDA reports up to 0.6% less than nvidia-smi's 24,564 MiB).
+    assert lengths and all(26048 - 2048 <= n <= 26048 for n in lengths)
 
 
 def test_where_the_memory_went_shows_the_ledger_with_each_terms_source(run_diagnose):

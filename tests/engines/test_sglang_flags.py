@@ -39,7 +39,7 @@ def test_unknown_flags_are_kept_with_their_values() -> None:
     args = parse_launch_command(
         "python -m sglang.launch_server --model-path m --attention-backend fa3 --enable-torch-compile"
     )
-    assert args.unknown_flags == ("--attention-backend", "fa3", "--enable-torch-compile")
+    assert args.unknown_flags == ("--attention-backend fa3", "--enable-torch-compile")
 
 
 def test_bad_values_are_one_line_errors() -> None:

@@ -54,9 +54,12 @@ def test_compilation_config_forms() -> None:
     assert args.values["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
 
 
-def test_unknown_flags_are_kept_not_fatal() -> None:
-    args = parse_serve_command("vllm serve m --brand-new-flag 7 --another-switch --tool-call-parser hermes")
-    assert args.unknown_flags == ("--brand-new-flag 7", "--another-switch")
+def test_vllm_flags_that_move_no_memory_are_kept_and_flags_vllm_lacks_are_refused() -> None:
+    args = parse_serve_command(
+        "vllm serve m --max-num-queued-reqs 7 --enable-log-outputs --tool-call-parser hermes --brand-new-flag 7"
+    )
+    assert args.unknown_flags == ("--max-num-queued-reqs 7", "--enable-log-outputs")
+    assert args.refused == ("--brand-new-flag 7",)
     assert "tool_call_parser" not in args.values
 
 
@@ -97,3 +100,18 @@ def test_round_trip_to_a_command() -> None:
         "2",
         "--no-enable-prefix-caching",
     ]
+
+
+def test_underscore_spellings_are_the_same_flags_as_vllm_reads_them() -> None:
+    # vLLM's FlexibleArgumentParser turns --tensor_parallel_size into --tensor-parallel-size.
+    args = parse_serve_command(
+        "vllm serve m --tensor_parallel_size 2 --max_model_len=32768 --enable_prefix_caching"
+    )
+    assert args.values == {"tensor_parallel_size": 2, "max_model_len": 32768, "enable_prefix_caching": True}
+    assert args.unknown_flags == ()
+
+
+def test_integers_are_read_as_argparse_reads_them() -> None:
+    assert parse_serve_command("vllm serve m -tp 1_0").values["tensor_parallel_size"] == 10
+    with pytest.raises(ConfigError, match="-tp expects an integer"):
+        parse_serve_command("vllm serve m -tp 1e0")

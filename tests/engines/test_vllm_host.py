@@ -21,6 +21,7 @@ from oomguard.engines.vllm.host import (
     host_ledger,
     plan_host_inputs,
 )
+from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
 from oomguard.host.ledger import HostLedger, HostLimits, HostStep, HostVerdict, ShmSize
 from oomguard.host.limits import RUNTIME_DEFAULT_SHM_BYTES
 from oomguard.models.checkpoint_files import (
@@ -29,7 +30,6 @@ from oomguard.models.checkpoint_files import (
     assumed_checkpoint_files,
     read_checkpoint_files,
 )
-from oomguard.planning.planner import Plan, PlanRequest, plan
 from oomguard.units import GiB, MiB
 
 
@@ -291,7 +291,7 @@ def test_the_mm_cache_fix_is_sized_to_fit(limit_gib: float) -> None:
 
 def test_distributed_runai_streaming_buffers_each_ranks_share() -> None:
     files = assumed_checkpoint_files(160 * 10**9)
-    extra = '\'{"distributed": true}\''
+    extra = "'{\"distributed\": true}'"
     ledger = _ledger(
         f"vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 4 --load-format runai_streamer "
         f"--model-loader-extra-config {extra}",

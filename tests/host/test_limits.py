@@ -130,3 +130,10 @@ def test_host_memory_option() -> None:
     limits = given_limits("64GiB", "1GiB")
     assert limits.memory_limit == 64 * GiB
     assert limits.shm is not None and limits.shm.bytes == GiB
+
+
+def test_host_memory_takes_kubernetes_quantities_too() -> None:
+    assert given_limits("64Gi").memory_limit == 64 * GiB
+    assert given_limits("512G").memory_limit == 512 * 10**9
+    with pytest.raises(ConfigError, match="--host-memory"):
+        given_limits("lots")

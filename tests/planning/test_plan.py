@@ -81,7 +81,7 @@ def test_seventy_b_on_one_h100_does_not_start_and_the_fix_adds_gpus() -> None:
     assert result.errors[0].startswith("CUDA out of memory. Tried to allocate")
     fixes = suggest_fixes(result)
     assert fixes and all(f.plan.fits for f in fixes)
-    assert any(f.flags.get("tensor_parallel_size", 1) > 1 for f in fixes)
+    assert any(f.result.flags.get("tensor_parallel_size", 1) > 1 for f in fixes)
 
 
 def test_too_long_context_gets_vllms_error_and_a_length_that_fits() -> None:
@@ -89,9 +89,9 @@ def test_too_long_context_gets_vllms_error_and_a_length_that_fits() -> None:
     assert result.failure == "max-model-len"
     assert "estimated maximum model length is" in result.errors[0]
     fixes = suggest_fixes(result)
-    by_length = [f for f in fixes if set(f.flags) == {"max_model_len"}]
+    by_length = [f for f in fixes if set(f.result.flags) == {"max_model_len"}]
     assert by_length and by_length[0].plan.fits
-    assert by_length[0].max_model_len < 131072
+    assert by_length[0].result.max_model_len < 131072
 
 
 def test_max_model_len_auto_fits_the_pool() -> None:
@@ -162,7 +162,7 @@ def test_co_located_replicas_each_need_their_own_budget() -> None:
     assert one.fits
     assert not two.fits
     fixes = suggest_fixes(two)
-    assert any(f.flags.get("gpu_memory_utilization", 1) < 0.5 and f.plan.fits for f in fixes)
+    assert any(f.result.flags.get("gpu_memory_utilization", 1) < 0.5 and f.plan.fits for f in fixes)
 
 
 def test_deepep_buffers_are_their_own_line_and_shrink_kv() -> None:

@@ -4,10 +4,14 @@ the CLI dispatch, and the same JSON contract as the vLLM planner's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from oomguard.planning.sglang_planner import SglangRequest, build_sglang_report, plan_sglang
+from oomguard.engines.sglang.engine import PLANNER as SGLANG
+from oomguard.engines.sglang.engine import to_result
+from oomguard.engines.sglang.plan import SglangRequest, plan_sglang
+from oomguard.planning.fix_search import search_fixes
 
 GiB = 1 << 30
 LAUNCH = "python -m sglang.launch_server --model-path"
@@ -20,7 +24,7 @@ def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
     )
 
 
@@ -65,10 +69,10 @@ def test_fixes_are_replanned_and_start() -> None:
             f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct --tp 2 --mem-fraction-static 0.8", gpu="H100"
         )
     )
-    report = build_sglang_report(result)
-    assert report.fixes
-    for fix in report.fixes:
-        assert fix.plan.fits and fix.command().startswith("python -m sglang.launch_server")
+    fixes = search_fixes(SGLANG, result)
+    assert fixes
+    for fix in fixes:
+        assert fix.plan.fits and fix.result.command.startswith("python -m sglang.launch_server")
 
 
 def test_tensor_parallel_halves_each_ranks_weights_and_kv_heads() -> None:
@@ -84,7 +88,7 @@ def test_tensor_parallel_halves_each_ranks_weights_and_kv_heads() -> None:
 
 def test_log_lines_have_sglangs_format() -> None:
     result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-8B-Instruct", gpu="H100"))
-    lines = build_sglang_report(result).log_lines
+    lines = to_result(result).log_lines
     assert lines[1].startswith("Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=")
     assert lines[2].startswith(f"KV Cache is allocated. #tokens: {result.kv.kv_cache_tokens}, K size: ")
     assert lines[-1].startswith(
@@ -96,7 +100,7 @@ def test_mla_models_log_one_kv_size() -> None:
     result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} deepseek-ai/DeepSeek-V2-Lite-Chat", gpu="H100"))
     assert any(
         line.startswith("KV Cache is allocated. #tokens:") and "KV size:" in line
-        for line in build_sglang_report(result).log_lines
+        for line in to_result(result).log_lines
     )
 
 
@@ -129,7 +133,7 @@ def test_cli_dispatches_an_sglang_command_and_keeps_the_json_contract() -> None:
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["engine_name"] == "SGLang"
-    assert data["engine"]["tensor_parallel_size"] == 2
+    assert data["engine"]["settings"]["tp_size"] == 2
     assert data["engine"]["unknown_flags"] == ["--some-future-flag"]
     for key in ("fits", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "ranks", "fixes", "errors"):
         assert key in data
@@ -172,3 +176,40 @@ def test_cli_bad_sglang_flag_value_is_a_one_line_error() -> None:
 def test_weights_larger_than_free_memory_fail_at_load() -> None:
     result = plan_sglang(SglangRequest.from_argv(f"{LAUNCH} meta-llama/Llama-3.1-70B-Instruct", gpu="H100"))
     assert result.failure == "weights-dont-fit" and not result.fits
+
+
+def test_json_names_the_engine_sglang_and_carries_no_vllm_key() -> None:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oomguard",
+            "plan",
+            "--json",
+            "--gpu",
+            "H100",
+            "--",
+            *LAUNCH.split(),
+            "Qwen/Qwen3-32B",
+            "--tp",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    engine = json.loads(done.stdout)["engine"]
+    assert engine["name"] == "sglang" and engine["settings"]["tp_size"] == 2
+    assert "mem_fraction_static" in engine["settings"]
+    vllm_keys = {
+        "vllm_version",
+        "gpu_memory_utilization",
+        "tensor_parallel_size",
+        "max_model_len",
+        "max_num_seqs",
+    }
+    assert not vllm_keys & set(engine) and not vllm_keys & set(engine["settings"])

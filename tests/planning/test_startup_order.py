@@ -160,3 +160,35 @@ def test_other_processes_given_as_a_size() -> None:
     )
     assert data["failure"] == "startup-free-memory"
     assert data["ranks"][0]["other_processes_gib"] == 23.4
+
+
+def test_a_bare_gpu_memory_beside_a_named_gpu_is_an_error() -> None:
+    done = oomguard("plan", "Qwen/Qwen3-8B", "--gpu", "H100", "--gpu-memory", "10")
+    assert done.returncode == 2 and "no unit" in done.stderr
+
+
+def test_with_data_parallel_the_headline_is_per_replica_with_the_deployment_total() -> None:
+    args = ["plan", "Qwen/Qwen3-30B-A3B", "--gpu", "H200", "-dp", "8", "--enable-expert-parallel"]
+    text = oomguard(*args, "--max-model-len", "32768").stdout
+    assert "per DP replica; the deployment's 8 replicas hold" in text
+    data = json.loads(oomguard(*args, "--max-model-len", "32768", "--json").stdout)
+    assert data["deployment"]["kv_cache_tokens"] == 8 * data["kv_cache_tokens"]
+
+
+def test_the_co_located_dp_incident_reads_as_kv_budgeted_for_one_replica() -> None:
+    done = oomguard(
+        "plan",
+        "--gpu-memory",
+        "80GiB",
+        "--replicas-per-gpu",
+        "2",
+        "--json",
+        "--",
+        *MIXTRAL_EP,
+        "--kv-cache-memory-bytes",
+        "25GiB",
+    )
+    data = json.loads(done.stdout)
+    assert data["failure"] == "replicas-exceed-gpu"
+    assert "each replica holds its own KV cache" in data["errors"][0]
+    assert "EP all2all buffers 12.00" in data["errors"][0]

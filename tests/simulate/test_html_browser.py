@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -26,8 +28,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 ORACLE_LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
-KV_BLUE = (0x1F, 0x77, 0xB4)  # .kv stroke in the page's style
-PEAK_GREEN = (0x2C, 0xA0, 0x2C)  # .pk stroke
+# Each series' stroke in the page's style.
+COLOURS = {
+    "kv": (0x1F, 0x77, 0xB4),
+    "running": (0x94, 0x67, 0xBD),
+    "waiting": (0xFF, 0x7F, 0x0E),
+    "peak": (0x2C, 0xA0, 0x2C),
+}
+HEADROOM_RED = (0xD6, 0x27, 0x28)
 
 
 class Page:
@@ -71,13 +79,14 @@ def page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Page:
         "--html",
         str(html),
         "--json",
+        "--no-fix-search",
     ]
     import contextlib
     import io
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert oomguard(argv) == 0
+        assert oomguard(argv) == 1  # the padded step passes the headroom
     out.write_text(buffer.getvalue())
     return Page(html, json.loads(buffer.getvalue()))
 
@@ -125,23 +134,37 @@ class Dom(HTMLParser):
         return [a for t, a in self.elements if t == tag and all(a.get(k) == v for k, v in attrs.items())]
 
 
-def test_the_charts_render_and_the_script_ran(page: Page, tmp_path: Path) -> None:
-    done = _chromium(page.path, tmp_path, "--dump-dom")
+def _path_commands(d: str) -> list[str]:
+    return re.findall(r"[MHV]", d)
+
+
+def test_the_charts_render_step_drawn_and_the_script_ran(page: Page, tmp_path: Path) -> None:
+    done = _chromium(page.path, tmp_path, "--dump-dom", "--window-size=1000,1400")
     dom = Dom()
     dom.feed(done.stdout)
     assert dom.find("html")[0].get("data-chart") == "ready"  # set by the page's script, last
-    kv_line = dom.find("polyline", **{"class": "kv"})
-    peak_line = dom.find("polyline", **{"class": "pk"})
-    assert len(kv_line) == len(peak_line) == 1
-    steps = page.summary["steps"]
-    assert (
-        len(kv_line[0]["points"].split()) == len(peak_line[0]["points"].split()) == steps
-    )  # < 2,000: one each
+    for key in COLOURS:
+        (path,) = dom.find("path", **{"class": f"series {key}"})
+        commands = _path_commands(path["d"])
+        # Step-drawn: one move, then horizontal runs and vertical jumps only (no sloped segment), ending
+        # with a horizontal run to the end of the last step.
+        assert commands[0] == "M" and commands[-1] == "H"
+        assert all(c in "HV" for c in commands[1:])
+        assert all(a != b for a, b in itertools.pairwise(commands[1:-1])), key
     assert len(dom.find("circle", **{"class": "oom"})) == page.summary["oom_events"] >= 1
-    assert len(dom.find("line", **{"class": "cross"})) == 2  # the script's crosshair, one per chart
-    # The readout starts at the step with the highest activation peak.
+    assert len(dom.find("line", **{"class": "cross"})) == 4  # the script's crosshair, one per chart
+    # The readout starts at the slice holding the highest activation peak.
     assert dom.readout.startswith(f"step {page.summary['peak_step']} at ")
     assert f"activation peak {page.summary['peak_bytes'] / 2**30:.2f} GiB of 11.80 GiB" in dom.readout
+
+
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_nothing_is_cut_or_scrolls_sideways(page: Page, tmp_path: Path, width: int) -> None:
+    done = _chromium(page.path, tmp_path, "--dump-dom", f"--window-size={width},1400")
+    dom = Dom()
+    dom.feed(done.stdout)
+    # The page's script lists every element wider than its box, and the page itself if wider than the window.
+    assert dom.find("html")[0].get("data-overflow") == ""
 
 
 def test_the_console_stays_clean(page: Page, tmp_path: Path) -> None:
@@ -150,14 +173,17 @@ def test_the_console_stays_clean(page: Page, tmp_path: Path) -> None:
     assert console == []
 
 
-def test_the_screenshot_shows_both_plot_lines(page: Page, tmp_path: Path) -> None:
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_the_screenshot_shows_every_series_and_the_headroom(page: Page, tmp_path: Path, width: int) -> None:
     image = pytest.importorskip("matplotlib.image")
     shot = tmp_path / "page.png"
-    _chromium(page.path, tmp_path, f"--screenshot={shot}", "--window-size=1100,1300", "--hide-scrollbars")
+    _chromium(page.path, tmp_path, f"--screenshot={shot}", f"--window-size={width},1500", "--hide-scrollbars")
     pixels = (image.imread(str(shot))[:, :, :3] * 255).round().astype(int)
 
-    def count(rgb: tuple[int, int, int]) -> int:
-        return int(((abs(pixels - rgb) <= 24).all(axis=2)).sum())
+    def columns(rgb: tuple[int, int, int]) -> int:
+        """Pixel columns holding this colour: a series drawn across the plot covers most of its width."""
+        return int(((abs(pixels - rgb) <= 24).all(axis=2)).any(axis=0).sum())
 
-    assert count(KV_BLUE) > 200
-    assert count(PEAK_GREEN) > 200
+    for key, rgb in COLOURS.items():
+        assert columns(rgb) > width // 3, key
+    assert columns(HEADROOM_RED) > width // 3

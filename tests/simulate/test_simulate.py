@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -25,8 +26,8 @@ def _seed002_trace(tmp_path: Path) -> Path:
     return path
 
 
-def _simulate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
-    assert oomguard(["simulate", *argv, "--json"]) == 0
+def _simulate(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict:
+    assert oomguard(["simulate", *argv, "--json"]) == code
     return json.loads(capsys.readouterr().out)
 
 
@@ -57,19 +58,52 @@ def _seed002_args(shared_data: Path, trace: Path, layout: str) -> list[str]:
 def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"))
+    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"), code=1)
     assert out["oom_events"] >= 1
     first = out["oom_event_list"][0]
     assert first["peak_bytes"] > first["headroom_bytes"]
     assert "prefills" in first["shape"] and first["kv_usage"] < 0.5  # KV is not what runs out
+    # The automatic search over the step flags finds the largest clean values below the ones in force.
+    fixes = {f["flag"]: f for f in out["fixes"]}
+    assert fixes["max_num_batched_tokens"]["value"] < 32768
+    assert fixes["long_prefill_token_threshold"]["value"] < 32768
+    assert all(isinstance(f["throughput_change"], float) for f in out["fixes"])
+
+
+def test_the_oom_line_carries_the_fix_and_it_is_clean(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    assert oomguard(["simulate", *argv]) == 1
+    text = capsys.readouterr().out
+    oom_line = text.index("OOM events")
+    fix = re.search(r"fix: (--[a-z-]+) (\d+) \(clean replay; throughput ([+-][0-9.]+)%", text[oom_line:])
+    assert fix is not None, text
+    assert "padding up to" in text  # the padded layout reports its padding
+    # Replaying with the fix applied is clean: exit 0.
+    flag, value = fix.group(1), fix.group(2)
+    if flag in argv:
+        swapped = [value if prev == flag else word for prev, word in zip(["", *argv], argv)]
+    else:
+        swapped = [*argv, flag, value]
+    assert oomguard(["simulate", *swapped, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["oom_events"] == 0
 
 
 def test_the_same_trace_packed_has_no_oom(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"))
-    assert out["oom_events"] == 0
+    assert out["oom_events"] == 0 and out["fixes"] is None
     assert out["peak_bytes"] < 11.8 * 2**30
+
+
+def test_a_packed_run_prints_no_padding(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert oomguard(["simulate", *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed")]) == 0
+    text = capsys.readouterr().out
+    assert "layout packed)" in text and "padding" not in text
 
 
 def test_pool_and_blocks_per_request_come_from_the_planner(
@@ -117,7 +151,8 @@ def test_html_page_is_self_contained_and_well_formed(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page = tmp_path / "sim.html"
-    _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"), "--html", str(page))
+    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    _simulate(capsys, *argv, "--html", str(page), "--no-fix-search", code=1)
 
     class Checker(HTMLParser):
         def __init__(self) -> None:
@@ -133,11 +168,11 @@ def test_html_page_is_self_contained_and_well_formed(
             for key in ("src", "href"):
                 if a.get(key):
                     self.external.append(str(a[key]))
-            if tag not in ("meta", "line", "polyline", "br", "img", "input"):
+            if tag not in ("meta", "line", "path", "col", "br", "img", "input"):
                 self.stack.append(tag)
 
         def handle_endtag(self, tag: str) -> None:
-            if tag in ("line", "polyline"):
+            if tag in ("line", "path"):
                 return
             assert self.stack and self.stack[-1] == tag, f"</{tag}> closes <{self.stack[-1:]}>"
             self.stack.pop()
@@ -145,7 +180,14 @@ def test_html_page_is_self_contained_and_well_formed(
     checker = Checker()
     checker.feed(page.read_text())
     assert checker.stack == []
-    assert {"summary", "kv-chart", "peak-chart", "oom-events"} <= checker.ids
+    assert {
+        "summary",
+        "kv-chart",
+        "running-chart",
+        "waiting-chart",
+        "peak-chart",
+        "oom-events",
+    } <= checker.ids
     assert checker.external == []  # nothing fetched from the network
 
 
@@ -180,7 +222,7 @@ def test_sweep_names_the_largest_safe_value(
 
 
 def _one_full_length_request(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, blocks: int
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, blocks: int, code: int = 0
 ) -> dict:
     trace = tmp_path / "t.jsonl"
     trace.write_text(
@@ -197,6 +239,7 @@ def _one_full_length_request(
         str(FULL_LENGTH),
         "--num-gpu-blocks-override",
         str(blocks),
+        code=code,
     )
 
 
@@ -213,7 +256,8 @@ def test_a_pool_of_the_planners_blocks_per_request_admits_one_full_length_reques
     # vLLM reserves the whole sequence at admission; block 0 is the null block.
     enough = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request + 1)
     assert (enough["finished"], enough["unservable"]) == (1, 0)
-    short = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request)
+    # A request the pool never holds is a KV failure: exit 1.
+    short = _one_full_length_request(tmp_path, capsys, model, planned.kv.blocks_per_request, code=1)
     assert (short["finished"], short["unservable"]) == (0, 1)
 
 
@@ -228,3 +272,25 @@ def test_a_hybrid_models_blocks_per_request_from_the_planner_are_enough_for_one_
     assert (enough["finished"], enough["unservable"]) == (1, 0)
     # The sliding-window group held far fewer blocks than its admission reservation at the peak.
     assert enough["max_kv_blocks_used"] < planned.kv.blocks_per_request
+
+
+@pytest.mark.parametrize("disable_hybrid", [False, True])
+def test_simulate_and_plan_agree_on_gpt_oss_kv_groups(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], disable_hybrid: bool
+) -> None:
+    """One model reader: a local gpt-oss-20b with --disable-hybrid-kv-cache-manager is one full-attention
+    group in `plan` (as in vLLM) and in `simulate --num-gpu-blocks-override`; without it, both see the
+    sliding-window and full-attention groups."""
+    from oomguard.planning import PlanRequest, plan
+
+    model = str(shared_data.parent / "tools/vllm_oracle/configs/gpt-oss-20b")
+    flags = {"max_model_len": 8192, "disable_hybrid_kv_cache_manager": disable_hybrid}
+    planned = plan(PlanRequest(model=model, gpu="H100", flags=flags))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"arrival_s": 0, "prompt_tokens": 100, "output_tokens": 2}) + "\n")
+    argv = [str(trace), "--model", model, "--max-model-len", "8192", "--num-gpu-blocks-override", "4000"]
+    if disable_hybrid:
+        argv.append("--disable-hybrid-kv-cache-manager")
+    out = _simulate(capsys, *argv)
+    assert out["setup"]["kv_groups"] == [str(g.kind) for g in planned.kv.groups]
+    assert set(out["setup"]["kv_groups"]) == ({"full"} if disable_hybrid else {"sliding_window", "full"})

@@ -170,6 +170,9 @@ class GatedReader:
                 owner_only.setdefault(start, s.owner)
         for start in hits:
             owner_only.pop(start, None)
+        if any(p.busy() for p in self.parsers):  # a block that began in the chunk before goes on here
+            hits.append(0)
+            owner_only.pop(0, None)
         starts = sorted(set(hits).union(owner_only))
         no, pos = self.next_no, 0
         fed_until = -1  # lines before this offset were already fed (a busy parser's block)

@@ -270,7 +270,7 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
     except PLANNER_FAILURES:
         return []
     out = []
-    for f in fixes:
+    for f in (fix.result for fix in fixes):
         flags = {k: v for k, v in f.flags.items() if k != "replicas_per_gpu"}
         checked = _plan(setup, flags) if flags else None
         if checked is not None and checked.fits:

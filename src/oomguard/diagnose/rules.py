@@ -249,6 +249,9 @@ def frame_category(frame: Frame) -> str | None:
     a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
     torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
     path, func = frame.path.lower(), frame.function
+    capture_keys = dict(FRAME_CATEGORIES)["cudagraph"]
+    if any(k in func.lower() for k in capture_keys):
+        return "cudagraph"  # a capture function (any platform's: _capture_aclgraphs) whatever it calls
     if any(m in path for m in CUDAGRAPH_MODULES) or "cudagraph" in func.lower():
         code = frame.code.lower()
         if "capture" in func.lower() or "capture" in code or func == "__exit__":
@@ -659,6 +662,23 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     residual = ev.signals("sleep-residual")
+    budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
+    rising = (
+        len(residual) >= 2
+        and (residual[-1].number("residual_bytes") or 0)
+        >= (residual[0].number("residual_bytes") or 0) + RESIDUAL_GROWTH
+    )
+    for r in residual[:1] if not rising else []:
+        kept = r.number("residual_bytes") or 0
+        own = budgets[-1].value if budgets else r.number("freed_bytes")
+        if own and kept > own:
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"after vLLM slept, {kept / GIB:.2f} GiB stayed in use, more than vLLM's own "
+                f"{own / GIB:.2f} GiB: another process or framework on the GPU holds it",
+                r,
+            )
     if len(residual) >= 2:
         first, last = residual[0].number("residual_bytes") or 0, residual[-1].number("residual_bytes") or 0
         if last >= first + RESIDUAL_GROWTH:

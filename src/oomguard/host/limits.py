@@ -203,8 +203,21 @@ def _docker_size(text: str, flag: str) -> int:
     return int(float(match.group(1)) * unit)
 
 
+def _size(text: str, option: str) -> int:
+    """A size as oomguard writes them (64GiB, 80GB) or as Kubernetes does (64Gi, 512G)."""
+    try:
+        return parse_bytes(text)
+    except ConfigError:
+        try:
+            return parse_quantity(text, option)
+        except ConfigError:
+            raise ConfigError(
+                f"{option}: cannot read {text!r} as a memory size (e.g. 64GiB or 64Gi)"
+            ) from None
+
+
 def given_limits(host_memory: str | None, shm_size: str | None = None) -> HostLimits:
     """--host-memory SIZE (and --shm-size SIZE) given on oomguard's command line."""
-    limit = parse_bytes(host_memory) if host_memory else None
-    shm = ShmSize(parse_bytes(shm_size), f"--shm-size {shm_size}") if shm_size else None
+    limit = _size(host_memory, "--host-memory") if host_memory else None
+    shm = ShmSize(_size(shm_size, "--shm-size"), f"--shm-size {shm_size}") if shm_size else None
     return HostLimits(limit, None, shm, f"--host-memory {host_memory}" if host_memory else "")

@@ -4,7 +4,7 @@ Order (first that answers wins):
   1. a local directory holding config.json (or a path to a config.json); safetensors files, their index or
      headers-only copies beside it give exact tensor bytes;
   2. the bundled catalog `catalog/models.jsonl` (config.json facts of popular models, offline);
-  3. the Hugging Face Hub through `huggingface_hub` (optional dependency), unless HF_HUB_OFFLINE is set:
+  3. the Hugging Face Hub through `huggingface_hub` (a dependency), unless HF_HUB_OFFLINE is set:
      config.json and safetensors metadata only, cached on disk by huggingface_hub itself.
 Results are cached per (model, dtype, quantization) so sweeps of thousands of plans do not re-read anything.
 """
@@ -143,7 +143,7 @@ def _from_hub(repo_id: str) -> tuple[dict[str, Any], Any] | None:
     if _hub_offline() or repo_id.count("/") != 1:
         return None
     try:
-        import huggingface_hub  # optional dependency: `pip install oomguard[hub]`
+        import huggingface_hub  # deferred: only models outside the catalog need it
     except ImportError:
         return None
     if not _hub_reachable():

@@ -51,6 +51,19 @@ def render_host(ledger: HostLedger, *, verbose: bool = False) -> str:
     return "\n".join(out) + "\n"
 
 
+def host_section(ledger: HostLedger, *, verbose: bool = False) -> list[str]:
+    """The whole ledger when a limit or /dev/shm size is known (or asked for); else one summary line."""
+    limits = ledger.limits
+    if verbose or limits.memory_limit is not None or limits.shm is not None:
+        return render_host(ledger, verbose=verbose).rstrip("\n").splitlines()
+    roles = ", ".join(f"{p.count} x {p.role}" for p in ledger.processes)
+    summary = (
+        f"Host memory: peak {ledger.peak_bytes / GiB:.1f} GiB +-{ledger.peak_band / GiB:.1f} at "
+        f"{ledger.peak_step.label} ({roles}); --host-memory SIZE checks it against a limit, -v lists it"
+    )
+    return [summary]
+
+
 def _verdict_line(ledger: HostLedger) -> str:
     peak = (
         f"peak {ledger.peak_bytes / GiB:.1f} GiB +-{ledger.peak_band / GiB:.1f} at {ledger.peak_step.label}"

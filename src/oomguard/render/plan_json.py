@@ -1,4 +1,5 @@
-"""`oomguard plan --json`: one JSON object; keys are stable (README, "JSON output").
+"""`oomguard plan --json`: one JSON object; keys are stable (README, "JSON output"). Reads only the neutral
+`PlanResult`; `engine` is {name, version, settings, defaults} for every engine, plus vLLM's first keys.
 
 Contract: fits, kv_cache_tokens, num_gpu_blocks, max_concurrency, ranks[] (weights_gib,
 activation_gib, non_torch_gib, cuda_graph_gib, comm_buffers_gib, kv_cache_gib, num_gpu_blocks; ranks[0] is the
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from oomguard.planning.planner import RankLedger
-from oomguard.planning.report import PlanReport
+from oomguard.ledger import OTHER_PROCESSES, Estimate
+from oomguard.render.host_json import host_to_dict
+from oomguard.result import PlanResult, RankResult
 from oomguard.units import GiB
 
 
@@ -18,7 +20,11 @@ def _gib(num_bytes: float) -> float:
     return round(num_bytes / GiB, 4)
 
 
-def _term(estimate: Any) -> dict[str, Any]:
+# The engine whose JSON also carries its log lines under their first name, `vllm_log_lines`.
+LEGACY_LOG_LINES_ENGINE = "vllm"
+
+
+def _term(estimate: Estimate) -> dict[str, Any]:
     return {
         "gib": _gib(estimate.bytes),
         "kind": estimate.kind,
@@ -27,13 +33,12 @@ def _term(estimate: Any) -> dict[str, Any]:
     }
 
 
-def _rank(rank: RankLedger) -> dict[str, Any]:
-    p = rank.placement
+def _rank(rank: RankResult) -> dict[str, Any]:
     return {
-        "label": p.label,
-        "pp_rank": p.pp_rank,
-        "layers": [p.layer_start, p.layer_end],
-        "ep_rank": p.ep_rank,
+        "label": rank.label,
+        "pp_rank": rank.pp_rank,
+        "layers": list(rank.layers),
+        "ep_rank": rank.ep_rank,
         "budget_gib": _gib(rank.budget_bytes),
         "weights_gib": _gib(rank.weights.bytes),
         "activation_gib": _gib(rank.activation.bytes),
@@ -43,9 +48,9 @@ def _rank(rank: RankLedger) -> dict[str, Any]:
         "kv_cache_gib": _gib(rank.available_kv_bytes),
         "kv_cache_allocated_gib": _gib(rank.kv_cache_bytes),
         "cuda_context_gib": _gib(rank.context_bytes),
-        "other_processes_gib": _gib(rank.gpu.bytes_of("other_processes")),
-        "num_gpu_blocks": rank.num_gpu_blocks,
-        "bytes_per_block": rank.layout.bytes_per_block,
+        "other_processes_gib": _gib(rank.gpu.bytes_of(OTHER_PROCESSES)),
+        "num_gpu_blocks": rank.num_blocks,
+        "bytes_per_block": rank.bytes_per_block,
         "gpu_used_gib": _gib(rank.gpu.used_bytes),
         "gpu_free_gib": _gib(rank.gpu.free_bytes),
         "terms": {
@@ -58,18 +63,43 @@ def _rank(rank: RankLedger) -> dict[str, Any]:
     }
 
 
-def plan_to_dict(report: PlanReport) -> dict[str, Any]:
-    plan = report.plan
-    cfg = plan.engine
+def plan_to_dict(plan: PlanResult) -> dict[str, Any]:
+    engine = plan.engine
+    try:
+        dp = int(engine.setting("data_parallel_size"))
+    except (KeyError, TypeError, ValueError):
+        dp = 1
     result: dict[str, Any] = {
         "fits": plan.fits,
-        "engine_name": report.engine_name,
+        "verdict": plan.verdict.value,
+        "deployment": {
+            "data_parallel_size": dp,
+            "gpus": engine.total_gpus,
+            "kv_cache_tokens": dp * plan.kv.tokens if plan.fits else 0,
+            "max_concurrency": round(dp * plan.kv.max_concurrency, 4),
+        },
+        "fewest_gpus": (
+            {"gpus": plan.fewest[0], "command": plan.fewest[1]} if plan.fewest is not None else None
+        ),
+        "margin_bytes": plan.margin.slack_bytes if plan.margin else None,
+        "margin": (
+            {
+                "constraint": plan.margin.constraint,
+                "rank": plan.margin.rank,
+                "slack_bytes": plan.margin.slack_bytes,
+                "band_bytes": plan.margin.band_bytes,
+                "required_bytes": plan.margin.required_bytes,
+            }
+            if plan.margin
+            else None
+        ),
+        "engine_name": engine.display_name,
         "failure": plan.failure,
         "errors": list(plan.errors),
         "warnings": list(plan.warnings),
         "notes": list(plan.notes),
-        "kv_cache_tokens": plan.kv.kv_cache_tokens if plan.fits else 0,
-        "num_gpu_blocks": plan.kv.num_gpu_blocks,
+        "kv_cache_tokens": plan.kv.tokens if plan.fits else 0,
+        "num_gpu_blocks": plan.kv.num_blocks,
         "max_concurrency": round(plan.kv.max_concurrency, 4),
         "block_size": plan.kv.block_size,
         "bytes_per_block": plan.kv.bytes_per_block,
@@ -85,29 +115,29 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
             }
             for g in plan.kv.groups
         ],
-        "longest_max_model_len": report.longest_max_model_len,
-        "concurrency_at_length": {str(n): round(c, 4) for n, c in report.concurrency_at_length},
+        "longest_max_model_len": plan.longest_request,
+        "concurrency_at_length": {str(n): round(c, 4) for n, c in plan.concurrency_at_length},
         "ranks": [_rank(r) for r in plan.ranks],
         "fixes": [
             {
-                "flags": fix.flags,
+                "flags": dict(fix.flags),
                 "summary": fix.summary,
                 "cost": fix.cost,
-                "command": fix.command(),
+                "command": fix.command,
                 "kv_cache_tokens": fix.kv_cache_tokens,
                 "max_concurrency": round(fix.max_concurrency, 4),
                 "max_model_len": fix.max_model_len,
                 "gpus": fix.gpus,
             }
-            for fix in report.fixes
+            for fix in plan.fixes
         ],
-        "log_lines": list(report.log_lines),
+        "log_lines": list(plan.log_lines),
         "model": {
             "name": plan.model.name,
             "architecture": plan.model.architecture,
-            "params": plan.model.num_params,
-            "dtype": cfg.dtype,
-            "quantization": plan.model.quantization.method if plan.model.quantization else None,
+            "params": plan.model.params,
+            "dtype": plan.model.dtype,
+            "quantization": plan.model.quantization,
             "max_position_embeddings": plan.model.max_position_embeddings,
             "weights_source": plan.model.weights_source,
         },
@@ -119,24 +149,16 @@ def plan_to_dict(report: PlanReport) -> dict[str, Any]:
             "total_kind": plan.gpu.total_kind,
         },
         "engine": {
-            "vllm_version": cfg.vllm_version,
-            "tensor_parallel_size": cfg.tensor_parallel_size,
-            "pipeline_parallel_size": cfg.pipeline_parallel_size,
-            "data_parallel_size": cfg.data_parallel_size,
-            "enable_expert_parallel": cfg.enable_expert_parallel,
-            "replicas_per_gpu": cfg.replicas_per_gpu,
-            "gpu_memory_utilization": cfg.gpu_memory_utilization,
-            "max_model_len": cfg.max_model_len,
-            "max_num_seqs": cfg.max_num_seqs,
-            "max_num_batched_tokens": cfg.max_num_batched_tokens,
-            "block_size": cfg.block_size,
-            "kv_cache_dtype": cfg.kv_cache_dtype,
-            "enforce_eager": cfg.enforce_eager,
-            "cudagraph_capture_sizes": len(cfg.cudagraph_capture_sizes),
-            "defaults": dict(cfg.defaults),
-            "unknown_flags": list(cfg.unknown_flags),
+            **engine.legacy_json,
+            "name": engine.name,
+            "version": engine.version,
+            "settings": {s.name: s.value for s in engine.settings},
+            "defaults": dict(engine.defaults),
+            "unknown_flags": list(engine.unknown_flags),
         },
     }
-    if report.engine_name == "vLLM":
+    if engine.name == LEGACY_LOG_LINES_ENGINE:
         result["vllm_log_lines"] = result["log_lines"]  # the name the contract first gave them
+    if plan.host is not None:
+        result["host"] = host_to_dict(plan.host)
     return result

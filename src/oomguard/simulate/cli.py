@@ -20,15 +20,12 @@ from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import DEFAULT_GPU
 from oomguard.simulate import workload as wl
-from oomguard.simulate.model_facts import (
-    ModelFacts,
-    facts_from_config,
-    from_planner,
-    kv_groups,
-    read_config_dir,
-)
+from oomguard.simulate.fix_search import FixSearch, StepFlag, search_step_fixes
+from oomguard.simulate.html_report import render_html
+from oomguard.simulate.kv_pool import KvGroupSpec
+from oomguard.simulate.model_facts import ModelFacts, from_planner, read_model
+from oomguard.simulate.parallel import parallel_map
 from oomguard.simulate.report import (
-    render_html,
     summary_dict,
     summary_text,
     sweep_table,
@@ -56,6 +53,13 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 128
 
 
+EXIT_CODES = """exit codes:
+  0  clean: no step passes the headroom, every request fits the pool and max_model_len
+  1  a step passes the headroom (an OOM), a request never fits the KV pool, or a prompt is
+     at least max_model_len (with --sweep: no value is clean)
+  2  bad input (an unknown flag, an unreadable trace, a deployment that does not start)"""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise ConfigError(message)  # one line and exit 2, like every other bad input
@@ -64,13 +68,17 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="oomguard simulate",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay a traffic trace through vLLM 0.33's V1 scheduler; find the step that would OOM. "
         "vLLM flags (--max-num-batched-tokens, --max-num-seqs, --max-model-len, --block-size, "
         "--enable-prefix-caching, --long-prefill-token-threshold, --num-gpu-blocks-override, "
         "--tensor-parallel-size, ...) are accepted as vLLM spells them, or after `-- vllm serve MODEL`.",
     )
     p.add_argument(
-        "trace", nargs="?", help="Azure CSV, Mooncake JSONL, the oracle's JSONL, or a generic CSV/JSONL"
+        "trace",
+        nargs="?",
+        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, arrival_step), or a generic CSV/JSONL",
     )
     p.add_argument(
         "--synthetic",
@@ -90,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         "--layout",
         choices=("packed", "padded"),
         default="packed",
-        help="packed (varlen) activations, or padded to the longest prefill chunk (seed 002)",
+        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length prefill OOM)",
     )
     p.add_argument(
         "--tensors-alive",
@@ -112,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", help="write the per-step timeline (.csv, or .parquet with pyarrow)")
     p.add_argument("--plot", help="write a PNG of KV usage and step memory (needs matplotlib)")
     p.add_argument("--html", help="write a self-contained HTML page")
+    p.add_argument(
+        "--no-fix-search",
+        action="store_true",
+        help="on an OOM, do not search max_num_batched_tokens / long_prefill_token_threshold / max_num_seqs "
+        "for the largest clean value",
+    )
     p.add_argument(
         "--balancer",
         help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or kv-aware",
@@ -215,9 +229,8 @@ def build_setup(
     model = args.model or serve.model
     values = serve.values
     override_blocks = _get(values, "num_gpu_blocks_override")
-    local = read_config_dir(model) if model else None
-    local_facts = facts_from_config(local, model) if local is not None and model else None
-    facts: ModelFacts | None = local_facts
+    facts: ModelFacts | None = None
+    read_groups: tuple[KvGroupSpec, ...] | None = None
     engine = None
     pool = None
     plan_result = None
@@ -226,7 +239,7 @@ def build_setup(
         from oomguard.planning import PlanRequest
 
         try:
-            pool, planned_facts, plan_result = from_planner(
+            pool, facts, plan_result = from_planner(
                 PlanRequest(
                     args=replace(serve, model=model),
                     gpu=args.gpu or (None if args.gpu_memory else DEFAULT_GPU),
@@ -235,11 +248,12 @@ def build_setup(
                 )
             )
         except OomguardError as err:
-            if override_blocks is None or local_facts is None:
+            if override_blocks is None:
                 raise
-            notes.append(f"the planner could not plan {model} ({err}); step memory from config.json widths")
+            # The pool is fixed by the flag: the model and its groups from the planner's own readers.
+            facts, read_groups = read_model(replace(serve, model=model), args.gpu, args.gpu_memory)
+            notes.append(f"the planner could not plan {model} ({err}); the pool is --num-gpu-blocks-override")
         else:
-            facts = planned_facts
             engine = plan_result.engine
             if not plan_result.fits and override_blocks is None:
                 raise ConfigError(
@@ -259,17 +273,12 @@ def build_setup(
         return default
 
     if override_blocks is not None:
-        if facts is None and pool is None:
+        if pool is None and read_groups is None:
             raise ConfigError(
                 "--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
                 "for the KV cache groups"
             )
-        # The model directory's own layer kinds when there is one (how the scheduler oracle is replayed).
-        if local_facts is not None:
-            groups = kv_groups(local_facts, block_size)
-        else:
-            assert pool is not None  # facts without a local config come from the planner, with its pool
-            groups = pool.groups
+        groups = pool.groups if pool is not None else read_groups or ()
         num_blocks = int(override_blocks)
         source = f"--num-gpu-blocks-override {num_blocks:,}"
     elif pool is not None:
@@ -485,19 +494,57 @@ def main(argv: list[str]) -> int:
         return _sweep(args, vllm_argv, workload, progress)
     setup = build_setup(args, vllm_argv)
     result, summary = run_one(workload, setup, progress)
+    fixes = None
+    if summary.oom_events and not args.no_fix_search:
+        fixes = _search_fixes(args, vllm_argv, workload, setup, summary, progress)
     info = dict(setup.facts, skipped_rows=workload.skipped_rows)
-    written = _write_outputs(args, result, summary, info)
+    written = _write_outputs(args, result, summary, info, fixes)
     if args.json:
-        print(json.dumps(summary_dict(result, summary, info), indent=1))
+        print(json.dumps(summary_dict(result, summary, info, fixes), indent=1))
     else:
-        print(summary_text(result, summary, info))
+        print(summary_text(result, summary, info, fixes))
         for line in written:
             print(line)
-    return 0
+    return 1 if failed(summary) else 0
+
+
+def failed(summary: Summary) -> bool:
+    """Exit 1: a step passed the headroom, a request never fit the pool, or a prompt was too long."""
+    return bool(summary.oom_events or summary.unservable or summary.rejected)
+
+
+def _search_fixes(
+    args: argparse.Namespace,
+    vllm_argv: list[str],
+    workload: wl.Workload,
+    setup: Setup,
+    summary: Summary,
+    progress: bool,
+) -> FixSearch:
+    sched = setup.config.scheduler
+    current = {
+        StepFlag.MAX_NUM_BATCHED_TOKENS: sched.max_num_batched_tokens,
+        StepFlag.LONG_PREFILL_TOKEN_THRESHOLD: sched.long_prefill_token_threshold
+        or sched.max_num_batched_tokens,
+        StepFlag.MAX_NUM_SEQS: sched.max_num_seqs,
+    }
+    if progress:
+        print("  searching the step flags for a clean setting...", file=sys.stderr)
+    return search_step_fixes(
+        workload,
+        lambda overrides: build_setup(args, vllm_argv, overrides).config,
+        summary,
+        current,
+        sched.max_model_len,
+    )
 
 
 def _write_outputs(
-    args: argparse.Namespace, result: SimulationResult, summary: Summary, info: dict[str, Any]
+    args: argparse.Namespace,
+    result: SimulationResult,
+    summary: Summary,
+    info: dict[str, Any],
+    fixes: FixSearch | None,
 ) -> list[str]:
     written = []
     try:
@@ -506,7 +553,7 @@ def _write_outputs(
         if args.plot:
             written.append(write_png(result, Path(args.plot)))
         if args.html:
-            Path(args.html).write_text(render_html(result, summary, info), encoding="utf-8")
+            Path(args.html).write_text(render_html(result, summary, info, fixes), encoding="utf-8")
             written.append(f"html: {args.html}")
     except OSError as err:
         raise InputFormatError(f"cannot write output: {err}") from None
@@ -517,35 +564,25 @@ def _write_outputs(
 
 
 def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload, progress: bool) -> int:
-    from oomguard.engines.vllm.flags import parse_serve_command
-
     flag, _, raw = args.sweep.partition("=")
     name = flag.strip().lstrip("-").replace("-", "_")
     values = [v.strip() for v in raw.split(",") if v.strip()]
     if not name or not values:
         raise ConfigError("--sweep wants FLAG=V1,V2,... e.g. max_num_batched_tokens=8192,16384,32768")
-    rows: list[tuple[str, Summary, bool]] = []
-    results = []
-    for value in values:
-        parsed: Any = value
-        for cast in (int, float):
-            try:
-                parsed = cast(value)
-                break
-            except ValueError:
-                continue
-        if value.lower() in ("true", "false"):
-            parsed = value.lower() == "true"
-        else:  # a vLLM flag's value is parsed as vLLM parses it (one-line error when it is not one)
-            typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
-            parsed = typed.get(name, parsed)
-        setup = build_setup(args, vllm_argv, {name: parsed})
-        result, summary = run_one(workload, setup, progress)
+    setups = [build_setup(args, vllm_argv, {name: _sweep_value(name, value)}) for value in values]
+    if progress:
+        print(f"  simulating {len(values)} values in parallel processes...", file=sys.stderr)
+
+    def one(setup: Setup) -> tuple[Summary, dict[str, Any], bool]:
+        result, summary = run_one(workload, setup, False)
         safe = (
             summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
         )
-        rows.append((value, summary, safe))
-        results.append(summary_dict(result, summary, setup.facts))
+        return summary, summary_dict(result, summary, setup.facts), safe
+
+    runs = parallel_map(one, setups)
+    rows = [(value, summary, safe) for value, (summary, _, safe) in zip(values, runs)]
+    results = [r for _, r, _ in runs]
     safe_values = [v for v, _, ok in rows if ok]
     try:
         safest = max(safe_values, key=float) if safe_values else None
@@ -564,4 +601,21 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
         )
     else:
         print(sweep_table(name, rows, safest))
-    return 0
+    return 0 if safest is not None else 1
+
+
+def _sweep_value(name: str, value: str) -> Any:
+    """A swept value as vLLM parses the flag's value (one-line error when it is not one)."""
+    from oomguard.engines.vllm.flags import parse_serve_command
+
+    parsed: Any = value
+    for cast in (int, float):
+        try:
+            parsed = cast(value)
+            break
+        except ValueError:
+            continue
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
+    return typed.get(name, parsed)

@@ -128,6 +128,10 @@ class BlockPool:
     def get_new_blocks(self, n: int) -> list[int]:
         stack = self.uncached_free
         ref_cnt = self.ref_cnt
+        if n == 1 and stack:  # a decode crossing into its next block: the common case
+            block = stack.pop()
+            ref_cnt[block] = 1
+            return [block]
         take = min(n, len(stack))
         out = stack[len(stack) - take :][::-1]  # the top of the stack first
         del stack[len(stack) - take :]
@@ -480,16 +484,32 @@ class KvCacheManager:
             # A running request on one full-attention group: only the tail can need a block.
             manager = self.managers[0]
             blocks = manager.req_blocks.get(rid)
-            if blocks is not None and rid in manager.num_cached:
+            cached = manager.num_cached.get(rid)
+            if blocks is not None and cached is not None:
                 total = num_computed + num_new_tokens
-                need = cdiv(min(total, self.max_model_len), self.block_size) - len(blocks)
+                bs = self.block_size
+                need = cdiv(min(total, self.max_model_len), bs) - len(blocks)
                 if need > 0:
-                    if need > self.pool.num_free:
+                    pool = self.pool
+                    if need > len(pool.uncached_free) + len(pool.cached_free):
                         return False
-                    blocks.extend(self.pool.get_new_blocks(need))
-                if self.enable_caching and total // self.block_size > manager.num_cached[rid]:
-                    manager.cache_blocks(request, min(total, request.num_tokens))
-                self._note_free_slots(request, manager, blocks)
+                    blocks.extend(pool.get_new_blocks(need))
+                if self.enable_caching:
+                    end = min(total, request.num_tokens) // bs
+                    if end > cached:
+                        if request.shared_tokens // bs <= cached:
+                            # Only the request's own blocks filled: hashed when freed (module NOTE).
+                            manager.num_cached[rid] = cached = end
+                        else:
+                            manager.cache_blocks(request, min(total, request.num_tokens))
+                            cached = manager.num_cached[rid]
+                    # Up to the next block boundary when that block's hash is a shared one (`_note_free_slots`).
+                    upto = len(blocks) * bs
+                    if (cached + 1) * bs <= request.shared_tokens:
+                        upto = min(upto, (cached + 1) * bs - 1)
+                    request.free_slots_upto = upto
+                else:
+                    request.free_slots_upto = len(blocks) * bs
                 return True
         if self.single_full and hit_blocks is None and not self.enable_caching:
             manager = self.managers[0]

@@ -42,6 +42,7 @@ class SimulationConfig:
     record_chunks: bool = False
     max_steps: int | None = None
     fast_forward: bool = True  # advance runs of identical decode steps together (same timeline)
+    stop_at_first_oom: bool = False  # a fix search only needs to know that a setting fails
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,7 @@ def simulate(
     executed = 0
     next_progress = 0
     steady = False  # the last step decoded every running request and changed nothing else
+    stop = False
     while True:
         arrived = False
         while nxt < n and reqs[nxt].arrival <= now:
@@ -313,6 +315,8 @@ def simulate(
                             kv_blocks_used=plan.kv_blocks_used,
                         )
                     )
+                    if config.stop_at_first_oom:
+                        stop = True
         if record_chunks:
             chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
         finished = sched.update_from_output(plan, now + duration)
@@ -346,6 +350,9 @@ def simulate(
             next_progress = executed + PROGRESS_EVERY_STEPS
         if max_steps and executed >= max_steps:
             notes.append(f"stopped after --max-steps {max_steps}")
+            break
+        if stop:
+            notes.append(f"stopped at the first OOM step ({step - 1})")
             break
     if progress is not None:
         progress(now, executed, finished_count, n)

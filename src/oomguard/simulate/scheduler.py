@@ -111,6 +111,7 @@ class SimRequest:
         "shared_prefix_boundary",
         "shared_tokens",
         "status",
+        "stop_tokens",
     )
 
     def __init__(
@@ -132,6 +133,8 @@ class SimRequest:
         self.num_computed = 0
         self.num_output = 0
         self.num_tokens = prompt_tokens  # prompt + generated so far (vLLM `Request.num_tokens`)
+        # It finishes at max_tokens generated; `Scheduler.add_request` also caps it at max_model_len.
+        self.stop_tokens = prompt_tokens + max_tokens
         self.status = WAITING
         self.num_preemptions = 0
         self.first_scheduled: float | None = None
@@ -209,6 +212,8 @@ class Scheduler:
         self.prefix_hits = 0
 
     def add_request(self, request: SimRequest) -> None:
+        # Finished at max_tokens generated or at max_model_len tokens in all, whichever comes first.
+        request.stop_tokens = min(request.prompt_tokens + request.max_tokens, self.config.max_model_len)
         self.waiting.append(request)
 
     def has_unfinished(self) -> bool:
@@ -229,10 +234,26 @@ class Scheduler:
 
         # 1. Running requests, in order.
         i = 0
+        decode_upto = max_len - 1  # a decode needs max_model_len - num_computed - 1 >= 1
         while i < len(running) and budget > 0:
             request = running[i]
             computed = request.num_computed
             n = request.num_tokens - computed
+            if n == 1 and computed < decode_upto:
+                # The common case, a decode: one token, no cap applies (written out: it runs per request).
+                if computed >= request.free_slots_upto and not self._allocate_or_preempt(
+                    request, computed, 1, preempted
+                ):
+                    break
+                request.num_computed = computed + 1
+                if request.num_output:
+                    decodes.append(request)
+                    decode_context += computed
+                else:
+                    chunks.append((request, 1, computed))
+                budget -= 1
+                i += 1
+                continue
             if 0 < threshold < n:
                 n = threshold
             n = min(n, budget)
@@ -329,31 +350,27 @@ class Scheduler:
     def update_from_output(self, plan: StepPlan, now: float) -> list[SimRequest]:
         """The model step ran: sample one token for every request whose tokens are all computed. Finished
         requests leave in running order (the order they were scheduled in), freeing their blocks."""
-        max_len = self.config.max_model_len
         any_finished = False
         for request in plan.decodes:
-            out = request.num_output = request.num_output + 1
-            total = request.num_tokens = request.num_tokens + 1
-            if out >= request.max_tokens or total >= max_len:
+            request.num_output += 1
+            request.num_tokens += 1
+            if request.num_tokens >= request.stop_tokens:
                 request.status = FINISHED
                 any_finished = True
         for request, _, _ in plan.chunks:
             if request.num_computed < request.num_tokens:
                 continue  # a partial prefill chunk: the runner discards its sample
-            out = request.num_output = request.num_output + 1
-            total = request.num_tokens = request.num_tokens + 1
+            request.num_output += 1
+            request.num_tokens += 1
             if request.first_token is None:
                 request.first_token = now
-            if out >= request.max_tokens or total >= max_len:
+            if request.num_tokens >= request.stop_tokens:
                 request.status = FINISHED
                 any_finished = True
         if not any_finished:
             return []
-        keep: list[SimRequest] = []
-        finished: list[SimRequest] = []
-        for request in self.running:
-            (finished if request.status == FINISHED else keep).append(request)
-        self.running = keep
+        finished = [r for r in self.running if r.status == FINISHED]
+        self.running = [r for r in self.running if r.status != FINISHED]
         for request in finished:
             request.finished_at = now
             self.kv.free(request)
@@ -366,9 +383,8 @@ class Scheduler:
         sliding windows) or when the very next step ends a request."""
         if not self.kv.single_full or not self.running:
             return None
-        max_len = self.config.max_model_len
-        # Steps j = 1.. that finish nobody: request r finishes at j = min(max_tokens - out, max_len - tokens).
-        last = min(min(r.max_tokens - r.num_output, max_len - r.num_tokens) for r in self.running) - 1
+        # Steps j = 1.. that finish nobody: request r finishes at j = stop_tokens - num_tokens.
+        last = min([r.stop_tokens - r.num_tokens for r in self.running]) - 1
         if last < 1 or max_steps < 1:
             return None
         return DecodeRun(self, min(last, max_steps))

@@ -127,7 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpu", help="GPU for --model's plan (default H100): sets the default --free")
     p.add_argument(
-        "--hidden-size", type=positive_int, help="width of the padded layer's tensors (seed 002: 10240)"
+        "--hidden-size",
+        type=positive_int,
+        help="width of the padded layer's tensors (the padded mixed-length prefill OOM: 10240)",
     )
     p.add_argument("--intermediate-size", type=positive_int, help="MLP width (the expert's, for MoE)")
     p.add_argument("--vocab-size", type=positive_int)
@@ -147,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         type=positive_int,
         default=DEFAULT_TENSORS_ALIVE,
         help=f"intermediates alive at once in the padded layer (default {DEFAULT_TENSORS_ALIVE}, "
-        "the seed's packed -> transposed copy -> conv/silu output)",
+        "a padded mixed-length prefill's packed -> transposed copy -> conv/silu output)",
     )
     p.add_argument(
         "--sampler-copies",

@@ -531,7 +531,7 @@ def agentic(
     long_at_s: float = 10.0,
     seed: int = 0,
 ) -> Workload:
-    """Seed 002's traffic: multi-turn sessions whose prompts grow by small appends (each turn reuses the
+    """The padded mixed-length prefill OOM's traffic: multi-turn sessions whose prompts grow by small appends (each turn reuses the
     previous turn's prefix), and one very long fresh prompt arriving among them."""
     # Each turn's prefix ids repeat every earlier turn's, so memory grows with sessions x turns^2.
     if not (1 <= sessions and 1 <= turns <= MAX_AGENTIC_TURNS and sessions * turns <= MAX_AGENTIC_REQUESTS):

@@ -20,7 +20,14 @@ _KIB = 1 << 10
 
 class Parser(LineParser):
     TRIGGERS = Triggers(
-        words=("Killed", "oom-kill:", "invoked oom-killer", "oom_reaper: reaped", "NV_ERR_NO_MEMORY")
+        words=(
+            "Killed",
+            "SIGKILL",
+            "oom-kill:",
+            "invoked oom-killer",
+            "oom_reaper: reaped",
+            "NV_ERR_NO_MEMORY",
+        )
     )
 
     def feed(self, line: Line, msg: Message) -> None:
@@ -44,6 +51,7 @@ class Parser(LineParser):
             body.strip() in ("Killed", "Killed.")
             or re.search(r"\bline \d+:\s*\d+ Killed\b", body)
             or re.match(r"^Killed\b(?! process)", body.strip())  # "Killed while loading weight"
+            or re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
         ):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:

@@ -27,7 +27,8 @@ _QUANTITY = {
 }
 _MEM_LIMIT = re.compile(r"^\s*memory:\s*(?P<v>\d+(?:\.\d+)?)(?P<u>Ki|Mi|Gi|Ti|K|k|M|G|T)?\s*$")
 _EXIT = re.compile(
-    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*)(?P<c>\d+)", re.IGNORECASE
+    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*|\bexit[ =]|\(exit\s)(?P<c>\d+)",
+    re.IGNORECASE,
 )
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 

@@ -113,7 +113,11 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
-    ("prose-int32", re.compile(r"\b(int32|32-bit|2\^31|2\*\*31|2\^32|int_max|integer overflow)\b"), None),
+    (
+        "prose-int32",
+        re.compile(r"\b(u?int32(_t)?|32-bit|2\^31|2\*\*31|2\^32|int_max|integer overflow)\b"),
+        None,
+    ),
     (
         "prose-dp-attention",
         re.compile(
@@ -135,7 +139,9 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
 # Machine text, never prose: a table row or header (cells, column runs), a key=value or dict dump, a stack
 # frame or exception line, a log line with a level or a process tag, a dmesg/kernel line.
 _TABLE = re.compile(r"^\s*[|+]|\|.*\||\S {3,}\S.* {3,}\S")
-_DUMP = re.compile(r"(\w=[\[{(\w'\"].*){2,}|[{\[]\s*'\w+'\s*:.*'\w+'\s*:|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}")
+_DUMP = re.compile(
+    r"\w\(\w+=|\w=\{|\w=\[|[{\[]\s*'\w+'\s*:.*'\w+'\s*:|(\b\w+=\S+[,\s]+){4,}|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}"
+)
 _MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")

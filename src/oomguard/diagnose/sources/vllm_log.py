@@ -92,6 +92,11 @@ _VERSION = (
 _DICT_ITEM = re.compile(r"""'(?P<k>\w+)':\s*(?P<v>'(?:[^'\\]|\\.)*'|"[^"]*"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)""")
 _CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)")
 _COMMAND = re.compile(r"(?:\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|\bLLM\()(?P<rest>.*)")
+# A pasted shell command split over lines: "  --gpu-memory-utilization 0.4 \\" or "--max-model-len=16384 \\".
+_SHELL_FLAG = re.compile(r"^\s*--(?P<k>[a-z][\w-]*)(?:[ =](?P<v>[^\s\\]+))?\s*\\?\s*$")
+# vLLM V0's worker wrapper names the step that failed: "while processing method determine_num_available_blocks".
+_METHOD = re.compile(r"while processing method (?P<m>\w+)")
+PROFILE_METHODS = ("determine_num_available_blocks", "determine_available_memory", "profile_run")
 _YAML_FLAG = re.compile(r"""^\s*-\s*['"]?--(?P<k>[a-z][\w-]*)(?:=(?P<v>[^'"]*))?['"]?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*-\s*['"]?(?P<v>[^-'"][^'"]*|\{.*\})['"]?\s*$""")
 _ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9_]+)=(?P<v>[^\s'\"]+)")
@@ -180,6 +185,7 @@ class Parser(LineParser):
             "VLLM_",
             "PYTORCH_CUDA_ALLOC_CONF",
             "memory is still in use",
+            "while processing method",
         )
     )
     # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache usage:
@@ -312,6 +318,9 @@ class Parser(LineParser):
     def _milestones(self, line: Line, msg: Message) -> None:
         """Startup steps that place a failure: the profile run, the multimodal profile."""
         body = msg.body
+        method = _METHOD.search(body)
+        if method and method.group("m") in PROFILE_METHODS:
+            self.ctx.signal(line, body, "milestone-profile")
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
             self.ctx.signal(line, body, name)
@@ -578,6 +587,17 @@ class Parser(LineParser):
                         flags=tuple(flags.items()),
                     )
                 )
+            return
+        sh = _SHELL_FLAG.match(msg.body) if not msg.prefixed else None
+        if sh:
+            self.ctx.emit(
+                Flags(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    origin="command-line",
+                    flags=((sh.group("k").replace("-", "_"), clean_value(sh.group("v") or "true")),),
+                )
+            )
             return
         y = _YAML_FLAG.match(line.text)
         if y:

@@ -12,8 +12,6 @@ chunked_prefill_size and cuda_graph_max_bs by bucket, and mem_fraction_static, w
                    at least 10240 on GPUs over 60 GiB; + 2048 for EAGLE-style drafters, + 6144 for STANDALONE
     mem_fraction_static = round((capacity - reserved) / capacity, 3)
 
-The settings carry vLLM's names as read-only aliases (max_model_len = context_length, ...) so that the
-engine-independent renderers read either engine's plan.
 """
 
 from __future__ import annotations
@@ -99,75 +97,6 @@ class SglangConfig:
     def total_gpus(self) -> int:
         # With DP attention the DP ranks live inside the TP group; without it each DP replica has its own GPUs.
         return self.tp_size * self.pp_size * (1 if self.enable_dp_attention else self.dp_size)
-
-    # --- vLLM-named aliases, for the engine-independent renderers ---------------------------------------------
-    @property
-    def engine_version(self) -> str:
-        return ENGINE_VERSION
-
-    @property
-    def vllm_version(self) -> str:
-        return ENGINE_VERSION
-
-    @property
-    def tensor_parallel_size(self) -> int:
-        return self.tp_size
-
-    @property
-    def pipeline_parallel_size(self) -> int:
-        return self.pp_size
-
-    @property
-    def data_parallel_size(self) -> int:
-        return self.dp_size
-
-    @property
-    def enable_expert_parallel(self) -> bool:
-        return self.ep_size > 1
-
-    @property
-    def replicas_per_gpu(self) -> int:
-        return 1
-
-    @property
-    def max_model_len(self) -> int:
-        return self.context_length
-
-    @property
-    def max_num_seqs(self) -> int:
-        return self.max_running_requests or 0
-
-    @property
-    def max_num_batched_tokens(self) -> int:
-        return self.chunked_prefill_size
-
-    @property
-    def gpu_memory_utilization(self) -> float:
-        return self.mem_fraction_static
-
-    @property
-    def block_size(self) -> int:
-        return self.page_size
-
-    @property
-    def enforce_eager(self) -> bool:
-        return self.disable_cuda_graph
-
-    @property
-    def cudagraph_capture_sizes(self) -> tuple[int, ...]:
-        return (
-            ()
-            if self.disable_cuda_graph
-            else capture_batch_sizes(self.cuda_graph_max_bs, self.speculative_algorithm is not None)
-        )
-
-    @property
-    def kv_cache_memory_bytes(self) -> None:
-        return None
-
-    @property
-    def unknown_flags(self) -> tuple[str, ...]:
-        return self.args.unknown_flags
 
 
 def capture_batch_sizes(max_bs: int, speculative: bool) -> tuple[int, ...]:

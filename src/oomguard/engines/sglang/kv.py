@@ -37,7 +37,7 @@ REQ_TO_TOKEN_EXTRA_LEN = 4
 
 @dataclass(frozen=True)
 class PoolGroup:
-    """Layers of one kind in the pool (named as vLLM's KV groups so renderers read either engine)."""
+    """Layers of one kind in the pool."""
 
     kind: str  # full | sliding_window | mla
     num_layers: int

@@ -19,7 +19,6 @@ import math
 from oomguard.engines.vllm.config import EngineConfig
 from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.parallel import RankPlacement
-from oomguard.engines.vllm.versions import V
 from oomguard.ledger import Estimate
 from oomguard.models import weights as model_weights
 from oomguard.models.spec import DenseMlp, MlaAttention, ModelSpec, MoeMlp, Role
@@ -36,9 +35,8 @@ PROFILE_RESIDUAL_BYTES = int(0.05 * GiB)
 MLA_WORKSPACE_MAX_ROWS = 65536
 
 # --- non-torch ----------------------------------------------------------------------------------------------
-# cuBLAS/cuBLASLt workspaces and kernel modules created during profiling, one GPU (llm-d v0.15-0.19 sweep:
-# 0.13 GiB up to v0.17, 0.25 GiB from v0.18).
-NON_TORCH_SINGLE_GPU = {V("0.18.0"): int(0.25 * GiB), V("0.0.0"): int(0.13 * GiB)}
+# cuBLAS/cuBLASLt workspaces and kernel modules created during profiling, one GPU: a field of the version
+# table (llm-d v0.15-0.19 sweep: 0.13 GiB up to v0.17, 0.25 GiB from v0.18).
 # Lazily created NCCL communicators and custom all-reduce buffers at TP/PP >= 2 (v0.19: 2.07-2.11 GiB total
 # at TP=2, 2.21 at TP=4, including the single-GPU part).
 NCCL_BUFFERS_FIRST_PEER = int(1.83 * GiB)
@@ -234,8 +232,7 @@ def activation_estimate(spec: ModelSpec, cfg: EngineConfig, placement: RankPlace
 
 
 def non_torch_estimate(cfg: EngineConfig) -> Estimate:
-    v = cfg.behaviour.version
-    base = next(value for since, value in sorted(NON_TORCH_SINGLE_GPU.items(), reverse=True) if v >= since)
+    base = cfg.behaviour.non_torch_single_gpu_bytes
     peers = cfg.world_size - 1
     nccl = 0
     if peers > 0:
@@ -283,7 +280,7 @@ def comm_buffers_estimate(spec: ModelSpec, cfg: EngineConfig) -> Estimate:
     if backend in ("deepep_low_latency", "nixl_ep"):
         tokens = (
             cfg.max_num_batched_tokens
-            if cfg.behaviour.version >= V("0.22.0")
+            if cfg.behaviour.deepep_ll_tokens_follow_mnbt
             else DEEPEP_LL_TOKENS_BEFORE_MNBT
         )
         rdma = deepep_low_latency_rdma_bytes(

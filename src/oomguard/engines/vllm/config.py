@@ -6,12 +6,12 @@ Each default records why it has its value (`EngineConfig.defaults`), so the plan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oomguard.engines.vllm.flags import ServeArgs
-from oomguard.engines.vllm.versions import Behaviour, V, behaviour_for
+from oomguard.engines.vllm.versions import Behaviour, behaviour_for
 from oomguard.errors import ConfigError, ParallelismError
 from oomguard.kinds import Usage
 from oomguard.models.spec import ModelSpec
@@ -34,6 +34,14 @@ V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
 # The DeepEP low-latency / NIXL EP batched-DP default (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP).
 BATCHED_DP_MAX_NUM_BATCHED_TOKENS = 256
+BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+DEFAULT_ALL2ALL = "allgather_reducescatter"
+# Blackwell data-centre parts (B200, GB200): compute capability 10.x.
+SM100_MAJOR = 10
+# With max_num_partial_prefills > 1, older versions set long_prefill_token_threshold to 4% of max_model_len.
+PARTIAL_PREFILL_THRESHOLD_FRACTION = 0.04
+# How each phase reads a flag the user gave (ServeArgs.get).
+Getter = Callable[..., Any]
 CUDA_GRAPH_CEILING = 512
 CUDA_GRAPH_CEILING_SM100 = 1024
 MODEL_CAPTURE_CEILING = {"gpt_oss": 1024}
@@ -189,12 +197,12 @@ def capture_sizes(
     if (
         behaviour.capture_ceiling_1024_sm100
         and compute_capability is not None
-        and compute_capability[0] == 10
+        and compute_capability[0] == SM100_MAJOR
     ):
         ceiling = CUDA_GRAPH_CEILING_SM100
     largest = explicit_max or min(2 * max_num_seqs * (1 + spec_tokens), ceiling)
     largest = min(largest, max_num_batched_tokens)
-    if behaviour.version < V("0.11.1"):
+    if not behaviour.fine_capture_grid:
         grid = [1, 2, 4] + list(range(8, largest + 1, 8))
     else:
         grid = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, largest + 1, 16))
@@ -204,6 +212,239 @@ def capture_sizes(
             if extra <= largest and extra not in sizes:
                 sizes.append(extra)
     return tuple(sorted(sizes))
+
+
+# Each phase below resolves one group of settings as vLLM's EngineArgs.create_engine_config does, recording in
+# `why` the reason each value is what it is; resolve_engine_config runs them in vLLM's order.
+
+
+def _parallel_sizes(get: Getter) -> tuple[int, int, int, int, bool]:
+    """TP, PP, DP, DCP (each at least 1) and expert parallelism."""
+    sizes = [
+        int(get("tensor_parallel_size", 1)),
+        int(get("pipeline_parallel_size", 1)),
+        int(get("data_parallel_size", 1)),
+        int(get("decode_context_parallel_size", 1)),
+    ]
+    names = (
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--data-parallel-size",
+        "--decode-context-parallel-size",
+    )
+    for name, value in zip(names, sizes):
+        if value < 1:
+            raise ParallelismError(f"{name} must be at least 1, got {value}")
+    tp, pp, dp, dcp = sizes
+    return tp, pp, dp, dcp, bool(get("enable_expert_parallel", False))
+
+
+def _kv_cache_dtype(get: Getter, dtype: str, why: dict[str, str]) -> tuple[str, float]:
+    """--kv-cache-dtype (auto: the model dtype) and its bytes per element."""
+    flag = str(get("kv_cache_dtype", "auto"))
+    if flag == "auto":
+        why["kv_cache_dtype"] = "auto: the model dtype"
+        return dtype, KV_CACHE_DTYPE_BYTES[dtype]
+    if flag in KV_CACHE_DTYPE_BYTES:
+        why["kv_cache_dtype"] = "--kv-cache-dtype"
+        return ("fp8_e4m3" if flag == "fp8" else flag), KV_CACHE_DTYPE_BYTES[flag]
+    raise ConfigError(
+        f"--kv-cache-dtype {flag!r} is not one oomguard knows "
+        f"(auto, {', '.join(k for k in KV_CACHE_DTYPE_BYTES if k.startswith('fp8'))}, bfloat16, float16)"
+    )
+
+
+def _max_model_len(args: ServeArgs, spec: ModelSpec, why: dict[str, str]) -> tuple[int, bool]:
+    """--max-model-len (or auto) against the model's limit: (length, auto-fit later)."""
+    requested = args.get("max_model_len")
+    model_limit = derived_max_model_len(spec)
+    auto = requested == "auto"
+    if requested is None or auto:
+        why["max_model_len"] = f"the model's limit ({model_limit:,} positions)" + (
+            ", auto-fit" if auto else ""
+        )
+        return model_limit, auto
+    length = int(requested)
+    why["max_model_len"] = "--max-model-len"
+    if length > model_limit and args.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") not in ("1", "true"):
+        raise ConfigError(
+            f"--max-model-len {length:,} exceeds the model's limit of {model_limit:,} positions; vLLM "
+            "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (and the model's RoPE scaling supports it)"
+        )
+    return length, False
+
+
+def _utilization(get: Getter, behaviour: Behaviour, why: dict[str, str]) -> float:
+    util = get("gpu_memory_utilization")
+    if util is None:
+        why["gpu_memory_utilization"] = f"vLLM {behaviour.version} default"
+        return behaviour.default_gpu_memory_utilization
+    why["gpu_memory_utilization"] = "--gpu-memory-utilization"
+    return float(util)
+
+
+@dataclass(frozen=True)
+class _Hardware:
+    total_bytes: int
+    name: str
+    compute_capability: tuple[int, int] | None
+
+
+def _batch_defaults(
+    get: Getter,
+    behaviour: Behaviour,
+    usage: Usage,
+    hw: _Hardware,
+    *,
+    ep: bool,
+    dp: int,
+    max_model_len: int,
+) -> tuple[int, int, str]:
+    """EngineArgs.get_batch_defaults: (max_num_batched_tokens, max_num_seqs, why) for this usage and GPU."""
+    if behaviour.engine != "v1":
+        return (
+            max(max_model_len, V0_MIN_BATCHED_TOKENS),
+            V0_MAX_NUM_SEQS,
+            f"vLLM {behaviour.version} (V0) default",
+        )
+    tier = gpu_tier(hw.total_bytes, hw.name, hw.compute_capability, behaviour)
+    mnbt, seqs = BATCH_DEFAULTS[(usage, tier)]
+    tier_text = {"huge": ">= 160 GiB", "large": ">= 70 GiB", "other": "< 70 GiB or A100"}[tier]
+    all2all = str(get("all2all_backend") or DEFAULT_ALL2ALL)
+    if ep and dp > 1 and all2all in BATCHED_DP_BACKENDS and behaviour.batched_dp_moe_defaults:
+        mnbt = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
+        tier_text = "batched-DP MoE with " + all2all
+    launcher = "vllm serve" if usage == Usage.SERVE else "LLM()"
+    why = f"vLLM {behaviour.version} default for `{launcher}` on {tier_text} GPUs"
+    if str(get("performance_mode") or "balanced").lower() == "throughput":
+        # EngineArgs.get_batch_defaults: performance_mode=throughput doubles both defaults.
+        mnbt, seqs = 2 * mnbt, 2 * seqs
+        why += ", doubled by --performance-mode throughput"
+    return mnbt, seqs, why
+
+
+def _batch_limits(
+    get: Getter,
+    defaults: tuple[int, int, str],
+    *,
+    max_model_len: int,
+    enable_chunked: bool,
+    why: dict[str, str],
+) -> tuple[int, int]:
+    """max_num_seqs and max_num_batched_tokens: the flags, else the defaults, checked as SchedulerConfig does."""
+    default_mnbt, default_seqs, default_why = defaults
+    seqs_flag, mnbt_flag = get("max_num_seqs"), get("max_num_batched_tokens")
+    max_num_seqs = int(seqs_flag) if seqs_flag is not None else default_seqs
+    why["max_num_seqs"] = "--max-num-seqs" if seqs_flag is not None else default_why
+    if mnbt_flag is not None:
+        mnbt = int(mnbt_flag)
+        why["max_num_batched_tokens"] = "--max-num-batched-tokens"
+    else:
+        mnbt = default_mnbt
+        why["max_num_batched_tokens"] = default_why
+        if not enable_chunked:
+            mnbt = max(mnbt, max_model_len)
+            why["max_num_batched_tokens"] += ", raised to max_model_len (chunked prefill off)"
+    if seqs_flag is None and max_num_seqs > mnbt:
+        max_num_seqs = mnbt
+    if not enable_chunked and mnbt < max_model_len:
+        raise ConfigError(
+            f"max_num_batched_tokens ({mnbt:,}) is smaller than max_model_len ({max_model_len:,}) with chunked "
+            "prefill disabled: vLLM refuses this; raise --max-num-batched-tokens or enable chunked prefill"
+        )
+    if mnbt < max_num_seqs:
+        raise ConfigError(
+            f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs ({max_num_seqs:,}), as vLLM requires"
+        )
+    return max_num_seqs, mnbt
+
+
+def _block_size(
+    args: ServeArgs, spec: ModelSpec, behaviour: Behaviour, hw: _Hardware, why: dict[str, str]
+) -> int:
+    """--block-size, else the attention backend's (the flag, VLLM_ATTENTION_BACKEND, or the default one)."""
+    flag = args.get("block_size")
+    backend = str(args.get("attention_backend") or args.env.get("VLLM_ATTENTION_BACKEND") or "").upper()
+    sm100 = hw.compute_capability is not None and hw.compute_capability[0] == SM100_MAJOR
+    if flag is not None:
+        block_size = int(flag)
+        why["block_size"] = "--block-size"
+    elif backend in BACKEND_BLOCK_SIZE:
+        block_size = BACKEND_BLOCK_SIZE[backend]
+        why["block_size"] = f"the {backend} backend's block size"
+    elif spec.uses_mla and sm100 and behaviour.flashinfer_mla_default_sm100:
+        block_size = BACKEND_BLOCK_SIZE["FLASHINFER_MLA"]
+        why["block_size"] = "FLASHINFER_MLA, the default MLA backend on SM100"
+    else:
+        block_size = DEFAULT_BLOCK_SIZE
+        why["block_size"] = "vLLM default (FLASH_ATTN / FLASH_ATTN_MLA / TRITON backends)"
+    if block_size <= 0 or block_size % 8:
+        raise ConfigError(
+            f"--block-size must be a positive multiple of 8 (vLLM's kernels need it), got {block_size}"
+        )
+    return block_size
+
+
+def _speculative(get: Getter) -> tuple[int, str | None]:
+    """Draft tokens per step and the drafter (--speculative-config wins over the older flags)."""
+    spec_cfg = get("speculative_config")
+    tokens = int(get("num_speculative_tokens") or 0)
+    method: str | None = get("speculative_model")
+    if isinstance(spec_cfg, Mapping):
+        tokens = int(spec_cfg.get("num_speculative_tokens", tokens) or 0)
+        method = str(spec_cfg.get("method") or spec_cfg.get("model") or "draft")
+    return tokens, method
+
+
+def _cuda_graphs(
+    get: Getter,
+    spec: ModelSpec,
+    behaviour: Behaviour,
+    hw: _Hardware,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    spec_tokens: int,
+) -> tuple[bool, str, tuple[int, ...]]:
+    """--enforce-eager, the CUDA-graph mode and the capture sizes (CompilationConfig)."""
+    enforce_eager = bool(get("enforce_eager", False))
+    compilation = get("compilation_config") or {}
+    if not isinstance(compilation, Mapping):
+        compilation = {}
+    mode = str(compilation.get("cudagraph_mode") or ("NONE" if enforce_eager else "FULL_AND_PIECEWISE"))
+    if enforce_eager:
+        mode = "NONE"
+    explicit_sizes = compilation.get("cudagraph_capture_sizes")
+    if mode.upper() == "NONE":
+        return enforce_eager, mode.upper(), ()
+    if isinstance(explicit_sizes, list) and explicit_sizes:
+        return enforce_eager, mode.upper(), tuple(sorted(int(s) for s in explicit_sizes))
+    if str(get("performance_mode") or "balanced").lower() == "interactivity":
+        return enforce_eager, mode.upper(), tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))
+    explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
+    if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:
+        # NOTE: vLLM's per-model config hooks raise gpt-oss's default capture ceiling to 1024
+        # (the v0.19 llm-d runs logged 83 sizes, largest 1024).
+        explicit_max = MODEL_CAPTURE_CEILING[spec.model_type]
+    sizes = capture_sizes(
+        behaviour,
+        max_num_batched_tokens,
+        max_num_seqs,
+        spec_tokens,
+        hw.compute_capability,
+        int(explicit_max) if explicit_max else None,
+    )
+    return enforce_eager, mode.upper(), sizes
+
+
+def _long_prefill_threshold(get: Getter, behaviour: Behaviour, max_model_len: int) -> int:
+    threshold = get("long_prefill_token_threshold")
+    if threshold is not None:
+        return int(threshold)
+    partial = int(get("max_num_partial_prefills") or 1)
+    if partial > 1 and behaviour.partial_prefill_threshold_default:
+        return int(PARTIAL_PREFILL_THRESHOLD_FRACTION * max_model_len)
+    return 0
 
 
 def resolve_engine_config(
@@ -217,196 +458,42 @@ def resolve_engine_config(
     usage: Usage | str = Usage.SERVE,
     replicas_per_gpu: int = 1,
 ) -> EngineConfig:
+    """Every setting vLLM resolves at startup for this command, model, GPU and version, with why."""
     behaviour = behaviour_for(vllm_version)
     usage = Usage(usage)
     get = args.get
+    hw = _Hardware(gpu_total_bytes, gpu_name, compute_capability)
     why: dict[str, str] = {}
-
-    tp = int(get("tensor_parallel_size", 1))
-    pp = int(get("pipeline_parallel_size", 1))
-    dp = int(get("data_parallel_size", 1))
-    dcp = int(get("decode_context_parallel_size", 1))
-    for name, value in (
-        ("--tensor-parallel-size", tp),
-        ("--pipeline-parallel-size", pp),
-        ("--data-parallel-size", dp),
-        ("--decode-context-parallel-size", dcp),
-    ):
-        if value < 1:
-            raise ParallelismError(f"{name} must be at least 1, got {value}")
-    ep = bool(get("enable_expert_parallel", False))
-
-    dtype, why["dtype"] = _resolve_dtype(get("dtype"), spec, compute_capability)
-
-    kv_dtype_flag = str(get("kv_cache_dtype", "auto"))
-    if kv_dtype_flag == "auto":
-        kv_dtype, kv_bytes = dtype, KV_CACHE_DTYPE_BYTES[dtype]
-        why["kv_cache_dtype"] = "auto: the model dtype"
-    elif kv_dtype_flag in KV_CACHE_DTYPE_BYTES:
-        kv_dtype, kv_bytes = (
-            ("fp8_e4m3" if kv_dtype_flag == "fp8" else kv_dtype_flag),
-            KV_CACHE_DTYPE_BYTES[kv_dtype_flag],
-        )
-        why["kv_cache_dtype"] = "--kv-cache-dtype"
-    else:
-        raise ConfigError(
-            f"--kv-cache-dtype {kv_dtype_flag!r} is not one oomguard knows "
-            f"(auto, {', '.join(k for k in KV_CACHE_DTYPE_BYTES if k.startswith('fp8'))}, bfloat16, float16)"
-        )
-
-    # max_model_len
-    requested_len = get("max_model_len")
-    model_limit = derived_max_model_len(spec)
-    auto_len = requested_len == "auto"
-    if requested_len is None or auto_len:
-        max_model_len = model_limit
-        why["max_model_len"] = f"the model's limit ({model_limit:,} positions)" + (
-            ", auto-fit" if auto_len else ""
-        )
-    else:
-        max_model_len = int(requested_len)
-        why["max_model_len"] = "--max-model-len"
-        if max_model_len > model_limit and args.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") not in ("1", "true"):
-            raise ConfigError(
-                f"--max-model-len {max_model_len:,} exceeds the model's limit of {model_limit:,} positions; vLLM "
-                "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (and the model's RoPE scaling supports it)"
-            )
-
-    # utilization / explicit KV bytes
-    util = get("gpu_memory_utilization")
-    if util is None:
-        util = behaviour.default_gpu_memory_utilization
-        why["gpu_memory_utilization"] = f"vLLM {behaviour.version} default"
-    else:
-        why["gpu_memory_utilization"] = "--gpu-memory-utilization"
-
-    # scheduler limits
-    performance_mode = str(get("performance_mode") or "balanced").lower()
-    chunked = get("enable_chunked_prefill")
-    enable_chunked = True if behaviour.engine == "v1" and chunked is None else bool(chunked)
-    s_flag, mnbt_flag = get("max_num_seqs"), get("max_num_batched_tokens")
-    all2all = str(get("all2all_backend") or "allgather_reducescatter")
-    if behaviour.engine == "v1":
-        tier = gpu_tier(gpu_total_bytes, gpu_name, compute_capability, behaviour)
-        default_mnbt, default_s = BATCH_DEFAULTS[(usage, tier)]
-        tier_text = {"huge": ">= 160 GiB", "large": ">= 70 GiB", "other": "< 70 GiB or A100"}[tier]
-        if (
-            ep
-            and dp > 1
-            and all2all in ("deepep_low_latency", "nixl_ep")
-            and behaviour.version >= V("0.26.0")
-        ):
-            default_mnbt = BATCHED_DP_MAX_NUM_BATCHED_TOKENS
-            tier_text = "batched-DP MoE with " + all2all
-        default_why = f"vLLM {behaviour.version} default for `{'vllm serve' if usage == Usage.SERVE else 'LLM()'}` on {tier_text} GPUs"
-        if performance_mode == "throughput":
-            # EngineArgs.get_batch_defaults: performance_mode=throughput doubles both defaults.
-            default_mnbt, default_s = 2 * default_mnbt, 2 * default_s
-            default_why += ", doubled by --performance-mode throughput"
-    else:
-        default_mnbt, default_s = max(max_model_len, V0_MIN_BATCHED_TOKENS), V0_MAX_NUM_SEQS
-        default_why = f"vLLM {behaviour.version} (V0) default"
-    max_num_seqs = int(s_flag) if s_flag is not None else default_s
-    why["max_num_seqs"] = "--max-num-seqs" if s_flag is not None else default_why
-    if mnbt_flag is not None:
-        mnbt = int(mnbt_flag)
-        why["max_num_batched_tokens"] = "--max-num-batched-tokens"
-    else:
-        mnbt = default_mnbt
-        why["max_num_batched_tokens"] = default_why
-        if not enable_chunked:
-            mnbt = max(mnbt, max_model_len)
-            why["max_num_batched_tokens"] += ", raised to max_model_len (chunked prefill off)"
-    if s_flag is None and max_num_seqs > mnbt:
-        max_num_seqs = mnbt
-    if not enable_chunked and mnbt < max_model_len:
-        raise ConfigError(
-            f"max_num_batched_tokens ({mnbt:,}) is smaller than max_model_len ({max_model_len:,}) with chunked "
-            "prefill disabled: vLLM refuses this; raise --max-num-batched-tokens or enable chunked prefill"
-        )
-    if mnbt < max_num_seqs:
-        raise ConfigError(
-            f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs ({max_num_seqs:,}), as vLLM requires"
-        )
-
-    # block size
-    block_flag = get("block_size")
-    backend = str(get("attention_backend") or args.env.get("VLLM_ATTENTION_BACKEND") or "").upper()
-    if block_flag is not None:
-        block_size = int(block_flag)
-        why["block_size"] = "--block-size"
-    elif backend in BACKEND_BLOCK_SIZE:
-        block_size = BACKEND_BLOCK_SIZE[backend]
-        why["block_size"] = f"the {backend} backend's block size"
-    elif (
-        spec.uses_mla
-        and compute_capability is not None
-        and compute_capability[0] == 10
-        and behaviour.version >= V("0.26.0")
-    ):
-        block_size = BACKEND_BLOCK_SIZE["FLASHINFER_MLA"]
-        why["block_size"] = "FLASHINFER_MLA, the default MLA backend on SM100"
-    else:
-        block_size = DEFAULT_BLOCK_SIZE
-        why["block_size"] = "vLLM default (FLASH_ATTN / FLASH_ATTN_MLA / TRITON backends)"
-    if block_size <= 0 or block_size % 8:
-        raise ConfigError(
-            f"--block-size must be a positive multiple of 8 (vLLM's kernels need it), got {block_size}"
-        )
-
-    # speculative decoding
-    spec_cfg = get("speculative_config")
-    spec_tokens = int(get("num_speculative_tokens") or 0)
-    spec_method: str | None = get("speculative_model")
-    if isinstance(spec_cfg, Mapping):
-        spec_tokens = int(spec_cfg.get("num_speculative_tokens", spec_tokens) or 0)
-        spec_method = str(spec_cfg.get("method") or spec_cfg.get("model") or "draft")
-
-    # compilation / CUDA graphs
-    enforce_eager = bool(get("enforce_eager", False))
-    compilation = get("compilation_config") or {}
-    if not isinstance(compilation, Mapping):
-        compilation = {}
-    cudagraph_mode = str(
-        compilation.get("cudagraph_mode") or ("NONE" if enforce_eager else "FULL_AND_PIECEWISE")
-    )
-    if enforce_eager:
-        cudagraph_mode = "NONE"
-    explicit_sizes = compilation.get("cudagraph_capture_sizes")
-    if cudagraph_mode.upper() == "NONE":
-        sizes: tuple[int, ...] = ()
-    elif isinstance(explicit_sizes, list) and explicit_sizes:
-        sizes = tuple(sorted(int(s) for s in explicit_sizes))
-    elif performance_mode == "interactivity":
-        sizes = tuple(range(1, INTERACTIVITY_CAPTURE_MAX + 1))  # 1...32
-    else:
-        explicit_max = compilation.get("max_cudagraph_capture_size") or compilation.get("max_capture_size")
-        if explicit_max is None and spec.model_type in MODEL_CAPTURE_CEILING:
-            # NOTE: vLLM's per-model config hooks raise gpt-oss's default capture ceiling to 1024
-            # (the v0.19 llm-d runs logged 83 sizes, largest 1024).
-            explicit_max = MODEL_CAPTURE_CEILING[spec.model_type]
-        sizes = capture_sizes(
-            behaviour,
-            mnbt,
-            max_num_seqs,
-            spec_tokens,
-            compute_capability,
-            int(explicit_max) if explicit_max else None,
-        )
-
-    async_flag = get("async_scheduling")
-    async_scheduling = bool(async_flag) if async_flag is not None else (behaviour.engine == "v1" and pp == 1)
-
-    threshold = get("long_prefill_token_threshold")
-    partial = int(get("max_num_partial_prefills") or 1)
-    if threshold is None:
-        threshold = int(0.04 * max_model_len) if partial > 1 and behaviour.version < V("0.33.0") else 0
-
-    prefix = get("enable_prefix_caching")
-    enable_prefix = (behaviour.engine == "v1") if prefix is None else bool(prefix)
-
     if replicas_per_gpu < 1:
         raise ParallelismError(f"--replicas-per-gpu must be at least 1, got {replicas_per_gpu}")
+
+    tp, pp, dp, dcp, ep = _parallel_sizes(get)
+    dtype, why["dtype"] = _resolve_dtype(get("dtype"), spec, compute_capability)
+    kv_dtype, kv_bytes = _kv_cache_dtype(get, dtype, why)
+    max_model_len, auto_len = _max_model_len(args, spec, why)
+    util = _utilization(get, behaviour, why)
+
+    chunked = get("enable_chunked_prefill")
+    enable_chunked = True if behaviour.engine == "v1" and chunked is None else bool(chunked)
+    defaults = _batch_defaults(get, behaviour, usage, hw, ep=ep, dp=dp, max_model_len=max_model_len)
+    max_num_seqs, mnbt = _batch_limits(
+        get, defaults, max_model_len=max_model_len, enable_chunked=enable_chunked, why=why
+    )
+    block_size = _block_size(args, spec, behaviour, hw, why)
+    spec_tokens, spec_method = _speculative(get)
+    enforce_eager, cudagraph_mode, sizes = _cuda_graphs(
+        get,
+        spec,
+        behaviour,
+        hw,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=max_num_seqs,
+        spec_tokens=spec_tokens,
+    )
+    async_flag = get("async_scheduling")
+    async_scheduling = bool(async_flag) if async_flag is not None else (behaviour.engine == "v1" and pp == 1)
+    prefix = get("enable_prefix_caching")
+    enable_prefix = (behaviour.engine == "v1") if prefix is None else bool(prefix)
 
     return EngineConfig(
         model=args.model or spec.name,
@@ -419,7 +506,7 @@ def resolve_engine_config(
         kv_cache_dtype_bytes=kv_bytes,
         max_model_len=max_model_len,
         max_model_len_auto=auto_len,
-        gpu_memory_utilization=float(util),
+        gpu_memory_utilization=util,
         kv_cache_memory_bytes=get("kv_cache_memory_bytes"),
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=mnbt,
@@ -429,14 +516,14 @@ def resolve_engine_config(
         data_parallel_size=dp,
         decode_context_parallel_size=dcp,
         enable_expert_parallel=ep,
-        all2all_backend=all2all,
+        all2all_backend=str(get("all2all_backend") or DEFAULT_ALL2ALL),
         num_redundant_experts=int(get("num_redundant_experts") or 0),
         enforce_eager=enforce_eager,
-        cudagraph_mode=cudagraph_mode.upper(),
+        cudagraph_mode=cudagraph_mode,
         cudagraph_capture_sizes=sizes,
         enable_prefix_caching=enable_prefix,
         enable_chunked_prefill=enable_chunked,
-        long_prefill_token_threshold=int(threshold),
+        long_prefill_token_threshold=_long_prefill_threshold(get, behaviour, max_model_len),
         async_scheduling=async_scheduling,
         cpu_offload_gb=float(get("cpu_offload_gb") or 0.0),
         enable_lora=bool(get("enable_lora", False)),

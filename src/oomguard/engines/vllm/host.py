@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.vllm.config import EngineConfig
-from oomguard.engines.vllm.versions import V
 from oomguard.host.ledger import (
     MARGINAL_HEADROOM_BYTES,
     HostFix,
@@ -147,7 +146,7 @@ def host_settings(cfg: EngineConfig) -> HostSettings:
         api_servers = 0
     elif values.get("api_server_count") is not None:
         api_servers = int(values["api_server_count"])
-    elif cfg.behaviour.version < V("0.11.0") or external_lb:
+    elif not cfg.behaviour.api_servers_follow_dp or external_lb:
         api_servers = 1  # NOTE: the DP-sized default is from the 0.11 era (v0.33 entrypoints/cli/serve.py)
     else:
         api_servers = dp_local if hybrid_lb else dp
@@ -465,7 +464,7 @@ def buffer_lines(
     if cfg.behaviour.engine == "v1":
         v2 = cfg.behaviour.v2_model_runner_default
         # NOTE: the V1 runner's bool mask came with prompt embeddings (~0.11); before, int32 ids alone.
-        per_slot = TOKEN_ID_BYTES if v2 or cfg.behaviour.version < V("0.11.0") else V1_RUNNER_TOKEN_BYTES
+        per_slot = TOKEN_ID_BYTES if v2 or not cfg.behaviour.runner_token_mask else V1_RUNNER_TOKEN_BYTES
         where = (
             "v1/worker/gpu/states.py all_token_ids (pinned, UVA)"
             if v2

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from oomguard.engines.vllm.config import EngineConfig
-from oomguard.engines.vllm.versions import V
 from oomguard.models.spec import (
     DTYPE_BYTES,
     AttentionKind,
@@ -144,7 +143,7 @@ def layer_specs(
     tp = cfg.tensor_parallel_size
     block = cfg.block_size
     specs: list[LayerKvSpec] = []
-    hybrid_allocator = cfg.behaviour.version >= V("0.10.0") and not cfg.disable_hybrid_kv_cache_manager
+    hybrid_allocator = cfg.behaviour.hybrid_kv_cache_manager and not cfg.disable_hybrid_kv_cache_manager
     attentions = [spec.layers[index].attention for index in layer_indices] + list(extra_layers)
     for attention in attentions:
         if isinstance(attention, (SharedKvAttention, NoAttention)):
@@ -391,7 +390,7 @@ DOCS_SUFFIX = " See https://docs.vllm.ai/en/latest/configuration/conserving_memo
 
 
 def _docs(cfg: EngineConfig) -> str:
-    return DOCS_SUFFIX if cfg.behaviour.version >= V("0.13.0") else ""
+    return DOCS_SUFFIX if cfg.behaviour.error_docs_link else ""
 
 
 def no_memory_error(cfg: EngineConfig) -> str:
@@ -402,7 +401,7 @@ def no_memory_error(cfg: EngineConfig) -> str:
         )
     cpu = (
         " (this flag also controls CPU memory reservation on the CPU backend, despite its name)"
-        if cfg.behaviour.version >= V("0.22.0")
+        if cfg.behaviour.error_text_2026_05
         else ""
     )
     return (
@@ -419,7 +418,7 @@ def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, l
             f"can be stored in KV cache ({tokens}). Try increasing `gpu_memory_utilization` or decreasing "
             "`max_model_len` when initializing the engine."
         )
-    new_text = cfg.behaviour.version >= V("0.22.0")  # 2026-05-15: "model's", CPU parentheticals
+    new_text = cfg.behaviour.error_text_2026_05
     owner = "model's" if new_text else "models's"
     cpu = " (which also controls CPU memory on the CPU backend)" if new_text else ""
     return (

@@ -64,6 +64,17 @@ class Behaviour:
     capture_ceiling_1024_sm100: bool
     triton_topk_sampler: bool
     log_gib_format: str  # "%.2f" or "round" (str(round(x, 2)))
+    hybrid_kv_cache_manager: bool  # KV groups per attention kind (sliding window, full) share one pool
+    fine_capture_grid: bool  # CUDA-graph sizes step by 8 to 256, then by 16 (before: by 8 throughout)
+    non_torch_single_gpu_bytes: int  # cuBLAS workspaces and kernels at TP = PP = 1
+    deepep_ll_tokens_follow_mnbt: bool  # DeepEP low-latency buffers sized by max_num_batched_tokens
+    batched_dp_moe_defaults: bool  # DeepEP-LL / NIXL EP with DP: max_num_batched_tokens defaults to 256
+    flashinfer_mla_default_sm100: bool  # MLA on SM100 defaults to FLASHINFER_MLA (block 32)
+    partial_prefill_threshold_default: bool  # max_num_partial_prefills > 1 sets the threshold to 4% of L
+    error_docs_link: bool  # KV errors end with the "conserving memory" docs link
+    error_text_2026_05: bool  # "model's" (not "models's") and the CPU-backend parentheticals
+    api_servers_follow_dp: bool  # `vllm serve` starts one API server per DP rank by default
+    runner_token_mask: bool  # the V1 runner keeps a bool mask beside the int32 token ids (prompt embeddings)
 
     def gib_text(self, num_bytes: float) -> str:
         """GiB as this version's log and error lines print them (PR #31865: str(round(x, 2)) from ~0.14)."""
@@ -132,6 +143,26 @@ def behaviour_for(version_text: str) -> Behaviour:
         triton_topk_sampler=v_rules >= V("0.17.0"),
         # PR #31865 (2026-01-08, ~v0.14): GiB printed as str(round(x, 2)).
         log_gib_format="round" if v_rules >= V("0.14.0") else "%.2f",
+        # The hybrid KV cache manager (v0.10.0).
+        hybrid_kv_cache_manager=v_rules >= V("0.10.0"),
+        # The capture-size grid of CompilationConfig (v0.11.1).
+        fine_capture_grid=v_rules >= V("0.11.1"),
+        # Non-torch memory at TP = PP = 1: 0.13 GiB up to v0.17, 0.25 GiB from v0.18 (startup logs).
+        non_torch_single_gpu_bytes=int((0.25 if v_rules >= V("0.18.0") else 0.13) * GiB),
+        # DeepEP low-latency buffers follow max_num_batched_tokens from v0.22.
+        deepep_ll_tokens_follow_mnbt=v_rules >= V("0.22.0"),
+        # Batched-DP MoE defaults (after v0.22; release inferred).
+        batched_dp_moe_defaults=v_rules >= V("0.26.0"),
+        flashinfer_mla_default_sm100=v_rules >= V("0.26.0"),
+        # The 4%-of-max_model_len long-prefill threshold with partial prefills, dropped in v0.33.
+        partial_prefill_threshold_default=v_rules < V("0.33.0"),
+        # The docs link at the end of KV errors (v0.13).
+        error_docs_link=v_rules >= V("0.13.0"),
+        # 2026-05-15 (v0.22): "model's" and the CPU-backend parentheticals in the KV errors.
+        error_text_2026_05=v_rules >= V("0.22.0"),
+        # The DP-sized API-server default and the prompt-embeddings token mask (~0.11 era).
+        api_servers_follow_dp=v_rules >= V("0.11.0"),
+        runner_token_mask=v_rules >= V("0.11.0"),
     )
 
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomguard.simulate.dp.run import DpResult, RankEvent
-from oomguard.simulate.report import CHART_H, CHART_MARGIN, CHART_PAD, CHART_W, _axes, _buckets, _num, _points
+from oomguard.simulate.html_report import CHART_H, CHART_MARGIN, CHART_PAD, CHART_W, _axes, _buckets, _points
+from oomguard.simulate.report import _num
 from oomguard.simulate.report import summary_dict as rank_dict
 from oomguard.simulate.run import SimulationResult, Summary, summarize
 from oomguard.simulate.workload import STEPS

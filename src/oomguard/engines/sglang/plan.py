@@ -4,24 +4,21 @@ The order follows SGLang's own startup (SGLang `model_runner.py`): free memory a
 share P x mem_fraction_static and the token pool sized from what is left of it, the request table, then CUDA
 graph capture and the prefills, which live in the memory outside the static share.
 
-The result has the shape of the vLLM planner's `Plan` (ranks with ledgers, kv, fits, errors, fixes), so the
-same renderers print it; see `build_sglang_report`.
+`engine.py` turns the SglangPlan into the engine-neutral result that the renderers print.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from oomguard.engines.sglang import accounting as acc
 from oomguard.engines.sglang import kv
 from oomguard.engines.sglang.config import SglangConfig, resolve_config
 from oomguard.engines.sglang.flags import LaunchArgs, args_from_mapping, parse_launch_command
-from oomguard.engines.sglang.log_lines import startup_lines
-from oomguard.errors import ConfigError, OomguardError
-from oomguard.hardware import Gpu
+from oomguard.errors import ConfigError
+from oomguard.hardware import Gpu, resolve_gpu
 from oomguard.kinds import Failure, Provenance
 from oomguard.ledger import (
     ACTIVATION,
@@ -36,16 +33,9 @@ from oomguard.ledger import (
 from oomguard.models import weights as model_weights
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
-from oomguard.planning.advise import Fix
-from oomguard.planning.planner import Plan, resolve_gpu
-from oomguard.planning.report import PlanReport
+from oomguard.units import GiB
 
 REQ_TO_TOKEN = "req_to_token_pool"  # a ledger line only SGLang has: the request -> token slot table
-# The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside it.
-MAX_FRACTION = 0.95
-FRACTION_STEP = 0.05
-TP_CHOICES = (1, 2, 4, 8, 16)
-LENGTH_ROUNDING = 1024
 # SGLang measures P after the CUDA context and NCCL init, so neither is a line of its own.
 NOT_SEPARATE_NON_TORCH = Estimate.zero("counted in the CUDA context / init line")
 NOT_SEPARATE_COMM = Estimate.zero("NCCL buffers are created before P is measured (init line)")
@@ -59,7 +49,6 @@ ERROR_GRAPH_CAPTURE = (
     "smaller value (e.g., 16) 3. disable torch compile by not using --enable-torch-compile "
     "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"
 )
-from oomguard.units import GiB
 
 
 @dataclass(frozen=True)
@@ -110,7 +99,7 @@ class SglangPlacement:
 
 @dataclass(frozen=True)
 class SglangRank:
-    """One distinct rank's ledger, as SGLang computes it (attribute names as the vLLM RankLedger's)."""
+    """One distinct rank's ledger, as SGLang computes it."""
 
     placement: SglangPlacement
     free_at_init: int  # P: what SGLang measures after init, before loading weights
@@ -126,17 +115,11 @@ class SglangRank:
     kv_cache_bytes: int  # the pool's buffers
     req_to_token_bytes: int
     gpu: GpuLedger
-    non_torch: Estimate = NOT_SEPARATE_NON_TORCH
-    comm_buffers: Estimate = NOT_SEPARATE_COMM
-
-    @property
-    def context_bytes(self) -> int:
-        return self.init.bytes
 
 
 @dataclass(frozen=True)
 class SglangKv:
-    """The pool as SGLang sizes it (attribute names as the vLLM KvPlan's: a block is a page)."""
+    """The pool as SGLang sizes it (a block is a page of `page_size` tokens)."""
 
     num_gpu_blocks: int
     block_size: int
@@ -160,7 +143,7 @@ class SglangPlan:
     kv: SglangKv
     fits: bool
     errors: tuple[str, ...]
-    failure: str | None
+    failure: Failure | None
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
 
@@ -297,8 +280,8 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
             "Mamba / linear-attention state pools are not modelled for SGLang: the token pool counts the "
             "attention layers only, so it is an upper bound"
         )
-    if cfg.unknown_flags:
-        notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
+    if cfg.args.unknown_flags:
+        notes.append("flags not modelled (kept as given): " + " ".join(cfg.args.unknown_flags))
     kv_plan = SglangKv(
         num_gpu_blocks=max(tokens, 0) // cfg.page_size,
         block_size=cfg.page_size,
@@ -333,7 +316,7 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
 
 def _startup_failure(
     cfg: SglangConfig, ranks: tuple[SglangRank, ...], tokens: int, warnings: list[str]
-) -> tuple[str | None, str | None]:
+) -> tuple[Failure | None, str | None]:
     for r in ranks:
         if r.weights.bytes > r.free_at_init:
             return Failure.WEIGHTS_DONT_FIT, (
@@ -365,150 +348,3 @@ def _startup_failure(
             f"longer than about {tokens - 1:,} tokens ('Input length ... exceeds the maximum allowed length')"
         )
     return None, None
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Fixes and the report the renderers read
-# ---------------------------------------------------------------------------------------------------------
-
-
-def _try(request: SglangRequest, flags: dict[str, Any]) -> SglangPlan | None:
-    try:
-        result = plan_sglang(request.with_flags(**flags))
-    except OomguardError:
-        return None
-    return result if result.fits and not result.warnings else None
-
-
-def fraction_needed(result: SglangPlan, tokens: int) -> float | None:
-    """The smallest --mem-fraction-static whose pool holds `tokens` on every rank: (W + tokens x cell) / P."""
-    worst = 0.0
-    for r in result.ranks:
-        if r.free_at_init <= 0:
-            return None
-        worst = max(worst, (r.weights.bytes + tokens * r.layout.cell_bytes) / r.free_at_init)
-    needed = math.ceil(worst * 1000) / 1000
-    return needed if needed <= MAX_FRACTION else None
-
-
-def _describe(base: SglangPlan, candidate: SglangPlan) -> str:
-    parts = []
-    if candidate.engine.context_length < base.engine.context_length:
-        parts.append(f"context {base.engine.context_length:,} -> {candidate.engine.context_length:,} tokens")
-    if candidate.engine.total_gpus != base.engine.total_gpus:
-        parts.append(f"{base.engine.total_gpus} -> {candidate.engine.total_gpus} GPUs")
-    if candidate.engine.kv_cache_dtype != base.engine.kv_cache_dtype:
-        parts.append("fp8 KV: small accuracy risk; check your evals")
-    if candidate.engine.cuda_graph_max_bs < base.engine.cuda_graph_max_bs:
-        parts.append(f"decode batches above {candidate.engine.cuda_graph_max_bs} run without CUDA graphs")
-    if candidate.engine.chunked_prefill_size < base.engine.chunked_prefill_size:
-        parts.append(f"prefill chunks of {candidate.engine.chunked_prefill_size:,} tokens (slower TTFT)")
-    parts.append(f"{candidate.kv.kv_cache_tokens:,} KV tokens")
-    return "; ".join(parts)
-
-
-def suggest_fixes(result: SglangPlan, *, limit: int = 6) -> list[Fix]:
-    """Flag changes that make `result` start (or leave headroom), each re-planned with plan_sglang."""
-    cfg = result.engine
-    candidates: list[tuple[dict[str, Any], str]] = []
-    if result.failure in (Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT) or (
-        result.fits and result.warnings and result.kv.kv_cache_tokens < cfg.context_length
-    ):
-        needed = fraction_needed(result, cfg.context_length)
-        if needed is not None and needed > cfg.mem_fraction_static:
-            candidates.append(
-                (
-                    {"mem_fraction_static": needed},
-                    (
-                        f"--mem-fraction-static {needed}: the smallest static share that holds one "
-                        f"{cfg.context_length:,}-token request"
-                    ),
-                )
-            )
-        for tp in (t for t in TP_CHOICES if t > cfg.tp_size):
-            candidates.append(({"tp_size": tp}, f"--tp {tp}: shard weights and KV heads over {tp} GPUs"))
-        if cfg.kv_cache_dtype_bytes > 1:
-            candidates.append(
-                ({"kv_cache_dtype": "fp8_e4m3"}, "--kv-cache-dtype fp8_e4m3: half the bytes per token")
-            )
-    if result.failure == Failure.CUDA_GRAPH_CAPTURE or result.warnings:
-        lower = round(max(0.5, cfg.mem_fraction_static - FRACTION_STEP), 3)
-        candidates.append(
-            (
-                {"mem_fraction_static": lower},
-                f"--mem-fraction-static {lower}: more room outside the pool for graphs and prefills",
-            )
-        )
-        if not cfg.disable_cuda_graph and cfg.cuda_graph_max_bs > 16:
-            bs = max(16, cfg.cuda_graph_max_bs // 4)
-            candidates.append(({"cuda_graph_max_bs": bs}, f"--cuda-graph-max-bs {bs}: smaller graph buffers"))
-        if cfg.chunked_prefill_size > 2048:
-            size = max(2048, cfg.chunked_prefill_size // 2)
-            candidates.append(
-                (
-                    {"chunked_prefill_size": size},
-                    f"--chunked-prefill-size {size}: a smaller prefill activation peak",
-                )
-            )
-    fixes: list[Fix] = []
-    seen_tp = False
-    for flags, summary in candidates:
-        if "tp_size" in flags and seen_tp:
-            continue
-        candidate = _try(result.request, flags)
-        if candidate is None:
-            continue
-        seen_tp = seen_tp or "tp_size" in flags
-        fixes.append(
-            Fix(
-                flags,
-                summary,
-                _describe(result, candidate),
-                candidate.kv.kv_cache_tokens,
-                candidate.kv.max_concurrency,
-                candidate.engine.context_length,
-                candidate.engine.total_gpus,
-                cast(Plan, candidate),
-            )
-        )
-        if len(fixes) >= limit:
-            break
-    return sorted(fixes, key=lambda f: (f.gpus, -f.max_model_len, -f.kv_cache_tokens))
-
-
-def longest_context(result: SglangPlan) -> int:
-    """The longest request the pool can hold (SGLang admits up to the pool size), capped by the model."""
-    return max(0, min(result.kv.kv_cache_tokens, result.model.max_position_embeddings))
-
-
-def build_sglang_report(
-    result: SglangPlan, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()
-) -> PlanReport:
-    """The PlanReport the plan renderers print. NOTE: SglangPlan has the attributes the renderers read from a
-    vLLM Plan (a structural match, hence the cast); engine_name and budget_label tell them which engine."""
-    rank0 = result.rank0
-    lines: list[str] = []
-    if result.fits:
-        lines = startup_lines(
-            result.engine,
-            architecture=result.model.architecture,
-            free_at_init=rank0.free_at_init,
-            weights=rank0.weights.bytes,
-            pool=rank0.layout,
-            tokens=result.kv.kv_cache_tokens,
-            split=result.kv.swa,
-            kv_bytes=rank0.kv_cache_bytes,
-            req_to_token=rank0.req_to_token_bytes,
-            cuda_graphs=rank0.cuda_graphs.bytes,
-            max_running=result.kv.max_running_requests,
-        )
-    want_fixes = fixes and (not result.fits or bool(result.warnings))
-    return PlanReport(
-        plan=cast(Plan, result),
-        fixes=tuple(suggest_fixes(result)) if want_fixes else (),
-        longest_max_model_len=longest_context(result),
-        concurrency_at_length=tuple((n, result.kv.kv_cache_tokens / n if n > 0 else 0.0) for n in at_lengths),
-        log_lines=tuple(lines),
-        engine_name="SGLang",
-        budget_label=f"static share: {result.engine.mem_fraction_static} x free at init",
-    )

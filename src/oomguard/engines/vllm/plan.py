@@ -1,4 +1,4 @@
-"""plan(): model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
+"""vLLM's planner: model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
 
 The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
@@ -12,15 +12,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from oomguard.engines.vllm import accounting as acc
-from oomguard.engines.vllm import kv
+from oomguard.engines.vllm import cli_flags, kv
 from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
 from oomguard.engines.vllm.drafter import drafter_for
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.parallel import RankPlacement, distinct_ranks
 from oomguard.engines.vllm.versions import NEWEST_KNOWN, parse_version
-from oomguard.errors import ConfigError, UnknownGpuError
-from oomguard.hardware import DEFAULT_GPU, Gpu, find_gpu, gpu_with_memory
-from oomguard.kinds import Failure, Provenance, Usage
+from oomguard.errors import ConfigError
+from oomguard.hardware import Gpu, resolve_gpu
+from oomguard.host.ledger import HostLimits
+from oomguard.kinds import Failure, Provenance, Usage, Verdict
 from oomguard.ledger import (
     ACTIVATION,
     COMM_BUFFERS,
@@ -34,6 +35,7 @@ from oomguard.ledger import (
     GpuLedger,
     LedgerLine,
 )
+from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
 from oomguard.units import GiB, MiB
@@ -60,6 +62,9 @@ class PlanRequest:
     measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
     used_by_other_processes: int = 0  # bytes in use on the GPU before vLLM starts
     other_processes_source: str = "--other-processes: given by the user"
+    safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
+    host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
+    local_gpus: int | None = None  # GPUs on the planned node
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:
@@ -68,10 +73,8 @@ class PlanRequest:
     def serve_args(self) -> ServeArgs:
         base = self.args or ServeArgs(None, {})
         extra = args_from_mapping(dict(self.flags), where="flags") if self.flags else ServeArgs(None, {})
-        values = dict(base.values)
-        values.update(extra.values)
-        model = self.model or base.model or extra.model
-        return ServeArgs(model, values, base.env, base.unknown_flags + extra.unknown_flags)
+        merged = base.merged_with(extra)
+        return replace(merged, model=self.model or base.model or extra.model)
 
     def with_flags(self, **changes: Any) -> PlanRequest:
         merged = dict(self.flags)
@@ -123,28 +126,31 @@ class Plan:
     kv: KvPlan
     fits: bool
     errors: tuple[str, ...]
-    failure: str | None  # which check failed: startup-free-memory, no-kv-memory, max-model-len, ...
+    failure: Failure | None  # the startup check that fails first
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    margin: Margin | None = None  # the tightest constraint of a plan that fits
 
     @property
     def rank0(self) -> RankLedger:
         return self.ranks[0]
 
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.fits, self.margin)
 
-def resolve_gpu(name: str | None, memory: int | str | None, notes: list[str]) -> Gpu:
-    """--gpu NAME and/or --gpu-memory SIZE -> Gpu; neither: the default GPU, said in a note."""
-    if name is not None and not name.strip():
-        raise UnknownGpuError(
-            "--gpu is empty: name a GPU (H100, A100-80GB, L40S ...) or give --gpu-memory 79.19GiB"
+
+def _refuse_what_vllm_refuses(args: ServeArgs, cfg: EngineConfig) -> None:
+    """vLLM's parser exits before any memory is touched on a flag it does not have (for the planned version:
+    flags older versions had are fine there, not in 0.33)."""
+    if args.refused:
+        raise cli_flags.RefusedFlagError(cli_flags.refusal_message(args.refused))
+    if args.legacy_flags and cfg.behaviour.version >= cli_flags.FLAG_LIST_VERSION:
+        names = ", ".join(dict.fromkeys(args.legacy_flags))
+        raise cli_flags.RefusedFlagError(
+            f"vLLM {cfg.vllm_version} would refuse this command: unrecognized arguments: {names} "
+            "(a flag of older vLLM versions; plan for one with --vllm-version)"
         )
-    if memory is not None:
-        return gpu_with_memory(memory, name)
-    if name:
-        return find_gpu(name)
-    gpu = find_gpu(DEFAULT_GPU)
-    notes.append(f"no --gpu given: planning for one {gpu.name} per rank")
-    return gpu
 
 
 # The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the value).
@@ -341,6 +347,7 @@ def plan(request: PlanRequest) -> Plan:
     spec = resolve_model(args.model, dtype=args.get("dtype"), quantization=args.get("quantization"))
     gpu = resolve_gpu(request.gpu, request.gpu_memory, notes)
     cfg = _engine_for(request, args, spec, gpu)
+    _refuse_what_vllm_refuses(args, cfg)
     if cfg.behaviour.version > parse_version(NEWEST_KNOWN):
         notes.append(
             f"vLLM {request.vllm_version} is newer than oomguard knows; using {NEWEST_KNOWN}'s rules"
@@ -378,6 +385,7 @@ def plan(request: PlanRequest) -> Plan:
     ranks = tuple(replace(r, gpu=_gpu_ledger(r, cfg, gpu, spec, request)) for r in ranks)
 
     failure, errors = _startup_failure(request, spec, gpu, cfg, ranks, model_limit, warnings)
+    margin = tightest(_margins(request, gpu, cfg, ranks)) if failure is None else None
     rank0 = ranks[0]
     layout = rank0.layout
     kv_plan = KvPlan(
@@ -418,7 +426,77 @@ def plan(request: PlanRequest) -> Plan:
         failure,
         tuple(warnings),
         tuple(notes),
+        margin,
     )
+
+
+def kv_band_bytes(rank_terms: tuple[Estimate, ...], cfg: EngineConfig, gpu: Gpu) -> int:
+    """The band of the available-KV figure: every in-budget estimate, plus the device total's scaled by u."""
+    return sum(term.band for term in rank_terms) + int(gpu.total_band * cfg.gpu_memory_utilization)
+
+
+def kv_need_bytes(max_model_len: int, layout: kv.KvLayout, cfg: EngineConfig) -> int:
+    """What the fit check asks of the pool for one request, with the null block where the version holds it."""
+    need = kv.needed_bytes(max_model_len, layout, cfg)
+    if cfg.behaviour.null_block_in_fit_check:
+        need += layout.bytes_per_block
+    return need
+
+
+def in_budget_terms(rank: RankLedger, cfg: EngineConfig) -> tuple[Estimate, ...]:
+    """The estimates the available-KV figure is computed from (budget minus these)."""
+    graphs = (rank.cuda_graphs,) if cfg.behaviour.cuda_graphs_in_budget else ()
+    return (rank.weights, rank.activation, rank.non_torch, rank.comm_buffers, *graphs)
+
+
+def kv_reserve_bytes(result: Plan) -> int:
+    """What the KV pool must keep beyond one max-length request: --safety, else the bands it depends on."""
+    if result.request.safety_bytes is not None:
+        return result.request.safety_bytes
+    return max(
+        kv_band_bytes(in_budget_terms(r, result.engine), result.engine, result.gpu) for r in result.ranks
+    )
+
+
+def _margins(
+    request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
+) -> list[Margin]:
+    """The slack of each startup constraint on each rank, against the bands it depends on (margin.py)."""
+    margins: list[Margin] = []
+    safety = request.safety_bytes
+    budget_sized = cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None
+    for r in ranks:
+        label = r.placement.label
+        if budget_sized and not cfg.max_model_len_auto:
+            band = kv_band_bytes(in_budget_terms(r, cfg), cfg, gpu)
+            slack = r.available_kv_bytes - kv_need_bytes(cfg.max_model_len, r.layout, cfg)
+            margins.append(Margin("KV sizing", label, slack, band, band if safety is None else safety))
+        # An in-budget error moves KV, not the device total, when KV is sized from the budget.
+        moving = [line for line in r.gpu.lines if not (budget_sized and line.in_budget)]
+        band = (
+            sum(line.band * (r.gpu.replicas if line.per_replica else 1) for line in moving) + gpu.total_band
+        )
+        margins.append(
+            Margin("device at peak", label, r.gpu.free_bytes, band, band if safety is None else safety)
+        )
+        if cfg.kv_cache_memory_bytes is None:
+            free_at_start = (
+                gpu.total_bytes
+                - r.context_bytes
+                - request.used_by_other_processes
+                - (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
+            )
+            band = acc.CONTEXT_BAND + gpu.total_band
+            margins.append(
+                Margin(
+                    "free memory at start",
+                    label,
+                    free_at_start - r.budget_bytes,
+                    band,
+                    band if safety is None else safety,
+                )
+            )
+    return margins
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -434,7 +512,7 @@ def _startup_failure(
     ranks: tuple[RankLedger, ...],
     model_limit: int,
     warnings: list[str],
-) -> tuple[str | None, list[str]]:
+) -> tuple[Failure | None, list[str]]:
     found = (
         _check_free_memory(request, gpu, cfg, ranks)
         or _check_weights(request, spec, gpu, ranks)
@@ -448,7 +526,7 @@ def _startup_failure(
 
 def _check_free_memory(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """request_memory: free memory at start (after the CUDA context, other processes and the replicas started
     before this one) must cover the budget."""
     if cfg.kv_cache_memory_bytes is not None:
@@ -472,7 +550,7 @@ def _check_free_memory(
 
 def _check_weights(
     request: PlanRequest, spec: ModelSpec, gpu: Gpu, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """load_model: the weights are allocated tensor by tensor with no regard for the budget, so they fail only
     when the device itself is full (the CUDA context and other processes already hold their share), with
     PyTorch's own out-of-memory error, before any KV sizing."""
@@ -498,9 +576,22 @@ def _check_weights(
     return None
 
 
+def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[Failure, str]:
+    """Co-located replicas: the incident where KV was budgeted for one replica while each holds its own."""
+    each = " + ".join(
+        f"{line.label} {line.bytes / GiB:.2f}" for line in r.gpu.lines if line.per_replica and line.bytes
+    )
+    return Failure.REPLICAS_EXCEED_GPU, (
+        f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
+        f"more than the device's {gpu.total_bytes / GiB:.2f} GiB: each replica holds its own KV cache "
+        f"and buffers ({each} GiB), so a budget for one replica "
+        f"({r.gpu.with_replicas(1).used_bytes / GiB:.2f} GiB) fits while {cfg.replicas_per_gpu} do not"
+    )
+
+
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
     whatever the budget says, after the profile run freed its activations and before graph capture."""
     if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
@@ -515,6 +606,8 @@ def _check_kv_allocation(
             + (cfg.replicas_per_gpu - 1) * r.gpu.per_replica_bytes
         )
         if held + r.kv_cache_bytes > gpu.total_bytes:
+            if cfg.replicas_per_gpu > 1:
+                return _replicas_exceed(r, cfg, gpu)
             return Failure.KV_CACHE_ALLOCATION, (
                 f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
                 f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
@@ -525,7 +618,7 @@ def _check_kv_allocation(
 
 def _check_kv_pool(
     cfg: EngineConfig, ranks: tuple[RankLedger, ...], model_limit: int
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """_check_enough_kv_cache_memory, per worker."""
     for r in ranks:
         check = kv.check_fits(r.available_kv_bytes, r.layout, cfg, model_limit)
@@ -538,7 +631,7 @@ def _check_kv_pool(
 
 def _check_outside_budget(
     spec: ModelSpec, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...], warnings: list[str]
-) -> tuple[str, str] | None:
+) -> tuple[Failure, str] | None:
     """Memory outside the budget: the CUDA context, CUDA graphs before v0.21, and (V1 runner) the sampler
     warm-up after capture. One fp32 logits copy that cannot fit is a certain OOM; the copies the warm-up
     usually holds are a risk (the caching allocator can often reuse reserved blocks)."""
@@ -576,17 +669,14 @@ def _check_outside_budget(
     return None
 
 
-def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[str, str] | None:
+def _check_device(gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]) -> tuple[Failure, str] | None:
     """Every line at its peak must fit the device: co-located replicas each at their peak, or a KV pool forced
     by --num-gpu-blocks-override (vLLM allocates it whatever the budget says)."""
     for r in ranks:
         if r.gpu.fits:
             continue
         if cfg.replicas_per_gpu > 1:
-            return Failure.REPLICAS_EXCEED_GPU, (
-                f"{cfg.replicas_per_gpu} replicas on one GPU need {r.gpu.used_bytes / GiB:.2f} GiB at their peaks, "
-                f"more than the device's {gpu.total_bytes / GiB:.2f} GiB"
-            )
+            return _replicas_exceed(r, cfg, gpu)
         return Failure.KV_CACHE_ALLOCATION, (
             f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
             f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, with the rest of the ledger "
@@ -601,7 +691,7 @@ def _failed(
     gpu: Gpu,
     cfg: EngineConfig,
     ranks_and_blocks: list[tuple[RankLedger, int]],
-    failure: str,
+    failure: Failure,
     error: str,
     notes: list[str],
     warnings: list[str],

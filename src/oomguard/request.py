@@ -1,0 +1,43 @@
+"""What to plan, for any engine: the neutral request that `planning` dispatches and each engine reads.
+
+The engine's own settings arrive as its launch command (`direct_args` given to oomguard, then `command`, the
+command as the user runs it) and as `flags` in the engine's own names; the engine merges them in that order,
+later ones winning. It lives beside `result.py`, outside `planning/`, so that engines can read it without
+importing the package that dispatches to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from oomguard.host.ledger import HostLimits
+from oomguard.kinds import Usage
+
+
+@dataclass(frozen=True)
+class Request:
+    """One deployment to plan. `engine` None: read from the command (vLLM unless it is SGLang's)."""
+
+    command: Sequence[str] | str | None = None
+    model: str | None = None
+    engine: str | None = None
+    flags: Mapping[str, Any] = field(default_factory=dict)
+    direct_args: Sequence[str] = ()
+    gpu: str | None = None
+    gpu_memory: int | str | None = None
+    engine_version: str | None = None  # None: the newest the engine's table knows
+    replicas_per_gpu: int = 1
+    usage: Usage = Usage.SERVE
+    measured: Mapping[str, int] = field(default_factory=dict)  # calibrated terms (bytes) from an earlier log
+    used_by_other_processes: int = 0  # bytes in use on the GPU before the engine starts
+    other_processes_source: str = "--other-processes: given by the user"
+    safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
+    host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
+    local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
+
+    def with_flags(self, **changes: Any) -> Request:
+        merged = dict(self.flags)
+        merged.update(changes)
+        return replace(self, flags=merged)
