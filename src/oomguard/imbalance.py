@@ -19,6 +19,9 @@ IMBALANCE_WARN = 0.15  # ranks more than 15% apart (of their mean): the early wa
 # Below this mean KV usage the ranks are nearly idle and their spread is noise (two requests against one
 # read as 67%): the imbalance is not judged there (watch's `imbalance_min_kv` default, the rule's guard).
 IMBALANCE_MIN_MEAN_KV = 0.05
+# Each rank's usage is averaged over this trailing window before the ranks are compared: an instant's spread
+# is mostly which rank happened to admit the last long prompt (watch's window, the rule's avg_over_time).
+IMBALANCE_WINDOW_S = 300.0
 
 
 def imbalance(values: Sequence[float]) -> float:

@@ -254,3 +254,14 @@ def test_sweep_over_balancers_gives_a_row_each(shared_data: Path, capsys: pytest
     assert [run["balancer"] for run in data["runs"]] == ["vllm", "round-robin", "kv-aware"]
     assert all(len(run["ranks"]) == 2 for run in data["runs"])
     assert data["runs"][1]["api_servers"] == 1 and data["runs"][0]["api_servers"] == 2
+
+
+def test_round_robin_ranks_are_single_engines_on_the_split_trace(shared_data: Path) -> None:
+    # Each rank of a round-robin deployment sees requests k, k+4, ...: exactly a single engine on that slice.
+    workload = _azure(shared_data, 90, 6.0)
+    config = _config(900)
+    result = simulate_dp(workload, DpConfig(config, 4, BalancerKind.ROUND_ROBIN))
+    for k, rank in enumerate(result.ranks):
+        alone = simulate(Workload(workload.requests[k::4], workload.clock, workload.source), config)
+        assert rank.timeline == alone.timeline
+    assert sum(r.preemptions for r in result.ranks) > 0

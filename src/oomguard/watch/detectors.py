@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, imbalance
+from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, IMBALANCE_WINDOW_S, imbalance
 from oomguard.units import GiB, MiB
 from oomguard.watch.durations import format_duration
 from oomguard.watch.growth import GrowthRule
@@ -60,7 +60,7 @@ class Thresholds:
     queue_limit: float = 100.0  # time-to-saturation of the queue is measured to this many waiting
     preemption_window_s: float = 300.0
     preemptions_per_min: float = 1.0
-    imbalance_window_s: float = 300.0
+    imbalance_window_s: float = IMBALANCE_WINDOW_S
     imbalance: float = IMBALANCE_WARN  # DP ranks more than 15% apart (oomguard.imbalance)
     imbalance_min_kv: float = IMBALANCE_MIN_MEAN_KV  # nearly idle ranks: spread is noise (oomguard.imbalance)
     imbalance_min_requests: float = 2.0

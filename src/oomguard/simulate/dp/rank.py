@@ -21,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from oomguard.simulate.run import OomEvent, RequestStats, SimulationConfig, SimulationResult, Timeline
 from oomguard.simulate.scheduler import DecodeRun, Scheduler, SimRequest, StepPlan
@@ -53,7 +54,7 @@ class RankEngine:
         self.now = 0.0
         self.step = 0
         self.usable = config.scheduler.num_gpu_blocks - 1
-        self.cols: dict[str, list[float]] = {c: [] for c in Timeline.COLUMNS}
+        self.cols: dict[str, list[Any]] = {c: [] for c in Timeline.COLUMNS}
         self.ooms: list[OomEvent] = []
         self.notes: list[str] = []
         self.peak_value = -1
@@ -355,23 +356,7 @@ class RankEngine:
             prefix_hit_tokens=self.sched.prefix_hits,
             prefix_query_tokens=self.sched.prefix_queries,
         )
-        c = self.cols
-        timeline = Timeline(
-            step=tuple(int(v) for v in c["step"]),
-            time=tuple(float(v) for v in c["time"]),
-            duration=tuple(float(v) for v in c["duration"]),
-            tokens=tuple(int(v) for v in c["tokens"]),
-            num_prefills=tuple(int(v) for v in c["num_prefills"]),
-            num_decodes=tuple(int(v) for v in c["num_decodes"]),
-            max_prefill=tuple(int(v) for v in c["max_prefill"]),
-            running=tuple(int(v) for v in c["running"]),
-            waiting=tuple(int(v) for v in c["waiting"]),
-            kv_blocks_used=tuple(int(v) for v in c["kv_blocks_used"]),
-            preempted=tuple(int(v) for v in c["preempted"]),
-            admitted=tuple(int(v) for v in c["admitted"]),
-            finished=tuple(int(v) for v in c["finished"]),
-            peak_bytes=tuple(int(v) for v in c["peak_bytes"]),
-        )
+        timeline = Timeline(**{c: tuple(self.cols[c]) for c in Timeline.COLUMNS})
         return SimulationResult(
             config=self.config,
             workload_source=source,

@@ -67,7 +67,9 @@ def dp_dict(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
         "rejected_prompt_too_long": result.rejected,
         "preemptions": sum(s.preemptions for s in summaries),
         "imbalance": {
-            "definition": "(max - min) / mean of the ranks' KV usage, 0 while the mean is under min_mean",
+            "definition": "(max - min) / mean of the ranks' KV usage averaged over the trailing window, "
+            "0 while the mean is under min_mean",
+            "window": imb.window,
             "min_mean": imb.min_mean,
             "threshold": imb.threshold,
             "time_above": _num(imb.time_above),

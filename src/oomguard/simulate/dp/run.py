@@ -10,9 +10,9 @@ Arrivals are routed at step boundaries. With expert parallelism each rank's MoE 
 ranks that step (`ep.LockstepMemory`), so a rank's peak can pass its headroom on a step where it alone is
 quiet; the first such step is found.
 
-After the run: per rank, the single-engine result; across ranks, the KV usage imbalance (`oomguard.imbalance`)
-sampled on a uniform grid of `IMBALANCE_SAMPLES` points, and which rank saturated, preempted or passed its
-headroom first.
+After the run: per rank, the single-engine result; across ranks, the KV usage imbalance (`oomguard.imbalance`:
+each rank's usage over the trailing 5 minutes, as watch and rules compare them) sampled on a uniform grid of
+`IMBALANCE_SAMPLES` points, and which rank saturated, preempted or passed its headroom first.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, imbalance, time_above
+from oomguard.imbalance import (
+    IMBALANCE_MIN_MEAN_KV,
+    IMBALANCE_WARN,
+    IMBALANCE_WINDOW_S,
+    imbalance,
+    time_above,
+)
 from oomguard.simulate.dp.balancer import BalancerKind
 from oomguard.simulate.dp.ep import DUMMY_BATCH_TOKENS, LockstepMemory
 from oomguard.simulate.dp.frontend import Frontend
@@ -61,14 +67,16 @@ class RankEvent:
 
 @dataclass(frozen=True)
 class ImbalanceSeries:
-    """KV usage imbalance across the ranks, (max - min) / mean, at evenly spaced times; 0 where the ranks'
-    mean KV usage is under `IMBALANCE_MIN_MEAN_KV` (nearly idle: not judged, as watch and rules do)."""
+    """KV usage imbalance across the ranks at evenly spaced times, as watch and rules judge it: each rank's
+    usage averaged over the trailing `window`, then (max - min) / mean over the ranks; 0 where that mean is
+    under `min_mean` (nearly idle ranks are not judged)."""
 
     times: tuple[float, ...]
     values: tuple[float, ...]
     sample_s: float  # the time each sample stands for
     threshold: float = IMBALANCE_WARN
     min_mean: float = IMBALANCE_MIN_MEAN_KV
+    window: float = IMBALANCE_WINDOW_S  # seconds, or steps on a step clock
 
     @property
     def time_above(self) -> float:
@@ -253,20 +261,29 @@ def kv_usage_at(result: SimulationResult, times: Sequence[float]) -> list[float]
     return out
 
 
-def kv_imbalance(results: Sequence[SimulationResult], samples: int = IMBALANCE_SAMPLES) -> ImbalanceSeries:
+def kv_imbalance(
+    results: Sequence[SimulationResult], samples: int = IMBALANCE_SAMPLES, window: float = IMBALANCE_WINDOW_S
+) -> ImbalanceSeries:
+    """The ranks' KV usage imbalance (see `ImbalanceSeries`) on `samples` points over the simulated span."""
     starts = [r.timeline.time[0] for r in results if len(r.timeline)]
     ends = [r.timeline.time[-1] + r.timeline.duration[-1] for r in results if len(r.timeline)]
     if not starts or len(results) < 2:
-        return ImbalanceSeries((), (), 0.0)
+        return ImbalanceSeries((), (), 0.0, window=window)
     t0, t1 = min(starts), max(ends)
-    dt = (t1 - t0) / samples if t1 > t0 else 1.0
-    times = [t0 + (j + 0.5) * dt for j in range(samples if t1 > t0 else 1)]
-    usage = [kv_usage_at(r, times) for r in results]
-    n = len(results)
-    values = tuple(
-        imbalance(column) if sum(column) >= IMBALANCE_MIN_MEAN_KV * n else 0.0 for column in zip(*usage)
-    )
-    return ImbalanceSeries(tuple(times), values, dt)
+    count = samples if t1 > t0 else 1
+    dt = (t1 - t0) / count if t1 > t0 else 1.0
+    times = [t0 + (j + 0.5) * dt for j in range(count)]
+    width = max(1, round(window / dt))
+    averaged = []
+    for result in results:
+        usage = kv_usage_at(result, times)
+        acc = [0.0]
+        for u in usage:
+            acc.append(acc[-1] + u)
+        averaged.append([(acc[j + 1] - acc[max(0, j + 1 - width)]) / min(j + 1, width) for j in range(count)])
+    floor = IMBALANCE_MIN_MEAN_KV * len(results)
+    values = tuple(imbalance(column) if sum(column) >= floor else 0.0 for column in zip(*averaged))
+    return ImbalanceSeries(tuple(times), values, dt, window=window)
 
 
 def _saturated_steps(result: SimulationResult) -> list[int]:
