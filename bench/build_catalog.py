@@ -689,7 +689,7 @@ EXTRA: list[dict[str, Any]] = [
     },
     {
         "id": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
-        "src": "Qwen2Config printout of deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B in a public GitHub file (model-config "
+        "src": "Qwen2Config printout of deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B in a public GitHub file (model-config "  # noqa: E501
         "helper; repo path not recorded by the search index)",
         "config": {
             "architectures": ["Qwen2ForCausalLM"],

@@ -1,7 +1,8 @@
 """Diagnosis accuracy on real OOM reports: evidence text in, root-cause class out.
 
 Splits, each printed on its own:
-- dev: the 39 development reports (../shared/data/validation/oom_reports_dev.jsonl), the rules were built on them;
+- dev: the 39 development reports (../shared/data/validation/oom_reports_dev.jsonl), the rules were built on
+them;
 - tune: the tuning part of the harvested corpus (bench/data/oom_corpus/tune.jsonl);
 - frozen: the held-out 30% of that corpus (bench/data/oom_corpus/frozen.jsonl), never tuned on.
 For each: top-1 / top-3, the answer rate (overall and on machine evidence), top-1 per confidence band, per

@@ -37,7 +37,8 @@ HEAD = [
     ),
     "(EngineCore pid=120) INFO 11-29 07:00:30 [gpu_worker.py:508] Available KV cache memory: 55.1 GiB",
     (
-        "(EngineCore pid=120) INFO 11-29 07:00:30 [kv_cache_utils.py:1733] GPU KV cache size: 451,376 tokens, "
+        "(EngineCore pid=120) INFO 11-29 07:00:30 [kv_cache_utils.py:1733] GPU KV cache size: 451,376 "
+        "tokens, "
         "Maximum concurrency for 32,768 tokens per request: 13.77x"
     ),
 ]
@@ -45,11 +46,13 @@ TAIL = [
     "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] EngineCore encountered a fatal error.",
     "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] Traceback (most recent call last):",
     (
-        '(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935]   File "/usr/local/lib/python3.12/dist-packages/'
+        "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935]   File "
+        '"/usr/local/lib/python3.12/dist-packages/'
         'vllm/model_executor/models/llama.py", line 261, in forward'
     ),
     (
-        "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] torch.OutOfMemoryError: CUDA out of memory. Tried "
+        "(EngineCore pid=120) ERROR 11-29 09:59:59 [core.py:935] torch.OutOfMemoryError: CUDA out of memory. "
+        "Tried "
         "to allocate 3.50 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.21 GiB is free. Including "
         "non-PyTorch memory, this process has 77.96 GiB memory in use. Of the allocated memory 74.02 GiB is "
         "allocated by PyTorch, and 1.31 GiB is reserved by PyTorch but unallocated."
@@ -72,19 +75,22 @@ def generate(path: str, size_mb: int) -> str:
                 k, t = rnd.random(), f"11-29 08:{rnd.randrange(60):02d}:{rnd.randrange(60):02d}"
                 if k < 0.6:
                     lines.append(
-                        f'(APIServer pid=1) INFO {t} [loggers.py:257] "POST /v1/chat/completions HTTP/1.1" 200 OK'
+                        f'(APIServer pid=1) INFO {t} [loggers.py:257] "POST /v1/chat/completions HTTP/1.1" '
+                        "200 OK"
                     )
                 elif k < 0.95:
                     lines.append(
                         f"(APIServer pid=1) INFO {t} [loggers.py:123] Engine 000: Avg prompt throughput: "
                         f"{rnd.uniform(0, 9000):.1f} tokens/s, Avg generation throughput: "
                         f"{rnd.uniform(0, 3000):.1f} tokens/s, Running: {rnd.randrange(64)} reqs, Waiting: "
-                        f"{rnd.randrange(8)} reqs, GPU KV cache usage: {rnd.uniform(0, 40):.1f}%, Prefix cache "
+                        f"{rnd.randrange(8)} reqs, GPU KV cache usage: {rnd.uniform(0, 40):.1f}%, Prefix "
+                        "cache "
                         f"hit rate: {rnd.uniform(0, 60):.1f}%"
                     )
                 else:
                     lines.append(
-                        f"(APIServer pid=1) WARNING {t} [protocol.py:93] The following fields were present in "
+                        f"(APIServer pid=1) WARNING {t} [protocol.py:93] The following fields were present "
+                        "in "
                         "the request but ignored: {'stream_options'}"
                     )
             chunk = "\n".join(lines) + "\n"
@@ -138,7 +144,8 @@ def bench(size_mb: int, verify: bool) -> bool:
     print(f"log: {mb:,.0f} MB written by {made_by}")
     print(f"  grep -c            {mb / grep_wall:7,.0f} MB/s  ({grep_wall:.2f} s wall, {grep_cpu:.2f} s CPU)")
     print(
-        f"  oomguard diagnose  {mb / wall:7,.0f} MB/s  ({wall:.2f} s wall, {cpu:.2f} s CPU = {mb / cpu:,.0f} MB/s "
+        f"  oomguard diagnose  {mb / wall:7,.0f} MB/s  ({wall:.2f} s wall, {cpu:.2f} s CPU = {mb / cpu:,.0f} "
+        "MB/s "
         f"of CPU; target >= {TARGET_MB_S} MB/s)"
     )
     print(

@@ -38,7 +38,7 @@ MEMORY_LIMIT_MB = 512
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
        "HF_HUB_OFFLINE": "1"}  # fmt: skip
 FAKE_NVML = REPO / "tests" / "watch" / "fakenvml"
-HEALTHY = b'vllm:num_requests_running{engine="0",model_name="m"} 1\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3\n'
+HEALTHY = b'vllm:num_requests_running{engine="0",model_name="m"} 1\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3\n'  # noqa: E501
 WIDE = (
     "\n".join(
         f'{m}{{engine="{e}"}} 0.5'
@@ -150,7 +150,7 @@ class Locked:
     """Another process holding the database's write lock: the disk-full stand-in that needs no mount."""
 
     def __init__(self, db: Path) -> None:
-        code = "import sqlite3,sys,time; d=sqlite3.connect(sys.argv[1],isolation_level=None); d.execute('BEGIN IMMEDIATE'); print('ok',flush=True); time.sleep(600)"
+        code = "import sqlite3,sys,time; d=sqlite3.connect(sys.argv[1],isolation_level=None); d.execute('BEGIN IMMEDIATE'); print('ok',flush=True); time.sleep(600)"  # noqa: E501
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "ok"
 
@@ -188,7 +188,7 @@ def d1(h: Hostile, tmp: Path) -> Outcome:
     )
     spill = Path(str(db) + ".unsaved.jsonl")
     return Outcome("D1", "+Inf and -Inf on one engine, then a healthy endpoint", 20, runs,
-                   healthy == 9 and not spill.exists(), f"{healthy}/9 healthy samples stored, spill {spill.exists()}")  # fmt: skip
+                   healthy == 9 and not spill.exists(), f"{healthy}/9 healthy samples stored, spill {spill.exists()}")  # fmt: skip  # noqa: E501
 
 
 @case("D2")
@@ -207,7 +207,7 @@ def d2(h: Hostile, tmp: Path) -> Outcome:
     after = count(db, "SELECT count(*) FROM samples")
     return Outcome("D2", "SIGTERM while the database cannot be written", 30, [run, again],
                    saved > 0 and after - before >= saved - 1000 and not spill.exists(),
-                   f"{saved} records spilled at SIGTERM, {after - before} rows after the next start")  # fmt: skip
+                   f"{saved} records spilled at SIGTERM, {after - before} rows after the next start")  # fmt: skip  # noqa: E501
 
 
 @case("D3")
@@ -221,7 +221,7 @@ def d3(h: Hostile, tmp: Path) -> Outcome:
         db = d / "oomguard-watch.sqlite"
         child(watch(f"{h.base}/static/healthy", db, "--once"), 20, env=env)
     lock = Locked(dirs[0] / "oomguard-watch.sqlite")
-    runs.append(child(watch(f"{h.base}/static/wide", dirs[0] / "oomguard-watch.sqlite", "--count", "3", "--interval", "0.2s"), 30, env=env))  # fmt: skip
+    runs.append(child(watch(f"{h.base}/static/wide", dirs[0] / "oomguard-watch.sqlite", "--count", "3", "--interval", "0.2s"), 30, env=env))  # fmt: skip  # noqa: E501
     lock.release()
     runs.append(
         child(watch(f"{h.base}/static/healthy", dirs[1] / "oomguard-watch.sqlite", "--once"), 20, env=env)
@@ -236,7 +236,7 @@ def d3(h: Hostile, tmp: Path) -> Outcome:
         dirs[0] / "oomguard-watch.sqlite", f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/wide'"
     )
     return Outcome("D3", "two watches, same database name, different directories", 30, runs,
-                   wide_in_other == 0 and wide_home == 3, f"other db got {wide_in_other} foreign scrapes; home got {wide_home}/3")  # fmt: skip
+                   wide_in_other == 0 and wide_home == 3, f"other db got {wide_in_other} foreign scrapes; home got {wide_home}/3")  # fmt: skip  # noqa: E501
 
 
 @case("D4")
@@ -256,7 +256,7 @@ def d4(h: Hostile, tmp: Path) -> Outcome:
     wide = count(db, f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/wide'")
     return Outcome("D4", "restarts while the database stays unwritable", 30, runs,
                    all(g <= 10 for g in growth) and wide == 5 and not spill.exists(),
-                   f"spill lines {sizes} (grows by each run's own records only); {wide}/5 wide scrapes recovered")  # fmt: skip
+                   f"spill lines {sizes} (grows by each run's own records only); {wide}/5 wide scrapes recovered")  # fmt: skip  # noqa: E501
 
 
 # ----- watch: hangs -------------------------------------------------------------------------------------
@@ -266,11 +266,11 @@ def d4(h: Hostile, tmp: Path) -> Outcome:
 def h1(h: Hostile, tmp: Path) -> Outcome:
     once = child(watch(f"{h.base}/drip", tmp / "d.sqlite", "--once", "--timeout", "2s"), 6)
     both = child(["watch", "--no-nvml", "--no-host", "--timeout", "2s", "--interval", "1s", "--count", "5",
-                  "--db", str(tmp / "s.sqlite"), f"{h.base}/static/healthy", f"{h.base}/drip"], 16)  # fmt: skip
+                  "--db", str(tmp / "s.sqlite"), f"{h.base}/static/healthy", f"{h.base}/drip"], 16)  # fmt: skip  # noqa: E501
     prom = child(["watch", "--prometheus", f"{h.base}/drip", "--once", "--timeout", "2s"], 6)
     healthy = count(tmp / "s.sqlite", f"SELECT count(*) FROM scrapes WHERE target='{h.base}/static/healthy'")
     return Outcome("H1", "1 byte/s body; --timeout 2s; beside a healthy target; --prometheus", 16,
-                   [once, both, prom], healthy == 5, f"healthy scraped {healthy}/5; once {once.wall_s:.1f} s, prometheus {prom.wall_s:.1f} s")  # fmt: skip
+                   [once, both, prom], healthy == 5, f"healthy scraped {healthy}/5; once {once.wall_s:.1f} s, prometheus {prom.wall_s:.1f} s")  # fmt: skip  # noqa: E501
 
 
 @case("H2")
@@ -278,7 +278,7 @@ def h2(h: Hostile, tmp: Path) -> Outcome:
     db = tmp / "n.sqlite"
     run = child(["watch", "--no-host", "--interval", "0.2s", "--count", "10", "--timeout", "1s", "--json",
                  "--db", str(db), f"{h.base}/static/healthy"], 15,
-                env={"FAKE_NVML": "hang", "PYTHONPATH": f"{FAKE_NVML}{os.pathsep}{ENV['PYTHONPATH']}"})  # fmt: skip
+                env={"FAKE_NVML": "hang", "PYTHONPATH": f"{FAKE_NVML}{os.pathsep}{ENV['PYTHONPATH']}"})  # fmt: skip  # noqa: E501
     scrapes = count(db, "SELECT count(*) FROM scrapes")
     down = '"subject": "nvml"' in run.stdout and "target_down" in run.stdout
     return Outcome("H2", "NVML call blocks from the fifth call on", 15, [run], scrapes == 10 and down,
@@ -292,7 +292,7 @@ time.time = lambda: real() - 60 if real() - t0 > 1.5 else real()
 from oomguard import cli
 sys.exit(cli.main(["watch", "--no-nvml", "--no-host", "--interval", "1s", "--count", "4", "--timeout", "3s", "--json",
                    "--db", sys.argv[1], sys.argv[2], sys.argv[3]]))
-"""
+"""  # noqa: E501
 
 
 @case("H3")
@@ -314,7 +314,7 @@ for k in range(720):
     s.add(Sample(sys.argv[2], str(e), m, now - 3600 + 5 * k, r.random()) for e in range(256) for m in M)
     if k % 60 == 59: s.flush(0.0)
 s.close(now)
-"""
+"""  # noqa: E501
 
 
 TICKS = """
@@ -339,7 +339,8 @@ def h8(h: Hostile, tmp: Path) -> Outcome:
     steady = ticks[1:]
     return Outcome("H8", "1 h of 256 DP ranks x 9 metrics stored (1.66M samples); 4 ticks", 30, [run],
                    bool(steady) and max(steady) < INTERVAL_S,
-                   f"first tick (reads the hour once) {ticks[0]:.1f} s, then {', '.join(f'{t:.1f}' for t in steady)} s "
+                   f"first tick (reads the hour once) {ticks[0]:.1f} s, then "
+                   f"{', '.join(f'{t:.1f}' for t in steady)} s "
                    f"per tick against the {INTERVAL_S:g} s interval (the report: 13 s per tick)")  # fmt: skip
 
 
@@ -357,9 +358,9 @@ def simple(
     CASES[name] = run_case
 
 
-simple("C1", "gzip bomb (1 MiB -> 1 GiB)", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/g.sqlite", "{base}/gzipbomb"],
-       lambda r: ("once decompressed" in r.stderr, "refused: " + r.stderr.strip().splitlines()[-1][:90] if r.stderr.strip() else ""))  # fmt: skip
-simple("C2", "50 MB label value", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/b.sqlite", "{base}/biglabel"],
+simple("C1", "gzip bomb (1 MiB -> 1 GiB)", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/g.sqlite", "{base}/gzipbomb"],  # noqa: E501
+       lambda r: ("once decompressed" in r.stderr, "refused: " + r.stderr.strip().splitlines()[-1][:90] if r.stderr.strip() else ""))  # fmt: skip  # noqa: E501
+simple("C2", "50 MB label value", 20, ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/b.sqlite", "{base}/biglabel"],  # noqa: E501
        lambda r: ("64 KiB" in r.stderr, "line skipped unread"))  # fmt: skip
 
 
@@ -370,7 +371,7 @@ def c5(h: Hostile, tmp: Path) -> Outcome:
         child(watch(f"{h.base}/static/huge", db, "--once"), 20),
         child(watch(f"{h.base}/static/healthy", db, "--once"), 20),
     ]
-    return Outcome("C5", "1e308 on two DP engines, then a restart", 20, runs, all(r.code in (0, 1) for r in runs), "no crash, restart clean")  # fmt: skip
+    return Outcome("C5", "1e308 on two DP engines, then a restart", 20, runs, all(r.code in (0, 1) for r in runs), "no crash, restart clean")  # fmt: skip  # noqa: E501
 
 
 @case("C6")
@@ -421,8 +422,8 @@ simple("W4", "terminal escapes and a forged alert line in a label", 20,
        ["watch", "--count", "1", "--no-nvml", "--no-host", "--db", "{tmp}/f.sqlite", "{base}/forge"],
        lambda r: ("\x1b" not in r.stdout + r.stderr and "\nCRITICAL" not in r.stdout, "escaped"))  # fmt: skip
 simple("W5", "a counter at +Inf every third scrape", 20,
-       ["watch", "--count", "4", "--interval", "0.2s", "--json", "--no-nvml", "--no-host", "--db", "{tmp}/i.sqlite", "{base}/static/infcounter"],
-       lambda r: ("restarts" not in r.stdout and "NaN" not in r.stdout and "Infinity" not in r.stdout, "no false restart, strict JSON"))  # fmt: skip
+       ["watch", "--count", "4", "--interval", "0.2s", "--json", "--no-nvml", "--no-host", "--db", "{tmp}/i.sqlite", "{base}/static/infcounter"],  # noqa: E501
+       lambda r: ("restarts" not in r.stdout and "NaN" not in r.stdout and "Infinity" not in r.stdout, "no false restart, strict JSON"))  # fmt: skip  # noqa: E501
 simple(
     "W9",
     "rules --leak-window 1ms",
@@ -432,14 +433,15 @@ simple(
 )
 simple("W10", "body shorter than its Content-Length", 20,
        ["watch", "--once", "--no-nvml", "--no-host", "--db", "{tmp}/x.sqlite", "{base}/truncated"],
-       lambda r: ("closed mid-body" in r.stderr + r.stdout, "failed scrape: connection closed mid-body"))  # fmt: skip
+       lambda r: ("closed mid-body" in r.stderr + r.stdout, "failed scrape: connection closed mid-body"))  # fmt: skip  # noqa: E501
 simple("U2", "watch --timeout 0", 20, ["watch", "--once", "--timeout", "0", "localhost:1"],
-       lambda r: (r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr.strip()[:90]))  # fmt: skip
+       lambda r: (r.code == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr.strip()[:90]))  # fmt: skip  # noqa: E501
 
 
-# ----- outside watch: bounded inputs -------------------------------------------------------------------------
+# ----- outside watch: bounded inputs
+# -------------------------------------------------------------------------
 
-QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,  # noqa: E501
          "num_hidden_layers": 10, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128,
          "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}  # fmt: skip
 
@@ -459,8 +461,8 @@ def h4(h: Hostile, tmp: Path) -> Outcome:
         child(["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", "/dev/zero"], 15),
         child(["plan", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--nvidia-smi", "/dev/zero"], 15),
     ]
-    return Outcome("H4", "a FIFO without a writer; the zero device to check, simulate, --config, --nvidia-smi", 15,
-                   runs, all(refused(r) for r in runs), "; ".join(r.stderr.strip()[-40:] for r in runs[:2]))  # fmt: skip
+    return Outcome("H4", "a FIFO without a writer; the zero device to check, simulate, --config, --nvidia-smi", 15,  # noqa: E501
+                   runs, all(refused(r) for r in runs), "; ".join(r.stderr.strip()[-40:] for r in runs[:2]))  # fmt: skip  # noqa: E501
 
 
 @case("H7")
@@ -486,9 +488,9 @@ def c9(h: Hostile, tmp: Path) -> Outcome:
     )
     deep = "[" * 20_000 + "]" * 20_000
     runs = [child(["plan", str(tmp / "deep"), "--gpu", "H100"], 15),
-            child(["plan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--hf-overrides", deep], 15),
+            child(["plan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--hf-overrides", deep], 15),  # noqa: E501
             child(["simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 15)]  # fmt: skip
-    return Outcome("C9", "JSON nested 200,000 deep: config.json, --hf-overrides, a JSONL trace line", 15, runs,
+    return Outcome("C9", "JSON nested 200,000 deep: config.json, --hf-overrides, a JSONL trace line", 15, runs,  # noqa: E501
                    all(r.code == 2 for r in runs), "one-line errors")  # fmt: skip
 
 
@@ -525,7 +527,7 @@ def w7(h: Hostile, tmp: Path) -> Outcome:
     runs = [child(["simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 60, env={"TZ": tz})
             for tz in ("UTC", "America/New_York")]  # fmt: skip
     same = runs[0].stdout == runs[1].stdout and runs[0].code == runs[1].code
-    return Outcome("W7", "an Azure trace across the November DST change, TZ=UTC vs America/New_York", 60, runs,
+    return Outcome("W7", "an Azure trace across the November DST change, TZ=UTC vs America/New_York", 60, runs,  # noqa: E501
                    same, "same output in both zones" if same else "outputs differ")  # fmt: skip
 
 
@@ -540,9 +542,9 @@ def w8(h: Hostile, tmp: Path) -> Outcome:
 def main(names: list[str]) -> int:
     hostile = Hostile(drip_s=1.0, bomb_mib=1024, label_bytes=50 << 20).start()
     hostile.static.update(healthy=HEALTHY, wide=WIDE, poison=POISON,
-                          huge=b'vllm:kv_cache_usage_perc{engine="0"} 1e308\nvllm:kv_cache_usage_perc{engine="1"} 1e308\n',
-                          twoseries=b'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.6\nvllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.6\n',
-                          infcounter=b'vllm:num_requests_running{engine="0"} 1\nvllm:num_preemptions_total{engine="0"} +Inf\n')  # fmt: skip
+                          huge=b'vllm:kv_cache_usage_perc{engine="0"} 1e308\nvllm:kv_cache_usage_perc{engine="1"} 1e308\n',  # noqa: E501
+                          twoseries=b'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.6\nvllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.6\n',  # noqa: E501
+                          infcounter=b'vllm:num_requests_running{engine="0"} 1\nvllm:num_preemptions_total{engine="0"} +Inf\n')  # fmt: skip  # noqa: E501
     hostile.bomb()
     outcomes = []
     try:

@@ -3,7 +3,8 @@
     python bench/fuzz_cli.py             # the fixed corpus of hostile inputs, each command
     python bench/fuzz_cli.py --random 200  # plus N random byte strings / flag values (seeded)
 
-Each case runs `python -m oomguard ...` in its own process (HF_HUB_OFFLINE=1, 30 s, 4 GiB address space) and is
+Each case runs `python -m oomguard ...` in its own process (HF_HUB_OFFLINE=1, 30 s, 4 GiB address space) and
+is
 judged by the project standard: exit 0/1/2 (the documented codes), stderr without "Traceback" or "internal
 error", and bad input answered in one line. Prints one row per failing case and a summary table.
 """
@@ -269,7 +270,7 @@ TRACES: dict[str, bytes] = {
         b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:09.0,50,10\n2023-11-16 18:17:03.0,40,10\n"
     ),
     "trace-bad-timestamp": b"TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,50,10\n",
-    "trace-huge-lengths": b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,99999999999999999999,10\n",
+    "trace-huge-lengths": b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,99999999999999999999,10\n",  # noqa: E501
     "trace-float-lengths": b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,50.5,1e400\n",
     "jsonl-negative": b'{"timestamp": 0, "input_length": -1, "output_length": 5}\n',
     "jsonl-strings": b'{"timestamp": "soon", "input_length": "ten", "output_length": 5}\n',
@@ -289,7 +290,7 @@ TRACES: dict[str, bytes] = {
 METRICS: dict[str, bytes] = {
     "prom-garbage": b"vllm:num_requests_running{{{ 1 2 3\n# TYPE \n\x00\n",
     "prom-html": b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>\n",
-    "prom-nan-values": b'vllm:gpu_cache_usage_perc{engine="0"} NaN\nvllm:num_requests_waiting{engine="0"} +Inf\n',
+    "prom-nan-values": b'vllm:gpu_cache_usage_perc{engine="0"} NaN\nvllm:num_requests_waiting{engine="0"} +Inf\n',  # noqa: E501
     "prom-bad-labels": b'vllm:gpu_cache_usage_perc{engine="0} 0.5\n',
 }
 
@@ -656,17 +657,20 @@ def main() -> int:
         print(f"FAIL {o.case.command:<9} {o.case.name[:60]:<60} {o.failure}: {last[:200]}")
     print()
     print(
-        f"{'command':<10} {'cases':>6} {'exit 0':>7} {'exit 1':>7} {'exit 2':>7} {'failures':>9} {'slowest s':>10}"
+        f"{'command':<10} {'cases':>6} {'exit 0':>7} {'exit 1':>7} {'exit 2':>7} {'failures':>9} "
+        f"{'slowest s':>10}"
     )
     for command in sorted({o.case.command for o in outcomes}):
         mine = [o for o in outcomes if o.case.command == command]
         print(
-            f"{command:<10} {len(mine):>6} {sum(o.code == 0 for o in mine):>7} {sum(o.code == 1 for o in mine):>7} "
+            f"{command:<10} {len(mine):>6} {sum(o.code == 0 for o in mine):>7} "
+            f"{sum(o.code == 1 for o in mine):>7} "
             f"{sum(o.code == 2 for o in mine):>7} {sum(bool(o.failure) for o in mine):>9} "
             f"{max(o.seconds for o in mine):>10.2f}"
         )
     print(
-        f"{len(outcomes)} cases in {elapsed:.0f} s; {len(failures)} failures; hostile pickle/YAML ran: {pwned}"
+        f"{len(outcomes)} cases in {elapsed:.0f} s; {len(failures)} failures; hostile pickle/YAML ran: "
+        f"{pwned}"
     )
     return 1 if failures or pwned else 0
 

@@ -1,8 +1,10 @@
 """Score the host-memory ledger against real host-OOM reports.
 
 Cases: bench/data/host_oom_cases.jsonl, one per vLLM host-memory report of the development sets
-(../shared/data/validation/oom_reports_dev.jsonl and bench/data/oom_corpus/tune.jsonl; never the frozen split),
-with the setup transcribed from the report as a `vllm serve` command, the GPUs of one node, the limit where the
+(../shared/data/validation/oom_reports_dev.jsonl and bench/data/oom_corpus/tune.jsonl; never the frozen
+split),
+with the setup transcribed from the report as a `vllm serve` command, the GPUs of one node, the limit where
+the
 report states it, the step it died at, and the node figure where the report gives one. For each case: the
 predicted verdict and step, the node peak (+- band) and the reported figure; then how many stated-limit cases
 the plan calls at the same step. Cases the ledger cannot plan say why.
@@ -49,7 +51,8 @@ def corpus_ids() -> dict[str, set[str]]:
 
 
 def ledger_for(case: dict[str, Any]) -> HostLedger:
-    """Plan the transcribed command on the reported GPU (its tier sets max_num_seqs) and build the node ledger."""
+    """Plan the transcribed command on the reported GPU (its tier sets max_num_seqs) and build the node
+    ledger."""
     result = plan(
         PlanRequest.from_argv(case["command"], gpu=case["gpu"] or "H100", vllm_version=case["vllm_version"])
     )
@@ -81,7 +84,7 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="print every ledger line of each case")
     options = parser.parse_args()
     ids = corpus_ids()
-    header = f"{'report':<46} {'case':<30} {'limit':>7} {'reported':>16} {'predicted':>16} {'node peak':>18} figure"
+    header = f"{'report':<46} {'case':<30} {'limit':>7} {'reported':>16} {'predicted':>16} {'node peak':>18} figure"  # noqa: E501
     print(header)
     print("-" * len(header))
     stated = same_step = 0
@@ -93,7 +96,8 @@ def main() -> int:
         limit = case["limit"] or "-"
         if not case["modelled"] or not case["command"]:
             print(
-                f"{case['id'][:46]:<46} {case['case'][:30]:<30} {limit:>7} {reported:>16} {'-':>16} {'-':>18} "
+                f"{case['id'][:46]:<46} {case['case'][:30]:<30} {limit:>7} {reported:>16} {'-':>16} "
+                f"{'-':>18} "
                 f"not planned: {case['why_not']}"
             )
             continue
@@ -108,12 +112,14 @@ def main() -> int:
         if case["reported_node_gib"] is not None:
             figure = f"{case['reported_node_gib']:.1f} GiB: {figure}"
         print(
-            f"{case['id'][:46]:<46} {case['case'][:30]:<30} {limit:>7} {reported:>16} {step:>16} {peak:>18} {figure}"
+            f"{case['id'][:46]:<46} {case['case'][:30]:<30} {limit:>7} {reported:>16} {step:>16} {peak:>18} "
+            f"{figure}"
         )
         if options.verbose:
             for line in ledger.lines:
                 print(
-                    f"    {line.label:<40} {line.count:>3} x {line.bytes_each / GiB:8.2f} GiB  {line.step.value}"
+                    f"    {line.label:<40} {line.count:>3} x {line.bytes_each / GiB:8.2f} GiB  "
+                    f"{line.step.value}"
                 )
         if case["limit"] and case["reported_outcome"] == "oom-killed":
             stated += 1

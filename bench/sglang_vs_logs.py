@@ -1,6 +1,7 @@
 """SGLang planner vs real SGLang startup logs: max_total_num_tokens and the K/V sizes it logged.
 
-Each case is a public log (URL in `source`) with the command that produced it; numbers are copied from the log.
+Each case is a public log (URL in `source`) with the command that produced it; numbers are copied from the
+log.
 Prints predicted next to logged, case by case. Run: python bench/sglang_vs_logs.py
 """
 
@@ -31,7 +32,8 @@ CASES = (
         "H100",
         367404,
         8.23,
-        "checkpoint is Qwen3-235B-A22B-FP8 (block-quantized); planned as the bf16 config quantized to fp8 at load",
+        "checkpoint is Qwen3-235B-A22B-FP8 (block-quantized); planned as the bf16 config quantized to fp8 at "
+        "load",
     ),
 )
 

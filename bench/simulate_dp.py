@@ -1,7 +1,8 @@
 """Data parallel: the Azure conversation trace through DP 4 behind each balancer, and the simulator's speed.
 
 Plans Qwen3-32B on H100s (vLLM serve defaults, max_model_len 16384, one rank per GPU), replays the whole
-Azure LLM inference conversation trace (19,366 requests, one hour) at 0.5x, 1x and 2x its arrival rate through four
+Azure LLM inference conversation trace (19,366 requests, one hour) at 0.5x, 1x and 2x its arrival rate through
+four
 ranks, each the V1 scheduler with its own KV pool, behind vLLM 0.33's internal balancer (with its default of
 one API server per rank), the rule before vLLM PR #49204, round robin, and the llm-d KV-aware router. Per
 balancer: each rank's peak KV usage and preemptions, the time the ranks' KV usage is more than 15% apart

@@ -127,7 +127,8 @@ def vllm_side_by_side() -> None:
     ours = oracle["schedule_calls"] / wall  # the oracle's rate counts schedule() calls; so does this one
     same = len(result.timeline) == oracle["total_steps"] and result.preemptions == oracle["total_preemptions"]
     print(
-        f"same 2,000-request workload, {oracle['total_steps']:,} steps ({'identical' if same else 'DIFFERENT'}): "
+        f"same 2,000-request workload, {oracle['total_steps']:,} steps "
+        f"({'identical' if same else 'DIFFERENT'}): "
         f"vLLM 0.33 scheduler {vllm_steps_per_s:,.0f} steps/s, oomguard {ours:,.0f} steps/s = "
         f"{ours / vllm_steps_per_s:.1f}x (target {VLLM_FACTOR}x)"
     )

@@ -1,4 +1,5 @@
-"""Accuracy: oomguard's scheduler model against vLLM 0.33.0's real scheduler (the oracle), scenario by scenario.
+"""Accuracy: oomguard's scheduler model against vLLM 0.33.0's real scheduler (the oracle), scenario by
+scenario.
 
 Builds step-clocked workloads from the shared traces (Azure, Mooncake with prefix ids), runs
 `../shared/tools/vllm_oracle/sched_oracle.py` on each (only if ~/vllm-oracle exists and its output is not

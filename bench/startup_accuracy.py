@@ -164,15 +164,17 @@ def main() -> int:
             tok_err.append(abs(pct(p.kv.kv_cache_tokens, tok_meas)))
         fmt = lambda v: "-" if v is None else f"{v:.2f}"
         print(
-            f"{name:<58} {w_pred:6.2f}/{fmt(w_meas):>6} {r.activation.bytes / GiB:5.2f}/{fmt(m.get('activation_gib')):>6} "
-            f"{r.non_torch.bytes / GiB:5.2f}/{fmt(m.get('non_torch_gib')):>6} {kv_pred:8.2f}/{fmt(kv_meas):>8} "
+            f"{name:<58} {w_pred:6.2f}/{fmt(w_meas):>6} "
+            f"{r.activation.bytes / GiB:5.2f}/{fmt(m.get('activation_gib')):>6} "
+            f"{r.non_torch.bytes / GiB:5.2f}/{fmt(m.get('non_torch_gib')):>6} "
+            f"{kv_pred:8.2f}/{fmt(kv_meas):>8} "
             f"{(abs(kv_pred - kv_meas) / budget * 100 if kv_meas is not None else float('nan')):9.2f} "
             f"{p.kv.kv_cache_tokens:>10,}/{(tok_meas or 0):>10,} "
             f"{(pct(p.kv.kv_cache_tokens, tok_meas) if tok_meas else float('nan')):8.2f}"
             + (
                 ""
                 if p.fits == measured_ok and not p.warnings
-                else f"   verdict: {'ok' if p.fits and not p.warnings else 'at risk' if p.fits else p.failure}, "
+                else f"   verdict: {'ok' if p.fits and not p.warnings else 'at risk' if p.fits else p.failure}, "  # noqa: E501
                 f"was {row['status']}" + (" (another process held GPU memory)" if other_process else "")
             )
         )
@@ -193,12 +195,15 @@ def main() -> int:
     for key, values in term_err.items():
         if values:
             print(
-                f"{key + ' (|err| GiB, known versions)':<40} n={len(values):>3}  median {statistics.median(values):6.2f}   "
+                f"{key + ' (|err| GiB, known versions)':<40} n={len(values):>3}  median "
+                f"{statistics.median(values):6.2f}   "
                 f"   mean {statistics.mean(values):6.2f}    worst {max(values):7.2f}"
             )
     print(
-        f"{'start / fail verdict':<40} {verdicts['right']} right, {verdicts['flagged']} failures flagged as at risk, "
-        f"{verdicts['wrong']} wrong, {verdicts['other-process']} caused by another process (not in the command)"
+        f"{'start / fail verdict':<40} {verdicts['right']} right, {verdicts['flagged']} failures flagged as "
+        "at risk, "
+        f"{verdicts['wrong']} wrong, {verdicts['other-process']} caused by another process (not in the "
+        "command)"
     )
     print("'?': the source does not give the vLLM version; planned as " + ASSUMED_VERSION)
     print(f"skipped {len(skipped)} cases (model not resolvable offline, or facts missing):")

@@ -1,11 +1,13 @@
 """Bad input never gives a traceback, in any command.
 
 The project standard: a malformed config, a truncated log, binary garbage or a hostile pickle gets a one-line
-error naming the problem and exit code 2 (never "internal error", exit 3, which is a bug report), or the command
+error naming the problem and exit code 2 (never "internal error", exit 3, which is a bug report), or the
+command
 goes on and says what it skipped; nothing hangs, nothing runs code from the input.
 
 Every case runs the real CLI (`python -m oomguard ...`, HF_HUB_OFFLINE=1) in its own process. The processes of
-all cases are started together once per session (they are independent), then each test reads its case's result.
+all cases are started together once per session (they are independent), then each test reads its case's
+result.
 Random inputs (hypothesis) go through the same `main` the CLI calls, in-process, to keep the file fast.
 """
 
@@ -347,7 +349,7 @@ _TRACES: dict[str, str] = {
     "a-list-row.jsonl": "[1, 2, 3]\n",
     "nan-and-infinity.jsonl": '{"timestamp": NaN, "input_length": 10, "output_length": Infinity}\n',
     "cut-mid-json.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 5}\n{"timestamp": 1, "inp',
-    "hash-ids-a-string.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": "abc"}\n',
+    "hash-ids-a-string.jsonl": '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": "abc"}\n',  # noqa: E501
 }
 for _name, _text in _TRACES.items():
     case(

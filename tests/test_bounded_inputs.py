@@ -67,7 +67,7 @@ def test_h4_a_fifo_without_a_writer_is_refused_after_a_stall(
 def test_h4_an_endless_stream_is_refused_at_the_limit_not_buffered() -> None:
     with pytest.raises(ConfigError, match="endless stream"):
         read_bounded("/dev/zero", limit=1 << 20, what="config file", error=ConfigError)
-    for args in (["check", "/dev/zero"], ["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", "/dev/zero"],
+    for args in (["check", "/dev/zero"], ["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", "/dev/zero"],  # noqa: E501
                  ["plan", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--nvidia-smi", "/dev/zero"]):  # fmt: skip
         _one_line_error(_cli(*args), "more than")
 

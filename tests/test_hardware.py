@@ -92,7 +92,7 @@ SMI_TABLE_PREFIXED = """\
   (simple-workload, pid=4150) |=========================================+========================+======================|
   (simple-workload, pid=4150) |   0  NVIDIA H100 80GB HBM3          On  |   00000000:0F:00.0 Off |                    0 |
   (simple-workload, pid=4150) | N/A   29C    P0             69W /  700W |       0MiB /  81559MiB |      0%      Default |
-"""
+"""  # noqa: E501
 
 # `nvidia-smi --query-gpu=index,name,memory.total --format=csv` on two A30s (a BioNeMo setup log).
 SMI_CSV_A30 = """\
@@ -475,3 +475,9 @@ def test_query_compute_apps_csv_skips_rows_whose_memory_is_not_available() -> No
 
 def test_no_running_processes_is_an_empty_list() -> None:
     assert parse_nvidia_smi_processes(SMI_TABLE_H100) == []
+
+
+def test_a_device_total_larger_than_any_gpu_is_refused_as_a_unit_slip() -> None:
+    with pytest.raises(ConfigError, match="more than any device holds"):
+        gpu_with_memory("1.67e299")
+    assert gpu_with_memory("141GiB").total_bytes == 141 * (1 << 30)

@@ -1,4 +1,5 @@
-"""The Python API: `oomguard.plan`, `oomguard.diagnose`, `oomguard.simulate`, each the same path as its command
+"""The Python API: `oomguard.plan`, `oomguard.diagnose`, `oomguard.simulate`, each the same path as its
+command
 and each with `.to_dict()` equal to the command's `--json`.
 
     import oomguard
@@ -140,7 +141,8 @@ def plan(
     """Plan a deployment: its launch command (`vllm serve ...`, `python -m sglang.launch_server ...`) and/or
     the model and the engine's own settings as keywords (`max_model_len=32768`, `mem_fraction_static=0.85`).
     Raises OomguardError subclasses for bad input (UnknownOptionError, also a TypeError, for a keyword that is
-    neither an option here nor one of the engine's settings). `host_memory` (the node's memory limit, "64GiB" or
+    neither an option here nor one of the engine's settings). `host_memory` (the node's memory limit, "64GiB"
+    or
     bytes), `shm_size` and `node_gpus` shape the host-memory ledger (`.host`)."""
     request = Request(
         command=command,

@@ -62,7 +62,8 @@ def _overview() -> str:
     lines += [f"  {name:<{width}}  {command.summary}" for name, command in COMMANDS.items()]
     lines += [
         "",
-        "example: oomguard plan -- vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu H100",
+        "example: oomguard plan -- vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768 --gpu "  # noqa: ISC004
+        "H100",
     ]
     return "\n".join(lines)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from oomguard.errors import ConfigError, InputFormatError, UnknownGpuError
 from oomguard.kinds import Provenance
-from oomguard.units import GiB, MiB, format_gib, parse_bytes
+from oomguard.units import GiB, MiB, TiB, format_gib, parse_bytes
 
 # vLLM's list of parts whose GPU memory is the host's memory (vllm/utils/mem_utils.py MemorySnapshot:
 # `shared_sysmem_device_mem_sms = ((8, 7), (11, 0), (12, 1))  # Orin, Thor, Spark`); on these vLLM
@@ -624,6 +624,11 @@ def _closest(compact: str) -> str:
     return f" (closest: {', '.join(seen[:4])})" if seen else ""
 
 
+# No accelerator comes near this (the largest, unified-memory superchips, hold under 1 TiB); a larger
+# total is a slip of the unit or of a digit, and planning it only prints absurd numbers.
+MAX_DEVICE_BYTES = 16 * TiB
+
+
 def gpu_with_memory(total: int | str, name: str | None = None) -> Gpu:
     """A GPU with a user-given total ('79.19GiB', '81559MiB', bytes; a bare number is GiB).
 
@@ -633,6 +638,11 @@ def gpu_with_memory(total: int | str, name: str | None = None) -> Gpu:
     total_bytes = parse_bytes(total) if isinstance(total, str) else int(total)
     if total_bytes <= 0:
         raise ConfigError(f"GPU memory must be positive, got {total!r}")
+    if total_bytes > MAX_DEVICE_BYTES:
+        raise ConfigError(
+            f"GPU memory {total!r} is more than any device holds "
+            f"({format_gib(MAX_DEVICE_BYTES)}): check the unit"
+        )
     base: Gpu | None = None
     if name:
         try:

@@ -112,7 +112,8 @@ class GpuLedger:
 
     @property
     def used_bytes(self) -> int:
-        """Peak use of the GPU: shared lines once, each replica's lines once per replica, all at their peaks."""
+        """Peak use of the GPU: shared lines once, each replica's lines once per replica, all at their
+        peaks."""
         return self.shared_bytes + self.per_replica_bytes * self.replicas
 
     @property
@@ -161,7 +162,8 @@ class GpuLedger:
 
 
 def largest_line_that_fits(ledger: GpuLedger, key: str) -> int:
-    """The most bytes line `key` can take (per replica when it is a per-replica line), every other line as it is."""
+    """The most bytes line `key` can take (per replica when it is a per-replica line), every other line as it
+    is."""
     item = ledger.line(key)
     count = ledger.replicas if item is None or item.per_replica else 1
     others = ledger.used_bytes - ledger.bytes_of(key) * count

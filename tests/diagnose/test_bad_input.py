@@ -16,9 +16,12 @@ from tests.diagnose.conftest import top
 from oomguard.diagnose.sources.torch_snapshot import RefusedPickle, load_plain, summarize
 
 OOM = (
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 "
-    "GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in use. Of the "
-    "allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch but unallocated.\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 "
+    "GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in use. "
+    "Of the "
+    "allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch but "
+    "unallocated.\n"
 )
 
 

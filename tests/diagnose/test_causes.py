@@ -8,17 +8,21 @@ from tests.diagnose.conftest import classes, top
 V1 = "(EngineCore_DP0 pid=312) "
 OOM_RUNTIME = (
     V1 + "INFO 10-14 17:00:05 [gpu_worker.py:563] Available KV cache memory: 56.61 GiB\n"
-    "(APIServer pid=1) INFO 10-14 17:02:38 [loggers.py:123] Engine 000: Avg prompt throughput: 9000.0 tokens/s, Avg "
-    "generation throughput: 80.1 tokens/s, Running: 9 reqs, Waiting: 0 reqs, GPU KV cache usage: 13.2%, Prefix cache "
+    "(APIServer pid=1) INFO 10-14 17:02:38 [loggers.py:123] Engine 000: Avg prompt throughput: 9000.0 "
+    "tokens/s, Avg "
+    "generation throughput: 80.1 tokens/s, Running: 9 reqs, Waiting: 0 reqs, GPU KV cache usage: 13.2%, "
+    "Prefix cache "
     "hit rate: 0.0%\n"
     + V1
     + "ERROR 10-14 17:02:40 [dump_input.py:69] Dumping scheduler output for model execution: SchedulerOutput("
     "num_scheduled_tokens={'a': 31344, 'b': 4, 'c': 8, 'd': 9, 'e': 10, 'f': 1352, 'g': 12, 'h': 29}, "
     "total_num_scheduled_tokens=32768)\n"
     + V1
-    + "ERROR 10-14 17:02:40 [core.py:851] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.78 GiB. "
-    "GPU 1 has a total capacity of 139.80 GiB of which 3.91 GiB is free. Including non-PyTorch memory, this process "
-    "has 135.88 GiB memory in use. Of the allocated memory 130.1 GiB is allocated by PyTorch, and 1.2 GiB is reserved "
+    + "ERROR 10-14 17:02:40 [core.py:851] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.78 GiB. "  # noqa: E501
+    "GPU 1 has a total capacity of 139.80 GiB of which 3.91 GiB is free. Including non-PyTorch memory, this "
+    "process "
+    "has 135.88 GiB memory in use. Of the allocated memory 130.1 GiB is allocated by PyTorch, and 1.2 GiB is "
+    "reserved "
     "by PyTorch but unallocated.\n"
 )
 
@@ -40,8 +44,10 @@ def test_each_evidence_line_names_its_source_and_line(run_diagnose):
 
 def test_kv_full_with_waiting_requests_is_kv_exhaustion(run_diagnose):
     lines = "".join(
-        f"(APIServer pid=1) INFO 07-28 06:4{i}:59 [loggers.py:118] Engine 000: Avg prompt throughput: 10.0 tokens/s, "
-        f"Avg generation throughput: 239.2 tokens/s, Running: 64 reqs, Waiting: {i * 7} reqs, Preemptions: {i}, GPU KV "
+        f"(APIServer pid=1) INFO 07-28 06:4{i}:59 [loggers.py:118] Engine 000: Avg prompt throughput: 10.0 "
+        "tokens/s, "
+        f"Avg generation throughput: 239.2 tokens/s, Running: 64 reqs, Waiting: {i * 7} reqs, Preemptions: "
+        f"{i}, GPU KV "
         f"cache usage: {93 + i}.0%, Prefix cache hit rate: 0.0%\n"
         for i in range(4)
     )
@@ -51,8 +57,10 @@ def test_kv_full_with_waiting_requests_is_kv_exhaustion(run_diagnose):
 
 def test_free_memory_below_utilization_is_another_process_with_the_utilization_that_fits(run_diagnose):
     text = (
-        "(EngineCore pid=79) ValueError: Free memory on device cuda:0 (22.76/24.0 GiB) on startup is less than "
-        "desired GPU memory utilization (0.97, 23.28 GiB). Decrease GPU memory utilization or reduce GPU memory "
+        "(EngineCore pid=79) ValueError: Free memory on device cuda:0 (22.76/24.0 GiB) on startup is less "
+        "than "
+        "desired GPU memory utilization (0.97, 23.28 GiB). Decrease GPU memory utilization or reduce GPU "
+        "memory "
         "used by other processes.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -63,9 +71,12 @@ def test_free_memory_below_utilization_is_another_process_with_the_utilization_t
 
 def test_max_seq_len_error_gives_vllm_estimated_length(run_diagnose):
     text = (
-        "(EngineCore_DP0 pid=1094) ValueError: To serve at least one request with the model's max seq len (262144), "
-        "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB). Based on the "
-        "available memory, the estimated maximum model length is 34736. Try increasing `gpu_memory_utilization`\n"
+        "(EngineCore_DP0 pid=1094) ValueError: To serve at least one request with the model's max seq len "
+        "(262144), "
+        "(24.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB). Based "
+        "on the "
+        "available memory, the estimated maximum model length is 34736. Try increasing "
+        "`gpu_memory_utilization`\n"
     )
     _, result, _ = run_diagnose(text)
     assert top(result) == "max-model-len-exceeds-kv"
@@ -76,11 +87,15 @@ def test_oom_while_creating_weights_is_weights_dont_fit(run_diagnose):
     text = (
         '[rank0]:   File "/x/vllm/model_executor/models/llama.py", line 400, in __init__\n'
         "[rank0]:     self.lm_head = ParallelLMHead(\n"
-        '[rank0]:   File "/x/vllm/model_executor/layers/vocab_parallel_embedding.py", line 28, in create_weights\n'
+        '[rank0]:   File "/x/vllm/model_executor/layers/vocab_parallel_embedding.py", line 28, in '
+        "create_weights\n"
         "[rank0]:     weight = Parameter(torch.empty(sum(output_partition_sizes),\n"
-        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1002.00 MiB. GPU 0 has a total capacity "
-        "of 15.59 GiB of which 940.12 MiB is free. Including non-PyTorch memory, this process has 14.30 GiB memory in "
-        "use. Of the allocated memory 14.01 GiB is allocated by PyTorch, and 15.49 MiB is reserved by PyTorch but "
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1002.00 MiB. GPU 0 has a "
+        "total capacity "
+        "of 15.59 GiB of which 940.12 MiB is free. Including non-PyTorch memory, this process has 14.30 GiB "
+        "memory in "
+        "use. Of the allocated memory 14.01 GiB is allocated by PyTorch, and 15.49 MiB is reserved by "
+        "PyTorch but "
         "unallocated.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -92,9 +107,12 @@ def test_oom_while_creating_weights_is_weights_dont_fit(run_diagnose):
 
 def test_large_reserved_but_unallocated_is_fragmentation(run_diagnose):
     text = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-        "79.19 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory in "
-        "use. Of the allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch but "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of "
+        "79.19 GiB of which 1.50 GiB is free. Including non-PyTorch memory, this process has 77.6 GiB memory "
+        "in "
+        "use. Of the allocated memory 69.1 GiB is allocated by PyTorch, and 7.90 GiB is reserved by PyTorch "
+        "but "
         "unallocated.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -103,8 +121,10 @@ def test_large_reserved_but_unallocated_is_fragmentation(run_diagnose):
 
 def test_sampler_warmup_message_is_sampler_with_fewer_rows(run_diagnose):
     text = (
-        "ERROR 03-20 02:29:07 [core.py:340] RuntimeError: CUDA out of memory occurred when warming up sampler with "
-        "1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the "
+        "ERROR 03-20 02:29:07 [core.py:340] RuntimeError: CUDA out of memory occurred when warming up "
+        "sampler with "
+        "1024 dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization` when "
+        "initializing the "
         "engine.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -116,7 +136,8 @@ def test_log_stopping_during_capture_after_kv_sizing_is_cuda_graph(run_diagnose)
     text = (
         "INFO 08-19 07:51:03 model_runner.py:732] Loading model weights took 2.3463 GB\n"
         "INFO 08-19 07:51:08 distributed_gpu_executor.py:56] # GPU blocks: 22982, # CPU blocks: 6241\n"
-        "INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may lead to unexpected "
+        "INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may lead to "
+        "unexpected "
         "consequences if the model is not static.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -151,7 +172,8 @@ def test_kubectl_oomkilled_and_dmesg_is_host_ram(run_diagnose):
         "    Restart Count:  4\n    Limits:\n      memory:          64Gi\n      nvidia.com/gpu:  1\n"
     )
     dmesg = (
-        "[Sun Nov 29 08:00:01 2026] Memory cgroup out of memory: Killed process 4242 (python3) total-vm:90000000kB, "
+        "[Sun Nov 29 08:00:01 2026] Memory cgroup out of memory: Killed process 4242 (python3) "
+        "total-vm:90000000kB, "
         "anon-rss:66000000kB, file-rss:0kB, shmem-rss:0kB\n"
     )
     _, result, _ = run_diagnose(describe, dmesg)
@@ -160,9 +182,10 @@ def test_kubectl_oomkilled_and_dmesg_is_host_ram(run_diagnose):
 
 
 def test_nvidia_smi_with_a_second_process_is_shared_gpu(run_diagnose):
-    smi = "pid, process_name, used_gpu_memory [MiB]\n1234, python3, 60000 MiB\n5678, /usr/bin/trainer, 18000 MiB\n"
+    smi = "pid, process_name, used_gpu_memory [MiB]\n1234, python3, 60000 MiB\n5678, /usr/bin/trainer, 18000 MiB\n"  # noqa: E501
     oom = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total "
+        "capacity of "
         "79.19 GiB of which 100.00 MiB is free.\n"
     )
     _, result, _ = run_diagnose(smi, oom, names=("smi.csv", "server.log"))
@@ -170,7 +193,7 @@ def test_nvidia_smi_with_a_second_process_is_shared_gpu(run_diagnose):
 
 
 def test_canuse32bit_is_int32_overflow(run_diagnose):
-    text = "RuntimeError: Expected canUse32BitIndexMath(input) && canUse32BitIndexMath(output) to be true, but got false.\n"
+    text = "RuntimeError: Expected canUse32BitIndexMath(input) && canUse32BitIndexMath(output) to be true, but got false.\n"  # noqa: E501
     _, result, _ = run_diagnose(text)
     assert top(result) == "int32-index-overflow"
 
@@ -201,7 +224,8 @@ def test_json_has_causes_with_class_confidence_evidence_fixes_and_setup(run_diag
     text = (
         "(APIServer pid=1) INFO 06-01 09:20:16 [utils.py:278] non-default args: {'model': "
         "'meta-llama/Llama-3.1-8B-Instruct', 'max_model_len': 131072, 'tensor_parallel_size': 1}\n"
-        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be "
+        "ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can "
+        "be "
         "stored in KV cache (90000). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`\n"
     )
     _, result, _ = run_diagnose(text)

@@ -67,10 +67,12 @@ def test_every_fix_on_the_dev_reports_pastes_as_a_flag_and_never_contradicts_its
 # Ray's memory monitor (https://github.com/vllm-project/vllm/issues/2669).
 RAY_KILL = (
     "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
-    "Memory on the node (IP: 169.254.181.2, ID: 708c7baf966d59aa3f08299830c349ca055293ebb1c33d8e72cd3336) where "
+    "Memory on the node (IP: 169.254.181.2, ID: 708c7baf966d59aa3f08299830c349ca055293ebb1c33d8e72cd3336) "
+    "where "
     "the task (actor ID: 0dab4ab45f6c947201afac6d01000000, name=RayWorkerVllm.__init__, pid=308, memory "
     "used=11.15GB) was running was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold of "
-    "0.95. Ray killed this worker (ID: 79a553ea91fe46f95e8384ddf8a8f0a01e3418a975ecd0af983c7bb2) because it was "
+    "0.95. Ray killed this worker (ID: 79a553ea91fe46f95e8384ddf8a8f0a01e3418a975ecd0af983c7bb2) because it "
+    "was "
     "the most recently scheduled task.\n"
 )
 
@@ -82,7 +84,8 @@ def test_a_ray_memory_kill_gets_rays_own_levers_and_no_multimodal_cause():
     assert "multimodal-encoder" not in [c.cls for c in result.causes]
 
 
-# A DeepEP buffer OOM as vLLM logs it: the command sets the KV pool, the buffer asks for 12 GiB, 9.21 GiB free.
+# A DeepEP buffer OOM as vLLM logs it: the command sets the KV pool, the buffer asks for 12 GiB, 9.21 GiB
+# free.
 EP_BUFFER = """\
 INFO 11-20 10:00:00 [api_server.py:1000] vLLM API server version 0.11.0
 INFO 11-20 10:00:00 [utils.py:200] non-default args: {'model': 'mistralai/Mixtral-8x7B-Instruct-v0.1', \
@@ -94,7 +97,7 @@ deep_ep/buffer.py", line 90, in __init__
 allocate 12.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 9.21 GiB is free. Including non-PyTorch \
 memory, this process has 69.97 GiB memory in use. Of the allocated memory 66.10 GiB is allocated by PyTorch, and \
 1.20 GiB is reserved by PyTorch but unallocated.
-"""
+"""  # noqa: E501
 
 
 def test_ep_buffer_fix_uses_the_logged_size_and_the_kv_bytes_the_command_set():
@@ -110,7 +113,8 @@ def test_ep_buffer_fix_uses_the_logged_size_and_the_kv_bytes_the_command_set():
 
 # vLLM's own text for an empty KV pool (vLLM v0.10, v1/core/kv_cache_utils.py), with no command in the log.
 NO_KV = (
-    "(EngineCore_DP0 pid=321) ERROR 09-15 10:00:00 [core.py:700] ValueError: No available memory for the cache "
+    "(EngineCore_DP0 pid=321) ERROR 09-15 10:00:00 [core.py:700] ValueError: No available memory for the "
+    "cache "
     "blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
 )
 

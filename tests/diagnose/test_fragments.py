@@ -31,28 +31,35 @@ def oom(text: str) -> OomMessage:
 # https://github.com/vllm-project/vllm/issues/783 (PyTorch 2.0 format; other processes held ~15 GB).
 OLD_FORMAT = (
     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.63 GiB (GPU 0; 44.56 GiB total "
-    "capacity; 27.91 GiB already allocated; 565.31 MiB free; 27.93 GiB reserved in total by PyTorch) If reserved "
-    "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation for "
+    "capacity; 27.91 GiB already allocated; 565.31 MiB free; 27.93 GiB reserved in total by PyTorch) If "
+    "reserved "
+    "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See documentation "
+    "for "
     "Memory Management and PYTORCH_CUDA_ALLOC_CONF"
 )
 # https://github.com/nlzy/vllm-gfx906/issues/14 (ROCm).
 HIP = (
-    "HIP out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 15.98 GiB of which 22.00 MiB "
-    "is free. Of the allocated memory 15.69 GiB is allocated by PyTorch, and 92.65 MiB is reserved by PyTorch but "
+    "HIP out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 15.98 GiB of which 22.00 "
+    "MiB "
+    "is free. Of the allocated memory 15.69 GiB is allocated by PyTorch, and 92.65 MiB is reserved by "
+    "PyTorch but "
     "unallocated. If reserved but unallocated memory is large try setting "
     "PYTORCH_HIP_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 )
 # https://github.com/vllm-project/vllm/issues/2140 (PyTorch 2.1 spelled it "capacty").
 CAPACTY = (
-    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacty of "
-    "23.69 GiB of which 3.09 GiB is free. Including non-PyTorch memory, this process has 20.57 GiB memory in use. "
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacty "
+    "of "
+    "23.69 GiB of which 3.09 GiB is free. Including non-PyTorch memory, this process has 20.57 GiB memory in "
+    "use. "
     "Of the allocated memory 20.13 GiB is allocated by PyTorch, and 755.50 KiB is reserved by PyTorch but "
     "unallocated."
 )
 # https://github.com/studio-dots-ai/dots.ocr/issues/196: one allocation larger than the device.
 LARGER_THAN_DEVICE = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 74.16 GiB. GPU 0 has a total capacity of "
-    "44.40 GiB of which 29.89 GiB is free. Process 2684311 has 14.51 GiB memory in use. Of the allocated memory "
+    "44.40 GiB of which 29.89 GiB is free. Process 2684311 has 14.51 GiB memory in use. Of the allocated "
+    "memory "
     "13.44 GiB is allocated by PyTorch, and 738.96 MiB is reserved by PyTorch but unallocated."
 )
 # https://github.com/huggingface/text-generation-inference/issues/755 (TGI's warm-up).
@@ -63,7 +70,8 @@ TGI = (
 # https://github.com/vllm-project/vllm/issues/1160 (Ray's raylet, as pasted).
 RAY_RAYLET = (
     "(raylet) [DATE] (raylet) node_manager.cc:3007: 2 Workers (tasks / actors) killed due to memory pressure "
-    "(OOM), 0 Workers crashed due to other reasons at node (ID: abd406d4, IP: 10.0.167.26) over the last time "
+    "(OOM), 0 Workers crashed due to other reasons at node (ID: abd406d4, IP: 10.0.167.26) over the last "
+    "time "
     "period."
 )
 # https://github.com/gpustack/gpustack/issues/2489: frames only (the V0 profile run), no error line kept.
@@ -74,7 +82,7 @@ FRAMES_ONLY = """\
     self._dummy_run(max_num_batched_tokens, max_num_seqs)
   File "/usr/local/lib/python3.10/dist-packages/vllm/worker/model_runner.py", line 1378, in _dummy_run
     self.execute_model(model_input, kv_caches, intermediate_tensors)
-"""
+"""  # noqa: E501
 # vLLM's sleep-mode line (format from https://github.com/vllm-project/vllm/issues/17117), three RL cycles.
 SLEEP_CYCLES = """\
 INFO 04-23 16:21:37 [worker.py:145] Sleep mode freed 19.51 GiB memory, 26.31 GiB memory is still in use.
@@ -162,9 +170,9 @@ SGLANG_CAPTURE = """\
   File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 269, in __init__
     raise Exception(
 Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00
-"""
+"""  # noqa: E501
 # https://github.com/sgl-project/sglang/issues/4205: the same wrapper around a network error is not memory.
-SGLANG_CAPTURE_GLOO = "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed"
+SGLANG_CAPTURE_GLOO = "Exception: Capture cuda graph failed: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed"  # noqa: E501
 
 
 def test_sglang_capture_failure_with_an_oom_is_cuda_graph_capture():

@@ -90,7 +90,8 @@ def test_v0_traceback_only_oom_while_initializing_the_model_is_weights(run_diagn
 def test_v2_runner_oom_after_loading_from_scratch_with_no_frames_is_weights(run_diagnose):
     text = (
         "(EngineCore_DP0 pid=88) INFO 11-20 10:00:01 [gpu_model_runner.py:3011] Using V2 Model Runner\n"
-        "(EngineCore_DP0 pid=88) INFO 11-20 10:00:02 [gpu_model_runner.py:3051] Loading model from scratch...\n"
+        "(EngineCore_DP0 pid=88) INFO 11-20 10:00:02 [gpu_model_runner.py:3051] Loading model from "
+        "scratch...\n"
         "(EngineCore_DP0 pid=88) INFO 11-20 10:00:02 [default_loader.py:267] Loading safetensors checkpoint "
         "shards:  43% Completed | 13/30 [00:41<00:54,  3.18s/it]\n"
         + E1
@@ -106,7 +107,8 @@ def test_rocm_out_of_resources_while_loading_shards_is_weights(run_diagnose):
         "INFO 03-10 08:12:44 [default_loader.py:262] Loading weights took 41.20 seconds\n"
         "Loading safetensors checkpoint shards:  87% Completed | 27/31 [01:12<00:10,  2.71s/it]\n"
         ":0:rocdevice.cpp            :2982: 3341882216 us: [pid:1744 tid:0x7f1e2bfff640] Callback: Queue "
-        "0x7f1a3c600000 aborting with error : HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate "
+        "0x7f1a3c600000 aborting with error : HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to "
+        "allocate "
         "the necessary resources. This error may also occur when the core runtime library needs to spawn "
         "threads or create internal OS-specific events. Available Free mem : 0 MB\n"
     )
@@ -124,7 +126,8 @@ def test_v0_negative_kv_in_the_profiling_summary_is_kv_insufficient(run_diagnose
         + V0.format(s=9, file="worker.py:232")
         + "Memory profiling takes 5.21 seconds\n"
         "the current vLLM instance can use total_gpu_memory (44.35GiB) x gpu_memory_utilization (0.90) = "
-        "39.91GiB\nmodel weights take 37.44GiB; non_torch_memory takes 0.21GiB; PyTorch activation peak memory "
+        "39.91GiB\nmodel weights take 37.44GiB; non_torch_memory takes 0.21GiB; PyTorch activation peak "
+        "memory "
         "takes 4.38GiB; the rest of the memory reserved for KV Cache is -2.12GiB.\n"
         "ERROR 11-05 14:02:10 engine.py:366] No available memory for the cache blocks. Try increasing "
         "`gpu_memory_utilization` when initializing the engine.\n"
@@ -136,7 +139,8 @@ def test_v0_negative_kv_in_the_profiling_summary_is_kv_insufficient(run_diagnose
 
 def test_sglang_not_enough_memory_after_loading_is_kv_insufficient(run_diagnose):
     text = (
-        "[2025-07-02 07:41:40 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=4.21 "
+        "[2025-07-02 07:41:40 TP0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail "
+        "mem=4.21 "
         "GB, mem usage=61.87 GB.\n"
         "[2025-07-02 07:41:41 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n"
@@ -153,10 +157,12 @@ def test_v021_cuda_graph_estimate_far_above_the_budget_left_is_cuda_graph(run_di
         "FULL=67 (largest=512), PIECEWISE=67 (largest=512)\n"
         "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_model_runner.py:5301] Estimated CUDA graph memory: "
         "29.84 GiB total\n"
-        "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_worker.py:402] Available KV cache memory: -16.35 GiB\n"
+        "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_worker.py:402] Available KV cache memory: -16.35 "
+        "GiB\n"
         + E1
         + "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-        "when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for "
+        "when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+        "for "
         "more details.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -167,8 +173,10 @@ def test_v021_cuda_graph_estimate_far_above_the_budget_left_is_cuda_graph(run_di
 
 def test_max_seq_len_message_wrapped_by_kubectl_logs_is_max_model_len(run_diagnose):
     text = (
-        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be\n"
-        "stored in KV cache (21520). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when\n"
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can "
+        "be\n"
+        "stored in KV cache (21520). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+        "when\n"
         "initializing the engine.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -211,11 +219,14 @@ def test_v0_stats_at_full_kv_with_preemption_warnings_is_kv_exhaustion(run_diagn
     lines = "".join(
         V0.format(s=10 + i, file="metrics.py:351")
         + f"Avg prompt throughput: 1520.3 tokens/s, Avg generation "
-        f"throughput: 410.2 tokens/s, Running: 112 reqs, Swapped: {i * 3} reqs, Pending: {20 + 9 * i} reqs, GPU KV "
+        f"throughput: 410.2 tokens/s, Running: 112 reqs, Swapped: {i * 3} reqs, Pending: {20 + 9 * i} reqs, "
+        "GPU KV "
         f"cache usage: {97.1 + i:.1f}%, CPU KV cache usage: {i * 4.0:.1f}%.\n"
         + f"WARNING 11-05 14:02:{10 + i:02d} scheduler.py:1089] Sequence group chat-{i}a is preempted by "
-        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
-        "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
+        "end-to-end "
+        "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache "
+        "memory. "
         "total_num_cumulative_preemption=1\n"
         for i in range(3)
     )
@@ -242,7 +253,8 @@ def test_expert_parallel_dispatch_frames_at_moderate_kv_is_ep_all2all(run_diagno
         "(APIServer pid=1) INFO 09-12 03:40:00 [utils.py:326] non-default args: {'model': "
         "'deepseek-ai/DeepSeek-V2-Lite', 'data_parallel_size': 2, 'enable_expert_parallel': True}\n"
         "(APIServer pid=1) INFO 09-12 03:44:01 [loggers.py:123] Engine 001: Avg prompt throughput: 5120.0 "
-        "tokens/s, Avg generation throughput: 300.0 tokens/s, Running: 30 reqs, Waiting: 0 reqs, GPU KV cache "
+        "tokens/s, Avg generation throughput: 300.0 tokens/s, Running: 30 reqs, Waiting: 0 reqs, GPU KV "
+        "cache "
         "usage: 38.5%, Prefix cache hit rate: 0.0%\n"
         + frames(
             dp1,
@@ -250,7 +262,8 @@ def test_expert_parallel_dispatch_frames_at_moderate_kv_is_ep_all2all(run_diagno
                 "model_executor/layers/fused_moe/modular_kernel.py",
                 745,
                 "forward",
-                "a1q, a1q_scale, expert_num_tokens, _expert_topk_ids, _expert_topk_weights = self.prepare_finalize.prepare(",
+                "a1q, a1q_scale, expert_num_tokens, _expert_topk_ids, _expert_topk_weights = "  # noqa: ISC004
+                "self.prepare_finalize.prepare(",
             ),
             (
                 "model_executor/layers/fused_moe/pplx_prepare_finalize.py",
@@ -284,7 +297,8 @@ def test_dp_ranks_reporting_different_kv_memory_is_dp_accounting(run_diagnose):
 
 def test_pytorch_1x_message_with_reserved_far_above_allocated_is_fragmentation(run_diagnose):
     text = (
-        "RuntimeError: CUDA out of memory. Tried to allocate 3.00 GiB (GPU 0; 23.65 GiB total capacity; 14.02 GiB "
+        "RuntimeError: CUDA out of memory. Tried to allocate 3.00 GiB (GPU 0; 23.65 GiB total capacity; "
+        "14.02 GiB "
         "already allocated; 2.31 GiB free; 20.75 GiB reserved in total by PyTorch) If reserved memory is >> "
         "allocated memory try setting max_split_size_mb to avoid fragmentation.\n"
     )
@@ -311,7 +325,8 @@ def test_rss_growth_at_steady_load_ending_in_oomkilled_is_a_leak_not_just_host_r
 def test_sglang_unbalanced_memory_is_another_process(run_diagnose):
     text = (
         "[2025-03-04 11:02:12 TP3] Scheduler hit an exception: Traceback (most recent call last):\n"
-        "[2025-03-04 11:02:12 TP3] RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by "
+        "[2025-03-04 11:02:12 TP3] RuntimeError: The memory capacity is unbalanced. Some GPUs may be "
+        "occupied by "
         "other processes. min_per_gpu_memory=41.83, local_gpu_memory=77.22, local_gpu_memory * 0.9=69.50\n"
     )
     _, result, _ = run_diagnose(text)
@@ -448,9 +463,11 @@ def test_sampler_frames_without_the_warmup_message_are_sampler(run_diagnose):
 
 def test_grepped_startup_lines_and_an_oom_hours_later_are_runtime_not_graph_capture(run_diagnose):
     text = (
-        "(EngineCore_DP0 pid=312) INFO 10-14 16:59:40 [gpu_model_runner.py:2653] Model loading took 14.99 GiB "
+        "(EngineCore_DP0 pid=312) INFO 10-14 16:59:40 [gpu_model_runner.py:2653] Model loading took 14.99 "
+        "GiB "
         "and 30.1 seconds\n"
-        "(EngineCore_DP0 pid=312) INFO 10-14 17:00:05 [gpu_worker.py:298] Available KV cache memory: 56.61 GiB\n"
+        "(EngineCore_DP0 pid=312) INFO 10-14 17:00:05 [gpu_worker.py:298] Available KV cache memory: 56.61 "
+        "GiB\n"
         "(EngineCore_DP0 pid=312) ERROR 10-14 23:11:02 [core.py:851] "
         + torch_oom("3.50 GiB", "79.19 GiB", "1.21 GiB", "77.96 GiB", "75.10 GiB", "1.02 GiB")
         + "\n"
@@ -463,8 +480,10 @@ def test_grepped_startup_lines_and_an_oom_hours_later_are_runtime_not_graph_capt
 def test_docker_compose_prefixes_and_crlf_line_ends_are_read(run_diagnose):
     text = (
         "vllm-1  | INFO 08-19 07:51:03 model_runner.py:732] Loading model weights took 2.3463 GB\r\n"
-        "vllm-1  | INFO 08-19 07:51:08 distributed_gpu_executor.py:56] # GPU blocks: 22982, # CPU blocks: 6241\r\n"
-        "vllm-1  | INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may lead "
+        "vllm-1  | INFO 08-19 07:51:08 distributed_gpu_executor.py:56] # GPU blocks: 22982, # CPU blocks: "
+        "6241\r\n"
+        "vllm-1  | INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for CUDA graphs. This may "
+        "lead "
         "to unexpected consequences if the model is not static.\r\n"
         "vllm-1  | " + torch_oom("64.00 MiB", "22.05 GiB", "31.12 MiB", "22.01 GiB") + "\r\n"
     )
@@ -485,9 +504,11 @@ def test_grep_n_numbered_lines_keep_their_process_tags(run_diagnose):
 def test_oom_message_listing_another_large_process_is_a_shared_gpu(run_diagnose):
     text = (
         E1
-        + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity "
-        "of 79.19 GiB of which 402.56 MiB is free. Process 1877 has 21.04 GiB memory in use. Process 2210 has "
-        "57.73 GiB memory in use. Of the allocated memory 55.91 GiB is allocated by PyTorch, and 311.20 MiB is "
+        + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity "  # noqa: E501
+        "of 79.19 GiB of which 402.56 MiB is free. Process 1877 has 21.04 GiB memory in use. Process 2210 "
+        "has "
+        "57.73 GiB memory in use. Of the allocated memory 55.91 GiB is allocated by PyTorch, and 311.20 MiB "
+        "is "
         "reserved by PyTorch but unallocated.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -509,8 +530,10 @@ def test_idle_engine_holding_kv_with_nothing_running_is_a_leak(run_diagnose):
 
 def test_intel_xpu_out_of_device_memory_at_runtime_with_low_kv_is_activation(run_diagnose):
     text = (
-        "(APIServer pid=1) INFO 06-02 10:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 800.0 tokens/s, "
-        "Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, XPU KV cache usage: 9.4%, "
+        "(APIServer pid=1) INFO 06-02 10:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 800.0 "
+        "tokens/s, "
+        "Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, XPU KV cache usage: "
+        "9.4%, "
         "Prefix cache hit rate: 0.0%\n"
         + E1
         + "RuntimeError: UR error: UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n"
@@ -524,7 +547,8 @@ def cudagraph_startup(version: str) -> str:
         f"(APIServer pid=1) INFO 05-02 11:59:00 [api_server.py:1] vLLM API server version {version}\n"
         "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_model_runner.py:5301] Estimated CUDA graph memory: "
         "9.50 GiB total\n"
-        "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_worker.py:402] Available KV cache memory: -2.25 GiB\n"
+        "(EngineCore_DP0 pid=71) INFO 05-02 12:00:52 [gpu_worker.py:402] Available KV cache memory: -2.25 "
+        "GiB\n"
         + E1
         + "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
         "when initializing the engine.\n"
@@ -562,7 +586,8 @@ def test_ray_memory_monitor_kill_is_host_ram_not_a_gpu_oom(run_diagnose):
         "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
         "Memory on the node (IP: 10.0.3.17, ID: 8c1e) where the task (actor ID: 5f2a, name=RayWorkerWrapper."
         "__init__, pid=4101) was running was 241.07GB / 251.53GB (0.958414), which exceeds the memory usage "
-        "threshold of 0.95. Ray killed this worker (ID: 31aa) because it was the most recently scheduled task.\n"
+        "threshold of 0.95. Ray killed this worker (ID: 31aa) because it was the most recently scheduled "
+        "task.\n"
     )
     _, result, _ = run_diagnose(text)
     assert top(result) == "host-ram-oom"
@@ -571,7 +596,8 @@ def test_ray_memory_monitor_kill_is_host_ram_not_a_gpu_oom(run_diagnose):
 
 def test_cpu_allocator_refusal_is_host_ram(run_diagnose):
     text = (
-        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried "
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you "
+        "tried "
         "to allocate 8589934592 bytes.\n"
     )
     _, result, _ = run_diagnose(text)
@@ -592,8 +618,10 @@ def test_sglang_decode_out_of_memory_is_the_kv_pool_running_full(run_diagnose):
 def test_v0_preemption_warning_alone_is_kv_exhaustion(run_diagnose):
     text = (
         "WARNING 04-02 18:11:07 scheduler.py:1560] Sequence group cmpl-9f1c2 is preempted by "
-        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end "
-        "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the "
+        "end-to-end "
+        "performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache "
+        "memory. "
         "total_num_cumulative_preemption=51\n"
     )
     _, result, _ = run_diagnose(text)
@@ -603,7 +631,8 @@ def test_v0_preemption_warning_alone_is_kv_exhaustion(run_diagnose):
 def test_engine_init_failure_places_a_bare_oom_at_startup(run_diagnose):
     text = (
         E1 + torch_oom("1.00 GiB", "23.55 GiB", "706.12 MiB", "22.86 GiB") + "\n"
-        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed "
+        "core "
         "proc(s): {}\n"
     )
     _, result, _ = run_diagnose(text)

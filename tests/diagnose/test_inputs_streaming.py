@@ -1,4 +1,5 @@
-"""Compressed logs (.gz, .zst, .tar.zst) read as they stream give the plain log's evidence; corrupt ones say so;
+"""Compressed logs (.gz, .zst, .tar.zst) read as they stream give the plain log's evidence; corrupt ones say
+so;
 several files read in parallel give the sequential read's evidence."""
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ LOG = b"".join(
         b"(EngineCore pid=120) INFO 11-29 07:00:30 [gpu_worker.py:508] Available KV cache memory: 55.1 GiB\n",
         *(
             b"(APIServer pid=1) INFO 11-29 08:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 "
-            b"tokens/s, Avg generation throughput: 2.0 tokens/s, Running: %d reqs, Waiting: 0 reqs, GPU KV cache "
+            b"tokens/s, Avg generation throughput: 2.0 tokens/s, Running: %d reqs, Waiting: 0 reqs, GPU KV "
+            b"cache "
             b"usage: 12.5%%, Prefix cache hit rate: 0.0%%\n" % (i % 64)
             for i in range(40_000)
         ),
         (
-            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total capacity of "
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 0 has a total "
+            b"capacity of "
             b"79.19 GiB of which 1.21 GiB is free.\n"
         ),
     ]

@@ -20,7 +20,7 @@ STARTUP = """\
 (EngineCore_DP0 pid=312) INFO 06-01 09:20:40 [gpu_model_runner.py:2653] Model loading took 14.99 GiB and 30.1 seconds
 (EngineCore_DP0 pid=312) INFO 06-01 09:21:05 [gpu_worker.py:298] Available KV cache memory: 3.18 GiB
 (EngineCore_DP0 pid=312) ERROR 06-01 09:21:05 [core.py:708] ValueError: To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is needed, which is larger than the available KV cache memory (3.18 GiB). Based on the available memory, the estimated maximum model length is 26048. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.
-"""
+"""  # noqa: E501
 SMI = """index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB]
 0, NVIDIA GeForce RTX 4090, 24564 MiB, 1 MiB, 24100 MiB
 """
@@ -36,10 +36,12 @@ def evidence_of(*texts: str) -> Evidence:
 def test_the_request_carries_version_gpu_parallelism_flags_env_and_other_processes():
     log = (
         "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.2\n"
-        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --data-parallel-size 2 --enable-expert-parallel "
+        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --data-parallel-size 2 "
+        "--enable-expert-parallel "
         "--max-num-seqs 128 --some-future-flag 7\n"
         "export VLLM_ALL2ALL_BACKEND=deepep_high_throughput\n"
-        "ValueError: Free memory on device cuda:0 (70.1/79.19 GiB) on startup is less than desired GPU memory "
+        "ValueError: Free memory on device cuda:0 (70.1/79.19 GiB) on startup is less than desired GPU "
+        "memory "
         "utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
         "processes.\n"
     )

@@ -39,7 +39,8 @@ SMI_EMPTY = """\
 +-----------------------------------------------------------------------------------------+
 """
 
-# Ray's memory monitor (https://github.com/vllm-project/vllm/issues/1160): "Consider provisioning more memory".
+# Ray's memory monitor (https://github.com/vllm-project/vllm/issues/1160): "Consider provisioning more
+# memory".
 RAY_MONITOR = """\
 (raylet) [2023-09-23 10:01:02,117 E 135782 135782] (raylet) node_manager.cc:3007: 2 Workers (tasks / actors) \
 killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: abd406d415bd2b74a5e28196\
@@ -51,14 +52,16 @@ https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consi
 this node or reducing task parallelism by requesting more CPUs per task. To adjust the kill threshold, set the \
 environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the \
 environment variable `RAY_memory_monitor_refresh_ms` to zero.
-"""
+"""  # noqa: E501
 
 # vLLM's scheduler dump at an engine death (https://github.com/noonghunna/club-3090/issues/613).
 SCHEDULER_DUMP = (
-    "(EngineCore pid=113) ERROR 07-07 21:11:20 [dump_input.py:81] Dumping scheduler output for model execution: "
+    "(EngineCore pid=113) ERROR 07-07 21:11:20 [dump_input.py:81] Dumping scheduler output for model "
+    "execution: "
     "SchedulerOutput(scheduled_new_reqs=[], num_scheduled_tokens={chatcmpl-ba52b6d797b5d436-9ab2df7a: 8000}, "
     "total_num_scheduled_tokens=8000, scheduled_spec_decode_tokens={}, scheduled_encoder_inputs={}, "
-    "num_common_prefix_blocks=[0, 0, 0, 6], finished_req_ids=[], free_encoder_mm_hashes=[], preempted_req_ids=[])\n"
+    "num_common_prefix_blocks=[0, 0, 0, 6], finished_req_ids=[], free_encoder_mm_hashes=[], "
+    "preempted_req_ids=[])\n"
     "(EngineCore pid=113) ERROR 07-07 21:11:20 [dump_input.py:81] Dumping scheduler stats: "
     "SchedulerStats(num_running_reqs=1, num_waiting_reqs=0, kv_cache_usage=0.15384615384615385, "
     "spec_decoding_stats=None, waiting_lora_adapters={}, running_lora_adapters={})\n"

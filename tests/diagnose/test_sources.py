@@ -106,7 +106,8 @@ def test_the_setup_takes_the_cuda_total_of_the_nvidia_smi_gpu_not_its_memory_tot
 
 def test_an_oom_message_total_beats_the_catalog():
     oom = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of "
         "79.10 GiB of which 1.00 GiB is free.\n"
     )
     setup = recover_setup(read(SMI_IN_A_LOG + oom))
@@ -115,7 +116,8 @@ def test_an_oom_message_total_beats_the_catalog():
 
 def test_a_second_process_in_the_nvidia_smi_table_is_a_shared_gpu(run_diagnose):
     oom = (
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity "
+        "of "
         "79.15 GiB of which 420.00 MiB is free.\n"
     )
     _, result, _ = run_diagnose(SMI_IN_A_LOG + oom)

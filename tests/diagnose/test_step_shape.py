@@ -30,7 +30,8 @@ def oom(requested_gib: float, free_gib: float, tag: str = "(Worker_TP1_EP1 pid=4
     return (
         f"{tag}ERROR 03-02 11:41:07 [multiproc_executor.py:671] torch.OutOfMemoryError: CUDA out of memory. "
         f"Tried to allocate {requested_gib:.2f} GiB. GPU 1 has a total capacity of 139.80 GiB of which "
-        f"{free_gib:.2f} GiB is free. Including non-PyTorch memory, this process has 135.88 GiB memory in use.\n"
+        f"{free_gib:.2f} GiB is free. Including non-PyTorch memory, this process has 135.88 GiB memory in "
+        "use.\n"
     )
 
 
@@ -92,7 +93,8 @@ def test_the_recommended_budget_is_the_largest_whose_peak_fits_what_the_step_had
 def test_seed_002_gives_the_budget_fix_with_both_peaks_from_the_arithmetic(run_diagnose):
     text = (
         "(APIServer pid=1) INFO 03-02 11:41:01 [loggers.py:257] Engine 000: Avg prompt throughput: 30112.4 "
-        "tokens/s, Avg generation throughput: 212.9 tokens/s, Running: 10 reqs, Waiting: 1 reqs, GPU KV cache "
+        "tokens/s, Avg generation throughput: 212.9 tokens/s, Running: 10 reqs, Waiting: 1 reqs, GPU KV "
+        "cache "
         "usage: 13.2%, Prefix cache hit rate: 61.0%\n" + dump(MIXED) + oom(4.78, 3.91)
     )
     _, result, _ = run_diagnose(text)
@@ -125,7 +127,8 @@ def test_seed_002_rocm_path_is_the_int32_overflow_of_the_padded_tensor(run_diagn
 def test_with_the_model_known_the_planner_gives_the_width(run_diagnose):
     args = (
         "(APIServer pid=7) INFO 05-11 10:02:11 [utils.py:233] non-default args: {'model': "
-        "'meta-llama/Llama-3.1-8B-Instruct', 'max_num_batched_tokens': 16384, 'enable_chunked_prefill': True}\n"
+        "'meta-llama/Llama-3.1-8B-Instruct', 'max_num_batched_tokens': 16384, 'enable_chunked_prefill': "
+        "True}\n"
     )
     tokens = (15000, 3, 5, 900, 7, 11)
     requested = len(tokens) * 15000 * 4096 * 2 / GIB  # hidden 4096 at bf16, padded

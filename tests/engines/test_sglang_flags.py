@@ -1,4 +1,5 @@
-"""The SGLang launch command as users type it: launchers, flag spellings, unknown flags kept, bad values refused."""
+"""The SGLang launch command as users type it: launchers, flag spellings, unknown flags kept, bad values
+refused."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SGLang's pool arithmetic: the cell per token (MHA, MLA, SWA), the pool size, SWA split, request defaults."""
+"""SGLang's pool arithmetic: the cell per token (MHA, MLA, SWA), the pool size, SWA split, request
+defaults."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def test_compilation_config_forms() -> None:
 
 def test_vllm_flags_that_move_no_memory_are_kept_and_flags_vllm_lacks_are_refused() -> None:
     args = parse_serve_command(
-        "vllm serve m --max-num-queued-reqs 7 --enable-log-outputs --tool-call-parser hermes --brand-new-flag 7"
+        "vllm serve m --max-num-queued-reqs 7 --enable-log-outputs --tool-call-parser hermes "
+        "--brand-new-flag 7"
     )
     assert args.unknown_flags == ("--max-num-queued-reqs 7", "--enable-log-outputs")
     assert args.refused == ("--brand-new-flag 7",)

@@ -55,7 +55,8 @@ def test_mla_page_is_one_latent_not_divided_by_tp() -> None:
 @pytest.mark.parametrize(
     "model, tp, blocks, tokens",
     [
-        # num_gpu_blocks and "GPU KV cache size" pairs logged by vLLM 0.19.0 (llm-d sweep, vllm_startup_dev.jsonl)
+        # num_gpu_blocks and "GPU KV cache size" pairs logged by vLLM 0.19.0 (llm-d sweep,
+        # vllm_startup_dev.jsonl)
         ("codellama/CodeLlama-7b-hf", 1, 7891, 126_256),
         ("google/gemma-2-9b-it", 1, 21110, 168_880),
         ("google/gemma-3-12b-it", 1, 48867, 130_304),

@@ -1,4 +1,5 @@
-"""Family readers added for wider coverage: every catalog id resolves; each new family's parameter count meets a
+"""Family readers added for wider coverage: every catalog id resolves; each new family's parameter count meets
+a
 published figure and its per-layer attention kinds (what sizes the KV cache) are exact."""
 
 from __future__ import annotations
@@ -220,7 +221,8 @@ def test_mamba2_state_matches_vllm_shape_calculator_at_every_tp(tp: int, groups:
     assert got == vllm_mamba2_state_bytes(32, 64, 128, groups, 4, tp, conv_bytes=2, ssm_bytes=4)
 
 
-# granite-4.0-h-small's config fields as quoted publicly. The quote tallies layer_types (36 mamba, 4 attention)
+# granite-4.0-h-small's config fields as quoted publicly. The quote tallies layer_types (36 mamba, 4
+# attention)
 # without their order, so the order here is the test's own (it changes neither counts nor bytes); that is also
 # why this model is not in the bundled catalog.
 GRANITE_H_SMALL: dict[str, Any] = {

@@ -78,7 +78,8 @@ def test_fixes_keep_the_margin_never_zero() -> None:
 
 
 def test_a_capacity_fix_is_paired_with_the_longest_length_it_holds() -> None:
-    # Qwen3-14B (27.5 GiB) on a 22 GiB A10G: the weights do not load. Besides more GPUs, FP8 weights on the one
+    # Qwen3-14B (27.5 GiB) on a 22 GiB A10G: the weights do not load. Besides more GPUs, FP8 weights on the
+    # one
     # GPU serve a shorter context, and the fix says which length.
     data = json.loads(oomguard("plan", "Qwen/Qwen3-14B", "--gpu", "A10G", "--json").stdout)
     assert data["failure"] == "weights-dont-fit"

@@ -123,7 +123,8 @@ def test_unknown_model_offline_says_how_to_pass_a_config(monkeypatch) -> None:
         plan(PlanRequest(model="nobody/no-such-model-xyz", gpu="H100"))
 
 
-# --- seed 000: data parallel + expert parallel ---------------------------------------------------------------
+# --- seed 000: data parallel + expert parallel
+# ---------------------------------------------------------------
 
 
 def test_seed_000_ledger_does_not_fit_with_kv_for_both_replicas() -> None:
@@ -195,7 +196,8 @@ def test_deepep_low_latency_with_dp_defaults_to_256_batched_tokens() -> None:
     assert result.engine.max_num_batched_tokens == 256
 
 
-# --- accuracy against real runs (the bench prints the full table) --------------------------------------------
+# --- accuracy against real runs (the bench prints the full table)
+# --------------------------------------------
 
 
 def test_available_kv_within_three_percent_of_budget_on_the_llmd_sweep(shared_data: Path) -> None:
@@ -254,10 +256,13 @@ def test_calibrate_replaces_estimates_with_an_earlier_runs_figures(tmp_path) -> 
 
     log = tmp_path / "server.log"
     log.write_text(
-        "(EngineCore_DP0 pid=1) INFO 04-17 10:00:01 [gpu_model_runner.py:2000] Model loading took 14.99 GiB memory "
+        "(EngineCore_DP0 pid=1) INFO 04-17 10:00:01 [gpu_model_runner.py:2000] Model loading took 14.99 GiB "
+        "memory "
         "and 5.1 seconds\n"
-        "(EngineCore_DP0 pid=1) DEBUG 04-17 10:00:09 [gpu_worker.py:300] Memory profiling takes 3.1 seconds. Total "
-        "non KV cache memory: 17.12GiB; torch peak memory increase: 1.88GiB; non-torch forward increase memory: "
+        "(EngineCore_DP0 pid=1) DEBUG 04-17 10:00:09 [gpu_worker.py:300] Memory profiling takes 3.1 seconds. "
+        "Total "
+        "non KV cache memory: 17.12GiB; torch peak memory increase: 1.88GiB; non-torch forward increase "
+        "memory: "
         "0.25GiB; weights memory: 14.99GiB.\n"
     )
     measured = measured_terms_from_log(str(log))

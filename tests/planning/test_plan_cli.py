@@ -1,4 +1,5 @@
-"""`oomguard plan` and `oomguard check` as a user runs them: exit codes, one-line errors, the JSON contract."""
+"""`oomguard plan` and `oomguard check` as a user runs them: exit codes, one-line errors, the JSON
+contract."""
 
 from __future__ import annotations
 

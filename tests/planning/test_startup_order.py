@@ -1,5 +1,6 @@
 """Issue 11 point 3: the failure vLLM really meets, in its startup order (free-memory check, load_model,
-profile, KV sizing, KV allocation, graph capture, sampler warm-up), and honest provenance of the device total."""
+profile, KV sizing, KV allocation, graph capture, sampler warm-up), and honest provenance of the device
+total."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Issue 11 point 1: what vLLM's own parser would refuse is refused (plan exits 2, check FAILs naming the
-closest real flag); vLLM's spellings are read as vLLM reads them; oomguard's own mistyped options are errors."""
+closest real flag); vLLM's spellings are read as vLLM reads them; oomguard's own mistyped options are
+errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The `--html` page in a real headless Chromium: its charts render, its script runs, the console stays clean."""
+"""The `--html` page in a real headless Chromium: its charts render, its script runs, the console stays
+clean."""
 
 from __future__ import annotations
 

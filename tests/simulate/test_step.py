@@ -118,7 +118,8 @@ def test_the_profile_runs_shape_costs_what_the_planner_reserved(model: str, gpu:
     result = plan(PlanRequest(model=model, gpu=gpu, flags=flags))
     cfg = result.engine
     for rank in result.ranks:
-        # vLLM's profile run: one forward of max_num_batched_tokens tokens, the sampler over sampler_rows rows.
+        # vLLM's profile run: one forward of max_num_batched_tokens tokens, the sampler over sampler_rows
+        # rows.
         rows = cfg.sampler_rows if rank.placement.holds_lm_head else 0
         profile = StepShape(
             (Row(cfg.max_num_batched_tokens - rows, samples=False),) + (Row(1, 10, True),) * rows

@@ -115,15 +115,16 @@ def render(state: ServerState) -> str:
         for le in TTFT_BUCKETS:
             share = min(1.0, le / 0.5)
             out.append(
-                f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le=str(le), model_name=state.model)}"
+                f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le=str(le), model_name=state.model)}"  # noqa: E501
                 f" {count * share:.1f}"
             )
         out.append(
-            f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le='+Inf', model_name=state.model)}"
+            f"vllm:time_to_first_token_seconds_bucket{_labels(engine=engine, le='+Inf', model_name=state.model)}"  # noqa: E501
             f" {count:.1f}"
         )
         out.append(
-            f"vllm:time_to_first_token_seconds_count{_labels(engine=engine, model_name=state.model)} {count:.1f}"
+            f"vllm:time_to_first_token_seconds_count{_labels(engine=engine, model_name=state.model)} "
+            f"{count:.1f}"
         )
         out.append(
             f"vllm:time_to_first_token_seconds_sum{_labels(engine=engine, model_name=state.model)} "

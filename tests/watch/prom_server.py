@@ -1,4 +1,5 @@
-"""Start a real Prometheus (Debian's `prometheus` package) for tests: loopback only, temp dir, bounded waits."""
+"""Start a real Prometheus (Debian's `prometheus` package) for tests: loopback only, temp dir, bounded
+waits."""
 
 from __future__ import annotations
 

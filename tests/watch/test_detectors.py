@@ -1,4 +1,5 @@
-"""Detectors over replayed series: each fires on its mechanism, with the right numbers, and not on look-alikes."""
+"""Detectors over replayed series: each fires on its mechanism, with the right numbers, and not on
+look-alikes."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ URL = "http://127.0.0.1:8000/metrics"
 
 
 def replay(seconds: float, **metrics: Callable[[float], float]) -> list[Sample]:
-    """Samples every STEP seconds for each metric given as a function of elapsed time; names 'target__engine__metric'."""
+    """Samples every STEP seconds for each metric given as a function of elapsed time; names
+    'target__engine__metric'."""
     out = []
     for i in range(int(seconds // STEP) + 1):
         t = i * STEP

@@ -30,7 +30,7 @@ from oomguard.watch.window import Window
 from .hostile import Hostile
 
 FAKE_NVML = Path(__file__).parent / "fakenvml"
-HEALTHY = b'vllm:num_requests_running{engine="0",model_name="m"} 1\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3\n'
+HEALTHY = b'vllm:num_requests_running{engine="0",model_name="m"} 1\nvllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.3\n'  # noqa: E501
 POISON = (
     b'vllm:num_requests_running{engine="0",model_name="m"} 1\n'
     b'vllm:num_requests_waiting{engine="0",model_name="a"} +Inf\n'
@@ -378,11 +378,11 @@ def test_c11_a_corrupted_database_is_a_one_line_error(hostile: Hostile, tmp_path
 
 
 def test_w1_two_series_of_one_engine_are_never_summed_as_a_ratio() -> None:
-    body = b'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.6\nvllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.6\n'
+    body = b'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 0.6\nvllm:kv_cache_usage_perc{engine="0",model_name="b"} 0.6\n'  # noqa: E501
     scraped = vllm_samples(parse(body), "u", 1e9)
     kv = {s.engine: s.value for s in scraped.samples if s.metric == "kv_cache_usage"}
     assert kv == {"0/a": 0.6, "0/b": 0.6}
-    dup = b'vllm:kv_cache_usage_perc{engine="0",lora="x"} 0.6\nvllm:kv_cache_usage_perc{engine="0",lora="y"} 0.7\n'
+    dup = b'vllm:kv_cache_usage_perc{engine="0",lora="x"} 0.6\nvllm:kv_cache_usage_perc{engine="0",lora="y"} 0.7\n'  # noqa: E501
     [only] = [s for s in vllm_samples(parse(dup), "u", 1e9).samples if s.metric == "kv_cache_usage"]
     assert only.value == 0.7
 
@@ -440,7 +440,7 @@ def test_w10_a_body_shorter_than_its_content_length_is_a_failed_scrape(hostile: 
 
 def test_w9_rules_refuse_windows_and_selectors_promtool_would_reject() -> None:
     for args in (["--leak-window", "1ms"], ["--leak-window", "0"], ["--kv-window", "0.1s"],
-                 ["--selector", 'job=~"(?=x)"'], ["--selector", "job=vllm"], ["--selector", 'job="a" x']):  # fmt: skip
+                 ["--selector", 'job=~"(?=x)"'], ["--selector", "job=vllm"], ["--selector", 'job="a" x']):  # fmt: skip  # noqa: E501
         result = _cli("rules", *args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 

@@ -56,7 +56,8 @@ def scenario(n: int) -> ServerState:
 
 
 def dcgm_history(end: float) -> tuple[str, float]:
-    """An hour of DCGM framebuffer gauges ending at `end`; returns the text and the true seconds to exhaustion."""
+    """An hour of DCGM framebuffer gauges ending at `end`; returns the text and the true seconds to
+    exhaustion."""
     rng = random.Random(5)
     lines = ["# TYPE DCGM_FI_DEV_FB_USED gauge"]
     used: dict[str, list[float]] = {"0": [], "1": []}
@@ -73,7 +74,8 @@ def dcgm_history(end: float) -> tuple[str, float]:
     for gpu in ("0", "1"):
         for i, value in enumerate(used[gpu]):
             lines.append(
-                f"DCGM_FI_DEV_FB_FREE{labels(gpu)} {FB_TOTAL_MIB - value:.0f} {end - (points - i) * STEP_S:.0f}"
+                f"DCGM_FI_DEV_FB_FREE{labels(gpu)} {FB_TOTAL_MIB - value:.0f} "
+                f"{end - (points - i) * STEP_S:.0f}"
             )
     lines.append("# EOF")
     true_used_now = 70_000 + LEAK_MIB_PER_STEP * points

@@ -1,4 +1,5 @@
-"""`oomguard diagnose`: from logs, tracebacks and system evidence to the root cause and the flag that fixes it.
+"""`oomguard diagnose`: from logs, tracebacks and system evidence to the root cause and the flag that fixes
+it.
 
 Flow (one way): inputs.py (files, directories, archives, stdin) -> detect.py (what kind of evidence) ->
 sources/* (one parser per kind, each emitting typed facts with `source:line`) -> evidence.py (the bounded

@@ -109,7 +109,7 @@ SIGNALS = frozenset(
         "engine-dead",
         "engine-init-failed",  # "Engine core initialization failed" / "EngineCore failed to start"
         "kv-preempted",
-        "kv-pool-dry",  # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators)  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
+        "kv-pool-dry",  # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators)  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"  # noqa: E501
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
         "illegal-memory-access",
@@ -136,7 +136,7 @@ SIGNALS = frozenset(
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
-        "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
+        "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)  # noqa: E501
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
@@ -240,7 +240,8 @@ class Version(Fact):
 
 @dataclass(frozen=True, kw_only=True)
 class LoadSample(Fact):
-    """One periodic load report: vLLM's stats line, SGLang's batch line, a /metrics scrape, a scheduler dump."""
+    """One periodic load report: vLLM's stats line, SGLang's batch line, a /metrics scrape, a scheduler
+    dump."""
 
     running: int | None = None
     waiting: int | None = None
@@ -372,7 +373,8 @@ class Evidence:
         kept.skip(n)
 
     def absorb(self, other: Evidence) -> None:
-        """Another store's documents and facts after this one's, kept as if its facts had been added here one by
+        """Another store's documents and facts after this one's, kept as if its facts had been added here one
+        by
         one (what a parallel read of several files merges)."""
         for kind, kept in other._kept.items():
             mine = self._kept.get(kind)

@@ -131,7 +131,8 @@ class GatedReader:
         self.next_no = 1  # the number of the next chunk's first line
 
     def _scan(self) -> TriggerScan:
-        """The trigger scan for the current state: every parser's words but the series markers (counted on their
+        """The trigger scan for the current state: every parser's words but the series markers (counted on
+        their
         own) and the quiet words of the series already started (unless another parser needs them)."""
         key = frozenset(i for i, s in enumerate(self.series) if s.started)
         scan = self._scans.get(key)

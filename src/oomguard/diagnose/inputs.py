@@ -1,4 +1,5 @@
-"""Evidence inputs: files, directories (walked), archives (tar, tar.gz, tar.zst, zip; members read in memory or
+"""Evidence inputs: files, directories (walked), archives (tar, tar.gz, tar.zst, zip; members read in memory
+or
 streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd and zstd'd logs
 (decompressed as they stream) and stdin.
 

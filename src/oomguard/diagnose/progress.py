@@ -1,4 +1,5 @@
-"""Progress of reading a large input, on stderr, only when stderr is a terminal (never in pipes, logs or CI)."""
+"""Progress of reading a large input, on stderr, only when stderr is a terminal (never in pipes, logs or
+CI)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def disable() -> None:
 
 
 class Progress:
-    """`p = Progress(name, size)`, `p.update(bytes_read)` as it goes, `p.close()` at the end; `size` is None when
+    """`p = Progress(name, size)`, `p.update(bytes_read)` as it goes, `p.close()` at the end; `size` is None
+    when
     unknown (pipes, compressed inputs)."""
 
     def __init__(self, name: str, size: int | None, stream: TextIO | None = None) -> None:

@@ -1,7 +1,8 @@
 """Evidence in, facts out: every input is detected and handed to its reader; what cannot be read is said.
 
 Small text documents go line by line through every line parser (and the prose reader); large ones through
-the gated reader (gated.py), which hands the parsers only the lines holding their declared triggers. Pickles go to the restricted snapshot reader, Prometheus scrapes to the
+the gated reader (gated.py), which hands the parsers only the lines holding their declared triggers. Pickles
+go to the restricted snapshot reader, Prometheus scrapes to the
 metrics parser, cgroup files to the cgroup reader.
 """
 
@@ -85,7 +86,8 @@ def _worth_parallel(planned: list[tuple[str, str]]) -> bool:
 def _read_parallel(
     planned: list[tuple[str, str]], how: Reading, evidence: Evidence, skipped: list[str]
 ) -> None:
-    """One file per task on a process per core; the parts are merged in the sequential order (facts, documents,
+    """One file per task on a process per core; the parts are merged in the sequential order (facts,
+    documents,
     notes), so the evidence is the sequential read's."""
     files = [path for kind, path in planned if kind == "file"]
     workers = min(len(files), os.cpu_count() or 1)
@@ -194,7 +196,8 @@ def _read_text(
 
 
 def _size_of(stream: BinaryIO) -> int | None:
-    """The size of a plain file behind `stream` (for progress), None for pipes, archives and compressed data."""
+    """The size of a plain file behind `stream` (for progress), None for pipes, archives and compressed
+    data."""
     raw = getattr(stream, "raw", None)
     if not isinstance(raw, io.FileIO):
         return None

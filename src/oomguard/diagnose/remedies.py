@@ -155,7 +155,8 @@ def _weights(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
     oom = _first_oom(ev)
     tp = setup.parallel("tensor_parallel_size")
     if oom and oom.total and oom.allocated is not None and oom.requested:
-        # Weights need at least what was allocated plus the failed request; spread over more ranks they shrink.
+        # Weights need at least what was allocated plus the failed request; spread over more ranks they
+        # shrink.
         need = oom.allocated + oom.requested
         usable = oom.total * (_utilization(setup, ev) or setup.behaviour.default_gpu_memory_utilization)
         ranks = max(2, 2 ** math.ceil(math.log2(max(1.0, need * tp / usable * 1.25))))
@@ -192,14 +193,18 @@ def _weights(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
             )
         )
     return Advice(
-        "The model's weights do not fit in the GPU memory this engine may use. The OOM came while creating or "
+        "The model's weights do not fit in the GPU memory this engine may use. The OOM came while creating "
+        "or "
         "loading parameters, before any KV cache or activation existed.",
         tuple(fixes),
         (
-            "Lowering --max-model-len or --max-num-seqs: they size KV and activations, which come after the weights.",
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: there is nothing to defragment, the bytes are missing.",
+            "Lowering --max-model-len or --max-num-seqs: they size KV and activations, which come after the "  # noqa: ISC004
+            "weights.",
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: there is nothing to defragment, the bytes are "  # noqa: ISC004
+            "missing.",
         ),
-        "The engine logs 'Model loading took X GiB' and then a positive 'Available KV cache memory'; it starts "
+        "The engine logs 'Model loading took X GiB' and then a positive 'Available KV cache memory'; it "
+        "starts "
         "cleanly three times in a row.",
         "nvidia-smi before start (is the GPU empty?) and the 'Model loading took' line of a run that loads.",
     )
@@ -316,12 +321,14 @@ def _max_len(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         )
     )
     return Advice(
-        "The KV pool exists but one request at max_model_len needs more KV than it holds: vLLM refuses to start "
+        "The KV pool exists but one request at max_model_len needs more KV than it holds: vLLM refuses to "
+        "start "
         "rather than fail the first long request.",
         tuple(fixes),
         (
             (
-                "Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one full-length "
+                "Lowering --max-num-seqs or --max-num-batched-tokens barely moves it: the pool must hold one "
+                "full-length "
                 "request."
             ),
         ),
@@ -351,7 +358,8 @@ def _step_fixes(step: StepAnalysis, budget_now: int | None) -> tuple[list[Fix], 
             else f"; still above the {had:.1f} GiB the step had"
         )
         return (
-            f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most {c.padded.peak_bytes * g:.1f}"
+            f"padded activation peak falls from {now.peak_bytes * g:.1f} to at most "
+            f"{c.padded.peak_bytes * g:.1f}"
             f" GiB ({rows} x {longest:,} -> {c.padded.num_prefills} x {c.padded.max_prefill_len:,} rows of "
             f"{w:,} x {s:g} B){within}"
         )
@@ -462,20 +470,23 @@ def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
     if oom and oom.requested and oom.free is not None:
         notes.append(f"the failed allocation was {_g(oom.requested)} with {_g(oom.free)} free")
     return Advice(
-        "A transient activation tensor of one step (prefill chunk, padded mixed-length batch, MLP intermediate) "
+        "A transient activation tensor of one step (prefill chunk, padded mixed-length batch, MLP "
+        "intermediate) "
         "needed more than the memory left outside the KV pool. KV usage was not the limit.",
         tuple(fixes),
         tuple(not_helpful)
         or (
             (
-                "Lowering --gpu-memory-utilization only moves the crash later when the step shape is unbounded (padding "
+                "Lowering --gpu-memory-utilization only moves the crash later when the step shape is "
+                "unbounded (padding "
                 "grows with the longest chunk in the batch)."
             ),
             "Adding KV capacity (fp8 KV, more GPUs for KV): KV was not full.",
         ),
         "Replay the same traffic (mixed long and short prompts) for hours: no OOM, and the peak tracks the "
         "scheduled tokens per step.",
-        "The scheduler output of the crashing step (num_scheduled_tokens per request) and the KV usage at the crash.",
+        "The scheduler output of the crashing step (num_scheduled_tokens per request) and the KV usage at "
+        "the crash.",
         tuple(notes),
     )
 
@@ -489,7 +500,7 @@ def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         # The warm-up's tensors are rows x vocabulary: memory scales linearly with the rows.
         detail = ""
         if oom and oom.requested:
-            detail = f": the failed {_g(oom.requested)} allocation becomes about {_g(oom.requested * smaller / rows)}"
+            detail = f": the failed {_g(oom.requested)} allocation becomes about {_g(oom.requested * smaller / rows)}"  # noqa: E501
         fixes.append(
             Fix(
                 {"max_num_seqs": str(smaller)},
@@ -548,7 +559,7 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
             Fix(
                 {
                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0",
-                    "gpu_memory_utilization": f"{(u or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}",
+                    "gpu_memory_utilization": f"{(u or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}",  # noqa: E501
                 },
                 f"the graph estimate ({_g(max(estimates))}) is far above real "
                 "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "
@@ -578,12 +589,15 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
     )
     return Advice(
         "CUDA-graph capture (or its memory estimate) needed more memory than was left after the KV pool: the "
-        "graphs' private pool is sized by the largest captured batch, and before v0.21 it was not budgeted at all.",
+        "graphs' private pool is sized by the largest captured batch, and before v0.21 it was not budgeted "
+        "at all.",
         tuple(fixes),
         ("Lowering --max-model-len: graph memory depends on the captured batch sizes, not on the context.",),
-        "Startup logs 'Graph capturing finished ... took X GiB' and 'CUDA graph pool memory: actual vs estimated' "
+        "Startup logs 'Graph capturing finished ... took X GiB' and 'CUDA graph pool memory: actual vs "
+        "estimated' "
         "within a few percent.",
-        "The lines around capture: 'Estimated CUDA graph memory', 'Profiling CUDA graph memory', 'CUDA graph pool "
+        "The lines around capture: 'Estimated CUDA graph memory', 'Profiling CUDA graph memory', 'CUDA graph "
+        "pool "
         "memory'.",
     )
 
@@ -600,7 +614,8 @@ def _parse_bytes(text: str | None) -> float | None:
 
 
 def _ep_failed_allocation(ev: Evidence) -> OomMessage | None:
-    """The OOM of the all-to-all buffer itself: the largest failed request when the stack is in the EP path."""
+    """The OOM of the all-to-all buffer itself: the largest failed request when the stack is in the EP
+    path."""
     sized = [o for o in ev.of(OomMessage) if o.requested]
     return max(sized, key=lambda o: o.requested or 0) if sized else None
 
@@ -628,7 +643,8 @@ def _ep(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
                 fixes.append(
                     Fix(
                         {"kv_cache_memory_bytes": f"{target}GiB"},
-                        f"--kv-cache-memory-bytes {target}GiB (was {kv / GIB:.0f}GiB): the KV pool you set leaves "
+                        f"--kv-cache-memory-bytes {target}GiB (was {kv / GIB:.0f}GiB): the KV pool you set "
+                        "leaves "
                         f"{_g(asked - free)} too little for the buffer, plus 1 GiB of slack",
                         "evidence",
                     )
@@ -741,9 +757,11 @@ def _kv_runtime(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
         "next allocation failed. Arrivals or request lengths exceed the pool.",
         tuple(fixes),
         ("Raising --max-num-seqs: more sequences compete for the same full pool.",),
-        "Under the same traffic, vllm:kv_cache_usage_perc stays below ~90%, num_preemptions stops growing and the "
+        "Under the same traffic, vllm:kv_cache_usage_perc stays below ~90%, num_preemptions stops growing "
+        "and the "
         "waiting queue drains.",
-        "vllm:kv_cache_usage_perc, vllm:num_requests_waiting and vllm:num_preemptions_total over the incident.",
+        "vllm:kv_cache_usage_perc, vllm:num_requests_waiting and vllm:num_preemptions_total over the "
+        "incident.",
     )
 
 
@@ -758,7 +776,8 @@ def _fragmentation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) 
             Fix(
                 {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments"
-                ":True: segments grow in place instead of splitting (not with sleep mode / some KV connectors)",
+                ":True: segments grow in place instead of splitting (not with sleep mode / some KV "
+                "connectors)",
                 "mechanism",
             ),
             Fix(
@@ -769,29 +788,35 @@ def _fragmentation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) 
             ),
         ),
         ("More GPUs or a smaller model: the bytes were there.",),
-        "A memory snapshot (torch.cuda.memory._record_memory_history) at the same point shows the largest free "
+        "A memory snapshot (torch.cuda.memory._record_memory_history) at the same point shows the largest "
+        "free "
         "block above the request.",
-        "A torch memory snapshot at the OOM (torch.cuda.memory._dump_snapshot) to compare the largest free block "
+        "A torch memory snapshot at the OOM (torch.cuda.memory._dump_snapshot) to compare the largest free "
+        "block "
         "with the request.",
     )
 
 
 def _leak(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     return Advice(
-        "Memory grows under steady load and is not returned (GPU KV blocks, host RSS or a scheduler-side list), "
+        "Memory grows under steady load and is not returned (GPU KV blocks, host RSS or a scheduler-side "
+        "list), "
         "until a limit kills the process.",
         (
             Fix({}, "pin the last vLLM version without the growth and bisect the upgrade", "mechanism"),
             Fix(
                 {},
-                "until fixed, restart on a schedule before the growth reaches the limit (from the measured rate)",
+                "until fixed, restart on a schedule before the growth reaches the limit (from the measured "
+                "rate)",
                 "mechanism",
             ),
         ),
         (
-            "Raising memory limits or lowering --gpu-memory-utilization: the growth only takes longer to hit them.",
+            "Raising memory limits or lowering --gpu-memory-utilization: the growth only takes longer to hit "  # noqa: ISC004
+            "them.",
         ),
-        "At a fixed request rate for several hours to a day, GPU memory and worker RSS stay flat and restarts "
+        "At a fixed request rate for several hours to a day, GPU memory and worker RSS stay flat and "
+        "restarts "
         "stay at zero; 'fine after a restart' does not count.",
         "A time series at constant load: GPU memory, worker RSS, KV usage with traffic stopped.",
     )
@@ -830,7 +855,8 @@ def _other_process(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) 
         )
     )
     return Advice(
-        "Part of the GPU was held by something other than this engine (another process, an earlier engine in the "
+        "Part of the GPU was held by something other than this engine (another process, an earlier engine in "
+        "the "
         "same process, a MIG slice smaller than expected), so vLLM saw less memory than it planned for.",
         tuple(fixes),
         ("Raising --gpu-memory-utilization: it asks for more of memory that is not free.",),
@@ -863,7 +889,8 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
             0,
             Fix(
                 {"RAY_memory_usage_threshold": "0.98"},
-                "RAY_memory_usage_threshold=0.98 when starting Ray (default 0.95) if the node has headroom, or give "
+                "RAY_memory_usage_threshold=0.98 when starting Ray (default 0.95) if the node has headroom, "
+                "or give "
                 "the node more RAM: Ray's monitor killed the worker at its threshold",
                 "mechanism",
             ),
@@ -887,17 +914,20 @@ def _host(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
             )
         )
     return Advice(
-        "The host or container ran out of RAM (exit 137 / OOMKilled / kernel OOM killer / ENOMEM): the GPU was "
+        "The host or container ran out of RAM (exit 137 / OOMKilled / kernel OOM killer / ENOMEM): the GPU "
+        "was "
         "not the limit. Weight loading, several TP workers per host and page cache are the usual peak.",
         tuple(fixes),
         (
             (
-                "Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU settings do not "
+                "Lowering --gpu-memory-utilization or --max-model-len (except on unified memory): GPU "
+                "settings do not "
                 "change host RAM."
             ),
         ),
         "memory.events oom_kill stops growing, the pod no longer exits 137, and the node keeps free memory.",
-        "kubectl describe pod (Last State), dmesg -T | grep -i oom, cat /sys/fs/cgroup/memory.events and memory.max.",
+        "kubectl describe pod (Last State), dmesg -T | grep -i oom, cat /sys/fs/cgroup/memory.events and "
+        "memory.max.",
     )
 
 
@@ -925,13 +955,16 @@ def _multimodal(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
         )
     )
     return Advice(
-        "The vision/audio encoder ran on the largest possible inputs, times the profile batch, and its activations "
+        "The vision/audio encoder ran on the largest possible inputs, times the profile batch, and its "
+        "activations "
         "did not fit; V1 profiles the encoder at startup so this fails before serving.",
         tuple(fixes),
         (
-            "Lowering --max-model-len alone: the encoder's input size is set by the image limits, not the context.",
+            "Lowering --max-model-len alone: the encoder's input size is set by the image limits, not the "  # noqa: ISC004
+            "context.",
         ),
-        "Startup passes 'Encoder cache will be initialized ... profiled with N items' and serves large images.",
+        "Startup passes 'Encoder cache will be initialized ... profiled with N items' and serves large "
+        "images.",
         "The 'Encoder cache will be initialized ... profiled with N items' line and the image limits in use.",
     )
 
@@ -961,7 +994,8 @@ def _spec(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice
             ),
         ),
         ("Lowering --max-model-len: the extra memory is the draft model's, not the context's.",),
-        "With the draft model loaded, startup logs leave >= 1 GiB free after capture and the server survives load.",
+        "With the draft model loaded, startup logs leave >= 1 GiB free after capture and the server survives "
+        "load.",
         "Startup logs of the same deployment with and without the draft model / LoRA.",
     )
 
@@ -987,18 +1021,22 @@ def _int32(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
         )
     )
     return Advice(
-        "A kernel indexes a tensor with 32-bit offsets; one step of this size has more than 2^31 elements in it "
-        "(tokens x width), so it reads out of bounds or refuses to run. Raising the batch, an OOM knob, triggers it.",
+        "A kernel indexes a tensor with 32-bit offsets; one step of this size has more than 2^31 elements in "
+        "it "
+        "(tokens x width), so it reads out of bounds or refuses to run. Raising the batch, an OOM knob, "
+        "triggers it.",
         tuple(fixes),
         ("Raising --gpu-memory-utilization or adding GPUs: it is an index overflow, not a lack of memory.",),
-        "The profile run and the largest real steps complete; no illegal memory access at the old batch size.",
+        "The profile run and the largest real steps complete; no illegal memory access at the old batch "
+        "size.",
         "The largest step's tokens and the model's widest per-token tensor (2 x intermediate_size).",
     )
 
 
 def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
     return Advice(
-        "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver growing "
+        "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver "
+        "growing "
         "outside vLLM's budget, a version regression).",
         (
             Fix(

@@ -6,9 +6,11 @@ What separates the classes (the generic "Tried to allocate" appears in most of t
 - the allocator's own numbers: requested vs free, reserved-but-unallocated (fragmentation), other processes;
 - the KV usage at the crash (exhaustion vs a transient activation), the step shape (padding);
 - host signals: exit 137, OOMKilled, oom_kill counters, ENOMEM, NVRM on unified memory;
-- the engine's own errors and their numbers (free memory at start, KV needed vs available, CUDA-graph estimate);
+- the engine's own errors and their numbers (free memory at start, KV needed vs available, CUDA-graph
+estimate);
 - configuration risks, weakly (gmu 0.99, huge batched tokens, 1024 sampler rows, VLM limits, spec decode).
-Weights: STRONG for a mechanism the evidence states, MEDIUM for one it implies, WEAK for config risks and priors.
+Weights: STRONG for a mechanism the evidence states, MEDIUM for one it implies, WEAK for config risks and
+priors.
 Each (class, reason) counts once, however many lines repeat it.
 """
 
@@ -309,7 +311,7 @@ class Situation:
 
     failures: list[Fact]
     first_failure: Fact | None
-    phase: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'
+    phase: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'  # noqa: E501
     #             | 'runtime' | 'host' | 'unknown'
     phase_why: str
     phase_fact: Fact | None
@@ -736,7 +738,8 @@ def _empty_pool_not_from_weights(
         t.add(
             "other-process-or-shared-gpu",
             STRONG,
-            f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the rest",
+            f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the "
+            "rest",
             s,
         )
 
@@ -751,7 +754,8 @@ def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
             t.add(
                 "kv-cache-insufficient-at-startup",
                 STRONG,
-                f"{int(n.value)} blocks x {block} tokens hold {int(n.value) * block} tokens, below max_model_len "
+                f"{int(n.value)} blocks x {block} tokens hold {int(n.value) * block} tokens, below "
+                "max_model_len "
                 f"{length}",
                 n,
             )
@@ -762,7 +766,8 @@ def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
         t.add(
             "kv-cache-insufficient-at-startup",
             MEDIUM + 0.5,
-            f"only {avail[-1].value / GIB:.2f} GiB was left after the weights ({used[-1].value / GIB:.2f} GiB): "
+            f"only {avail[-1].value / GIB:.2f} GiB was left after the weights ({used[-1].value / GIB:.2f} "
+            "GiB): "
             "no room for SGLang's KV pool",
             avail[-1],
         )
@@ -1095,7 +1100,8 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
 
 
 def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
-    """What the failing step's arithmetic says: a failed allocation the size of the padded tensor is padding."""
+    """What the failing step's arithmetic says: a failed allocation the size of the padded tensor is
+    padding."""
     if step is None:
         return
     w, s = step.widths.hidden_size, step.widths.dtype_bytes
@@ -1271,7 +1277,8 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
-            "speculative decoding is configured (a draft model and its KV, outside the profile in many versions)",
+            "speculative decoding is configured (a draft model and its KV, outside the profile in many "
+            "versions)",
             fact,
         )
     if setup.flag_true("enable_lora"):
@@ -1353,7 +1360,8 @@ def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         t.add(
             "weights-dont-fit",
             MEDIUM,
-            f"{setup.model}: about {weights / GIB:.0f} GiB of weights per GPU, more than an 80 GB device holds",
+            f"{setup.model}: about {weights / GIB:.0f} GiB of weights per GPU, more than an 80 GB device "
+            "holds",
             sit.first_failure,
         )
     if weights is None or not total or not sit.failures:

@@ -98,7 +98,8 @@ def lines_of_small(
 
 
 def head_lines(chunk: bytes) -> tuple[bytes, ...]:
-    """The first FOLLOWING lines of a chunk, cut as readers cut them (the following lines of the chunk before)."""
+    """The first FOLLOWING lines of a chunk, cut as readers cut them (the following lines of the chunk
+    before)."""
     lines: list[bytes] = []
     pos = 0
     while len(lines) < FOLLOWING and pos < len(chunk):
@@ -111,8 +112,10 @@ def head_lines(chunk: bytes) -> tuple[bytes, ...]:
 
 
 def iter_chunks(first: bytes, stream: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
-    """A large document (`first`, then the rest of `stream`) as line-aligned chunks of at least CHUNK bytes (the
-    last one may end without a newline). A line longer than MAX_LINE is cut here to MAX_LINE + 1 bytes (readers
+    """A large document (`first`, then the rest of `stream`) as line-aligned chunks of at least CHUNK bytes
+    (the
+    last one may end without a newline). A line longer than MAX_LINE is cut here to MAX_LINE + 1 bytes
+    (readers
     count it as cut), so memory stays bounded whatever the input."""
     stats.bytes += len(first)
     parts: list[bytes | memoryview] = [first]

@@ -49,7 +49,8 @@ class EngineSetup:
     flags: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, Where] = field(default_factory=dict)
     v1: bool | None = None
-    # Memory terms the engine itself logged (planner names: weights, activation, non_torch, cuda_graph), bytes.
+    # Memory terms the engine itself logged (planner names: weights, activation, non_torch, cuda_graph),
+    # bytes.
     measured: dict[str, int] = field(default_factory=dict)
     # Bytes other processes held on the GPU when the engine started (from its free-memory check).
     other_processes_bytes: int = 0
@@ -87,7 +88,8 @@ class EngineSetup:
 
     @property
     def behaviour(self) -> Behaviour:
-        """vLLM's rules for the logged version (the newest known when the version is unknown or not vLLM's)."""
+        """vLLM's rules for the logged version (the newest known when the version is unknown or not
+        vLLM's)."""
         return behaviour_or_newest(self.version if self.engine != "sglang" else None)
 
     def as_dict(self) -> dict[str, object]:

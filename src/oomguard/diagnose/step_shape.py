@@ -1,7 +1,9 @@
-"""The step that failed, from a scheduler dump, and its activation arithmetic (`oomguard.simulate.step_memory`).
+"""The step that failed, from a scheduler dump, and its activation arithmetic
+(`oomguard.simulate.step_memory`).
 
 A scheduler dump (`num_scheduled_tokens={req: n, ...}`) gives the step's rows. A layer that packs prefills
-densely allocates rows x longest chunk x width (the padded mixed-length prefill OOM: 8 x 31,344 x 10,240 x 2 B = 4.78 GiB), a
+densely allocates rows x longest chunk x width (the padded mixed-length prefill OOM: 8 x 31,344 x 10,240 x 2 B
+= 4.78 GiB), a
 varlen layer tokens x width. Which of the two the failed allocation was is read from its size: the
 request divided by rows x longest chunk x dtype bytes is a whole layer width (a multiple of the model's
 hidden size when the planner knows the model, else of 128) only when the step was padded. The width found

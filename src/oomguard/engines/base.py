@@ -18,7 +18,8 @@ P = TypeVar("P")
 
 @dataclass(frozen=True)
 class FixCandidate:
-    """A flag change to try. Candidates of one `group` are alternatives: the first that fits ends the group."""
+    """A flag change to try. Candidates of one `group` are alternatives: the first that fits ends the
+    group."""
 
     flags: Mapping[str, Any]
     summary: str

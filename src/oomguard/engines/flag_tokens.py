@@ -48,7 +48,8 @@ def take_env(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
 
 def spelled(flag: str) -> str:
     """`--max_model_len` -> `--max-model-len` (long flags only; `-tp` stays as written; a dotted sub-option
-    keeps its own spelling: `--compilation_config.cudagraph_mode` -> `--compilation-config.cudagraph_mode`)."""
+    keeps its own spelling: `--compilation_config.cudagraph_mode` ->
+    `--compilation-config.cudagraph_mode`)."""
     if not flag.startswith("--"):
         return flag
     head, dot, sub = flag.partition(".")

@@ -57,8 +57,10 @@ MARGINAL_HEADROOM_BYTES = 1 * GiB
 
 @dataclass(frozen=True)
 class HostLine:
-    """One use of host memory. `count` copies of `bytes_each` (per process, per worker ...), held from `step` on;
-    `transient` lines only during their step (the loading peak). `shm`: the bytes live in /dev/shm (a tmpfs: they
+    """One use of host memory. `count` copies of `bytes_each` (per process, per worker ...), held from `step`
+    on;
+    `transient` lines only during their step (the loading peak). `shm`: the bytes live in /dev/shm (a tmpfs:
+    they
     count against the memory limit and need room in the shm mount). `reclaimable`: page cache the kernel drops
     before it kills anything; shown, never summed."""
 
@@ -101,7 +103,8 @@ class HostProcess:
 
 @dataclass(frozen=True)
 class ShmSize:
-    """The size of the container's /dev/shm and where that size comes from (None: unbounded but the memory)."""
+    """The size of the container's /dev/shm and where that size comes from (None: unbounded but the
+    memory)."""
 
     bytes: int | None
     source: str
@@ -137,7 +140,8 @@ class HostLedger:
     load_workers_at_once: int = 1
     per_worker_load_peak: int = 0
 
-    # --- the sums --------------------------------------------------------------------------------------------
+    # --- the sums
+    # --------------------------------------------------------------------------------------------
 
     def used_at(self, step: HostStep) -> int:
         return sum(line.bytes for line in self.lines if line.held_at(step))
@@ -170,7 +174,8 @@ class HostLedger:
     def shm_needed(self) -> int:
         return max(self.shm_needed_at(s) for s in self.steps)
 
-    # --- the verdict -----------------------------------------------------------------------------------------
+    # --- the verdict
+    # -----------------------------------------------------------------------------------------
 
     @property
     def dies_at(self) -> HostStep | None:
@@ -209,7 +214,8 @@ class HostLedger:
 
     @property
     def limit_that_fits(self) -> int:
-        """The smallest limit that holds the peak with its band and the marginal headroom, rounded up to GiB."""
+        """The smallest limit that holds the peak with its band and the marginal headroom, rounded up to
+        GiB."""
         need = self.peak_bytes + self.peak_band + MARGINAL_HEADROOM_BYTES
         return -(-need // GiB) * GiB
 

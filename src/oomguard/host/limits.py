@@ -3,10 +3,12 @@ or `--host-memory SIZE`.
 
 Facts used (Kubernetes and Docker documentation):
 - `resources.limits.memory` is the cgroup limit the kernel enforces: crossing it kills the container
-  (`OOMKilled`, exit 137). `requests.memory` only reserves room when scheduling; a pod using more than it asked
+  (`OOMKilled`, exit 137). `requests.memory` only reserves room when scheduling; a pod using more than it
+  asked
   is the first evicted under node pressure. Pod-level `spec.resources` (Kubernetes 1.32+) bounds the sum.
 - Quantities: plain bytes, `e` exponents, decimal suffixes k M G T P E and binary Ki Mi Gi Ti Pi Ei.
-- A container's /dev/shm is 64 MiB unless something mounts over it: an `emptyDir` with `medium: Memory` mounted
+- A container's /dev/shm is 64 MiB unless something mounts over it: an `emptyDir` with `medium: Memory`
+mounted
   at /dev/shm (sized by `sizeLimit`, else by the pod's memory limit; a tmpfs whose pages count against the
   container's memory), `hostIPC: true` (the node's own /dev/shm), or docker's `--shm-size` / `--ipc=host`.
 """
@@ -156,7 +158,8 @@ _DOCKER_SWITCHES = frozenset(
 
 
 def docker_limits(argv: Sequence[str]) -> HostLimits | None:
-    """`docker run --shm-size 16g -m 64g --ipc=host IMAGE ...` -> limits; None when argv is not `docker run`."""
+    """`docker run --shm-size 16g -m 64g --ipc=host IMAGE ...` -> limits; None when argv is not `docker
+    run`."""
     words = list(argv)
     if "docker" not in [w.rsplit("/", 1)[-1] for w in words[:3]] or "run" not in words[:4]:
         return None

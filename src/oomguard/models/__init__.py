@@ -1,1 +1,2 @@
-"""What is served: model facts (ModelSpec), read from config.json, safetensors headers or the bundled catalog."""
+"""What is served: model facts (ModelSpec), read from config.json, safetensors headers or the bundled
+catalog."""

@@ -2,7 +2,8 @@
 
 Read as vLLM's default loader picks them (vLLM v0.33, model_executor/model_loader/default_loader.py,
 `_prepare_weights`): with `--load-format auto` the first of `*.safetensors`, `*.bin`, `*.pt` that matches any
-file wins; with safetensors, the shards named by `model.safetensors.index.json` (so a `consolidated.safetensors`
+file wins; with safetensors, the shards named by `model.safetensors.index.json` (so a
+`consolidated.safetensors`
 beside them is not loaded twice). Only file sizes are read, never the weights.
 """
 

@@ -1,6 +1,7 @@
 """config.json (a dict) -> ModelSpec.
 
-The family reader is chosen by `model_type` (or, for configs without one, by `architectures`) from the registry
+The family reader is chosen by `model_type` (or, for configs without one, by `architectures`) from the
+registry
 filled by `oomguard.models.families`; this module adds what does not depend on the family: the dtype vLLM will
 run in, the quantization, the name.
 """
@@ -27,7 +28,8 @@ DTYPE_ALIASES: dict[str, str] = {
     "float": "float32",
     "fp32": "float32",
 }
-# NOTE: vLLM serves a float32 (or dtype-less) checkpoint in bfloat16 under --dtype auto (ModelConfig._resolve_auto_dtype).
+# NOTE: vLLM serves a float32 (or dtype-less) checkpoint in bfloat16 under --dtype auto
+# (ModelConfig._resolve_auto_dtype).
 AUTO_DTYPE_FOR_FLOAT32 = "bfloat16"
 
 # For configs that lack `model_type`: the architecture class names of each family.
@@ -134,7 +136,8 @@ def config_quantization(config: Mapping[str, Any]) -> Quantization | None:
 def spec_from_config(
     config: Mapping[str, Any], *, name: str = "", dtype: str | None = None, quantization: str | None = None
 ) -> ModelSpec:
-    """Build the ModelSpec of one config.json dict, as vLLM would load it with `--dtype` / `--quantization`."""
+    """Build the ModelSpec of one config.json dict, as vLLM would load it with `--dtype` /
+    `--quantization`."""
     model_type, facts = read_facts(config)
     stored_dtype = checkpoint_dtype(config)
     run_dtype = resolve_dtype(stored_dtype, dtype)

@@ -8,7 +8,8 @@ Layouts are the ones the checkpoints store (and vLLM loads, repacked at the same
       `weight_packed` int32 (8 nibbles) + one scale per group + `weight_shape` (w4a16);
       nvfp4: 2 nibbles per uint8 + one fp8 scale per 16 + fp32 global scales.
   AWQ: qweight int32 [in, out/8], qzeros int32 [in/g, out/8], scales fp16 [in/g, out].
-  GPTQ: qweight int32 [in·bits/32, out], qzeros int32 [in/g, out·bits/32], scales fp16 [in/g, out], g_idx int32 [in].
+  GPTQ: qweight int32 [in·bits/32, out], qzeros int32 [in/g, out·bits/32], scales fp16 [in/g, out], g_idx
+  int32 [in].
   bitsandbytes 4-bit: 2 nibbles per uint8 + fp32 absmax per 64 (nested: uint8 absmax + fp32 per 256 of them).
   MXFP4 (gpt-oss): `_blocks` uint8, 2 nibbles each, + `_scales` one uint8 exponent per 32 weights.
   NVFP4 (modelopt): 2 nibbles per uint8 + fp8 scale per 16 + fp32 `weight_scale_2` and `input_scale`.
@@ -280,7 +281,8 @@ def module_of(tensor_name: str) -> str:
 
 
 def is_skipped(tensor_name: str, quant: Quantization) -> bool:
-    """`modules_to_not_convert` / `ignore` match: "re:" regexes, shell globs, or plain substrings (HF semantics)."""
+    """`modules_to_not_convert` / `ignore` match: "re:" regexes, shell globs, or plain substrings (HF
+    semantics)."""
     module = module_of(tensor_name)
     for pattern in quant.skip_modules:
         if pattern.startswith("re:"):

@@ -140,7 +140,8 @@ def _hub_reachable() -> bool:
 
 
 def _from_hub(repo_id: str) -> tuple[dict[str, Any], Any] | None:
-    """config.json (and safetensors metadata) from the Hub, or None when offline / not installed / not found."""
+    """config.json (and safetensors metadata) from the Hub, or None when offline / not installed / not
+    found."""
     if _hub_offline() or repo_id.count("/") != 1:
         return None
     try:

@@ -51,7 +51,8 @@ class FullAttention:
 
 @dataclass(frozen=True)
 class SlidingWindowAttention:
-    """Attention over the last `window` tokens only (Gemma-2/3 local layers, gpt-oss even layers, Mistral v0.1)."""
+    """Attention over the last `window` tokens only (Gemma-2/3 local layers, gpt-oss even layers, Mistral
+    v0.1)."""
 
     num_kv_heads: int
     head_size: int
@@ -73,7 +74,8 @@ class ChunkedLocalAttention:
 
 @dataclass(frozen=True)
 class MlaAttention:
-    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one latent of kv_lora_rank + rope dims per token,
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2): one latent of kv_lora_rank + rope dims per
+    token,
     shared by all heads, so it is neither multiplied by heads nor divided by TP."""
 
     kv_lora_rank: int
@@ -109,7 +111,8 @@ class SharedKvAttention:
 
 @dataclass(frozen=True)
 class NoAttention:
-    """A layer without a token mixer (Nemotron-H MLP and MoE blocks, which vLLM numbers as layers of their own):
+    """A layer without a token mixer (Nemotron-H MLP and MoE blocks, which vLLM numbers as layers of their
+    own):
     no KV cache and no state."""
 
     kind: Literal["none"] = "none"

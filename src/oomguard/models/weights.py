@@ -4,7 +4,8 @@ vLLM's placement rules (vllm/model_executor/layers/linear.py, vocab_parallel_emb
 vllm/distributed/utils.py get_pp_indices):
   - column-parallel (q/k/v/gate/up) and row-parallel (o/down) weights are divided by TP;
   - k/v projections hold max(1, kv_heads / TP) heads: replicated when TP > kv heads;
-  - Mamba2 in_proj / conv1d hold their B/C part as ceil(n_groups / TP) whole groups (mamba_mixer2 pads groups);
+  - Mamba2 in_proj / conv1d hold their B/C part as ceil(n_groups / TP) whole groups (mamba_mixer2 pads
+  groups);
   - embedding and lm_head rows are padded to a multiple of 64, then divided by TP;
   - norms, routers, row-parallel biases and ReplicatedLinear layers sit whole on every rank;
   - routed experts without expert parallelism: every rank holds every expert, its intermediate dim divided by
@@ -178,7 +179,8 @@ def _sharded(tensor: TensorSpec, spec: ModelSpec, place: RankPlacement) -> tuple
         per_head = shape[0] // heads if heads else shape[0]
         shape[0] = per_head * max(1, _ceil_div(heads, tp))
     elif tensor.split == Split.GROUPED_COLUMN:
-        # MambaMixer2: groups padded to TP when TP does not divide them, so ceil(groups / TP) whole groups a rank.
+        # MambaMixer2: groups padded to TP when TP does not divide them, so ceil(groups / TP) whole groups a
+        # rank.
         per_group = tensor.group_rows // tensor.groups if tensor.groups else 0
         shape[0] = _ceil_div(shape[0] - tensor.group_rows, tp) + per_group * _ceil_div(tensor.groups, tp)
     elif tensor.split == Split.VOCAB:
@@ -236,7 +238,8 @@ def rope_cache_bytes(spec: ModelSpec) -> int:
     """vLLM's RoPE cos/sin cache buffers, counted in "Model loading took".
 
     vLLM get_rope() keeps one cache per distinct rotary config (head size, rotary dim, positions, base,
-    scaling, dtype) shared by every layer that uses it: positions x rotary_dim elements (cos and sin halves) in
+    scaling, dtype) shared by every layer that uses it: positions x rotary_dim elements (cos and sin halves)
+    in
     the model dtype. Positions are max_position_embeddings, times the factor for linear/dynamic/YaRN scaling.
     Every rank holds the full caches (not divided by TP)."""
     return int(sum(positions * rot * spec.dtype_bytes for positions, rot in spec.rope_caches))

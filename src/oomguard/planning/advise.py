@@ -77,7 +77,8 @@ def _describe(base: Plan, candidate: Plan) -> str:
         parts.append(f"at most {candidate.engine.max_num_seqs} concurrent sequences")
     if candidate.engine.max_num_batched_tokens < base.engine.max_num_batched_tokens:
         parts.append(
-            f"prefill chunks of {candidate.engine.max_num_batched_tokens:,} tokens (slower TTFT on long prompts)"
+            f"prefill chunks of {candidate.engine.max_num_batched_tokens:,} tokens (slower TTFT on long "
+            "prompts)"
         )
     if not parts:
         parts.append(
@@ -230,7 +231,8 @@ def _candidates(result: Plan, failure: Failure | None, reserve: int) -> list[tup
         if forward and cfg.max_num_batched_tokens > 2048:
             smaller = max(2048, cfg.max_num_batched_tokens // 2)
             add(
-                f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation peak)",
+                f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation "
+                "peak)",
                 max_num_batched_tokens=smaller,
             )
     if failure in OUTSIDE_BUDGET or result.warnings:
@@ -444,7 +446,8 @@ def fix_ledger(ledger: GpuLedger, headroom: float = LEDGER_FIX_HEADROOM) -> list
         fixed = ledger.with_line(KV_CACHE, kv_room)
         fixes.append(
             LedgerFix(
-                f"cap the KV cache at {kv_room / GiB:.2f} GiB per replica (was {ledger.bytes_of(KV_CACHE) / GiB:.2f}): "
+                f"cap the KV cache at {kv_room / GiB:.2f} GiB per replica (was "
+                f"{ledger.bytes_of(KV_CACHE) / GiB:.2f}): "
                 f"e.g. --kv-cache-memory-bytes {kv_room}",
                 fixed,
             )

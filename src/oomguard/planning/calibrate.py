@@ -39,7 +39,8 @@ def measured_terms_from_log(path: str) -> dict[str, int]:
             found[key] = int(float(match.group(1)) * GiB)
     if not found:
         raise InputFormatError(
-            f"{Path(path).name}: no vLLM memory figures found (expected 'Model loading took ... GiB' and, at DEBUG, "
+            f"{Path(path).name}: no vLLM memory figures found (expected 'Model loading took ... GiB' and, at "
+            "DEBUG, "
             "'torch peak memory increase'); start vLLM with VLLM_LOGGING_LEVEL=DEBUG for the full profile"
         )
     return found

@@ -2,7 +2,8 @@
 
     from oomguard.planning.check import check_command
     def test_serving_config_fits():
-        result = check_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768", gpu="H100",
+        result = check_command("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768",
+        gpu="H100",
                                min_headroom="2GiB")
         assert result.ok, result.message
 
@@ -159,7 +160,7 @@ def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
         return replace(
             result,
             ok=False,
-            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "
+            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "  # noqa: E501
             f"vLLM puts {host.shm_needed / 2**20:.0f} MiB there at startup ({host.limits.shm.source}){hint}",
         )
     if host.verdict is HostVerdict.OOM_KILLED and host.dies_at is not None and limit is not None:
@@ -204,7 +205,8 @@ def _check_gpu(
         return CheckResult(
             deployment,
             False,
-            f"{name}: marginal: fits at the estimate with {result.margin.slack_bytes / GiB:.2f} GiB to spare on "
+            f"{name}: marginal: fits at the estimate with {result.margin.slack_bytes / GiB:.2f} GiB to spare "
+            "on "
             f"{result.margin.constraint}, less than the {result.margin.required_bytes / GiB:.2f} GiB its "
             f"estimates may be off by (--allow-marginal accepts it){hint}",
             result,
@@ -256,7 +258,8 @@ def check_command(command: str, **kwargs: Any) -> CheckResult:
 
 
 def deployments_in_file(path: str) -> list[Deployment]:
-    """Kubernetes manifests (one or many documents), a vLLM --config YAML, or a text file holding a command."""
+    """Kubernetes manifests (one or many documents), a vLLM --config YAML, or a text file holding a
+    command."""
     text = read_text_bounded(path, limit=MAX_CONFIG_BYTES, what="deployment file", error=InputFormatError)
     first_line = text.strip().splitlines()[0] if text.strip() else ""
     if first_line.startswith(("vllm ", "python", "docker ")) or first_line.split()[:1] == ["serve"]:
@@ -297,7 +300,8 @@ def _walk_pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
 
 
 def _string_list(container: Mapping[str, Any], key: str, where: str) -> list[str]:
-    """A container's `command` / `args`: Kubernetes requires a list of strings (kubectl refuses anything else)."""
+    """A container's `command` / `args`: Kubernetes requires a list of strings (kubectl refuses anything
+    else)."""
     value = container.get(key)
     if value is None:
         return []
@@ -368,7 +372,8 @@ def _known_gpu(text: str) -> str | None:
 
 
 def _gpu_of_pod(pod: Mapping[str, Any], limits: Mapping[str, Any]) -> str | None:
-    """The GPU a pod lands on: nodeSelector, then required node affinity, then a product in a resource name."""
+    """The GPU a pod lands on: nodeSelector, then required node affinity, then a product in a resource
+    name."""
     selector = _mapping(pod.get("nodeSelector"))
     for label in GPU_PRODUCT_LABELS:
         if label in selector:

@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         "--ledger",
         metavar="LINES",
         help="check a ledger given as numbers instead: 'weights=20GiB,kv=25GiB/replica,dp=2,ep_buffer=12GiB' "
-        "(lines marked /replica are held once per replica, the rest once per GPU); needs --gpu-memory or --gpu",
+        "(lines marked /replica are held once per replica, the rest once per GPU); needs --gpu-memory or "
+        "--gpu",
     )
     parser.add_argument(
         "--host-memory", help="the container's memory limit, when the manifest does not set one (e.g. 64GiB)"

@@ -1,4 +1,5 @@
-"""`oomguard plan`: will this vLLM (or SGLang) command start, how much KV cache will it get, and if not, what to change.
+"""`oomguard plan`: will this vLLM (or SGLang) command start, how much KV cache will it get, and if not, what
+to change.
 
     oomguard plan meta-llama/Llama-3.1-8B-Instruct --gpu H100 --max-model-len 32768
     oomguard plan --gpu H100 -- vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --max-model-len 131072
@@ -92,7 +93,7 @@ options:
   --no-fixes              skip the search for fixes
 
 exit codes: 0 fits, 1 does not fit, 2 bad input
-"""
+"""  # noqa: E501
 
 
 @dataclass
@@ -215,7 +216,8 @@ def other_processes_from_options(options: PlanOptions) -> tuple[int, str]:
 
 
 def gpu_from_options(options: PlanOptions) -> tuple[str | None, str | None, int]:
-    """--gpu / --gpu-memory, completed from --nvidia-smi output: (gpu, gpu_memory, bytes other processes use)."""
+    """--gpu / --gpu-memory, completed from --nvidia-smi output: (gpu, gpu_memory, bytes other processes
+    use)."""
     gpu, gpu_memory, used_by_others = options.gpu, options.gpu_memory, 0
     if options.nvidia_smi:
         raw = read_bounded(
@@ -282,7 +284,8 @@ def main(argv: Sequence[str]) -> int:
         found = fewest_gpus_search(native_request(request))
         if found is None:
             raise ConfigError(
-                "no TP x PP up to 64 GPUs (with FP8 weights where the GPU runs them) serves this model at this "
+                "no TP x PP up to 64 GPUs (with FP8 weights where the GPU runs them) serves this model at "
+                "this "
                 "max_model_len on this GPU with margin"
             )
         result = replace(

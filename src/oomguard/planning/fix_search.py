@@ -36,7 +36,8 @@ def _try(engine: EnginePlanner[P], base: P, flags: Mapping[str, Any]) -> P | Non
 
 
 def search_fixes(engine: EnginePlanner[P], base: P, *, limit: int = DEFAULT_FIX_LIMIT) -> list[Fix[P]]:
-    """Flag changes that make `base` start (or leave it headroom), each re-planned and verified, cheapest first."""
+    """Flag changes that make `base` start (or leave it headroom), each re-planned and verified, cheapest
+    first."""
     fixes: list[Fix[P]] = []
     tried: set[str] = set()
     solved: set[str] = set()

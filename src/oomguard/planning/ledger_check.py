@@ -92,7 +92,8 @@ def parse_ledger(text: str, total_bytes: int) -> GpuLedger:
         key = LINE_NAMES.get(name)
         if key is None:
             raise ConfigError(
-                f"--ledger: unknown line {name!r}; use {', '.join(sorted(set(LINE_NAMES) | set(REPLICA_NAMES)))}"
+                f"--ledger: unknown line {name!r}; use "
+                f"{', '.join(sorted(set(LINE_NAMES) | set(REPLICA_NAMES)))}"
             )
         size = value.strip()
         if size.endswith(PER_REPLICA_SUFFIX):

@@ -24,7 +24,8 @@ def render_host(ledger: HostLedger, *, verbose: bool = False) -> str:
         flags = " [/dev/shm]" if line.shm else " [page cache, reclaimable]" if line.reclaimable else ""
         when = f"{line.step.value}{' only' if line.transient else ''}"
         out.append(
-            f"  {line.label:<38}{_gib(line.bytes)} {count:<14} {when:<13} {_provenance(line.kind, line.band)}{flags}"
+            f"  {line.label:<38}{_gib(line.bytes)} {count:<14} {when:<13} "
+            f"{_provenance(line.kind, line.band)}{flags}"
         )
         if verbose:
             out.append(f"      {line.source}")

@@ -19,7 +19,8 @@ def render_plan_markdown(plan: PlanResult) -> str:
         ),
         "",
         (
-            f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.tokens:,} tokens, "
+            f"Verdict: {verdict}. KV cache {rank.available_kv_bytes / GiB:.2f} GiB = {plan.kv.tokens:,} "
+            "tokens, "
             f"{plan.kv.max_concurrency:.2f}x concurrency at {engine.request_length:,} tokens."
         ),
         "",
@@ -29,7 +30,8 @@ def render_plan_markdown(plan: PlanResult) -> str:
     out += [
         "| line | GiB | kind | source |",
         "|---|---:|---|---|",
-        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | {plan.gpu.total_kind} | {plan.gpu.total_source} |",
+        f"| device total | {rank.gpu.total_bytes / GiB:.2f} | {plan.gpu.total_kind} | "  # noqa: ISC004
+        f"{plan.gpu.total_source} |",
         f"| {rank.budget_label} | {rank.budget_bytes / GiB:.2f} | {rank.budget_kind} | |",
     ]
     for line in rank.gpu.lines:

@@ -1,1 +1,2 @@
-"""`oomguard simulate` and `oomguard step`: vLLM's V1 scheduler over a traffic trace, and the memory of each step."""
+"""`oomguard simulate` and `oomguard step`: vLLM's V1 scheduler over a traffic trace, and the memory of each
+step."""

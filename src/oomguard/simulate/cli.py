@@ -1,4 +1,5 @@
-"""`oomguard simulate TRACE --model M --gpu G [vLLM flags | -- vllm serve ...]`: replay traffic, find the OOM step.
+"""`oomguard simulate TRACE --model M --gpu G [vLLM flags | -- vllm serve ...]`: replay traffic, find the OOM
+step.
 
 The KV pool (blocks, block size, groups), the step headroom and the activation costs come from the planner
 for the same model, GPU and flags. `--num-gpu-blocks-override N` fixes the pool instead (as vLLM's flag does);
@@ -78,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "trace",
         nargs="?",
-        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, arrival_step), or a generic CSV/JSONL",
+        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, arrival_step), or a generic CSV/JSONL",  # noqa: E501
     )
     p.add_argument(
         "--synthetic",
@@ -98,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         "--layout",
         choices=("packed", "padded"),
         default="packed",
-        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length prefill OOM)",
+        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length prefill OOM)",  # noqa: E501
     )
     p.add_argument(
         "--tensors-alive",
@@ -128,7 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--balancer",
-        help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or kv-aware",
+        help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or kv-aware",  # noqa: E501
     )
     p.add_argument(
         "--replicas-per-gpu", type=positive_int, default=1, help="engines (DP ranks) sharing one GPU"
@@ -295,7 +296,8 @@ def build_setup(
         )
     if not max_model_len:
         raise ConfigError("give --max-model-len (the model's config does not say)")
-    # The scheduler and step-memory configs check their own ranges (ValueError): here those are the user's flags.
+    # The scheduler and step-memory configs check their own ranges (ValueError): here those are the user's
+    # flags.
     try:
         sched = SchedulerConfig(
             max_num_batched_tokens=int(pick("max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)),
@@ -342,7 +344,8 @@ def build_setup(
         f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
         f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
         f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
-        f"max_model_len {sched.max_model_len:,}, prefix caching {'on' if sched.enable_prefix_caching else 'off'}"
+        f"max_model_len {sched.max_model_len:,}, prefix caching "
+        f"{'on' if sched.enable_prefix_caching else 'off'}"
     )
     info = {
         "describe": describe,

@@ -133,7 +133,8 @@ def _stopping(config: SimulationConfig) -> SimulationConfig:
 def _bisect(
     workload: Workload, make_config: MakeConfig, flag: StepFlag, values: tuple[int, ...], unservable: int
 ) -> tuple[int | None, Summary | None, int]:
-    """The largest clean value of a descending ladder (clean is monotone along it): (value, summary, trials)."""
+    """The largest clean value of a descending ladder (clean is monotone along it): (value, summary,
+    trials)."""
     lo, hi = 0, len(values) - 1
     found: tuple[int | None, Summary | None] = (None, None)
     trials = 0

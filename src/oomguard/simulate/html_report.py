@@ -248,7 +248,7 @@ h2{font-size:1.05em;margin:1.2em 0 0.3em}
 #readout{font-family:ui-monospace,monospace;min-height:1.4em;overflow-wrap:anywhere}
 table{border-collapse:collapse;table-layout:fixed;width:100%} td,th{border:1px solid #ccc;padding:2px 6px;
 overflow-wrap:anywhere;text-align:left}
-"""
+"""  # noqa: E501
 
 
 def render_html(
@@ -330,4 +330,4 @@ def render_html(
 <script type="application/json" id="timeline-data">{data_json}</script>
 <script>{_SCRIPT}</script>
 </body></html>
-"""
+"""  # noqa: E501

@@ -388,7 +388,8 @@ def longest_hit(
 
 
 class KvCacheManager:
-    """All groups of one pool, allocating for a request the way vLLM's `KVCacheManager.allocate_slots` does."""
+    """All groups of one pool, allocating for a request the way vLLM's `KVCacheManager.allocate_slots`
+    does."""
 
     def __init__(
         self,
@@ -431,7 +432,8 @@ class KvCacheManager:
 
     def computed_blocks(self, request: HashedRequest) -> tuple[tuple[list[int], ...], int, int]:
         """Prefix-cache hit for a request about to be admitted: blocks per group, hit tokens, and the
-        shared-prefix junction to pin (where full attention hit further than a sliding-window group, else 0)."""
+        shared-prefix junction to pin (where full attention hit further than a sliding-window group, else
+        0)."""
         if not self.enable_caching:
             return self.empty_hit, 0, 0
         max_len = request.num_tokens - 1  # the last token is always recomputed, for its logits
@@ -503,7 +505,8 @@ class KvCacheManager:
                         else:
                             manager.cache_blocks(request, min(total, request.num_tokens))
                             cached = manager.num_cached[rid]
-                    # Up to the next block boundary when that block's hash is a shared one (`_note_free_slots`).
+                    # Up to the next block boundary when that block's hash is a shared one
+                    # (`_note_free_slots`).
                     upto = len(blocks) * bs
                     if (cached + 1) * bs <= request.shared_tokens:
                         upto = min(upto, (cached + 1) * bs - 1)
@@ -577,7 +580,8 @@ class KvCacheManager:
         request.free_slots_upto = upto
 
     def new_blocks_needed(self, request: HashedRequest, total_tokens: int) -> int:
-        """Blocks `allocate_slots` would take for a running request reaching `total_tokens` (single full group)."""
+        """Blocks `allocate_slots` would take for a running request reaching `total_tokens` (single full
+        group)."""
         blocks = self.managers[0].req_blocks.get(request.rid)
         held = len(blocks) if blocks else 0
         return max(0, cdiv(min(total_tokens, self.max_model_len), self.block_size) - held)

@@ -100,7 +100,8 @@ def summary_text(
         ),
         f"  saturated      {summary.time_saturated:,.1f} {unit} with requests waiting on a >=95% full pool",
         f"  preemptions    {summary.preemptions:,}; max running {summary.max_running:,}",
-        f"  queue p99      {summary.queue_p99:,.3f} {unit}; TTFT p50 {summary.ttft_p50:,.3f}, p99 {summary.ttft_p99:,.3f} {unit}",
+        f"  queue p99      {summary.queue_p99:,.3f} {unit}; TTFT p50 {summary.ttft_p50:,.3f}, p99 "  # noqa: ISC004
+        f"{summary.ttft_p99:,.3f} {unit}",
         (
             f"  throughput     {summary.output_tokens_per_s:,.1f} output tokens/{unit} "
             f"({summary.total_tokens_per_s:,.1f} scheduled tokens/{unit} while busy)"
@@ -113,13 +114,15 @@ def summary_text(
         # Packed (varlen) activations have no padding: the ratio only means something for the padded layout.
         padding = f", padding up to {summary.max_padding_ratio:.1f}x" if layout == "padded" else ""
         lines.append(
-            f"  peak step      {format_gib(summary.peak_bytes)} at step {summary.peak_step}: {summary.peak_shape}"
+            f"  peak step      {format_gib(summary.peak_bytes)} at step {summary.peak_step}: "
+            f"{summary.peak_shape}"
             f" (layout {layout}{padding})"
         )
     headroom = result.config.headroom_bytes
     if headroom is None:
         lines.append(
-            "  OOM events     not judged: no headroom known (give --headroom, or --model/--gpu for the planner)"
+            "  OOM events     not judged: no headroom known (give --headroom, or --model/--gpu for the "
+            "planner)"
         )
     elif summary.oom_events:
         first = result.oom_events[0]

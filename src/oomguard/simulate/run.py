@@ -271,7 +271,8 @@ def simulate(
                 if unservable == 1:
                     notes.append(
                         f"request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV pool of "
-                        f"{usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such request."
+                        f"{usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such "
+                        "request."
                     )
             step += 1
             continue

@@ -274,17 +274,20 @@ def main(argv: list[str]) -> int:
     print(f"step: {shape.describe()}, width {h:,} x {model.dtype_bytes:g} B ({model.source})")
     print(
         f"  per tensor     packed {format_gib(packed.packed_tensor_bytes)} ({packed.num_tokens:,} x {h:,})"
-        f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x {padded.max_prefill_len:,}"
+        f", padded {format_gib(padded.padded_tensor_bytes)} ({padded.num_prefills} x "
+        f"{padded.max_prefill_len:,}"
         f" x {h:,})"
     )
     worst = max(padded.row_padding, default=1.0)
     print(f"  padding        {padded.padding_ratio:.2f}x overall; the shortest row padded {worst:,.0f}x")
     print(
-        f"  forward        {format_gib(packed.forward_bytes)} (hidden streams + the widest layer, as the planner "
+        f"  forward        {format_gib(packed.forward_bytes)} (hidden streams + the widest layer, as the "
+        "planner "
         "sizes the profile run)"
     )
     print(
-        f"  padded layer   {format_gib(padded.padded_layer_bytes)} (hidden streams + {args.tensors_alive} padded "
+        f"  padded layer   {format_gib(padded.padded_layer_bytes)} (hidden streams + {args.tensors_alive} "
+        "padded "
         "intermediates alive)"
     )
     print(

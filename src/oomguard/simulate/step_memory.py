@@ -9,7 +9,8 @@ residual). So for the profile shape itself, simulate and plan give the same numb
 `max_num_batched_tokens` tokens never passes it. `ActivationModel` holds those per-token and per-row costs.
 
 What the planner's mechanism does not have is a layer that pads: one that packs prefills densely allocates
-`num_prefills x longest_chunk x width`, so one long chunk pads every short one to its length (the padded mixed-length prefill OOM: the
+`num_prefills x longest_chunk x width`, so one long chunk pads every short one to its length (the padded
+mixed-length prefill OOM: the
 PLE short-conv path of a hybrid model, 8 x 31,344 x 10,240 x 2 B = 4.78 GiB per intermediate, "two or three
 alive"). The padded layout (an option: the model's layers must pad for it to apply) adds that phase:
 hidden streams + `tensors_alive` x the padded tensor (decode rows ride along packed).
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS, FP32_BYTES, PROFILE_RESIDUAL_BYTES
 
 INT32_INDEX_LIMIT = 2**31  # PyTorch canUse32BitIndexMath: numel must stay below 2^31
-DEFAULT_TENSORS_ALIVE = 3  # the padded mixed-length prefill OOM: packed_tokens -> transpose().contiguous() -> conv/silu, "2-3 alive"
+DEFAULT_TENSORS_ALIVE = 3  # the padded mixed-length prefill OOM: packed_tokens -> transpose().contiguous() -> conv/silu, "2-3 alive"  # noqa: E501
 # fp32 logits copies alive in the sampler when no engine version says otherwise (the planner's
 # `Behaviour.sampler_logit_copies` of current vLLM: the logits and one probabilities/sorted copy).
 DEFAULT_SAMPLER_COPIES = 2.0
@@ -67,7 +68,7 @@ class StepShape:
     def describe(self) -> str:
         """'8 prefills (max 31,344) + 2 decodes = 32,767 tokens'."""
         p = self.prefills
-        return f"{len(p)} prefills (max {self.max_prefill:,}) + {self.num_decodes} decodes = {self.num_tokens:,} tokens"
+        return f"{len(p)} prefills (max {self.max_prefill:,}) + {self.num_decodes} decodes = {self.num_tokens:,} tokens"  # noqa: E501
 
 
 @dataclass(frozen=True)

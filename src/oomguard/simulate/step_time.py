@@ -6,7 +6,8 @@
            + 4 x layers x hidden x sum(chunk x (context + chunk/2)) / (peak_flops x mfu)   prefill attention
 
 `overhead` (scheduler, launch, sampling: 2 ms), `bw_eff` (0.8 of peak HBM bandwidth) and `mfu` (0.5 of peak
-dense bf16 FLOPs) are the assumptions; each coefficient can be given instead (`--step-time A,B,C`: ms per step,
+dense bf16 FLOPs) are the assumptions; each coefficient can be given instead (`--step-time A,B,C`: ms per
+step,
 ms per token, ms per 1,000 decode-context tokens). The GPU figures are the vendors' data-sheet peaks (dense,
 no sparsity), per GPU; with tensor parallelism each rank holds 1/TP of the weights and does 1/TP of the work.
 """
@@ -46,7 +47,8 @@ def gpu_peaks(name: str | None) -> tuple[str, float, float]:
 
 @dataclass(frozen=True)
 class StepTimeModel:
-    """step_s = per_step_s + per_token_s x tokens + per_context_token_s x decode context + per_attn_s x prefill attention."""
+    """step_s = per_step_s + per_token_s x tokens + per_context_token_s x decode context + per_attn_s x
+    prefill attention."""
 
     per_step_s: float
     per_token_s: float

@@ -207,7 +207,8 @@ def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
                 raise InputFormatError(
                     f"{path}:{line_no}: unknown JSONL trace format (keys {sorted(record)[:6]}); expected "
                     "Mooncake (timestamp, input_length, output_length, hash_ids), the oracle's "
-                    "(id, prompt_tokens, output_tokens, arrival_step) or arrival_s/prompt_tokens/output_tokens"
+                    "(id, prompt_tokens, output_tokens, arrival_step) or "
+                    "arrival_s/prompt_tokens/output_tokens"
                 )
         try:
             if kind == "oracle":
@@ -314,7 +315,8 @@ def _read_csv(text: str, path: str, skip_bad_rows: bool) -> Workload:
         if prompt_col is None or output_col is None or time_col is None:
             raise InputFormatError(
                 f"{path}:1: unknown CSV trace format (header {header[:6]}); expected Azure "
-                "(TIMESTAMP,ContextTokens,GeneratedTokens) or arrival_s,prompt_tokens,output_tokens[,prefix_ids]"
+                "(TIMESTAMP,ContextTokens,GeneratedTokens) or "
+                "arrival_s,prompt_tokens,output_tokens[,prefix_ids]"
             )
         i_time, i_prompt, i_output = time_col, prompt_col, output_col
     origin: float | None = None
@@ -533,7 +535,8 @@ def agentic(
     long_at_s: float = 10.0,
     seed: int = 0,
 ) -> Workload:
-    """The padded mixed-length prefill OOM's traffic: multi-turn sessions whose prompts grow by small appends (each turn reuses the
+    """The padded mixed-length prefill OOM's traffic: multi-turn sessions whose prompts grow by small appends
+    (each turn reuses the
     previous turn's prefix), and one very long fresh prompt arriving among them."""
     # Each turn's prefix ids repeat every earlier turn's, so memory grows with sessions x turns^2.
     if not (1 <= sessions and 1 <= turns <= MAX_AGENTIC_TURNS and sessions * turns <= MAX_AGENTIC_REQUESTS):

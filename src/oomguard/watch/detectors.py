@@ -180,8 +180,10 @@ def token_rate_change(history: History, start: float, end: float) -> float | Non
 
 LEAK_FIX = (
     (
-        "restart the server before the estimated time to stop the crash, then find the source: memory that rises at "
-        "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing problem"
+        "restart the server before the estimated time to stop the crash, then find the source: memory that "
+        "rises at "
+        "steady load and falls back after a restart is a leak or allocator fragmentation, not a sizing "
+        "problem"
     ),
     (
         "compare against another vLLM version and check its release notes; turn off custom ops, plugins and "
@@ -225,11 +227,13 @@ def _leak(
         "memory_leak",
         CRITICAL if eta < t.critical_eta_s else WARNING,
         subject,
-        f"{what} rises {_per_hour(trend.slope)} at steady load: {capacity_name} exhausted in {format_duration(eta)}",
+        f"{what} rises {_per_hour(trend.slope)} at steady load: {capacity_name} exhausted in "
+        f"{format_duration(eta)}",
         (
             f"{what} now {_gib(trend.level)} of {_gib(capacity)} ({capacity_name})",
             (
-                f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} ({trend.points} samples), "
+                f"Theil-Sen slope {_per_hour(trend.slope)} over {format_duration(trend.span)} "
+                f"({trend.points} samples), "
                 f"{trend.rising_fraction:.0%} of pairwise slopes positive, rising in both halves"
             ),
             load,
@@ -295,7 +299,8 @@ def host_memory_growth(history: History, now: float, t: Thresholds) -> list[Aler
                 (
                     f"{what} now {_gib(growth.level)} of {_gib(limit)} (limit)",
                     (
-                        f"least-squares slope {_per_hour(growth.slope)} over {format_duration(growth.span_s)} "
+                        f"least-squares slope {_per_hour(growth.slope)} over "
+                        f"{format_duration(growth.span_s)} "
                         f"({growth.points} samples); older half {_per_hour(growth.older_slope)}"
                     ),
                 ),
@@ -314,7 +319,8 @@ def host_memory_growth(history: History, now: float, t: Thresholds) -> list[Aler
 
 KV_FIX = (
     (
-        "limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache is "
+        "limit concurrency at the gateway (max in-flight requests) or lower --max-num-seqs so the KV cache "
+        "is "
         "not oversubscribed; cap max_tokens and input length at the gateway"
     ),
     (
@@ -424,7 +430,8 @@ def queue_growth(history: History, now: float, t: Thresholds) -> list[Alert]:
             )
             fix = (
                 "arrival rate exceeds what the engine serves: add replicas or throttle at the gateway",
-                "if KV has room, a higher --max-num-seqs admits more at once (re-plan: it raises peak memory)",
+                "if KV has room, a higher --max-num-seqs admits more at once (re-plan: it raises peak "  # noqa: ISC004
+                "memory)",
             )
         alerts.append(
             Alert(
@@ -504,7 +511,8 @@ def preemptions(history: History, now: float, t: Thresholds) -> list[Alert]:
                 ),
                 (
                     (
-                        "preempted requests are recomputed: raising concurrency further only adds churn; lower --max-num-seqs "
+                        "preempted requests are recomputed: raising concurrency further only adds churn; "
+                        "lower --max-num-seqs "
                         "or --max-num-batched-tokens, or limit concurrency at the gateway"
                     ),
                     *KV_FIX[1:],
@@ -584,15 +592,18 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
                 "dp_imbalance",
                 WARNING,
                 model or "all watched ranks",
-                f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs hottest",
+                f"{name} differs {spread:.0%} across {len(ranks)} ranks (> {t.imbalance:.0%}): {hot} runs "
+                "hottest",
                 tuple(f"{r}: {fmt.format(v)}" for r, v in sorted(values.items()))
                 + (f"(max - min) / mean over the last {format_duration(t.imbalance_window_s)}",),
                 (
                     (
-                        "check what routes requests to the ranks: sticky sessions or prefix-affinity routing pile long "
+                        "check what routes requests to the ranks: sticky sessions or prefix-affinity routing "
+                        "pile long "
                         "requests on one rank; prefer least-outstanding-requests balancing"
                     ),
-                    "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the average",
+                    "the hottest rank saturates and preempts first: size KV (and alerts) for it, not for the "  # noqa: ISC004
+                    "average",
                     "cap max_tokens and input length so one long request cannot pin a rank",
                 ),
                 now,
@@ -608,9 +619,11 @@ def dp_imbalance(history: History, now: float, t: Thresholds, models: Mapping[Ra
 # ----- host memory -----------------------------------------------------------------------------------------
 
 HOST_FIX = (
-    "this is host (container) memory, not GPU memory: exit code 137 / OOMKilled follows when it reaches the limit",
+    "this is host (container) memory, not GPU memory: exit code 137 / OOMKilled follows when it reaches the "  # noqa: ISC004
+    "limit",
     (
-        "raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model loading, "
+        "raise the container's memory limit, or cut host memory: fewer replicas per node, serialized model "
+        "loading, "
         "less --swap-space / CPU offload, fewer API-server processes"
     ),
 )
@@ -669,7 +682,8 @@ def host_memory(history: History, now: float, t: Thresholds) -> list[Alert]:
     return alerts
 
 
-# ----- restarts ----------------------------------------------------------------------------------------------
+# ----- restarts
+# ----------------------------------------------------------------------------------------------
 
 
 def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
@@ -709,12 +723,14 @@ def restarts(history: History, now: float, t: Thresholds) -> list[Alert]:
                 "restarts",
                 CRITICAL if len(merged) > 1 else WARNING,
                 target,
-                f"the server restarted {len(merged)} time(s) in the last {format_duration(t.restart_window_s)}",
+                f"the server restarted {len(merged)} time(s) in the last "
+                f"{format_duration(t.restart_window_s)}",
                 tuple(dict.fromkeys(evidence[target]))
                 + ((f"{down} failed scrape(s) in the window",) if down else ()),
                 (
                     (
-                        "find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg and "
+                        "find why it died before tuning anything: `oomguard diagnose` on its last log, dmesg "
+                        "and "
                         "kubectl describe (CUDA OOM traceback vs exit 137 / OOMKilled)"
                     ),
                     "a restart that hides a leak resets the curve: watch the memory trend after each one",
@@ -752,7 +768,8 @@ def targets_down(history: History, now: float, t: Thresholds) -> list[Alert]:
                 (f"last good scrape: {last_good}",),
                 (
                     (
-                        "check the server and its logs: if it died, `oomguard diagnose` on its last log, dmesg and "
+                        "check the server and its logs: if it died, `oomguard diagnose` on its last log, "
+                        "dmesg and "
                         "kubectl describe says whether it ran out of GPU or host memory"
                     ),
                 ),
@@ -792,8 +809,10 @@ def engines_missing(history: History, now: float, t: Thresholds) -> list[Alert]:
                     (f"last sample at {last_seen:.0f}; latest good scrape of the endpoint at {latest:.0f}",),
                     (
                         (
-                            "a data-parallel engine that died takes its share of the KV cache with it: check the "
-                            "engine core's log (`oomguard diagnose`) and whether the API server still routes to it"
+                            "a data-parallel engine that died takes its share of the KV cache with it: check "
+                            "the "
+                            "engine core's log (`oomguard diagnose`) and whether the API server still routes "
+                            "to it"
                         ),
                     ),
                     now,
@@ -868,12 +887,14 @@ def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) ->
                 "kv_pool_shortfall",
                 WARNING,
                 str(rank),
-                f"{blocks:.0f} KV blocks, {short:.0%} fewer than planned ({planned.num_gpu_blocks}): memory went "
+                f"{blocks:.0f} KV blocks, {short:.0%} fewer than planned ({planned.num_gpu_blocks}): memory "
+                "went "
                 "somewhere the plan did not count",
                 (
                     f"cache_config_info num_gpu_blocks = {blocks:.0f}",
                     (
-                        f"oomguard plan of `{planned.command}` on {planned.gpu_name}: {planned.num_gpu_blocks} blocks of "
+                        f"oomguard plan of `{planned.command}` on {planned.gpu_name}: "
+                        f"{planned.num_gpu_blocks} blocks of "
                         f"{planned.block_size} tokens"
                     ),
                     *((planned.utilization_note,) if planned.utilization_note else ()),
@@ -881,7 +902,8 @@ def kv_pool_shortfall(history: History, now: float, planned: PlannedCapacity) ->
                 (
                     "check the GPU for other processes (nvidia-smi --query-compute-apps) before vLLM starts",
                     (
-                        "compare vLLM's startup log ledger with `oomguard plan` (weights, activation peak, non-torch, CUDA "
+                        "compare vLLM's startup log ledger with `oomguard plan` (weights, activation peak, "
+                        "non-torch, CUDA "
                         "graphs): the larger line is where the memory went"
                     ),
                     "with less KV than planned, saturation and preemption come earlier: re-plan concurrency",

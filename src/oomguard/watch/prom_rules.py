@@ -72,7 +72,7 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
         },
         {
             "record": f"{P}gpu_memory_total:bytes",
-            "expr": f"({_sel('DCGM_FI_DEV_FB_USED', o.gpu_selector)} + {_sel('DCGM_FI_DEV_FB_FREE', o.gpu_selector)})"
+            "expr": f"({_sel('DCGM_FI_DEV_FB_USED', o.gpu_selector)} + {_sel('DCGM_FI_DEV_FB_FREE', o.gpu_selector)})"  # noqa: E501
             f" * {MiB}",
         },
         {
@@ -122,9 +122,12 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
             "OomguardGpuMemoryLeak",
             _eta_expr(fb_free, fb_used, t.leak_window_s, t.horizon_s),
             "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.instance }}: memory runs out in {{ $value | humanizeDuration }}",
-            f"GPU memory used rises steadily over {prom_duration(t.leak_window_s)} (both halves); at this slope "
-            "it reaches the device total in {{ $value | humanizeDuration }}. vLLM preallocates its KV cache, so "
+            "GPU {{ $labels.gpu }} on {{ $labels.instance }}: memory runs out in {{ $value | "
+            "humanizeDuration }}",
+            f"GPU memory used rises steadily over {prom_duration(t.leak_window_s)} (both halves); at this "
+            "slope "
+            "it reaches the device total in {{ $value | humanizeDuration }}. vLLM preallocates its KV cache, "
+            "so "
             "a rise at steady load is a leak, fragmentation or another process.",
             "restart before the estimate; then bisect versions, custom ops and non-default flags",
             o.for_s,
@@ -133,7 +136,8 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
             "OomguardKvCacheFull",
             f"avg_over_time({kv}[{prom_duration(max(t.kv_window_s / 10, 60))}]) >= {t.kv_high:g}",
             "warning",
-            "vLLM {{ $labels.instance }} engine {{ $labels.engine }}: KV cache {{ $value | humanizePercentage }} full",
+            "vLLM {{ $labels.instance }} engine {{ $labels.engine }}: KV cache {{ $value | "
+            "humanizePercentage }} full",
             "New requests wait for free KV blocks or running ones are preempted.",
             "limit concurrency or lower --max-num-seqs; --kv-cache-dtype fp8, shorter --max-model-len, "
             "more TP or replicas",
@@ -153,7 +157,8 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
         ),
         _alert(
             "OomguardQueueGrowing",
-            f"deriv({waiting}[{prom_duration(t.queue_window_s)}]) > 0 and {waiting} >= {t.queue_min_waiting:g}",
+            f"deriv({waiting}[{prom_duration(t.queue_window_s)}]) > 0 and {waiting} >= "
+            f"{t.queue_min_waiting:g}",
             "warning",
             "vLLM {{ $labels.instance }} engine {{ $labels.engine }}: waiting queue growing "
             '({{ $value | printf "%.0f" }} waiting)',
@@ -176,7 +181,8 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
             f"{P}vllm_dp_imbalance:ratio > {t.imbalance:g} and on (job, model_name) "
             f"avg by (job, model_name) ({P}vllm_kv_cache_usage:avg) >= {t.imbalance_min_kv:g}",
             "warning",
-            "{{ $labels.model_name }}: data-parallel ranks {{ $value | humanizePercentage }} apart in KV usage",
+            "{{ $labels.model_name }}: data-parallel ranks {{ $value | humanizePercentage }} apart in KV "
+            "usage",
             f"(max - min) / mean of the ranks' KV usage over {prom_duration(t.imbalance_window_s)} exceeds "
             f"{t.imbalance:g}; the hottest rank saturates and preempts first.",
             "check the router (sticky sessions, prefix affinity); prefer least-outstanding-requests",
@@ -188,7 +194,8 @@ def alerting_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, Any]]:
             "warning",
             "{{ $labels.namespace }}/{{ $labels.pod }} {{ $labels.container }}: host memory "
             "{{ $value | humanizePercentage }} of its limit",
-            "Container working set near its memory limit: the kernel OOM killer (exit 137, OOMKilled) is next.",
+            "Container working set near its memory limit: the kernel OOM killer (exit 137, OOMKilled) is "
+            "next.",
             "raise the memory limit, fewer replicas per node, serialize model loading, less CPU offload",
             o.for_s,
         ),

@@ -6,7 +6,8 @@ What `/metrics` of vLLM (prometheus_client) serves, line by line:
     vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
     vllm:time_to_first_token_seconds_bucket{le="+Inf",...} 12.0 1718000000000
 
-Format facts (prometheus.io "Exposition formats"): a sample is `name[{label="value",...}] value [timestamp_ms]`;
+Format facts (prometheus.io "Exposition formats"): a sample is `name[{label="value",...}] value
+[timestamp_ms]`;
 label values escape `\\`, `\"` and `\n`; HELP text escapes `\\` and `\n`; values may be `NaN`, `+Inf`, `-Inf`;
 the last line must end with a newline, so a body without one was cut short and its last line is not trusted.
 OpenMetrics adds `# EOF`, `# UNIT` and exemplars (` # {...} value`), which are accepted and ignored.
@@ -74,7 +75,8 @@ class PromSample:
 
 @dataclass(frozen=True)
 class MetricFamily:
-    """A family: its TYPE and HELP (when declared) and its samples (e.g. a histogram's _bucket/_sum/_count)."""
+    """A family: its TYPE and HELP (when declared) and its samples (e.g. a histogram's
+    _bucket/_sum/_count)."""
 
     name: str
     type: str

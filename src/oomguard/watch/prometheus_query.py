@@ -131,7 +131,8 @@ class PrometheusSource:
             raise PrometheusError(f"unexpected answer to {query!r}: result is not a list")
         if len(result) > MAX_SERIES_PER_QUERY:
             raise PrometheusError(
-                f"{query!r} returned {len(result)} series (more than {MAX_SERIES_PER_QUERY}): narrow --selector"
+                f"{query!r} returned {len(result)} series (more than {MAX_SERIES_PER_QUERY}): narrow "
+                "--selector"
             )
         for series in result:
             if not (

@@ -139,7 +139,8 @@ class _TargetState:
 
 
 class Scraper:
-    """Scrapes many endpoints concurrently; a failing one is retried after 1, 2, 4 ... 60 s, not every tick."""
+    """Scrapes many endpoints concurrently; a failing one is retried after 1, 2, 4 ... 60 s, not every
+    tick."""
 
     def __init__(
         self,

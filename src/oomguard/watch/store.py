@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS ranks (
     target TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL, PRIMARY KEY (target, engine));
 CREATE TABLE IF NOT EXISTS alerts (
     ts REAL NOT NULL, detector TEXT NOT NULL, subject TEXT NOT NULL, severity TEXT NOT NULL, body TEXT NOT NULL);
-"""
+"""  # noqa: E501
 LOCK_TIMEOUT_S = 1.0  # wait this long for another writer before treating the flush as failed
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 60.0
@@ -218,7 +218,8 @@ class Store:
             yield Sample(key.target, key.engine, key.metric, ts, value)
 
     def flush(self, now: float, *, force: bool = False) -> FlushResult:
-        """Write everything buffered in one transaction; on failure keep it all and retry later with backoff."""
+        """Write everything buffered in one transaction; on failure keep it all and retry later with
+        backoff."""
         if not self.pending:
             return self._after_good_flush(FlushResult(0, 0))
         if not force and now < self._retry_at:

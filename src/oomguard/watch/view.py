@@ -38,7 +38,8 @@ def alert_line(alert: Alert) -> str:
 
 def pending_line(trend: PendingTrend) -> str:
     return printable(
-        f"{'PENDING':8} {trend.detector:13} {trend.subject}: trend needs {trend.need} samples, has {trend.have}"
+        f"{'PENDING':8} {trend.detector:13} {trend.subject}: trend needs {trend.need} samples, has "
+        f"{trend.have}"
     )
 
 

@@ -191,9 +191,11 @@ def to_float(text: str) -> float | None:
 
 
 class LineParser:
-    """One evidence kind's reader: fed the lines of a text with their prefix split off, told when the text ends.
+    """One evidence kind's reader: fed the lines of a text with their prefix split off, told when the text
+    ends.
 
-    A large text's reader feeds it only the lines holding one of its TRIGGERS (and every line while it is busy);
+    A large text's reader feeds it only the lines holding one of its TRIGGERS (and every line while it is
+    busy);
     see triggers.py for the contract."""
 
     TRIGGERS: ClassVar[Triggers]

@@ -11,7 +11,8 @@ from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import LineParser, Message
 from oomguard.diagnose.sources.triggers import Triggers
 
-# memory.current within this fraction of memory.max counts as "at the limit" (the kernel reclaims, then kills).
+# memory.current within this fraction of memory.max counts as "at the limit" (the kernel reclaims, then
+# kills).
 AT_LIMIT_FRACTION = 0.97
 _KEYVAL = re.compile(r"^\s*(?P<k>oom_kill|oom|max|high|oom_group_kill|under_oom)\s+(?P<v>\d+)\s*$")
 _NUMBER = re.compile(r"^\s*(?P<v>\d+|max)\s*$")

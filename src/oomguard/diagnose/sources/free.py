@@ -74,7 +74,8 @@ class Parser(LineParser):
                 )
 
     def _old_available(self, line: Line, text: str) -> None:
-        """procps before 3.3.10 has no 'available' column; its '-/+ buffers/cache:' row's free is the same idea
+        """procps before 3.3.10 has no 'available' column; its '-/+ buffers/cache:' row's free is the same
+        idea
         (free plus reclaimable cache)."""
         cells = text.split(":", 1)[1].split()
         m = _CELL.match(cells[1]) if len(cells) == 2 else None

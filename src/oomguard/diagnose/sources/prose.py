@@ -108,7 +108,8 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-other-process",
         re.compile(
             r"\b(another process|other process(es)?|second (llm|model|instance|engine)|same gpu|shared gpu|"
-            r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple (processes|instances)|"
+            r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple "
+            r"(processes|instances)|"
             r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
         ),
         None,

@@ -28,7 +28,8 @@ _OOM_WORDS = ("out of memory", "OutOfMemory", "Tried to allocate", "memory mappi
 # Other engines' explicit memory errors: TGI's warm-up ("Not enough memory to handle N prefill tokens"),
 # TensorRT-LLM's ("[TensorRT-LLM][ERROR] ... out of memory" / "OutOfMemory"), llama.cpp-style "failed to
 # allocate ... buffer".
-# TensorRT-LLM: "Memory usage when calculating max tokens in paged kv cache: total: 22.19 GiB, available: 0.11 GiB"
+# TensorRT-LLM: "Memory usage when calculating max tokens in paged kv cache: total: 22.19 GiB, available: 0.11
+# GiB"
 _TRT_KV = re.compile(
     r"max tokens in paged kv cache: total: (?P<total>[\d.]+ [KMG]iB), available: (?P<avail>[\d.]+ [KMG]iB)"
 )

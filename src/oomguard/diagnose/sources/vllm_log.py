@@ -32,21 +32,27 @@ _V0_BUDGET = re.compile(
     rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB"
 )
 _V0_TERMS = re.compile(
-    rf"model weights take (?P<w>{_NUM})\s*GiB; non_torch_memory takes (?P<n>{_NUM})\s*GiB; PyTorch activation peak "
+    rf"model weights take (?P<w>{_NUM})\s*GiB; non_torch_memory takes (?P<n>{_NUM})\s*GiB; PyTorch "
+    r"activation peak "
     rf"memory takes (?P<a>{_NUM})\s*GiB; the rest of the memory reserved for KV Cache is (?P<kv>{_NUM})\s*GiB"
 )
 _KEYVAL_GIB = re.compile(rf"(?P<k>\w+)=(?P<v>{_NUM})\s*GiB")
 _V1_DEBUG = re.compile(
-    rf"torch peak memory increase:\s*(?P<a>{_NUM})\s*GiB;.*?(?:non-torch forward increase memory:\s*(?P<n>{_NUM})\s*GiB;)?"
+    rf"torch peak memory increase:\s*(?P<a>{_NUM})\s*GiB;.*?(?:non-torch forward increase "
+    rf"memory:\s*(?P<n>{_NUM})\s*GiB;)?"
     rf".*?weights memory:\s*(?P<w>{_NUM})\s*GiB"
 )
 _SUGGEST = re.compile(
-    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup\. Desired GPU memory utilization "
-    rf"is \((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)\. Actual usage is (?P<c>{_NUM}) GiB for (?:weight|consumed)[^,]*, "
-    rf"(?P<a>{_NUM}) GiB for peak activation(?:, (?P<n>{_NUM}) GiB for non-torch memory)?,? and (?P<g>{_NUM}) GiB for CUDAGraph"
+    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup\. Desired GPU memory "
+    r"utilization "
+    rf"is \((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)\. Actual usage is (?P<c>{_NUM}) GiB for "
+    r"(?:weight|consumed)[^,]*, "
+    rf"(?P<a>{_NUM}) GiB for peak activation(?:, (?P<n>{_NUM}) GiB for non-torch memory)?,? and "
+    rf"(?P<g>{_NUM}) GiB for CUDAGraph"
 )
 _FREE_LOW = re.compile(
-    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup is less than (?:desired GPU memory "
+    rf"Free memory on device(?: \S+)? \((?P<free>{_NUM})/(?P<t>{_NUM}) GiB\) on startup is less than "
+    r"(?:desired GPU memory "
     rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)"
 )
 _CG_EST = re.compile(rf"Estimated CUDA graph memory:\s*(?P<v>{_NUM})\s*GiB total")
@@ -56,11 +62,11 @@ _CG_POOL = re.compile(
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
 _CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
 _MAXLEN_V0 = re.compile(
-    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"
+    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"  # noqa: E501
     r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)"
 )
 _MAXLEN_V1 = re.compile(
-    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"
+    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"  # noqa: E501
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
@@ -94,7 +100,8 @@ _CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)
 _COMMAND = re.compile(r"(?:\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|\bLLM\()(?P<rest>.*)")
 # A pasted shell command split over lines: "  --gpu-memory-utilization 0.4 \\" or "--max-model-len=16384 \\".
 _SHELL_FLAG = re.compile(r"^\s*--(?P<k>[a-z][\w-]*)(?:[ =](?P<v>[^\s\\]+))?\s*\\?\s*$")
-# vLLM V0's worker wrapper names the step that failed: "while processing method determine_num_available_blocks".
+# vLLM V0's worker wrapper names the step that failed: "while processing method
+# determine_num_available_blocks".
 _METHOD = re.compile(r"while processing method (?P<m>\w+)")
 PROFILE_METHODS = ("determine_num_available_blocks", "determine_available_memory", "profile_run")
 _YAML_FLAG = re.compile(r"""^\s*-\s*['"]?--(?P<k>[a-z][\w-]*)(?:=(?P<v>[^'"]*))?['"]?\s*$""")
@@ -125,7 +132,8 @@ def clean_value(value: str) -> str:
 
 
 class Parser(LineParser):
-    # Each word is one `... in body` test of feed() below, or the literal its regexes require; "Running:" is the
+    # Each word is one `... in body` test of feed() below, or the literal its regexes require; "Running:" is
+    # the
     # stats line (also the STATS series marker).
     TRIGGERS = Triggers(
         words=(
@@ -188,7 +196,8 @@ class Parser(LineParser):
             "while processing method",
         )
     )
-    # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache usage:
+    # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache
+    # usage:
     # X%..." (V0 and V1), one LoadSample each.
     SERIES = (
         Series(
@@ -261,7 +270,8 @@ class Parser(LineParser):
                 self.ctx.signal(line, body, "milestone-kv-sized")
 
     def _profile(self, line: Line, msg: Message) -> None:
-        """The memory profile's terms, every version's wording (V0 budget line, V1 debug line, free memory)."""
+        """The memory profile's terms, every version's wording (V0 budget line, V1 debug line, free
+        memory)."""
         body = msg.body
         if "total_gpu_memory" in body:
             self._profile_v0(line, msg)
@@ -617,7 +627,8 @@ class Parser(LineParser):
 
 
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
-    """`MODEL --tensor-parallel-size 2 --enforce-eager ...` -> {'model': MODEL, 'tensor_parallel_size': '2', ...}."""
+    """`MODEL --tensor-parallel-size 2 --enforce-eager ...` -> {'model': MODEL, 'tensor_parallel_size': '2',
+    ...}."""
     try:
         tokens = shlex.split(rest, comments=False)
     except ValueError:

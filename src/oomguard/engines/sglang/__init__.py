@@ -1,1 +1,2 @@
-"""How SGLang accounts GPU memory: the same contract as engines/vllm (flags -> config -> accounting -> pool)."""
+"""How SGLang accounts GPU memory: the same contract as engines/vllm (flags -> config -> accounting ->
+pool)."""

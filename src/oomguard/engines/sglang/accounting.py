@@ -20,7 +20,8 @@ from oomguard.units import GiB, MiB
 
 # CUDA context per process before SGLang measures P (H100, CUDA 12 lazy loading: ~0.5-0.6 GiB).
 CONTEXT_BYTES = int(0.55 * GiB)
-# torch.distributed + NCCL init at TP/PP >= 2: "Init torch distributed ends. mem usage=1.77-2.01 GB" on 8 x H200
+# torch.distributed + NCCL init at TP/PP >= 2: "Init torch distributed ends. mem usage=1.77-2.01 GB" on 8 x
+# H200
 # (sglang PR #11716 log, TP 8).
 DISTRIBUTED_INIT_BYTES = int(1.95 * GiB)
 INIT_BAND = int(0.3 * GiB)

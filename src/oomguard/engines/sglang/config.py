@@ -1,4 +1,5 @@
-"""LaunchArgs + model + GPU -> SglangConfig: every setting SGLang resolves at startup, with why it has its value.
+"""LaunchArgs + model + GPU -> SglangConfig: every setting SGLang resolves at startup, with why it has its
+value.
 
 Defaults follow SGLang's `ServerArgs._handle_gpu_memory_settings` (server_args.py, PR #10975 and later):
 the GPU's memory capacity (nvidia-smi `memory.total`, MiB, the smallest over the visible GPUs) picks
@@ -58,7 +59,8 @@ BF16_KV_DTYPES = ("bf16", "bfloat16", "float16", "fp16", "half")
 
 @dataclass(frozen=True)
 class SglangConfig:
-    """The resolved SGLang settings (ServerArgs names). `defaults` says why each derived value is what it is."""
+    """The resolved SGLang settings (ServerArgs names). `defaults` says why each derived value is what it
+    is."""
 
     tp_size: int
     pp_size: int
@@ -95,7 +97,8 @@ class SglangConfig:
 
     @property
     def total_gpus(self) -> int:
-        # With DP attention the DP ranks live inside the TP group; without it each DP replica has its own GPUs.
+        # With DP attention the DP ranks live inside the TP group; without it each DP replica has its own
+        # GPUs.
         return self.tp_size * self.pp_size * (1 if self.enable_dp_attention else self.dp_size)
 
 

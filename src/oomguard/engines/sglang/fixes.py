@@ -10,7 +10,8 @@ from oomguard.engines.base import FixCandidate
 from oomguard.engines.sglang.plan import SglangPlan
 from oomguard.kinds import Failure
 
-# The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside it.
+# The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside
+# it.
 MAX_FRACTION = 0.95
 FRACTION_STEP = 0.05
 LOWEST_SUGGESTED_FRACTION = 0.5

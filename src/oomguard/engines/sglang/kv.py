@@ -30,7 +30,8 @@ from oomguard.models.spec import (
 REQUESTS_PER_CONTEXT = 512
 MIN_DEFAULT_RUNNING_REQUESTS = 2048
 MAX_DEFAULT_RUNNING_REQUESTS = 4096
-# ReqToTokenPool: one int32 slot per token of context (+4 spare, more with speculative draft tokens) per request.
+# ReqToTokenPool: one int32 slot per token of context (+4 spare, more with speculative draft tokens) per
+# request.
 REQ_TO_TOKEN_BYTES = 4
 REQ_TO_TOKEN_EXTRA_LEN = 4
 
@@ -100,7 +101,8 @@ def token_pool(spec: ModelSpec, cfg: SglangConfig, layers: range) -> TokenPool:
             n_swa += 1
             window = attn.window
         elif isinstance(attn, FullAttention | SlidingWindowAttention | ChunkedLocalAttention):
-            # NOTE: with --disable-hybrid-swa-memory (and for chunked-local layers) every layer keeps every token.
+            # NOTE: with --disable-hybrid-swa-memory (and for chunked-local layers) every layer keeps every
+            # token.
             full += (
                 kv_heads_per_rank(attn.num_kv_heads, cfg.attention_tp_size)
                 * (attn.head_size + attn.head_size_v)
@@ -121,7 +123,8 @@ def token_pool(spec: ModelSpec, cfg: SglangConfig, layers: range) -> TokenPool:
 
 
 def profiled_tokens(rest_bytes: int, pool: TokenPool) -> int:
-    """profile_max_num_token: int(rest GiB x 2**30) // cell (negative when weights exceed the static share)."""
+    """profile_max_num_token: int(rest GiB x 2**30) // cell (negative when weights exceed the static
+    share)."""
     if pool.cell_bytes <= 0:
         return 0
     return rest_bytes // pool.cell_bytes

@@ -1,4 +1,5 @@
-"""The startup lines SGLang logs (rank 0), in its own format, with oomguard's numbers, to compare with a real log.
+"""The startup lines SGLang logs (rank 0), in its own format, with oomguard's numbers, to compare with a real
+log.
 
 Formats from SGLang's model_runner.py / memory_pool.py / scheduler.py; SGLang's "GB" is GiB (bytes / 2**30).
 """

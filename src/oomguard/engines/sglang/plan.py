@@ -1,6 +1,8 @@
-"""plan_sglang(): model + GPU + SGLang launch flags -> the per-rank ledger, the numbers SGLang will log, fit or not.
+"""plan_sglang(): model + GPU + SGLang launch flags -> the per-rank ledger, the numbers SGLang will log, fit
+or not.
 
-The order follows SGLang's own startup (SGLang `model_runner.py`): free memory after init (P), weight load, the static
+The order follows SGLang's own startup (SGLang `model_runner.py`): free memory after init (P), weight load,
+the static
 share P x mem_fraction_static and the token pool sized from what is left of it, the request table, then CUDA
 graph capture and the prefills, which live in the memory outside the static share.
 
@@ -320,7 +322,8 @@ def _startup_failure(
     for r in ranks:
         if r.weights.bytes > r.free_at_init:
             return Failure.WEIGHTS_DONT_FIT, (
-                f"CUDA out of memory while loading weights: this rank's {r.weights.bytes / GiB:.2f} GiB do not fit "
+                f"CUDA out of memory while loading weights: this rank's {r.weights.bytes / GiB:.2f} GiB do "
+                "not fit "
                 f"the {r.free_at_init / GiB:.2f} GiB free after init"
             )
     if tokens <= 0:
@@ -329,7 +332,8 @@ def _startup_failure(
         after_pool = r.free_at_init - r.weights.bytes - r.kv_cache_bytes - r.req_to_token_bytes
         if after_pool < 0:
             return Failure.KV_CACHE_ALLOCATION, (
-                f"CUDA out of memory allocating the KV pool and request table: {(r.kv_cache_bytes + r.req_to_token_bytes) / GiB:.2f} GiB "
+                "CUDA out of memory allocating the KV pool and request table: "
+                f"{(r.kv_cache_bytes + r.req_to_token_bytes) / GiB:.2f} GiB "
                 f"with {max(0, r.free_at_init - r.weights.bytes) / GiB:.2f} GiB free after the weights"
             )
         if r.cuda_graphs.bytes > after_pool:
@@ -337,14 +341,17 @@ def _startup_failure(
         after_graphs = after_pool - r.cuda_graphs.bytes
         if r.activation.bytes > after_graphs:
             warnings.append(
-                f"thin headroom outside the static share: {after_graphs / GiB:.2f} GiB left after CUDA graphs for a "
-                f"prefill chunk that may need {r.activation.bytes / GiB:.2f} GiB: risk of 'CUDA out of memory' at the "
+                f"thin headroom outside the static share: {after_graphs / GiB:.2f} GiB left after CUDA "
+                "graphs for a "
+                f"prefill chunk that may need {r.activation.bytes / GiB:.2f} GiB: risk of 'CUDA out of "
+                "memory' at the "
                 "first long prefill (lower --mem-fraction-static or --chunked-prefill-size)"
             )
             break
     if tokens < cfg.context_length:
         warnings.append(
-            f"the pool holds {tokens:,} tokens, fewer than context_len {cfg.context_length:,}: SGLang rejects prompts "
+            f"the pool holds {tokens:,} tokens, fewer than context_len {cfg.context_length:,}: SGLang "
+            "rejects prompts "
             f"longer than about {tokens - 1:,} tokens ('Input length ... exceeds the maximum allowed length')"
         )
     return None, None

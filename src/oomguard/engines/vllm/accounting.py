@@ -6,7 +6,8 @@
     non-torch N   = growth of non-torch memory since the init snapshot       estimated (NCCL, cuBLAS)
     comm buffers  = EP all2all buffers, created before profiling, non-torch  derived from the backend's sizes
     CUDA graphs G = the capture estimate, subtracted from v0.21 on           estimated
-    KV            = R - W - A - N - comm - G                                  (0.33: R - (C + H) - G, same total)
+    KV            = R - W - A - N - comm - G                                  (0.33: R - (C + H) - G, same
+    total)
 
 Each estimate is a mechanism with its constants fitted across many runs (bench/startup_accuracy.py), never
 to one case; the error band each carries is the spread seen there.
@@ -48,7 +49,8 @@ CUDA_CONTEXT_BYTES = int(0.5 * GiB)
 CONTEXT_BYTES_DISTRIBUTED = int(1.5 * GiB)
 CONTEXT_BAND = int(0.2 * GiB)
 
-# --- EP all2all (vLLM `all2all.py`) ---------------------------------------------------------------------------
+# --- EP all2all (vLLM `all2all.py`)
+# ---------------------------------------------------------------------------
 DEEPEP_NVL_BUFFER = 1024 * MiB  # VLLM_DEEPEP_BUFFER_SIZE_MB default
 FLASHINFER_MNNVL_WORKSPACE = 512 * MiB
 DEEPEP_LL_TOKENS_BEFORE_MNBT = 256  # VLLM_MOE_DP_CHUNK_SIZE, until 2026-04-14
@@ -153,7 +155,8 @@ def lora_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacement) -> 
 
 
 def sampler_warmup_bytes(spec: ModelSpec, cfg: EngineConfig) -> int:
-    """The sampler warm-up over min(max_num_batched_tokens, max_num_seqs) rows of the full vocabulary (gathered
+    """The sampler warm-up over min(max_num_batched_tokens, max_num_seqs) rows of the full vocabulary
+    (gathered
     on every TP rank), in fp32, with the copies its top-k/top-p path keeps alive (versions.py)."""
     return int(cfg.sampler_rows * spec.vocab_size * FP32_BYTES * cfg.behaviour.sampler_logit_copies)
 
@@ -171,7 +174,8 @@ def forward_peak_bytes(spec: ModelSpec, cfg: EngineConfig, placement: RankPlacem
             widest = max(widest, tokens * 3 * (mlp.intermediate_size // tp) * dt)
         elif isinstance(mlp, MoeMlp):
             # fused_moe's three caches per routed token copy (top-k per token): gate_up (2I), activation (I)
-            # and the expert outputs before the weighted sum (H); without EP the intermediate dim is TP-sharded.
+            # and the expert outputs before the weighted sum (H); without EP the intermediate dim is
+            # TP-sharded.
             # AG/RS gathers the DP ranks' tokens first.
             gathered = tokens * (cfg.data_parallel_size if cfg.enable_expert_parallel else 1)
             inter = mlp.expert_intermediate_size // (1 if cfg.enable_expert_parallel else tp)
@@ -262,8 +266,10 @@ def deepep_low_latency_rdma_bytes(hidden: int, num_experts: int, tokens: int) ->
 
 
 def comm_buffers_estimate(spec: ModelSpec, cfg: EngineConfig) -> Estimate:
-    """Expert-parallel all2all buffers: created after the weights and before profiling, non-torch, so they come
-    out of the KV pool. allgather_reducescatter (the default) keeps none; DeepEP keeps its NVL (and RDMA) buffers."""
+    """Expert-parallel all2all buffers: created after the weights and before profiling, non-torch, so they
+    come
+    out of the KV pool. allgather_reducescatter (the default) keeps none; DeepEP keeps its NVL (and RDMA)
+    buffers."""
     moe = spec.moe
     if moe is None or not cfg.enable_expert_parallel or cfg.expert_parallel_size <= 1:
         return Estimate.zero("no expert-parallel all2all")

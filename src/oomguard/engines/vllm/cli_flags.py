@@ -40,7 +40,8 @@ class FlagInfo:
 
 @lru_cache(maxsize=1)
 def vllm_flags() -> dict[str, FlagInfo]:
-    """Every option string of vLLM 0.33's `vllm serve` parser -> its destination and whether it takes a value."""
+    """Every option string of vLLM 0.33's `vllm serve` parser -> its destination and whether it takes a
+    value."""
     text = resources.files("oomguard.engines.vllm").joinpath("data", FLAG_LIST_FILE).read_text("utf-8")
     raw = json.loads(text)["flags"]
     return {name: FlagInfo(str(item["dest"]), bool(item["takes_value"])) for name, item in raw.items()}
@@ -90,7 +91,8 @@ def hint(name: str, extra: Iterable[str] = ()) -> str:
     choices = [*vllm_flags(), *extra]
     close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
     if not close:
-        # A typo that shares the words but not their order or length (--gpu-mem-util -> --gpu-memory-utilization).
+        # A typo that shares the words but not their order or length (--gpu-mem-util ->
+        # --gpu-memory-utilization).
         words = [w for w in name.lstrip("-").split("-") if w]
         scored = [(sum(w in c for w in words), c) for c in choices if c.startswith("--")]
         best = max(scored, default=(0, ""))

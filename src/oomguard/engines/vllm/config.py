@@ -19,7 +19,8 @@ from oomguard.units import GiB
 
 # CacheConfig.DEFAULT_BLOCK_SIZE; FLASH_ATTN / FLASHINFER / TRITON / FLASH_ATTN_MLA / TRITON_MLA use 16.
 DEFAULT_BLOCK_SIZE = 16
-# Preferred KV block size of the attention backends that insist on their own (platforms: update_block_size_for_backend).
+# Preferred KV block size of the attention backends that insist on their own (platforms:
+# update_block_size_for_backend).
 BACKEND_BLOCK_SIZE = {"FLASHMLA": 64, "FLASHMLA_SPARSE": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 32}
 # EngineArgs.get_batch_defaults: (max_num_batched_tokens, max_num_seqs) per usage context and device tier.
 BATCH_DEFAULTS = {
@@ -32,7 +33,8 @@ BATCH_DEFAULTS = {
 }
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
-# The DeepEP low-latency / NIXL EP batched-DP default (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP).
+# The DeepEP low-latency / NIXL EP batched-DP default
+# (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP).
 BATCHED_DP_MAX_NUM_BATCHED_TOKENS = 256
 BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
 DEFAULT_ALL2ALL = "allgather_reducescatter"
@@ -331,7 +333,8 @@ def _batch_limits(
     enable_chunked: bool,
     why: dict[str, str],
 ) -> tuple[int, int]:
-    """max_num_seqs and max_num_batched_tokens: the flags, else the defaults, checked as SchedulerConfig does."""
+    """max_num_seqs and max_num_batched_tokens: the flags, else the defaults, checked as SchedulerConfig
+    does."""
     default_mnbt, default_seqs, default_why = defaults
     seqs_flag, mnbt_flag = get("max_num_seqs"), get("max_num_batched_tokens")
     max_num_seqs = int(seqs_flag) if seqs_flag is not None else default_seqs
@@ -349,12 +352,14 @@ def _batch_limits(
         max_num_seqs = mnbt
     if not enable_chunked and mnbt < max_model_len:
         raise ConfigError(
-            f"max_num_batched_tokens ({mnbt:,}) is smaller than max_model_len ({max_model_len:,}) with chunked "
+            f"max_num_batched_tokens ({mnbt:,}) is smaller than max_model_len ({max_model_len:,}) with "
+            "chunked "
             "prefill disabled: vLLM refuses this; raise --max-num-batched-tokens or enable chunked prefill"
         )
     if mnbt < max_num_seqs:
         raise ConfigError(
-            f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs ({max_num_seqs:,}), as vLLM requires"
+            f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs ({max_num_seqs:,}), as vLLM "
+            "requires"
         )
     return max_num_seqs, mnbt
 

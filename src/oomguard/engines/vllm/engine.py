@@ -1,4 +1,5 @@
-"""vLLM as the planning package sees it: a neutral request in, vLLM's own plan, its fixes, the neutral result."""
+"""vLLM as the planning package sees it: a neutral request in, vLLM's own plan, its fixes, the neutral
+result."""
 
 from __future__ import annotations
 

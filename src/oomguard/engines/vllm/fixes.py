@@ -115,7 +115,8 @@ def fix_candidates(result: Plan) -> list[FixCandidate]:
             max(LOWEST_SUGGESTED_UTILIZATION, cfg.gpu_memory_utilization - UTILIZATION_STEP_DOWN), 2
         )
         add(
-            f"--gpu-memory-utilization {lower}: leave room outside the budget for graphs and the sampler warm-up",
+            f"--gpu-memory-utilization {lower}: leave room outside the budget for graphs and the sampler "
+            "warm-up",
             gpu_memory_utilization=lower,
         )
         if cfg.max_num_seqs > SMALLER_MAX_NUM_SEQS:
@@ -146,7 +147,8 @@ def fix_candidates(result: Plan) -> list[FixCandidate]:
     if failure in KV_SHORTFALLS and cfg.max_num_batched_tokens > SMALLEST_BATCHED_TOKENS and forward_peak:
         smaller = max(SMALLEST_BATCHED_TOKENS, cfg.max_num_batched_tokens // 2)
         add(
-            f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation peak)",
+            f"--max-num-batched-tokens {smaller}: a smaller forward pass in the profile run (activation "
+            "peak)",
             max_num_batched_tokens=smaller,
         )
     return out

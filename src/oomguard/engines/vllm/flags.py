@@ -43,7 +43,8 @@ _HUMAN = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*$")
 
 
 def human_int(flag: str, text: str) -> int:
-    """vLLM's human-readable integers: '32k' = 32,000, '32K' = 32,768 (lowercase decimal, uppercase binary)."""
+    """vLLM's human-readable integers: '32k' = 32,000, '32K' = 32,768 (lowercase decimal, uppercase
+    binary)."""
     match = _HUMAN.match(text)
     if not match:
         return read_int(flag, text)
@@ -298,7 +299,8 @@ class ServeArgs:
 
 
 def _strip_launcher(argv: list[str]) -> list[str]:
-    """Drop the launcher words before the flags: `vllm serve M`, `python -m vllm.entrypoints.openai.api_server`,
+    """Drop the launcher words before the flags: `vllm serve M`, `python -m
+    vllm.entrypoints.openai.api_server`,
     `docker run ... vllm/vllm-openai`."""
     for j, word in enumerate(argv):
         if word == "serve" and j > 0 and Path(argv[j - 1]).name == "vllm":
@@ -485,7 +487,8 @@ def load_config_yaml(path: str) -> ServeArgs:
 
 
 def is_known_flag(flag: str) -> bool:
-    """`--max-model-len`, `-tp`, `--port` ...: a flag `vllm serve` takes (modelled or known to change no memory)."""
+    """`--max-model-len`, `-tp`, `--port` ...: a flag `vllm serve` takes (modelled or known to change no
+    memory)."""
     return flag in _BY_NAME or flag in IGNORED_FLAGS or flag == "--config"
 
 

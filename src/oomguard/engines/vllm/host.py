@@ -3,33 +3,42 @@
 Facts read from vLLM v0.33's code (the newest version the project knows; older versions are noted where they
 differ):
 - processes (entrypoints/cli/serve.py, v1/engine/utils.py `launch_core_engines`, config/parallel.py,
-  v1/executor/): `--api-server-count` API servers (default: the DP size with internal load balancing, the local
-  DP size with hybrid, 1 with external; 0 with `--headless`), plus the launching process when there are several;
-  one engine core per local DP rank; a DP coordinator on DP rank 0 when DP > 1; one worker process per local GPU
+  v1/executor/): `--api-server-count` API servers (default: the DP size with internal load balancing, the
+  local
+  DP size with hybrid, 1 with external; 0 with `--headless`), plus the launching process when there are
+  several;
+  one engine core per local DP rank; a DP coordinator on DP rank 0 when DP > 1; one worker process per local
+  GPU
   with the multiprocessing executor (the default whenever TP x PP x DP > 1); with TP = PP = DP = 1 the `uni`
   executor runs the worker inside the engine core; with Ray, Ray's own services plus one actor per GPU.
 - loading (model_executor/model_loader/default_loader.py, weight_utils.py): every worker reads every shard and
   keeps its slice. safetensors shards are `safe_open`ed (memory-mapped: the node's page cache holds one copy
   for all workers, and the kernel drops it before killing anything); `.bin`/`.pt` shards go through
   `torch.load(map_location="cpu")`, the whole shard unpickled into each worker; `--safetensors-load-strategy
-  eager` reads a shard's bytes and deserializes them (two copies); `enable_multithread_load` loads `num_threads`
+  eager` reads a shard's bytes and deserializes them (two copies); `enable_multithread_load` loads
+  `num_threads`
   (default 8) whole shards at once; the Run:ai streamer buffers up to RUNAI_STREAMER_MEMORY_LIMIT (40 GB per
   process by default, runai-model-streamer 0.17.1 requests_iterator.py) and clone()s each tensor. All local
   workers load at once: `--max-parallel-loading-workers` "is currently not supported and will be ignored"
   (config/parallel.py); only V0's Ray executor honoured it (PR #1395).
 - host buffers: `--cpu-offload-gb` is per GPU, pinned (config/offload.py); each worker's request state holds
-  max_num_seqs x max_model_len int32 token ids in pinned memory with the V2 model runner (v1/worker/gpu/states.py,
-  `all_token_ids` as UVA) and int32 + bool in pageable memory with the V1 runner (v1/worker/gpu_input_batch.py),
+  max_num_seqs x max_model_len int32 token ids in pinned memory with the V2 model runner
+  (v1/worker/gpu/states.py,
+  `all_token_ids` as UVA) and int32 + bool in pageable memory with the V1 runner
+  (v1/worker/gpu_input_batch.py),
   allocated when the worker builds its model runner, before the weights load (v1/worker/gpu_worker.py);
   `--kv-offloading-size` GiB per engine (all TP ranks together) in one /dev/shm region on CUDA
   (v1/kv_offload/cpu/shared_offload_region.py); V0's `--swap-space` (default 4 GiB) pinned per worker; the
-  multimodal processor cache, `--mm-processor-cache-gb` (default 4) "duplicated for each API process and engine
+  multimodal processor cache, `--mm-processor-cache-gb` (default 4) "duplicated for each API process and
+  engine
   core process" (config/multimodal.py), one shared copy in /dev/shm with `--mm-processor-cache-type shm`;
   sleep level 1 backs every weight tensor up in pinned host memory (device_allocator/cumem.py `sleep`).
 - /dev/shm (distributed/device_communicators/shm_broadcast.py, v1/executor/multiproc_executor.py,
-  distributed/parallel_state.py): the executor's broadcast queue, VLLM_MQ_MAX_CHUNK_BYTES_MB (16) MiB x 10 chunks
+  distributed/parallel_state.py): the executor's broadcast queue, VLLM_MQ_MAX_CHUNK_BYTES_MB (16) MiB x 10
+  chunks
   per engine; a response queue of 24 MiB x 10 per worker; a 4 MiB x 6 broadcaster per TP group; each checked
-  against the free space of /dev/shm before it is created ("Insufficient space in /dev/shm ..."; older versions
+  against the free space of /dev/shm before it is created ("Insufficient space in /dev/shm ..."; older
+  versions
   die later with a Bus error). NCCL adds its own segments (~7 MiB each, seen in vLLM issue reports).
 """
 
@@ -357,7 +366,8 @@ def load_peak(
             limit + largest_tensor,
             limit // 2,
             Provenance.ESTIMATED,
-            "the Run:ai streamer's buffer (min(RUNAI_STREAMER_MEMORY_LIMIT, checkpoint)) + one clone()d tensor",
+            "the Run:ai streamer's buffer (min(RUNAI_STREAMER_MEMORY_LIMIT, checkpoint)) + one clone()d "
+            "tensor",
             0,
         )
     if settings.multithread_threads:
@@ -367,7 +377,8 @@ def load_peak(
             held,
             max(0, total - held),
             Provenance.ESTIMATED,
-            f"enable_multithread_load: {threads} whole shards loaded at once (threads read ahead of the copy)",
+            f"enable_multithread_load: {threads} whole shards loaded at once (threads read ahead of the "
+            "copy)",
             0,
         )
     if not files.format.mapped:
@@ -783,7 +794,8 @@ def engine_fixes(ledger: HostLedger, settings: HostSettings, files: CheckpointFi
             fixes.append(
                 HostFix(
                     "convert the checkpoint to safetensors (or use a safetensors revision of the model)",
-                    f"each of {load.count} workers unpickles a whole {files.largest_shard_bytes / GiB:.1f} GiB "
+                    f"each of {load.count} workers unpickles a whole {files.largest_shard_bytes / GiB:.1f} "
+                    "GiB "
                     f".{files.format.value} shard at once; mapped safetensors share one page-cache copy",
                 )
             )

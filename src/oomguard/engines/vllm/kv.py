@@ -423,8 +423,10 @@ def max_len_error(need: int, available: int, estimate: int, cfg: EngineConfig, l
     cpu = " (which also controls CPU memory on the CPU backend)" if new_text else ""
     return (
         f"To serve at least one request with the {owner} max seq len ({cfg.max_model_len}), "
-        f"({cfg.behaviour.gib_text(need)} GiB KV cache is needed, which is larger than the available KV cache memory "
-        f"({cfg.behaviour.gib_text(available)} GiB). Based on the available memory, the estimated maximum model "
+        f"({cfg.behaviour.gib_text(need)} GiB KV cache is needed, which is larger than the available KV "
+        "cache memory "
+        f"({cfg.behaviour.gib_text(available)} GiB). Based on the available memory, the estimated maximum "
+        "model "
         f"length is {estimate}. Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` "
         f"when initializing the engine.{_docs(cfg)}"
     )

@@ -48,7 +48,8 @@ def startup_lines(
         u, share = cfg.gpu_memory_utilization, cuda_graphs / total_bytes
         lines.append(
             f"CUDA graph memory profiling is enabled (default since v0.21.0). The current "
-            f"--gpu-memory-utilization={u:.4f} is equivalent to --gpu-memory-utilization={u - share:.4f} without CUDA "
+            f"--gpu-memory-utilization={u:.4f} is equivalent to --gpu-memory-utilization={u - share:.4f} "
+            "without CUDA "
             f"graph memory profiling. To maintain the same effective KV cache size as before, increase "
             f"--gpu-memory-utilization to {min(u + share, 1.0):.4f}. To disable, set "
             "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."

@@ -82,24 +82,30 @@ def validate_parallelism(spec: ModelSpec, cfg: EngineConfig) -> None:
     padded_vocab = padded_vocab_size(spec.vocab_size)
     if padded_vocab % tp:
         raise ParallelismError(
-            f"--tensor-parallel-size {tp} does not divide the padded vocabulary ({padded_vocab:,} rows); vLLM fails "
+            f"--tensor-parallel-size {tp} does not divide the padded vocabulary ({padded_vocab:,} rows); "
+            "vLLM fails "
             f"with 'AssertionError: {padded_vocab} is not divisible by {tp}'"
         )
     if spec.num_attention_heads % tp:
         raise ParallelismError(
-            f"--tensor-parallel-size {tp} does not divide the model's {spec.num_attention_heads} attention heads "
-            f"(vLLM: 'Total number of attention heads ({spec.num_attention_heads}) must be divisible by tensor "
-            f"parallel size ({tp})'); use one of {', '.join(str(d) for d in _divisors(spec.num_attention_heads) if d <= 16)}"
+            f"--tensor-parallel-size {tp} does not divide the model's {spec.num_attention_heads} attention "
+            "heads "
+            f"(vLLM: 'Total number of attention heads ({spec.num_attention_heads}) must be divisible by "
+            "tensor "
+            f"parallel size ({tp})'); use one of "
+            f"{', '.join(str(d) for d in _divisors(spec.num_attention_heads) if d <= 16)}"
         )
     kv = spec.num_key_value_heads
     if kv and kv > tp and kv % tp:
         raise ParallelismError(
-            f"--tensor-parallel-size {tp} does not divide the model's {kv} KV heads (vLLM requires TP to divide "
+            f"--tensor-parallel-size {tp} does not divide the model's {kv} KV heads (vLLM requires TP to "
+            "divide "
             "the KV heads, or the KV heads to divide TP)"
         )
     if kv and tp > kv and tp % kv and not spec.uses_mla:
         raise ParallelismError(
-            f"--tensor-parallel-size {tp} is not a multiple of the model's {kv} KV heads (vLLM replicates KV heads "
+            f"--tensor-parallel-size {tp} is not a multiple of the model's {kv} KV heads (vLLM replicates KV "
+            "heads "
             "only when TP is a multiple of them)"
         )
     if pp > spec.num_hidden_layers:

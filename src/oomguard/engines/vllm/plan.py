@@ -1,6 +1,8 @@
-"""vLLM's planner: model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or not.
+"""vLLM's planner: model + GPU + `vllm serve` flags -> the per-rank ledger, the numbers vLLM will log, fit or
+not.
 
-The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the budget, weights,
+The order follows vLLM's own startup (vLLM `v1/worker/gpu_worker.py`): the free-memory check against the
+budget, weights,
 the profile run, the KV pool (minimum over workers), the fit check, then CUDA-graph capture and the sampler
 warm-up, which before v0.21 took memory outside the budget.
 """
@@ -153,7 +155,8 @@ def _refuse_what_vllm_refuses(args: ServeArgs, cfg: EngineConfig) -> None:
         )
 
 
-# The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the value).
+# The KV layout depends on the model and a few engine fields only; sweeps reuse it (spec kept alive in the
+# value).
 _LAYOUT_MEMO: dict[tuple[object, ...], tuple[ModelSpec, kv.KvLayout]] = {}
 
 
@@ -401,16 +404,20 @@ def plan(request: PlanRequest) -> Plan:
     if layout.padding_layers:
         notes.append(
             f"Add {layout.padding_layers} padding layers, may waste at most "
-            f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache memory"
+            f"{100 * layout.padding_layers / (layout.num_layers + layout.padding_layers):.2f}% KV cache "
+            "memory"
         )
     drafter = drafter_for(spec, cfg)
     if drafter is not None:
         notes.append(drafter.note)
     if gpu.unified_memory:
         warnings.append(
-            f"{gpu.name} shares memory with the host: vLLM's free-memory check reads the host's available memory, "
-            "other host processes shrink it, and the KV cache takes the whole budget however small the workload; "
-            "cap it with --kv-cache-memory-bytes (max_num_seqs x max_model_len tokens is all a workload can use)"
+            f"{gpu.name} shares memory with the host: vLLM's free-memory check reads the host's available "
+            "memory, "
+            "other host processes shrink it, and the KV cache takes the whole budget however small the "
+            "workload; "
+            "cap it with --kv-cache-memory-bytes (max_num_seqs x max_model_len tokens is all a workload can "
+            "use)"
         )
     if cfg.unknown_flags:
         notes.append("flags not modelled (kept as given): " + " ".join(cfg.unknown_flags))
@@ -540,9 +547,11 @@ def _check_free_memory(
         )
         if free_at_start < r.budget_bytes:
             return Failure.STARTUP_FREE_MEMORY, (
-                f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) on "
+                f"Free memory on device cuda:0 ({free_at_start / GiB:.2f}/{gpu.total_bytes / GiB:.2f} GiB) "
+                "on "
                 f"startup is less than desired GPU memory utilization ({cfg.gpu_memory_utilization}, "
-                f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+                f"{r.budget_bytes / GiB:.2f} GiB). Decrease GPU memory utilization or reduce GPU memory used "
+                "by "
                 "other processes."
             )
     return None
@@ -567,7 +576,8 @@ def _check_weights(
             else ""
         )
         return Failure.WEIGHTS_DONT_FIT, (
-            f"CUDA out of memory. Tried to allocate {layer_bytes / MiB:.2f} MiB. GPU 0 has a total capacity of "
+            f"CUDA out of memory. Tried to allocate {layer_bytes / MiB:.2f} MiB. GPU 0 has a total capacity "
+            "of "
             f"{gpu.total_bytes / GiB:.2f} GiB of which {free / MiB:.2f} MiB is free. (in load_model: "
             f"{r.weights.bytes / GiB:.2f} GiB of weights on {r.placement.label}, but the device holds "
             f"{max(0, usable) / GiB:.2f} GiB after the CUDA context{others}; "
@@ -592,7 +602,8 @@ def _replicas_exceed(r: RankLedger, cfg: EngineConfig, gpu: Gpu) -> tuple[Failur
 def _check_kv_allocation(
     request: PlanRequest, gpu: Gpu, cfg: EngineConfig, ranks: tuple[RankLedger, ...]
 ) -> tuple[Failure, str] | None:
-    """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is allocated
+    """initialize_kv_cache: a pool forced by --kv-cache-memory-bytes (or --num-gpu-blocks-override) is
+    allocated
     whatever the budget says, after the profile run freed its activations and before graph capture."""
     if cfg.kv_cache_memory_bytes is None and cfg.num_gpu_blocks_override is None:
         return None
@@ -611,7 +622,8 @@ def _check_kv_allocation(
             return Failure.KV_CACHE_ALLOCATION, (
                 f"CUDA out of memory allocating the KV cache: {r.num_gpu_blocks:,} blocks x "
                 f"{r.layout.bytes_per_block:,} B = {r.kv_cache_bytes / GiB:.2f} GiB, while weights, buffers "
-                f"and context already hold {held / GiB:.2f} GiB of the device's {gpu.total_bytes / GiB:.2f} GiB"
+                f"and context already hold {held / GiB:.2f} GiB of the device's {gpu.total_bytes / GiB:.2f} "
+                "GiB"
             )
     return None
 
@@ -652,8 +664,10 @@ def _check_outside_budget(
         if outside + logits_copy > headroom:
             if logits_copy:
                 return Failure.SAMPLER_WARMUP, (
-                    f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy requests. "
-                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine."
+                    f"CUDA out of memory occurred when warming up sampler with {cfg.sampler_rows} dummy "
+                    "requests. "
+                    "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the "
+                    "engine."
                 )
             return Failure.CUDA_GRAPH_CAPTURE, (
                 "CUDA out of memory during CUDA graph capture: the graph pool does not "
@@ -662,8 +676,10 @@ def _check_outside_budget(
         likely = outside + int(logits_copy * POST_CAPTURE_SAMPLER_COPIES)
         if likely > headroom:
             warnings.append(
-                f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the CUDA "
-                f"context, CUDA graphs and the sampler warm-up after capture, which may need {likely / GiB:.2f} GiB: "
+                f"thin headroom outside the budget: total - budget leaves {headroom / GiB:.2f} GiB for the "
+                "CUDA "
+                "context, CUDA graphs and the sampler warm-up after capture, which may need "
+                f"{likely / GiB:.2f} GiB: "
                 "risk of 'CUDA out of memory occurred when warming up sampler'"
             )
     return None

@@ -1,6 +1,7 @@
 """What changes between vLLM versions, as one table.
 
-Each behaviour names the version it starts at and the source (PR, merge date) behind it. Merge dates map to releases within about one minor version; where the release is inferred
+Each behaviour names the version it starts at and the source (PR, merge date) behind it. Merge dates map to
+releases within about one minor version; where the release is inferred
 from a date the comment says so.
 """
 

@@ -1,8 +1,10 @@
-"""The pieces every family reader shares: a typed view of config.json, the headline numbers, a tensor-inventory
+"""The pieces every family reader shares: a typed view of config.json, the headline numbers, a
+tensor-inventory
 builder, the registry.
 
 A family reader turns one config.json (already unwrapped to its text part for multimodal checkpoints) into
-`FamilyFacts`: the headline numbers (`DecoderShape`), the decoder layers and the tensor inventory. `hf_config.py` adds the
+`FamilyFacts`: the headline numbers (`DecoderShape`), the decoder layers and the tensor inventory.
+`hf_config.py` adds the
 parts that do not depend on the family (dtype, quantization, name) and freezes the result into a ModelSpec.
 Tensor names are the checkpoint's own (Hugging Face layout), so safetensors headers can be matched by name;
 a stacked routed-expert tensor writes `*` where the expert index goes.
@@ -36,7 +38,8 @@ DEFAULT_MAX_POSITIONS = 2048
 
 
 class Cfg:
-    """Typed, read-only access to one config.json dict; a missing or mistyped key is a one-line ConfigError."""
+    """Typed, read-only access to one config.json dict; a missing or mistyped key is a one-line
+    ConfigError."""
 
     def __init__(self, data: Mapping[builtins.str, Any], where: builtins.str = "config.json") -> None:
         self.data = data
@@ -165,7 +168,8 @@ class DecoderShape:
 def decoder_shape(
     cfg: Cfg, *, tied_default: bool, head_dim: Callable[[Cfg], int] = Cfg.head_dim, intermediate: bool = True
 ) -> DecoderShape:
-    """The headline numbers as most configs spell them. `tied_default` is the family's config-class default for
+    """The headline numbers as most configs spell them. `tied_default` is the family's config-class default
+    for
     tie_word_embeddings (configs often leave it out); `head_dim` says how the family finds the head size;
     `intermediate` False for families without one dense width (0 then: the reader fills it in)."""
     return DecoderShape(

@@ -23,7 +23,8 @@ COHERE2_PATTERN = 4
 
 
 def _cohere2_pattern(cfg: Cfg, shape: DecoderShape) -> list[AttentionKind]:
-    """NOTE: Cohere2 layer i is global when (i + 1) % sliding_window_pattern == 0, else it slides; newer configs
+    """NOTE: Cohere2 layer i is global when (i + 1) % sliding_window_pattern == 0, else it slides; newer
+    configs
     spell it as layer_types."""
     num_layers = shape.num_hidden_layers
     window = cfg.int("sliding_window", COHERE2_WINDOW)

@@ -167,7 +167,8 @@ def fused_gated_mlp(
     down: str = "down_proj",
     role: Role = Role.MLP,
 ) -> None:
-    """A gated MLP whose gate and up projections are stored as one [2I, H] tensor (Phi-3 `gate_up_proj`, Granite
+    """A gated MLP whose gate and up projections are stored as one [2I, H] tensor (Phi-3 `gate_up_proj`,
+    Granite
     `input_linear`); vLLM shards it as a merged column-parallel layer, so it splits like its parts."""
     inv.linear(f"{prefix}.{gate_up}", 2 * intermediate, hidden, role, Split.COLUMN, layer)
     inv.linear(f"{prefix}.{down}", hidden, intermediate, role, Split.ROW, layer)
@@ -253,7 +254,8 @@ def fused_experts(
     bias: bool = False,
 ) -> None:
     """Routed experts stored as stacked tensors: `{prefix}.gate_up_proj` [E, 2I, H] and `{prefix}.down_proj`
-    [E, H, I] (Llama-4, Gemma-4, gpt-oss; Granite names them input_linear/output_linear), with per-expert biases
+    [E, H, I] (Llama-4, Gemma-4, gpt-oss; Granite names them input_linear/output_linear), with per-expert
+    biases
     `{gate_up}_bias` / `{down}_bias` when `bias` (gpt-oss)."""
     inv.experts(f"{prefix}.{gate_up}", (2 * intermediate, hidden), num_experts, layer, row=False)
     if bias:
@@ -291,7 +293,8 @@ def qwen_moe_block(
     shared_width: int,
 ) -> MoeMlp:
     """Qwen's sparse MoE block (Qwen2-MoE, Qwen3-MoE, Qwen3-Next): router `{prefix}.gate`, gated routed
-    `{prefix}.experts`, and when `shared_width` a gated `shared_expert` scaled by a sigmoid `shared_expert_gate`."""
+    `{prefix}.experts`, and when `shared_width` a gated `shared_expert` scaled by a sigmoid
+    `shared_expert_gate`."""
     router(inv, layer, f"{prefix}.gate", hidden, num_experts)
     routed_experts(inv, layer, f"{prefix}.experts", hidden, expert_width, num_experts)
     if shared_width:
@@ -372,7 +375,8 @@ def full_attention(shape: DecoderShape) -> FullAttention:
 
 
 def uniform_attention(cfg: Cfg, shape: DecoderShape) -> FullAttention | SlidingWindowAttention:
-    """One attention kind on every layer: a window of `sliding_window` tokens when the config sets one, else full."""
+    """One attention kind on every layer: a window of `sliding_window` tokens when the config sets one, else
+    full."""
     window = cfg.opt_int("sliding_window")
     if window:
         return SlidingWindowAttention(shape.num_key_value_heads, shape.head_dim, shape.head_dim, window)
@@ -381,7 +385,8 @@ def uniform_attention(cfg: Cfg, shape: DecoderShape) -> FullAttention | SlidingW
 
 def local_global_types(num_layers: int, global_every: int) -> list[str]:
     """Layer types of a model that slides on most layers and attends globally on every `global_every`-th one
-    (layer i is global when (i + 1) % global_every == 0): Gemma-2 and gpt-oss (2), Cohere2 (4), Gemma-3 (6)."""
+    (layer i is global when (i + 1) % global_every == 0): Gemma-2 and gpt-oss (2), Cohere2 (4), Gemma-3
+    (6)."""
     return [
         "full_attention" if (i + 1) % global_every == 0 else "sliding_attention" for i in range(num_layers)
     ]
@@ -413,7 +418,8 @@ def attention_from_layer_type(
 # Mamba2 mixers
 # ---------------------------------------------------------------------------------------------------------
 
-# NOTE: vLLM keeps recurrent state in the model dtype unless --mamba-cache-dtype / --mamba-ssm-cache-dtype (or a
+# NOTE: vLLM keeps recurrent state in the model dtype unless --mamba-cache-dtype / --mamba-ssm-cache-dtype (or
+# a
 # per-model hook) say otherwise; "auto" is resolved to the model dtype by the KV planner.
 STATE_DTYPE_AUTO = "auto"
 
@@ -474,7 +480,8 @@ def mamba2_mixer(
     (2·I + 2·G·N + heads), a depthwise conv over x, B, C, per-head A_log / D / dt_bias, a gated RMSNorm over I
     and out_proj back to the hidden size.
 
-    NOTE: in_proj and conv1d (weight and bias) are sized for n_groups padded up to TP when TP does not divide it,
+    NOTE: in_proj and conv1d (weight and bias) are sized for n_groups padded up to TP when TP does not divide
+    it,
     so each rank holds its heads' share plus ceil(G / TP) whole B/C groups (GROUPED_COLUMN)."""
     intermediate = num_heads * head_dim
     group_rows = 2 * n_groups * state_size

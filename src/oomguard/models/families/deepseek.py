@@ -59,7 +59,8 @@ MLA, GQA_BIASED, MHA = "mla", "gqa_biased", "mha"
 
 
 def _mla_head_dim(cfg: Cfg) -> int:
-    """NOTE: an MLA head is qk_nope + qk_rope wide (what the planner calls head_dim); no head_dim key applies."""
+    """NOTE: an MLA head is qk_nope + qk_rope wide (what the planner calls head_dim); no head_dim key
+    applies."""
     return cfg.int("qk_nope_head_dim") + cfg.int("qk_rope_head_dim")
 
 
@@ -75,7 +76,8 @@ class _Layout:
         self.shared = cfg.int("n_shared_experts", 0)
         self.first_dense = cfg.int("first_k_dense_replace", 0)
         self.freq = cfg.int("moe_layer_freq", 1)
-        # NOTE: V3/R1/Kimi/GLM route with sigmoid scores plus a learned correction bias (topk_method noaux_tc).
+        # NOTE: V3/R1/Kimi/GLM route with sigmoid scores plus a learned correction bias (topk_method
+        # noaux_tc).
         self.score_bias = attention == GQA_BIASED or cfg.str("topk_method") == "noaux_tc"
 
     def is_moe(self, layer: int) -> bool:

@@ -1,8 +1,10 @@
 """Gemma 4 (gemma4 multimodal wrapper, gemma4_text): sliding and full layers with different head sizes and KV
-heads, K reused as V on full layers (`attention_k_eq_v`), an optional MoE block beside the dense MLP, per-layer
+heads, K reused as V on full layers (`attention_k_eq_v`), an optional MoE block beside the dense MLP,
+per-layer
 input embeddings (PLE) on the small sizes, and a SigLIP-like vision tower with 2-D RoPE.
 
-Names follow the checkpoint (`model.language_model.*`, `model.vision_tower.*`); shapes follow vLLM's gemma4.py.
+Names follow the checkpoint (`model.language_model.*`, `model.vision_tower.*`); shapes follow vLLM's
+gemma4.py.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ GEMMA4_TOKENS_PER_IMAGE = 280
 
 
 def _rope_rotary_dim(cfg: Cfg, kind: str, head_dim: int) -> int:
-    """Rotated dims of one layer type: rope_parameters[kind].partial_rotary_factor x head_dim (full layers: 0.25)."""
+    """Rotated dims of one layer type: rope_parameters[kind].partial_rotary_factor x head_dim (full layers:
+    0.25)."""
     params = cfg.sub("rope_parameters")
     per_kind = params.sub(kind) if params is not None else None
     factor = per_kind.float("partial_rotary_factor", 1.0) if per_kind is not None else 1.0
@@ -75,7 +78,8 @@ def read_gemma4_text(cfg: Cfg) -> FamilyFacts:
     inv = Inventory()
     inv.embedding(f"{TEXT}.embed_tokens.weight", vocab, hidden)
     if ple:
-        # NOTE: PLE: a second embedding of num_layers x ple per token, and its projection from the hidden state.
+        # NOTE: PLE: a second embedding of num_layers x ple per token, and its projection from the hidden
+        # state.
         inv.embedding(
             f"{TEXT}.embed_tokens_per_layer.weight",
             cfg.int("vocab_size_per_layer_input", vocab),

@@ -16,13 +16,15 @@ from oomguard.models.families.common import (
 )
 from oomguard.models.spec import AttentionKind, DecoderLayer, MambaState, Role, Split
 
-# NOTE: vLLM keeps linear-attention state in the model dtype ("auto") unless --mamba-ssm-cache-dtype says otherwise.
+# NOTE: vLLM keeps linear-attention state in the model dtype ("auto") unless --mamba-ssm-cache-dtype says
+# otherwise.
 STATE_DTYPE = STATE_DTYPE_AUTO
 QWEN3_NEXT_TOP_K = 10  # transformers Qwen3NextConfig.num_experts_per_tok default
 
 
 def gated_deltanet_state(cfg: Cfg) -> MambaState:
-    """Per-sequence state of one Gated DeltaNet layer: conv state (kernel - 1) x (2·nk·dk + nv·dv) channels and
+    """Per-sequence state of one Gated DeltaNet layer: conv state (kernel - 1) x (2·nk·dk + nv·dv) channels
+    and
     recurrent state nv x dk x dv; TP divides the channels and the value heads."""
     nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
     dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
@@ -35,7 +37,8 @@ def gated_deltanet_state(cfg: Cfg) -> MambaState:
 
 
 def gated_deltanet_mixer(inv: Inventory, cfg: Cfg, layer: int, prefix: str, hidden: int) -> None:
-    """Gated DeltaNet weights: in_proj_qkvz (q, k, v and the output gate z), in_proj_ba (beta and alpha per value
+    """Gated DeltaNet weights: in_proj_qkvz (q, k, v and the output gate z), in_proj_ba (beta and alpha per
+    value
     head), a depthwise conv over q/k/v, per-head dt_bias and A_log, a gated RMSNorm over dv, out_proj."""
     nk, nv = cfg.int("linear_num_key_heads"), cfg.int("linear_num_value_heads")
     dk, dv = cfg.int("linear_key_head_dim"), cfg.int("linear_value_head_dim")
@@ -93,7 +96,8 @@ def read_qwen3_next(cfg: Cfg) -> FamilyFacts:
         layers.append(DecoderLayer(attention, mlp))
     inv.norm("model.norm", hidden, None)
     rot = rotary_dim(cfg, shape.head_dim)
-    # NOTE: no dense layers: intermediate_size, when given, is what a dense MLP would be; else the expert width.
+    # NOTE: no dense layers: intermediate_size, when given, is what a dense MLP would be; else the expert
+    # width.
     shape = replace(shape, intermediate_size=cfg.int("intermediate_size", width))
     return FamilyFacts(
         shape,

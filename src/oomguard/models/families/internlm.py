@@ -1,4 +1,5 @@
-"""InternLM2 / InternLM2.5: a Llama-shaped decoder with its own names (tok_embeddings, attention.wqkv fused and
+"""InternLM2 / InternLM2.5: a Llama-shaped decoder with its own names (tok_embeddings, attention.wqkv fused
+and
 grouped per KV head, feed_forward w1/w3/w2, output)."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ def read_internlm2(cfg: Cfg) -> FamilyFacts:
     for i in range(shape.num_hidden_layers):
         p = f"model.layers.{i}"
         inv.norm(f"{p}.attention_norm", hidden, i)
-        # NOTE: wqkv interleaves [q x (heads/kv), k, v] per KV head; vLLM splits it like q/k/v (QKVParallelLinear).
+        # NOTE: wqkv interleaves [q x (heads/kv), k, v] per KV head; vLLM splits it like q/k/v
+        # (QKVParallelLinear).
         fused_qkv_attention(inv, i, f"{p}.attention", shape, qkv="wqkv", o_proj="wo", bias=bias)
         inv.norm(f"{p}.ffn_norm", hidden, i)
         gated_mlp(inv, i, f"{p}.feed_forward", hidden, shape.intermediate_size, gate="w1", up="w3", down="w2")

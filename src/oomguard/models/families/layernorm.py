@@ -21,7 +21,8 @@ from oomguard.models.spec import DecoderLayer, DenseMlp, Role, Split
 
 @family("starcoder2")
 def read_starcoder2(cfg: Cfg) -> FamilyFacts:
-    # NOTE: vLLM's Starcoder2Attention: head_dim = hidden / heads. Starcoder2Config leaves tie_word_embeddings to
+    # NOTE: vLLM's Starcoder2Attention: head_dim = hidden / heads. Starcoder2Config leaves tie_word_embeddings
+    # to
     # PretrainedConfig's default, True (3B/7B/15B tie).
     shape = decoder_shape(cfg, tied_default=True, head_dim=Cfg.hidden_over_heads)
     bias = cfg.bool("use_bias", True)
@@ -68,7 +69,8 @@ def read_stablelm(cfg: Cfg) -> FamilyFacts:
         inv.norm(f"{p}.input_layernorm", hidden, i, bias=True)
         gqa_attention(inv, i, f"{p}.self_attn", shape, qkv_bias=qkv_bias)
         if qk_norm:
-            # NOTE: StableLM-2-12B: one bias-free LayerNorm per head (q_layernorm.norms.{h}), sharded with the heads.
+            # NOTE: StableLM-2-12B: one bias-free LayerNorm per head (q_layernorm.norms.{h}), sharded with the
+            # heads.
             # Each rank holds its heads' norms: listed per head as COLUMN so a rank holds 1/TP of their bytes.
             for name, count in (
                 ("q_layernorm", shape.num_attention_heads),

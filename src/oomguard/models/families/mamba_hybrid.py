@@ -1,4 +1,5 @@
-"""Mamba2 hybrids: Granite-4.0-H (granitemoehybrid: Mamba2 or attention mixer + MoE and a shared MLP per layer)
+"""Mamba2 hybrids: Granite-4.0-H (granitemoehybrid: Mamba2 or attention mixer + MoE and a shared MLP per
+layer)
 and Nemotron-H (nemotron_h: one block per layer, a Mamba2 mixer, an attention mixer, an MLP or an MoE, as
 `hybrid_override_pattern` spells them).
 
@@ -51,7 +52,8 @@ NEMOTRON_H_SSM_DTYPE = "float32"
 
 
 def _granite_layer_types(cfg: Cfg, num_layers: int) -> list[str]:
-    """NOTE: transformers >= 4.56 fills a missing `layer_types` with all-Mamba; the released Granite-4.0-H configs
+    """NOTE: transformers >= 4.56 fills a missing `layer_types` with all-Mamba; the released Granite-4.0-H
+    configs
     always list them, and Granite-4.0 (non-H) lists only "attention"."""
     types = cfg.list("layer_types")
     if types is None:
@@ -65,7 +67,8 @@ def _granite_layer_types(cfg: Cfg, num_layers: int) -> list[str]:
 
 @family("granitemoehybrid")
 def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
-    # NOTE: vLLM's GraniteMoeHybridAttention takes head_dim = hidden / heads (no head_dim key); intermediate_size
+    # NOTE: vLLM's GraniteMoeHybridAttention takes head_dim = hidden / heads (no head_dim key);
+    # intermediate_size
     # is the expert width.
     shape = decoder_shape(cfg, tied_default=False, head_dim=Cfg.hidden_over_heads)
     hidden, width = shape.hidden_size, shape.intermediate_size
@@ -112,7 +115,8 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
             attention = full_attention(shape)
         inv.norm(f"{p}.post_attention_layernorm", hidden, i)
         if experts:
-            # NOTE: routed experts are stored fused: input_linear [E, 2I, H] (gate and up), output_linear [E, H, I].
+            # NOTE: routed experts are stored fused: input_linear [E, 2I, H] (gate and up), output_linear [E,
+            # H, I].
             moe = f"{p}.block_sparse_moe"
             fused_experts(
                 inv,
@@ -126,7 +130,8 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
             )
             router(inv, i, f"{moe}.router.layer", hidden, experts)
         if shared:
-            # NOTE: the shared MLP beside the experts (the only MLP of a dense Granite-4.0) is a fused gated MLP.
+            # NOTE: the shared MLP beside the experts (the only MLP of a dense Granite-4.0) is a fused gated
+            # MLP.
             fused_gated_mlp(
                 inv,
                 i,
@@ -140,7 +145,8 @@ def read_granitemoehybrid(cfg: Cfg) -> FamilyFacts:
         mlp = MoeMlp(experts, top_k, width, 1 if shared else 0, shared) if experts else DenseMlp(shared)
         layers.append(DecoderLayer(attention, mlp))
     inv.norm("model.norm", hidden, None)
-    # NOTE: position_embedding_type "nope" (Granite-4.0-H) builds no RoPE cache; "rope" (Granite-4.0 dense) does.
+    # NOTE: position_embedding_type "nope" (Granite-4.0-H) builds no RoPE cache; "rope" (Granite-4.0 dense)
+    # does.
     rope = cfg.str("position_embedding_type", "nope") == "rope"
     return FamilyFacts(
         replace(shape, intermediate_size=shared or width),
@@ -175,7 +181,8 @@ def _nemotron_mlp_width(cfg: Cfg, mlp_index: int) -> int:
 
 @family("nemotron_h")
 def read_nemotron_h(cfg: Cfg) -> FamilyFacts:
-    """NOTE: each Nemotron-H block is a layer of its own, as vLLM numbers them (NemotronHModel builds one decoder
+    """NOTE: each Nemotron-H block is a layer of its own, as vLLM numbers them (NemotronHModel builds one
+    decoder
     layer per `hybrid_override_pattern` character, and the PP split counts them): a Mamba2 or attention mixer
     without an MLP, or an MLP or MoE without a mixer (no cache)."""
     shape = decoder_shape(cfg, tied_default=False, intermediate=False)

@@ -1,4 +1,5 @@
-"""Llama-shaped mixture-of-experts decoders: Mixtral, Qwen1.5/Qwen2-MoE (shared expert + its gate), Qwen3-MoE."""
+"""Llama-shaped mixture-of-experts decoders: Mixtral, Qwen1.5/Qwen2-MoE (shared expert + its gate),
+Qwen3-MoE."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def _read(cfg: Cfg, model_type: str) -> FamilyFacts:
         pre_norm_attention(inv, i, prefix, shape, qkv_bias=qkv_bias, qk_norm=qk_norm)
         mlp: MlpKind
         if mixtral:
-            # NOTE: Mixtral's MoE lives in `block_sparse_moe` with experts named w1 (gate), w3 (up), w2 (down).
+            # NOTE: Mixtral's MoE lives in `block_sparse_moe` with experts named w1 (gate), w3 (up), w2
+            # (down).
             router(inv, i, f"{prefix}.block_sparse_moe.gate", hidden, num_experts)
             routed_experts(
                 inv,

@@ -150,7 +150,8 @@ def qwen2_vl_tower(inv: Inventory, vc: Cfg, text_hidden: int, qwen25: bool) -> V
 
 
 def llama4_tower(inv: Inventory, vc: Cfg, text_hidden: int) -> VisionTower:
-    """Llama-4 ViT: linear patch embedding, class token and positions, pre/post LayerNorms around pre-norm blocks,
+    """Llama-4 ViT: linear patch embedding, class token and positions, pre/post LayerNorms around pre-norm
+    blocks,
     then the pixel-shuffle adapter MLP and a projector to the text width."""
     start = len(inv.tensors)
     hidden = vc.int("hidden_size", 1408)

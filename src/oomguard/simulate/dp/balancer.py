@@ -19,7 +19,8 @@ balancer only decides, so each rule can be checked on hand-built states.
 - `VllmLegacyBalancer` is the rule before vLLM PR #49204 (https://github.com/vllm-project/vllm/pull/49204):
   score = waiting x 4 + running over the same stale counts with the same local bump, the rotating tie-break
   of PR #47420 (https://github.com/vllm-project/vllm/pull/47420) included.
-- `RoundRobinBalancer`: rank i, i+1, ... regardless of load (a Kubernetes Service, `--data-parallel-external-lb`
+- `RoundRobinBalancer`: rank i, i+1, ... regardless of load (a Kubernetes Service,
+`--data-parallel-external-lb`
   behind a plain proxy).
 - `KvAwareBalancer`: the llm-d inference scheduler's default profile (Gateway API Inference Extension EPP):
   a weighted sum of the prefix-cache scorer (weight 3: the fraction of the request's prefix blocks the router

@@ -1,11 +1,13 @@
 """`oomguard simulate TRACE ... -- vllm serve M -dp 4 [--enable-expert-parallel]`: the data-parallel path.
 
 Taken when the command has `--data-parallel-size` > 1, when `--balancer` is given, or when the sweep is over
-`balancer` or `data_parallel_size`. Each rank is the single-engine setup that `simulate.cli.build_setup` builds
+`balancer` or `data_parallel_size`. Each rank is the single-engine setup that `simulate.cli.build_setup`
+builds
 from the planner (the planner sizes one rank's pool; co-located replicas through `--replicas-per-gpu`); the
 front-end follows vLLM's own flags: `--api-server-count` (`-asc`; default the DP size, as vLLM 0.33's
 `vllm serve` defaults it with its internal balancer), `--data-parallel-external-lb` (no internal balancer:
-round robin unless `--balancer` names another) and `--data-parallel-hybrid-lb` with `--data-parallel-size-local`
+round robin unless `--balancer` names another) and `--data-parallel-hybrid-lb` with
+`--data-parallel-size-local`
 (each node balances its own ranks). MoE models step in lockstep; with `--enable-expert-parallel`
 their MoE layers gather every rank's tokens.
 """
@@ -125,7 +127,8 @@ def dp_config(
             raise ConfigError(
                 "--data-parallel-hybrid-lb needs --data-parallel-size-local between 1 and the DP size"
             )
-    # vLLM serve's default --api-server-count: 1 with an external LB, the node's ranks with hybrid, else the DP size
+    # vLLM serve's default --api-server-count: 1 with an external LB, the node's ranks with hybrid, else the
+    # DP size
     api_servers = 1 if external else (flags.api_server_count or local or dp)
     try:
         config = DpConfig(

@@ -75,7 +75,8 @@ class Frontend:
         return rule
 
     def route(self, index: int, at: float, prefix_ids: tuple[int, ...], ranks: Sequence[RankEngine]) -> int:
-        """The rank for request `index` arriving at `at`; every rank has run its steps that start before `at`."""
+        """The rank for request `index` arriving at `at`; every rank has run its steps that start before
+        `at`."""
         self._publish(at, ranks)
         self._account_finishes(at, ranks)
         g = self.next_group

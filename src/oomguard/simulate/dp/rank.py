@@ -6,7 +6,8 @@ that starts before the request arrives, none after), so that the request joins t
 the step boundary where vLLM's engine would pick it up. `RankEngine` is that loop body, resumable:
 
 - `advance_to(t)` runs the rank's own steps (independent DP ranks: dense models, each engine on its own
-  clock) that start before `t`. Runs of identical decode steps stay open across calls (`Scheduler.decode_run`),
+  clock) that start before `t`. Runs of identical decode steps stay open across calls
+  (`Scheduler.decode_run`),
   so a rank that receives nothing is not cut at every arrival elsewhere; one that receives a request closes
   its run first.
 - `begin_step` / `end_step` run one step whose start and length the caller sets (lockstep DP ranks: MoE
@@ -92,7 +93,8 @@ class RankEngine:
 
     def published(self, at: float) -> tuple[int, int, float]:
         """(waiting, running, KV usage) as the rank last published them before `at`: the counts of the last
-        step that started at or before `at` (vLLM publishes at every step start), or the idle state after it."""
+        step that started at or before `at` (vLLM publishes at every step start), or the idle state after
+        it."""
         times = self.cols["time"]
         i = bisect_right(times, at) - 1
         if i < 0:
@@ -128,7 +130,8 @@ class RankEngine:
         return step_time.step_seconds(load.tokens, load.decode_context, load.prefill_attention)
 
     def _advance_run(self, t: float) -> bool:
-        """Advance the open (or a new) decode run by the steps starting before `t`; False when no run applies."""
+        """Advance the open (or a new) decode run by the steps starting before `t`; False when no run
+        applies."""
         run = self._run
         if run is None:
             max_steps = self.config.max_steps
@@ -210,8 +213,10 @@ class RankEngine:
                 self.unservable += 1
                 if self.unservable == 1:
                     self.notes.append(
-                        f"rank {self.index}: request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV "
-                        f"pool of {self.usable:,} blocks; vLLM would hang on it. Dropped, and so is any other."
+                        f"rank {self.index}: request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits "
+                        "the KV "
+                        f"pool of {self.usable:,} blocks; vLLM would hang on it. Dropped, and so is any "
+                        "other."
                     )
             return None
         self._pending = plan

@@ -124,12 +124,14 @@ def dp_text(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
             + " / ".join(f"{r:,}" for r in result.routed)
         ),
         (
-            f"  imbalance      KV usage (max-min)/mean above {imb.threshold:.0%} for {imb.time_above:,.1f} of "
+            f"  imbalance      KV usage (max-min)/mean above {imb.threshold:.0%} for {imb.time_above:,.1f} "
+            "of "
             f"{span:,.1f} {unit}"
             + (f" ({imb.time_above / span:.1%})" if span else "")
             + f"; max {imb.max:.0%}"
         ),
-        f"  saturation     {_when(result.first_saturated, unit, 'saturates (requests wait on a >=95% full pool)')}",
+        "  saturation     "  # noqa: ISC004
+        f"{_when(result.first_saturated, unit, 'saturates (requests wait on a >=95% full pool)')}",
         f"  preemption     {_when(result.first_preemption, unit, 'preempts')}",
     ]
     headroom = cfg.engine.headroom_bytes
@@ -201,7 +203,8 @@ def _rank_lines(result: DpResult, column: str, percent: bool, x0: float, x1: flo
         ys = [max(values[i] for i in b) * scale for b in buckets]
         colour = RANK_COLOURS[k % len(RANK_COLOURS)]
         parts.append(
-            f'<polyline class="rank" data-rank="{k}" stroke="{colour}" points="{_points(xs, ys, x0, x1, top)}">'
+            f'<polyline class="rank" data-rank="{k}" stroke="{colour}" '
+            f'points="{_points(xs, ys, x0, x1, top)}">'
             f"<title>rank {k}</title></polyline>"
         )
     return "".join(parts)
@@ -264,7 +267,7 @@ svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#cc
 {chr(10).join(charts)}
 <details><summary>JSON</summary><pre>{data}</pre></details>
 </body></html>
-"""
+"""  # noqa: E501
 
 
 def dp_sweep_table(name: str, rows: Sequence[tuple[str, DpResult, Sequence[Summary]]]) -> str:
