@@ -921,7 +921,7 @@ def build() -> list[dict[str, Any]]:
         add(
             model_id,
             from_shared_record(rec),
-            sources + ["../shared/data/models/catalog.jsonl (verified record)"],
+            sources,  # the verified record's own public sources
             total,
         )
     for extra in EXTRA:
