@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from oomguard import api_fields
 from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
@@ -36,6 +37,22 @@ class Request:
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
+
+    def __post_init__(self) -> None:
+        # checked on arrival: the API's callers get a ConfigError naming the field, not a TypeError later
+        if self.command is not None:
+            api_fields.command(self.command)
+        api_fields.optional_text(self.model, "model")
+        api_fields.optional_text(self.engine, "engine")
+        api_fields.optional_text(self.gpu, "gpu")
+        api_fields.optional_text(self.engine_version, "version")
+        api_fields.flags(self.flags)
+        api_fields.byte_size(self.gpu_memory, "gpu_memory", text_allowed=True)
+        api_fields.count(self.replicas_per_gpu, "replicas_per_gpu")
+        api_fields.count(self.local_gpus, "node_gpus", optional=True)
+        api_fields.measured(self.measured)
+        api_fields.byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
+        object.__setattr__(self, "usage", api_fields.usage(self.usage))
 
     def with_flags(self, **changes: Any) -> Request:
         merged = dict(self.flags)
