@@ -18,7 +18,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from oomguard import api_fields
+from oomguard.api_fields import check_count
 from oomguard.errors import InputFormatError, UnknownOptionError, shown
 from oomguard.host.ledger import HostLedger
 from oomguard.host.limits import given_limits
@@ -166,7 +166,7 @@ def plan(
         local_gpus=node_gpus,
     )
     for length in at_lengths:
-        api_fields.count(length, "at_lengths")
+        check_count(length, "at_lengths")
     planner = engine_for(request)
     for name in settings:
         if not planner.knows_setting(name):

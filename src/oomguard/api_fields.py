@@ -16,7 +16,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def command(value: Any, name: str = "command") -> None:
+def check_command_type(value: Any, name: str = "command") -> None:
     """A launch command: one string as pasted, or an argv of strings."""
     if isinstance(value, str):
         return
@@ -25,12 +25,12 @@ def command(value: Any, name: str = "command") -> None:
     raise ConfigError(f"{name} must be a string or a list of strings, got {shown(value)}")
 
 
-def optional_text(value: Any, name: str) -> None:
+def check_text(value: Any, name: str) -> None:
     if value is not None and not isinstance(value, str):
         raise ConfigError(f"{name} must be a string, got {shown(value)}")
 
 
-def byte_size(value: Any, name: str, *, text_allowed: bool) -> None:
+def check_byte_size(value: Any, name: str, *, text_allowed: bool) -> None:
     """Bytes as an int (or a whole finite float) >= 0; "80GiB"-style text where the field parses it."""
     if value is None or (text_allowed and isinstance(value, str)):
         return
@@ -41,14 +41,14 @@ def byte_size(value: Any, name: str, *, text_allowed: bool) -> None:
         raise ConfigError(f"{name} must be {kind} >= 0, got {shown(value)}")
 
 
-def count(value: Any, name: str, *, minimum: int = 1, optional: bool = False) -> None:
+def check_count(value: Any, name: str, *, minimum: int = 1, optional: bool = False) -> None:
     if optional and value is None:
         return
     if not _is_int(value) or value < minimum:
         raise ConfigError(f"{name} must be a whole number >= {minimum}, got {shown(value)}")
 
 
-def usage(value: Any) -> Usage:
+def as_usage(value: Any) -> Usage:
     """A Usage, or its name as text ("serve", "llm")."""
     if isinstance(value, Usage):
         return value
@@ -62,7 +62,7 @@ def usage(value: Any) -> Usage:
 SIGNED_TERMS = frozenset({"non_torch"})
 
 
-def measured(value: Any) -> None:
+def check_measured(value: Any) -> None:
     """Calibrated terms: term name -> bytes, >= 0 except for SIGNED_TERMS (a negative weights term would make
     room that is not there)."""
     if not isinstance(value, Mapping):
@@ -74,6 +74,6 @@ def measured(value: Any) -> None:
             raise ConfigError(f"measured[{term!r}] must be a whole number of bytes >= 0, got {shown(size)}")
 
 
-def flags(value: Any) -> None:
+def check_flags(value: Any) -> None:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigError(f"flags must be a mapping of setting name -> value, got {shown(value)}")

@@ -12,7 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from oomguard import api_fields
+from oomguard.api_fields import (
+    as_usage,
+    check_byte_size,
+    check_command_type,
+    check_count,
+    check_flags,
+    check_measured,
+    check_text,
+)
 from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
@@ -41,18 +49,18 @@ class Request:
     def __post_init__(self) -> None:
         # checked on arrival: the API's callers get a ConfigError naming the field, not a TypeError later
         if self.command is not None:
-            api_fields.command(self.command)
-        api_fields.optional_text(self.model, "model")
-        api_fields.optional_text(self.engine, "engine")
-        api_fields.optional_text(self.gpu, "gpu")
-        api_fields.optional_text(self.engine_version, "version")
-        api_fields.flags(self.flags)
-        api_fields.byte_size(self.gpu_memory, "gpu_memory", text_allowed=True)
-        api_fields.count(self.replicas_per_gpu, "replicas_per_gpu")
-        api_fields.count(self.local_gpus, "node_gpus", optional=True)
-        api_fields.measured(self.measured)
-        api_fields.byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
-        object.__setattr__(self, "usage", api_fields.usage(self.usage))
+            check_command_type(self.command)
+        check_text(self.model, "model")
+        check_text(self.engine, "engine")
+        check_text(self.gpu, "gpu")
+        check_text(self.engine_version, "version")
+        check_flags(self.flags)
+        check_byte_size(self.gpu_memory, "gpu_memory", text_allowed=True)
+        check_count(self.replicas_per_gpu, "replicas_per_gpu")
+        check_count(self.local_gpus, "node_gpus", optional=True)
+        check_measured(self.measured)
+        check_byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
+        object.__setattr__(self, "usage", as_usage(self.usage))
 
     def with_flags(self, **changes: Any) -> Request:
         merged = dict(self.flags)

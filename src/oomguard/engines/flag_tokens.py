@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oomguard import api_fields
+from oomguard.api_fields import check_command_type
 from oomguard.errors import ConfigError
 
 # `KEY=value` before the launcher is an environment variable (VLLM_*, SGLANG_*, CUDA_VISIBLE_DEVICES ...).
@@ -27,7 +27,7 @@ LARGEST_INT = 1 << 50
 
 def split_command(command: Sequence[str] | str) -> list[str]:
     """A command as pasted (one string, `\\` line continuations) or as argv -> argv."""
-    api_fields.command(command)
+    check_command_type(command)
     if isinstance(command, str):
         try:
             return shlex.split(command.replace("\\\n", " "))
