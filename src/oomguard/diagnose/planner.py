@@ -263,10 +263,11 @@ def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
     if result is None:
         return []
     try:
-        from oomguard.planning.advise import suggest_fixes
+        from oomguard.engines.vllm.engine import PLANNER as VLLM
+        from oomguard.planning.fix_search import search_fixes
 
         with _offline():
-            fixes = suggest_fixes(result, limit=limit)
+            fixes = search_fixes(VLLM, result, limit=limit)
     except PLANNER_FAILURES:
         return []
     out = []

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from oomguard.engines.vllm.cli_flags import RefusedFlagError
+from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.engines.vllm.engine import plan_host
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
 from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
@@ -31,7 +32,7 @@ from oomguard.host.ledger import HostLedger, HostLimits, HostVerdict
 from oomguard.host.limits import docker_limits, given_limits, pod_limits
 from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
 from oomguard.kinds import Verdict
-from oomguard.planning.advise import suggest_fixes
+from oomguard.planning.fix_search import search_fixes
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
 
@@ -190,7 +191,7 @@ def _check_gpu(
     if vllm_version is None and deployment.vllm_version:
         name += f" (vLLM {result.engine.vllm_version}, from the image tag)"
     if not result.fits:
-        fixes = suggest_fixes(result, limit=2)
+        fixes = search_fixes(VLLM, result, limit=2)
         hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
         return CheckResult(
             deployment,
@@ -200,7 +201,7 @@ def _check_gpu(
         )
     gpus = result.engine.total_gpus
     if result.verdict == Verdict.MARGINAL and not allow_marginal and result.margin is not None:
-        fixes = suggest_fixes(result, limit=1)
+        fixes = search_fixes(VLLM, result, limit=1)
         hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
         return CheckResult(
             deployment,

@@ -241,12 +241,17 @@ class SglangPlanner:
     def candidates(self, base: SglangPlan) -> list[FixCandidate]:
         return sglang_fixes.fix_candidates(base)
 
-    def widen(self, base: SglangPlan, candidate: FixCandidate) -> FixCandidate | None:
+    def follow_up(
+        self, base: SglangPlan, trial: SglangPlan, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        """SGLang's candidates stand alone: none needs a second setting to start."""
         return None
 
-    def fix_result(self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate) -> FixResult:
+    def fix_result(
+        self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate, flags: Mapping[str, Any]
+    ) -> FixResult:
         return FixResult(
-            flags=dict(candidate.flags),
+            flags=dict(flags),
             summary=candidate.summary,
             cost=sglang_fixes.describe(base, fixed),
             command=" ".join(fixed.engine.args.to_argv()),
