@@ -4,10 +4,10 @@ The log is the shape of a real vLLM server's day: a third of its lines the perio
 the rest access-log lines, a few warnings, a runtime CUDA OOM traceback at the end. It is written to /tmp by
 ../shared/tools/bench_inputs/make_server_log.py when that generator is there (else by the same mix below),
 read by the real CLI in a child process (wall time; CPU time of all its processes, the workers that survey
-the chunks of a large file on the other cores included; peak RSS of the largest), compared with `grep -c` over
-the same file in the same run (the machine's speed at that moment), and, with --verify, with the full read (every line
-to every parser): the top cause, its KV-usage evidence line and that line's number must be identical.
-The file is deleted at the end.
+the chunks of a large file on the other cores included; peak RSS of the largest), compared with `grep -c`
+over the same file in the same run (the machine's speed at that moment), and, with --verify, with the full
+read (every line to every parser): the top cause, its KV-usage evidence line and that line's number must be
+identical. The file is deleted at the end.
 
 Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify]     (default: 300 1024)
 """
@@ -145,7 +145,8 @@ def bench(size_mb: int, verify: bool) -> bool:
         os.unlink(path)
     mb = size / 1e6
     print(
-        f"log: {mb:,.0f} MB written by {made_by}; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+        f"log: {mb:,.0f} MB written by {made_by}; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     print(f"  grep -c            {mb / grep_wall:7,.0f} MB/s  ({grep_wall:.2f} s wall, {grep_cpu:.2f} s CPU)")
     print(
