@@ -239,3 +239,24 @@ def test_a_chunk_edge_inside_an_overlong_line_falls_back_to_the_stream_reader(
     full, _ = _read_file(path, Reading.EVERY_LINE)
     fast, _ = _read_file(path, Reading.GATED)
     assert [f.where for f in fast] == [f.where for f in full]
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_a_docker_compose_log_reads_the_same_and_its_tables_are_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`docker compose logs` puts "vllm-1  | " before every line: the "|" that ends a table row is what
+    marks it, not the "|" of the prefix (which made every line of such a log go to every parser)."""
+    extras = {i: NVIDIA for i in range(100, 3000, 500)} | {2990: OOM}
+    lines = _log(random.Random(13), 3000, extras).decode().splitlines()
+    text = "".join(f"vllm-1  | {line}\n" for line in lines).encode()
+    evidence = assert_same_reading(text)
+    assert evidence.count(GpuProcess) == 6
+    assert evidence.count(LoadSample) > 1000
+    fed: list[int] = []
+    real = gated.feed_line
+    monkeypatch.setattr(
+        gated, "feed_line", lambda ctx, parsers, line: fed.append(1) or real(ctx, parsers, line)
+    )
+    _read(text, Reading.GATED)
+    assert len(fed) < len(lines) // 4  # the tables, the traceback, the series lines the store keeps
