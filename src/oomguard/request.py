@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from oomguard.api_fields import (
     as_usage,
@@ -24,9 +24,23 @@ from oomguard.api_fields import (
 from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
+if TYPE_CHECKING:  # Self is typing's from Python 3.11; annotations are not evaluated at run time
+    from typing_extensions import Self
+
+
+class ChangesFlags:
+    """`with_flags` of the frozen request dataclasses that carry settings under the engine's names as `flags`
+    (this neutral Request, vLLM's PlanRequest, SGLang's SglangRequest)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    flags: Mapping[str, Any]
+
+    def with_flags(self, **changes: Any) -> Self:
+        return replace(self, flags={**self.flags, **changes})
+
 
 @dataclass(frozen=True)
-class Request:
+class Request(ChangesFlags):
     """One deployment to plan. `engine` None: read from the command (vLLM unless it is SGLang's)."""
 
     command: Sequence[str] | str | None = None
@@ -61,8 +75,3 @@ class Request:
         check_measured(self.measured)
         check_byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
         object.__setattr__(self, "usage", as_usage(self.usage))
-
-    def with_flags(self, **changes: Any) -> Request:
-        merged = dict(self.flags)
-        merged.update(changes)
-        return replace(self, flags=merged)
