@@ -24,6 +24,7 @@ from oomguard.diagnose.sources import (
     free,
     kernel_oom,
     kubectl,
+    llama_cpp,
     metrics,
     nvidia_smi,
     prose,
@@ -44,6 +45,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     cgroup,
     kubectl,
     free,
+    llama_cpp,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20
