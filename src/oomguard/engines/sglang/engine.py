@@ -66,6 +66,7 @@ def native_request(request: Request) -> SglangRequest:
         flags=dict(request.flags),
         args=launch_args(request),
         used_by_other_processes=request.used_by_other_processes,
+        safety_bytes=request.safety_bytes,
     )
 
 
@@ -188,7 +189,8 @@ def to_result(
             weights_source=model.weights_source,
         ),
         gpu=result.gpu,
-        verdict=Verdict.FITS if result.fits else Verdict.WILL_NOT_START,
+        verdict=result.verdict,
+        margin=result.margin,
         failure=result.failure,
         errors=result.errors,
         warnings=result.warnings,
@@ -235,8 +237,8 @@ class SglangPlanner:
         return plan_sglang(base.request.with_flags(**flags))
 
     def fits(self, candidate: SglangPlan) -> bool:
-        """A fix must start and leave no warning (SGLang's warnings are thin headroom or a short pool)."""
-        return candidate.fits and not candidate.warnings
+        """A fix must start with margin and leave no warning (thin headroom or a short pool)."""
+        return candidate.verdict == Verdict.FITS and not candidate.warnings
 
     def candidates(self, base: SglangPlan) -> list[FixCandidate]:
         return sglang_fixes.fix_candidates(base)
