@@ -137,8 +137,9 @@ class Parser(LineParser):
                 line,
                 body,
                 "max-model-len-exceeds-kv",
-                context_tokens=self.n_ctx,
-                kv_bytes=self.kv_bytes or None,
+                max_model_len=self.n_ctx,  # the context is what llama.cpp sizes the KV cache by
+                kv_needed_bytes=requested if "kv cache" in body or "llama_kv_cache" in body else None,
+                kv_buffer_bytes=self.kv_bytes or None,  # KV buffers allocated before the failure
                 requested_bytes=requested,
             )
 
