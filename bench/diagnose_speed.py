@@ -3,10 +3,11 @@
 The log is the shape of a real vLLM server's day: a third of its lines the periodic engine stats line, most of
 the rest access-log lines, a few warnings, a runtime CUDA OOM traceback at the end. It is written to /tmp by
 ../shared/tools/bench_inputs/make_server_log.py when that generator is there (else by the same mix below),
-read by the real CLI in a child process (wall time, CPU time, peak RSS), compared with `grep -c` over the same
-file in the same run (the machine's speed at that moment), and, with --verify, with the full read (every line
-to every parser): the top cause, its KV-usage evidence line and that line's number must be identical.
-The file is deleted at the end.
+read by the real CLI in a child process (wall time; CPU time of all its processes, the workers that survey
+the chunks of a large file on the other cores included; peak RSS of the largest), compared with `grep -c`
+over the same file in the same run (the machine's speed at that moment), and, with --verify, with the full
+read (every line to every parser): the top cause, its KV-usage evidence line and that line's number must be
+identical. The file is deleted at the end.
 
 Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify]     (default: 300 1024)
 """
@@ -104,7 +105,9 @@ def timed(cmd: list[str]) -> tuple[float, float, int, str]:
     """Wall seconds, CPU seconds, peak RSS (MiB) of the child, its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    # As installed: pip writes the bytecode at install time, so the child may write and reuse it here too.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**env, "LC_ALL": "C"})
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -141,7 +144,10 @@ def bench(size_mb: int, verify: bool) -> bool:
     finally:
         os.unlink(path)
     mb = size / 1e6
-    print(f"log: {mb:,.0f} MB written by {made_by}")
+    print(
+        f"log: {mb:,.0f} MB written by {made_by}; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  grep -c            {mb / grep_wall:7,.0f} MB/s  ({grep_wall:.2f} s wall, {grep_cpu:.2f} s CPU)")
     print(
         f"  oomguard diagnose  {mb / wall:7,.0f} MB/s  ({wall:.2f} s wall, {cpu:.2f} s CPU = {mb / cpu:,.0f} "
