@@ -9,7 +9,7 @@ over the same file in the same run (the machine's speed at that moment), and, wi
 read (every line to every parser): the top cause, its KV-usage evidence line and that line's number must be
 identical. The file is deleted at the end.
 
-Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify]     (default: 300 1024)
+Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify] [--compose]     (default: 300 1024)
 """
 
 from __future__ import annotations
@@ -121,11 +121,21 @@ def answer(report: dict[str, Any]) -> tuple[str, str, str]:
     return top["class"], kv["where"], kv["why"]
 
 
-def bench(size_mb: int, verify: bool) -> bool:
+def as_compose_log(path: str) -> None:
+    """Rewrite the log as `docker compose logs` prints it: "vllm-1  | " before every line."""
+    with open(path, "rb") as src, open(path + ".compose", "wb") as out:
+        out.writelines(b"vllm-1  | " + line for line in src)
+    os.replace(path + ".compose", path)
+
+
+def bench(size_mb: int, verify: bool, compose: bool) -> bool:
     fd, path = tempfile.mkstemp(prefix="oomguard-bench-", suffix=".log", dir="/tmp")
     os.close(fd)
     try:
         made_by = generate(path, size_mb)
+        if compose:
+            as_compose_log(path)
+            made_by += ", docker compose prefix on every line"
         size = os.path.getsize(path)
         subprocess.run(["cat", path], check=True, stdout=subprocess.DEVNULL)  # warm the page cache
         grep_wall, grep_cpu, _, _ = timed(["grep", "-c", "KV cache usage", path])
@@ -168,9 +178,9 @@ def bench(size_mb: int, verify: bool) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    verify = "--verify" in argv
-    sizes = [int(a) for a in argv if a != "--verify"] or [300, 1024]
-    ok = all(bench(size, verify) for size in sizes)
+    verify, compose = "--verify" in argv, "--compose" in argv
+    sizes = [int(a) for a in argv if not a.startswith("--")] or [300, 1024]
+    ok = all(bench(size, verify, compose) for size in sizes)
     return 0 if ok else 1
 
 

@@ -35,6 +35,8 @@ def _load_hyperscan() -> ModuleType | None:
 
 hyperscan = _load_hyperscan()
 
+# Notes on lines a parser could not read, at most (a garbled log would otherwise flood the report).
+MAX_UNREADABLE_NOTES = 5
 # A line longer than MAX_LINE spans at least one whole block of this size without a newline.
 _LONG_PROBE = MAX_LINE // 2
 
@@ -42,20 +44,29 @@ _LONG_PROBE = MAX_LINE // 2
 class TriggerScan:
     """One compiled scan for a set of words: the start of every line that holds one of them."""
 
-    def __init__(self, words: Sequence[str], caseless: Sequence[str], use_hyperscan: bool = True) -> None:
-        exprs = [re.escape(w).encode() for w in words] + [re.escape(w).encode() for w in caseless]
+    def __init__(
+        self,
+        words: Sequence[str],
+        caseless: Sequence[str],
+        use_hyperscan: bool = True,
+        line_ends: Sequence[str] = (),
+    ) -> None:
+        plain = [re.escape(w).encode() for w in words]
+        folded = [re.escape(w).encode() for w in caseless]
+        # A line end: the word, then only blanks (a CR of a CRLF line among them) up to the newline.
+        ending = [re.escape(w).encode() + rb"[ \t\r]*$" for w in line_ends]
+        exprs = plain + folded + ending
         self._regex: re.Pattern[bytes] | None = None
         self._db = None
         if not exprs:
             return
         if hyperscan is not None and use_hyperscan:
-            flags = [0] * len(words) + [hyperscan.HS_FLAG_CASELESS] * len(caseless)
+            flags = [0] * len(plain) + [hyperscan.HS_FLAG_CASELESS] * len(folded)
+            flags += [hyperscan.HS_FLAG_MULTILINE] * len(ending)
             self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
         else:
-            alternatives = [e for e in exprs[: len(words)]] + [
-                b"(?i:" + e + b")" for e in exprs[len(words) :]
-            ]
+            alternatives = plain + [b"(?i:" + e + b")" for e in folded] + [b"(?m:" + e + b")" for e in ending]
             self._regex = re.compile(b"|".join(alternatives))
 
     def line_starts(self, data: bytes, start: int, end: int) -> list[int]:
@@ -168,7 +179,11 @@ def feed_line(ctx: Context, parsers: Sequence[LineParser], line: Line) -> None:
     msg = split_prefix(line.text)
     ctx.time = msg.time
     for parser in parsers:
-        parser.feed(line, msg)
+        try:
+            parser.feed(line, msg)
+        except ValueError as err:  # a garbled number its pattern let through ("usage: 9.5.3%"): skip the line
+            if len(ctx.skipped) < MAX_UNREADABLE_NOTES:
+                ctx.skipped.append(f"line {line.no}: not read ({err})")
 
 
 class GatedReader:
@@ -195,8 +210,9 @@ class GatedReader:
             quiet = TriggerScan(sorted(words), [], self.use_hyperscan)
         return SurveyPlan(series, self._scan(everything), quiet)
 
-    def _words(self, started: frozenset[int]) -> tuple[list[str], list[str]]:
-        """The trigger words (case-sensitive, caseless) while the series in `started` have started."""
+    def _words(self, started: frozenset[int]) -> tuple[list[str], list[str], list[str]]:
+        """The trigger words (case-sensitive, caseless, line ends) while the series in `started` have
+        started."""
         markers = {s.series.marker for s in self.series}
         quiet = {w for i in started for w in self.series[i].series.quiet}
         owners: dict[str, int] = {}
@@ -206,10 +222,12 @@ class GatedReader:
         quiet = {w for w in quiet if owners.get(w, 0) <= 1}
         words: list[str] = []
         caseless: list[str] = []
+        line_ends: list[str] = []
         for p in self.parsers:
             words += [w for w in type(p).TRIGGERS.words if w not in markers and w not in quiet]
             caseless += list(type(p).TRIGGERS.caseless)
-        return sorted(set(words)), sorted(set(caseless))
+            line_ends += list(type(p).TRIGGERS.line_ends)
+        return sorted(set(words)), sorted(set(caseless)), sorted(set(line_ends))
 
     def _scan(self, started: frozenset[int] | None = None) -> TriggerScan:
         """The trigger scan while the series in `started` (default: those that have) have started: every
@@ -219,8 +237,8 @@ class GatedReader:
             started = frozenset(i for i, s in enumerate(self.series) if s.started)
         scan = self._scans.get(started)
         if scan is None:
-            words, caseless = self._words(started)
-            scan = self._scans[started] = TriggerScan(words, caseless, self.use_hyperscan)
+            words, caseless, line_ends = self._words(started)
+            scan = self._scans[started] = TriggerScan(words, caseless, self.use_hyperscan, line_ends)
         return scan
 
     def read_chunk(
