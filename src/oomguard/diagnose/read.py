@@ -21,13 +21,18 @@ from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs, plain_files
 from oomguard.diagnose.sources import (
     cgroup,
+    exllama,
     free,
     kernel_oom,
     kubectl,
+    llama_cpp,
+    metal,
     metrics,
     nvidia_smi,
     prose,
     sglang_log,
+    tensorrt_llm,
+    tgi,
     torch_snapshot,
     traceback,
     vllm_log,
@@ -44,6 +49,11 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     cgroup,
     kubectl,
     free,
+    llama_cpp,
+    tensorrt_llm,
+    tgi,
+    exllama,
+    metal,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20
