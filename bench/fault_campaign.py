@@ -12,7 +12,9 @@ pickles, logs and traces). A case held when the child finished before its deadli
 
 from __future__ import annotations
 
+import bz2
 import json
+import lzma
 import os
 import shutil
 import signal
@@ -659,6 +661,89 @@ def c7(h: Hostile, tmp: Path) -> Outcome:
     ok = run.code == 0 and "not a finite number" in run.stdout
     return Outcome(
         "C7", "a metrics file with num_requests_running +Inf", 10, [run], ok, "the line skipped, noted"
+    )
+
+
+HOST_RAM_LOG = (
+    'ERROR 06-02 09:39:03 [core.py:396]   File "/opt/img/site-packages/vllm/model_executor/model_loader/'
+    'weight_utils.py", line 441, in safetensors_weights_iterator\n'
+    'ERROR 06-02 09:39:03 [core.py:396]     with safe_open(st_file, framework="pt") as f:\n'
+    "ERROR 06-02 09:39:03 [core.py:396] RuntimeError: unable to mmap 16933256392 bytes from file "
+    "</models/model.safetensors>: Cannot allocate memory (12)\n"
+)
+
+
+def _first_line(run: Run) -> str:
+    return run.stdout.splitlines()[0] if run.stdout else ""
+
+
+@case("W6")
+def w6(h: Hostile, tmp: Path) -> Outcome:
+    plain, cr, docker = tmp / "host.log", tmp / "host-cr.log", tmp / "host-docker.log"
+    plain.write_text(HOST_RAM_LOG)
+    cr.write_text(HOST_RAM_LOG.replace("\n", "\r"))
+    docker.write_text(
+        "".join(
+            json.dumps({"log": line, "stream": "stderr", "time": "2026-06-02T09:39:03Z"}) + "\n"
+            for line in HOST_RAM_LOG.splitlines(keepends=True)
+        )
+    )
+    runs = [child(["diagnose", str(p)], 10) for p in (plain, cr, docker)]
+    answers = {_first_line(r) for r in runs}
+    return Outcome(
+        "W6",
+        "a host-RAM OOM log with CR-only endings and as Docker json-file records",
+        10,
+        runs,
+        len(answers) == 1 and "host-ram-oom" in runs[0].stdout,
+        " / ".join(sorted(answers)),
+    )
+
+
+@case("U1")
+def u1(h: Hostile, tmp: Path) -> Outcome:
+    runs = []
+    for name, data in (
+        ("bom", HOST_RAM_LOG.encode("utf-16")),
+        ("le", HOST_RAM_LOG.encode("utf-16-le")),
+        ("bz2", bz2.compress(HOST_RAM_LOG.encode())),
+        ("xz", lzma.compress(HOST_RAM_LOG.encode())),
+    ):
+        (tmp / f"{name}.log").write_bytes(data)
+        runs.append(child(["diagnose", str(tmp / f"{name}.log")], 10))
+    return Outcome(
+        "U1",
+        "the log as UTF-16 (BOM, no BOM), bzip2 and xz",
+        10,
+        runs,
+        all(r.code == 0 and "host-ram-oom" in r.stdout for r in runs),
+        "read: same cause as plain",
+    )
+
+
+OOM_LINE = (
+    b"ERROR 02-11 08:25:49 serving_chat.py:661] torch.OutOfMemoryError: CUDA out of memory. "
+    b"Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.13 GiB is free. "
+    b"Process 64697 has 78.00 GiB memory in use.\n"
+)
+H6_LINES = 50_000
+H6_DEADLINE_S = 120.0  # 2.4 ms a line: the pace a server in a crash loop cannot outrun
+
+
+@case("H6")
+def h6(h: Hostile, tmp: Path) -> Outcome:
+    log = tmp / "oom.log"
+    log.write_bytes(OOM_LINE * H6_LINES)
+    run = child(["diagnose", str(log)], H6_DEADLINE_S)
+    rate = log.stat().st_size / 2**20 / max(run.wall_s, 1e-9)
+    size_mib = log.stat().st_size / 2**20
+    return Outcome(
+        "H6",
+        f"{H6_LINES:,} OOM lines ({size_mib:.0f} MiB), each parsed in full",
+        H6_DEADLINE_S,
+        [run],
+        run.code == 0,
+        f"{rate:.2f} MiB/s wall, memory flat",
     )
 
 

@@ -1,7 +1,7 @@
 """Evidence inputs: files, directories (walked), archives (tar, tar.gz, tar.zst, zip; members read in memory
-or
-streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd and zstd'd logs
-(decompressed as they stream) and stdin.
+or streamed, never written to disk, so a hostile member name cannot escape anywhere), gzip'd, zstd'd, bzip2'd
+and xz'd logs (decompressed as they stream) and stdin. Text framed otherwise than UTF-8 lines (UTF-16, CR-only
+line endings, Docker's json-file records) is unframed as it streams (framing.py).
 
 Yields `(name, stream)` pairs; each stream must be consumed before the next pair is taken (tar from stdin is
 read as a stream). Anything that cannot be read is recorded in `skipped` with the reason, and reading goes on.
@@ -9,8 +9,10 @@ read as a stream). Anything that cannot be read is recorded in `skipped` with th
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 import os
 import sys
 import tarfile
@@ -22,6 +24,7 @@ from typing import Any, BinaryIO, cast
 
 import zstandard
 
+from oomguard.diagnose.framing import HEAD_BYTES, unframed
 from oomguard.errors import InputFormatError
 
 # Archives inside archives are opened up to this depth (a tarball of a support bundle of tarballs).
@@ -34,6 +37,10 @@ MAX_STDIN_ZIP = 512 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZIP_MAGIC = b"PK\x03\x04"
+BZ2_MAGIC = b"BZh"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+# What a corrupt compressed stream raises as it is read.
+CORRUPT = (OSError, EOFError, zstandard.ZstdError)
 
 
 class _Zstd(io.RawIOBase):
@@ -49,6 +56,22 @@ class _Zstd(io.RawIOBase):
         try:
             return int(self._reader.readinto(buffer))
         except zstandard.ZstdError as err:
+            raise OSError(str(err)) from err
+
+
+class _Xz(io.RawIOBase):
+    """An xz stream decompressed as it is read; corrupt data reads as an OSError, as a corrupt gzip does."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._file = lzma.LZMAFile(stream)  # noqa: SIM115 - closed with the stream it reads
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            return self._file.readinto(buffer)
+        except lzma.LZMAError as err:
             raise OSError(str(err)) from err
 
 
@@ -151,8 +174,21 @@ def _from_stream(
         yield from _from_tar_or_gzip(name, buffered, head, skipped, depth)
     elif depth < MAX_ARCHIVE_DEPTH and head.startswith(ZIP_MAGIC):
         yield from _from_zip(name, buffered, skipped, depth)
+    elif depth < MAX_ARCHIVE_DEPTH and head.startswith(BZ2_MAGIC) and _is_bz2(head):
+        yield from _from_compressed(name, ".bz2", cast(BinaryIO, bz2.BZ2File(buffered)), skipped, depth)
+    elif depth < MAX_ARCHIVE_DEPTH and head.startswith(XZ_MAGIC):
+        inner = cast(BinaryIO, io.BufferedReader(_Xz(buffered), 1 << 20))
+        yield from _from_compressed(name, ".xz", inner, skipped, depth)
     else:
-        yield name, buffered
+        # UTF-16, CR-only line endings, Docker's json-file records: undone here, so every reader sees the
+        # same UTF-8 lines whatever the framing
+        text, _ = unframed(buffered, _peek(buffered, HEAD_BYTES))
+        yield name, text
+
+
+def _is_bz2(head: bytes) -> bool:
+    """'BZh', a block size digit, then the block magic (pi's digits): not a log line that starts with BZh."""
+    return len(head) >= 10 and head[3:4].isdigit() and head[4:10] == b"\x31\x41\x59\x26\x53\x59"
 
 
 def _from_tar_or_gzip(
@@ -172,7 +208,7 @@ def _from_compressed(
     """The decompressed stream of a .gz / .zst: a tar archive, or one document (read as it streams)."""
     try:
         inner_head = _peek(inner, 512)
-    except (OSError, EOFError, zstandard.ZstdError) as err:
+    except CORRUPT as err:
         skipped.append(f"{name}: corrupt {suffix[1:]} data ({err})")
         return
     if _is_tar(inner_head):
@@ -197,7 +233,7 @@ def _from_tar(name: str, stream: BinaryIO, skipped: list[str], depth: int) -> It
                 if fileobj is None:
                     continue
                 yield from _guard(label, _from_stream(label, fileobj, skipped, depth + 1), skipped)  # type: ignore[arg-type]
-        except (tarfile.TarError, OSError, EOFError, zstandard.ZstdError) as err:
+        except (tarfile.TarError, *CORRUPT) as err:
             skipped.append(f"{name}: archive truncated or corrupt after the members read so far ({err})")
 
 
@@ -232,5 +268,5 @@ def _guard(
     """Nested readers may fail mid-way (truncated gzip): record it and go on with the next input."""
     try:
         yield from inner
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, zstandard.ZstdError) as err:
+    except (zipfile.BadZipFile, tarfile.TarError, *CORRUPT) as err:
         skipped.append(f"{name}: truncated or corrupt ({err})")

@@ -31,9 +31,14 @@ _GPU = re.compile(
 )
 _PROC = re.compile(rf"Process\s*(?P<pid>\d+)\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
 _THIS = re.compile(rf"this\s*process\s*has\s*(?P<v>{_S})\s*memory\s*in\s*use", re.IGNORECASE)
-_ALLOCATED = re.compile(rf"(?P<v>{_S})\s*is\s*allocated\s*by\s*PyTorch", re.IGNORECASE)
-_PRIVATE = re.compile(rf"(?P<v>{_S})\s*allocated\s*in\s*private\s*pools", re.IGNORECASE)
-_RESERVED = re.compile(rf"(?P<v>{_S})\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.IGNORECASE)
+# The three quantities a size precedes are found by their words first, then the size just before them: a
+# pattern that opens with a size is tried at every position of the message (~100x slower on a long line).
+_ALLOCATED = re.compile(r"\s*is\s*allocated\s*by\s*PyTorch", re.IGNORECASE)
+_PRIVATE = re.compile(r"\s*allocated\s*in\s*private\s*pools", re.IGNORECASE)
+_RESERVED = re.compile(r"\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.IGNORECASE)
+_SIZE_AT_END = re.compile(rf"(?P<v>{_S})$", re.IGNORECASE)
+# A size is at most this many characters ("1,234,567,890,123 bytes").
+_SIZE_CHARS = 48
 _OLD = re.compile(
     rf"\(GPU\s*(?P<dev>\d+);\s*(?P<total>{_S})\s*total\s*capacity;\s*(?P<alloc>{_S})\s*already\s*allocated;\s*"
     rf"(?P<free>{_S})\s*free;\s*(?:(?:{_S})\s*allowed;\s*)?(?P<reserved>{_S})\s*(?:reserved|cached)",
@@ -76,6 +81,33 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
     return log_size(m.group(group)) if m else None
 
 
+def _size_before(words: re.Pattern[str], text: str) -> int | None:
+    """The size written just before the first occurrence of `words` that has one."""
+    for m in words.finditer(text):
+        size = _SIZE_AT_END.search(text, max(0, m.start() - _SIZE_CHARS), m.start())
+        if size:
+            return log_size(size.group("v"))
+    return None
+
+
+# Every RUNTIME_OOM alternative holds one of these (lower case): the pattern runs only where one is.
+_RUNTIME_WORDS = (
+    "cudamalloc",
+    "cuda failure 2",
+    "cublas_status_alloc_failed",
+    "cudaerrormemory",
+    "cuda error: out of memory",
+    "cuda_error_out_of_memory",
+    "hiperroroutofmemory",
+)
+
+
+def runtime_oom(text: str) -> bool:
+    """A CUDA runtime allocation failure (RUNTIME_OOM), checked by its words before the pattern runs."""
+    low = text.lower()
+    return any(word in low for word in _RUNTIME_WORDS) and RUNTIME_OOM.search(text) is not None
+
+
 def read(text: str) -> AllocatorReport | None:
     """The allocator message in `text` (one message with its wrapped continuation), or None."""
     mapper = _MAPPER.search(text)
@@ -112,14 +144,14 @@ def read(text: str) -> AllocatorReport | None:
             free=log_size(gpu.group("free")) if gpu else None,
             this_process=_size(_THIS.search(text)),
             processes=tuple((int(p.group("pid")), log_size(p.group("v")) or 0) for p in _PROC.finditer(text)),
-            allocated=_size(_ALLOCATED.search(text)),
-            private_pools=_size(_PRIVATE.search(text)),
-            reserved_unallocated=_size(_RESERVED.search(text)),
+            allocated=_size_before(_ALLOCATED, text),
+            private_pools=_size_before(_PRIVATE, text),
+            reserved_unallocated=_size_before(_RESERVED, text),
         )
     ggml = _GGML.search(text)
     if ggml:
         return AllocatorReport("engine", requested=_size(ggml), device=int(ggml.group("dev")))
-    if RUNTIME_OOM.search(text):
+    if runtime_oom(text):
         return AllocatorReport("cuda-runtime")
     return None
 

@@ -139,7 +139,7 @@ class Parser(LineParser):
 
     def _allocator(self, line: Line, msg: Message) -> None:
         body = msg.body
-        if not any(w in body for w in _OOM_WORDS) and not allocator.RUNTIME_OOM.search(body):
+        if not any(w in body for w in _OOM_WORDS) and not allocator.runtime_oom(body):
             return
         if "warming up" in body:
             return  # vLLM's own sampler/pooler warm-up message, read by the vLLM parser
