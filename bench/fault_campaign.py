@@ -726,7 +726,7 @@ OOM_LINE = (
     b"Tried to allocate 1.15 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.13 GiB is free. "
     b"Process 64697 has 78.00 GiB memory in use.\n"
 )
-H6_LINES = 50_000
+H6_LINES = 20_000
 H6_DEADLINE_S = 120.0  # 2.4 ms a line: the pace a server in a crash loop cannot outrun
 
 
