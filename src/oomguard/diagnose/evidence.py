@@ -171,6 +171,7 @@ SIGNALS = frozenset(
         "prose-int32",
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
+        "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)
     }
 )
 

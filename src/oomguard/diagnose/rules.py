@@ -487,6 +487,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _config(setup, tally, sit)
     _weights_vs_device(setup, tally, sit)
     _prose(ev, tally)
+    _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
 
@@ -1163,11 +1164,6 @@ def _host(ev: Evidence, t: Tally) -> None:
         t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
         if t.score("host-ram-oom") > 0:
             t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
-    growth = ev.signals("prose-growth", "prose-leak")
-    if growth and t.score("host-ram-oom") > 0:
-        t.add(
-            "memory-leak", MEDIUM, "the memory grew over time before the kill (the report says so)", growth[0]
-        )
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -1404,13 +1400,30 @@ def _prose(ev: Evidence, t: Tally) -> None:
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
 
 
+def _growth_before_kill(ev: Evidence, t: Tally) -> None:
+    """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
+    where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
+    grow)."""
+    growth = ev.signals("prose-growth", "prose-leak")
+    if not growth or t.score("host-ram-oom") <= 0:
+        return
+    why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
+    t.add("memory-leak", STRONG, why, growth[0])
+    t.add("host-ram-oom", -WEAK, why, growth[0])
+
+
 def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
     """When little places the failure, the usual suspects in the order they usually are."""
     t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
     if not sit.failures:
         for s in ev.signals("exception")[:2]:
             t.add("other", PRIOR, "an exception with no memory mechanism recognised in it", s)
-    said_oom = not sit.failures and ev.has("prose-oom")  # the reporter's words are all there is
+        for s in ev.signals("failure-words")[:1]:
+            t.add("other", PRIOR, "a failure is named, in no form any reader recognised", s)
+    # The reporter's words are all there is.
+    said_oom = not sit.failures and (
+        ev.has("prose-oom") or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
     if any(isinstance(f, OomMessage) for f in sit.failures) or said_oom:
         for cls, w in (
             ("activation-peak", PRIOR * 2),

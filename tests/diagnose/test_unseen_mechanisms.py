@@ -1,0 +1,100 @@
+"""Mechanisms that decide reports unlike the development set (issue 8): every text that names a failure is
+answered, a growth before a host kill is the leak, and the stacks of engines other than vLLM V1 are placed.
+Texts are real, pasted as in the cited public threads."""
+
+from __future__ import annotations
+
+import io
+
+from oomguard.diagnose.diagnosis import diagnose
+from oomguard.diagnose.evidence import Evidence
+from oomguard.diagnose.read import read_one, require_evidence
+
+
+def ranked(text: str) -> list[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    require_evidence(evidence)
+    return [c.cls for c in diagnose(evidence).causes]
+
+
+def signals(text: str) -> set[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    return {getattr(f, "name", "") for f in evidence}
+
+
+# https://github.com/sgl-project/sglang/issues/5372: the first "OOM" of the line is negated, the next are not.
+NEGATED_THEN_SAID = (
+    "The `--mem-fraction-static` of our online sglang server is 0.95, and it has been running healthily and "
+    "stably for a long time. Reducing `--mem-fraction-static` to 0.94 or 0.93 will definitely not cause OOM "
+    "and I confirmed this.  But as I mentioned above, with args `--mem-fraction-static=0.95,  "
+    "--hicache-ratio=2 ` , OOM occurs before the server is successfully started,  with args "
+    "`--mem-fraction-static=0.94,  `--hicache-ratio=2` , sglang server is successfully started but "
+    "OOM occurs "
+    "while running the benchmark."
+)
+# https://github.com/vllm-project/vllm/issues/32714: no reader recognises the lines, a memory quantity in use.
+SLEEP_RESIDUAL_PROSE = (
+    "In v 0.13.0 sleep level 1 with 4x3090 and qwen3 30b model results in 1.14Gb used on each GPU "
+    "after sleep "
+    "enabled. Sleep is freed 20Gb+\n"
+    "In v 0.14 sleep level 1 results in 16Gb used on each GPU after sleep enabled, tested multiple "
+    "times, sleep "
+    "is freed ~6GB. Reverting to 0.13 fixes problem."
+)
+# https://github.com/vllm-project/production-stack/issues/687: a pod OOM-killed as its memory ramps up.
+ROUTER_RAMPS_UP = (
+    "We found an issue during the stability test that router Pod keeps restarting after running for "
+    "a certain "
+    "amount of time. It seems the router is restarted by k8s because of OOM. We configured the router Pod "
+    "limit with 2G memory initially. After raising to 16G, we observed that the memory usage of router is "
+    "unbounded and keeps ramping up."
+)
+# https://github.com/vllm-project/vllm/issues/2669: Ray's memory monitor kills the worker after hours.
+RAY_KILL_AFTER_HOURS = (
+    "Trying to spin a server with an asyncengine, with 'use_ray' on true. after a few hours, i get the "
+    "following error:\n\n"
+    "Memory on the node (IP: 169.254.181.2, ID: 708c7baf966d59aa3f08299830c349ca055293ebb1c33d8e72cd3336) "
+    "where the task (actor ID: 0dab4ab45f6c947201afac6d01000000, name=RayWorkerVllm.__init__, "
+    "pid=308, memory "
+    "used=11.15GB) was running was 12.49GB / 13.15GB (0.950003), which exceeds the memory usage threshold of "
+    "0.95. Ray killed this worker (ID: 79a553ea91fe46f95e8384ddf8a8f0a01e3418a975ecd0af983c7bb2) because it "
+    "was the most recently scheduled task; to see more information about memory usage on this node, use `ray "
+    "logs raylet.out -ip 169.254.181.2`."
+)
+# https://github.com/vllm-project/vllm/issues/9190: "no memory leak from ..." then "leaking memory".
+NEGATED_LEAK_THEN_SAID = (
+    "[Performance]: phi 3.5 vision model consuming high CPU RAM and the process getting killed\n"
+    "Since there is no memory leak from the model forwarding, the source of leaking memory might be various "
+    "(`scheduler` or `block_manager` etc)."
+)
+# https://github.com/defilantech/LLMKube/issues/1724: a container with no limit is "unbounded", not a growth.
+NO_LIMIT_IS_NOT_GROWTH = (
+    "`InferenceService` sets a memory **request** but never a memory **limit**, so\n"
+    "every serving container is unbounded. A model whose resident set exceeds\n"
+    "available RAM takes the whole node down instead of being OOM-killed and\n"
+    "restarted."
+)
+
+
+def test_a_negated_mention_does_not_hide_a_later_plain_one():
+    assert "prose-oom" in signals(NEGATED_THEN_SAID)
+    assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
+
+
+def test_text_naming_a_failure_no_reader_knows_is_answered():
+    assert ranked(NEGATED_THEN_SAID)  # no refusal
+    causes = ranked(SLEEP_RESIDUAL_PROSE)
+    assert causes and "failure-words" in signals(SLEEP_RESIDUAL_PROSE)
+
+
+def test_growth_before_a_host_kill_is_the_leak():
+    assert ranked(ROUTER_RAMPS_UP)[0] == "memory-leak"
+    assert ranked(RAY_KILL_AFTER_HOURS)[:2] == ["memory-leak", "host-ram-oom"]
+    assert ranked(NEGATED_LEAK_THEN_SAID)[0] == "memory-leak"
+
+
+def test_a_container_without_a_limit_is_not_a_growth():
+    assert "prose-growth" not in signals(NO_LIMIT_IS_NOT_GROWTH)
+    assert ranked(NO_LIMIT_IS_NOT_GROWTH)[0] == "host-ram-oom"
