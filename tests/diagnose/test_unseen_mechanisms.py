@@ -98,3 +98,11 @@ def test_growth_before_a_host_kill_is_the_leak():
 def test_a_container_without_a_limit_is_not_a_growth():
     assert "prose-growth" not in signals(NO_LIMIT_IS_NOT_GROWTH)
     assert ranked(NO_LIMIT_IS_NOT_GROWTH)[0] == "host-ram-oom"
+
+
+def test_a_setting_or_a_tool_name_is_no_failure_word():
+    for text in (
+        "model: Qwen/Qwen3-0.6B\ngpu-memory-utilization: 7\n",
+        "see oomguard --help for the options\n",
+    ):
+        assert "failure-words" not in signals(text)

@@ -150,13 +150,14 @@ _URL = re.compile(r"\(?https?://\S+\)?")
 # A sentence has at least this many words.
 MIN_WORDS = 4
 # Words of a failure in any line, machine text or prose: a document none of whose lines any reader
-# recognised still gets an answer when one of them says this (and exit 2 only when none does).
+# recognised still gets an answer when one of them says this (and exit 2 only when none does). "memory" as a
+# word, not a setting's name (gpu-memory-utilization).
 _FAILURE = re.compile(
-    r"(?i)\b(out of memory|oom\w*|killed|kill(s|ing)?|sigkill|enomem|memory|vram|exceptions?|errors?|"
-    r"crash\w*|traceback|panic\w*|segfault)\b|显存|内存|报错"
+    r"(?i)\b(out of memory|oom(s|ed|killed)?|killed|kill(s|ing)?|sigkill|enomem|vram|exceptions?|errors?|"
+    r"crash\w*|traceback|panic\w*|segfault)\b|(?<![\w-])memory(?![\w-])|显存|内存|报错"
     r"|\b\d+(\.\d+)?\s?[kmgt]i?b\b[^.;]{0,30}\b(used|in use|usage|free|allocated|reserved)\b"
 )
-_OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom\w*|enomem)\b|显存不足|爆显存")
+_OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
 
 
 def is_prose(line: Line, msg: Message) -> bool:
