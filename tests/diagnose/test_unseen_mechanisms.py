@@ -78,6 +78,92 @@ NO_LIMIT_IS_NOT_GROWTH = (
 )
 
 
+# https://github.com/TideDra/lmm-r1/issues/43: vLLM woke up in a colocated RLHF actor.
+WAKE_UP_FRAMES = (
+    '(ActorModelRayActor pid=348952)   File "/usr/local/lib/python3.10/dist-packages/vllm/devic'
+    'e_allocator/cumem.py", line 207, in wake_up\n'
+    "(ActorModelRayActor pid=348952)     create_and_map(handle)\n"
+    '(ActorModelRayActor pid=348952)   File "/usr/local/lib/python3.10/dist-packages/vllm/devic'
+    'e_allocator/cumem.py", line 75, in create_and_map\n'
+    "(ActorModelRayActor pid=348952)     python_create_and_map(*allocation_handle)\n"
+    "(ActorModelRayActor pid=348952) RuntimeError: CUDA Error: out of memory at /workspace/csrc"
+    "/cumem_allocator.cpp:62\n"
+    "(LLMRayActor pid=347860) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:"
+    "62 [repeated 3x across cluster]\n"
+)
+# https://github.com/verl-project/verl/issues/302: the sleep-mode allocator's OOM alone.
+SLEEP_ALLOCATOR_LINE = (
+    "cuda error: out of memory at /workspace/csrc/cumem_allocator.cpp:62\n"
+    "@mfj9999 Followed @wuxibin89 's answer, I lowered gpu_memory_utilization to 0.45 and made "
+    "it work.\n"
+)
+# https://github.com/sgl-project/sglang/issues/14942: the KV slot allocator under EAGLE's verify.
+KV_SLOTS_UNDER_EAGLE = (
+    '  File "/host_home/common_sync/sglang/python/sglang/srt/managers/scheduler.py", line 2050,'
+    " in run_batch\n"
+    "    batch_result = self.model_worker.forward_batch_generation(\n"
+    "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/host_home/common_sync/sglang/python/sglang/srt/speculative/eagle_worker.py", line'
+    " 300, in forward_batch_generation\n"
+    "    self.verify(batch, spec_info)\n"
+    '  File "/host_home/common_sync/sglang/python/sglang/srt/speculative/eagle_worker.py", line'
+    " 672, in verify\n"
+    "    spec_info.prepare_for_verify(batch, self.page_size)\n"
+    '  File "/host_home/common_sync/sglang/python/sglang/srt/speculative/eagle_info.py", line 1'
+    "11, in prepare_for_verify\n"
+    "    batch.out_cache_loc = alloc_token_slots(\n"
+)
+# https://github.com/sgl-project/sglang/issues/1087: FlashInfer's top-k/top-p sampling.
+FLASHINFER_SAMPLING = (
+    "Exception in ControllerSingle:\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 166, '
+    "in start_controller_process\n"
+    "    controller.loop_for_forward()\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 103, '
+    "in loop_for_forward\n"
+    "    out_pyobjs = self.tp_server.exposed_step(recv_reqs)\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/tp_worker.py", line 222, in expos'
+    "ed_step\n"
+    "    self.forward_step()\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/tp_worker.py", line 251, in forwa'
+    "rd_step\n"
+    "    self.forward_decode_batch(self.running_batch)\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/tp_worker.py", line 612, in forwa'
+    "rd_decode_batch\n"
+    "    next_token_ids = batch.sample(output.next_token_logits)\n"
+    '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/schedule_batch.py", line 760, in '
+    "sample\n"
+    "    batch_next_token_ids, success = top_k_top_p_sampling_from_probs(\n"
+    '  File "/home/tiger/.local/lib/python3.9/site-packages/flashinfer/sampling.py", line 483, '
+    "in top_k_top_p_sampling_from_probs\n"
+)
+# https://github.com/sgl-project/sglang/pull/1498: SGLang allocating CUDA-graph state.
+SGLANG_GRAPH_STATE = (
+    '  File "/opt/tiger/sglang/python/sglang/srt/model_executor/model_runner.py", line 504, in '
+    "init_cuda_graphs\n"
+    "    self.cuda_graph_runner = CudaGraphRunner(self)\n"
+    "                             ^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/opt/tiger/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 143'
+    ", in __init__\n"
+    "    self.model_runner.attn_backend.init_cuda_graph_state(self.max_num_token)\n"
+    '  File "/opt/tiger/sglang/python/sglang/srt/layers/attention/triton_backend.py", line 72, '
+    "in init_cuda_graph_state\n"
+    "    self.cuda_graph_attn_logits = torch.empty(\n"
+    "                                  ^^^^^^^^^^^^\n"
+    "torch.O\n"
+)
+# https://github.com/InternLM/lmdeploy/issues/3646: TurboMind's weights outside PyTorch.
+NON_TORCH_ENGINE = (
+    "return torch._C._nn.pad(input, pad, mode, value)\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 112.00 MiB. GPU 0 has a tota"
+    "l capacity of 14.90 GiB of which 35.31 MiB is free. Including non-PyTorch memory, this pro"
+    "cess has 14.86 GiB memory in use. Of the allocated memory 336.00 MiB is allocated by PyTor"
+    "ch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but unallocated memory"
+    " is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -106,3 +192,21 @@ def test_a_setting_or_a_tool_name_is_no_failure_word():
         "see oomguard --help for the options\n",
     ):
         assert "failure-words" not in signals(text)
+
+
+def test_waking_up_into_memory_someone_else_took_is_another_process():
+    assert ranked(WAKE_UP_FRAMES)[0] == "other-process-or-shared-gpu"
+    assert ranked(SLEEP_ALLOCATOR_LINE)[0] == "other-process-or-shared-gpu"
+
+
+def test_the_kv_slot_allocator_failing_is_the_pool_not_its_caller():
+    assert ranked(KV_SLOTS_UNDER_EAGLE)[:2] == ["kv-exhaustion-at-runtime", "spec-decode-or-lora-extra"]
+
+
+def test_sglang_frames_are_placed():
+    assert ranked(FLASHINFER_SAMPLING)[0] == "sampler-or-logits"
+    assert ranked(SGLANG_GRAPH_STATE)[0] == "cuda-graph-capture"
+
+
+def test_a_process_full_of_memory_pytorch_did_not_allocate_is_an_engines_weights():
+    assert ranked(NON_TORCH_ENGINE)[0] == "weights-dont-fit"

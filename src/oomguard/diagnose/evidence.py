@@ -138,6 +138,7 @@ SIGNALS = frozenset(
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)  # noqa: E501
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
         # any exception line (a failure with nothing else recognised still gets an answer)

@@ -75,6 +75,9 @@ FRAGMENTED_NEGLIGIBLE = 256 * MIB
 # workspaces take (~0.5-2.5 GiB per process): another process or a non-PyTorch library holds it.
 OUTSIDE_PYTORCH_MIN = 3 * GIB
 OUTSIDE_PYTORCH_SHARE = 0.10
+# The failing process's own memory outside PyTorch's allocator at this share of the device is no CUDA
+# context or workspace (those are ~0.5-2.5 GiB): an engine's weights allocated outside PyTorch.
+OWN_OUTSIDE_SHARE = 0.5
 # Residual memory after sleep growing by this much across cycles is memory not given back.
 RESIDUAL_GROWTH = 512 * MIB
 # Another process holding this much of the GPU is worth naming.
@@ -137,6 +140,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prompt_logprobs",
             "gather_logprobs",
             "compute_logprobs",
+            "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
+            "sampling_from_probs",
         ),
     ),
     (
@@ -165,6 +170,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "qwen2_5_vl",
         ),
     ),
+    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
+    ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
+    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
@@ -182,6 +191,7 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cudagraph_capture",
             "profile_cudagraph_memory",
             "_init_minimal_kv_cache_for_profiling",
+            "init_cuda_graph",  # SGLang: init_cuda_graphs / the attention backend's init_cuda_graph_state
         ),
     ),
     (
@@ -693,6 +703,15 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 residual[0],
                 residual[-1],
             )
+    if "wake-up" not in sit.categories:
+        for s in ev.signals("sleep-mode-oom")[:1]:
+            t.add(
+                "other-process-or-shared-gpu",
+                MEDIUM + 0.5,
+                "the OOM came from the sleep-mode allocator, which maps memory back on wake-up: sleep mode "
+                "is how a GPU is shared with a trainer, and what the trainer holds is what is missing",
+                s,
+            )
     for s in ev.signals("kv-pool-dry"):
         t.add(
             "kv-exhaustion-at-runtime",
@@ -859,6 +878,17 @@ def _allocator_quantities(o: OomMessage, t: Tally) -> None:
             "memory-leak",
         ):
             t.add(cls, -STRONG, why, o)
+    if o.this_process is not None and o.allocated is not None and o.total:
+        own_outside = o.this_process - o.allocated - (o.reserved_unallocated or 0)
+        if own_outside >= OWN_OUTSIDE_SHARE * o.total:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM + 0.5,
+                f"the failing process holds {own_outside / GIB:.2f} GiB outside PyTorch's allocator "
+                f"(PyTorch itself {o.allocated / GIB:.2f} GiB): an engine that loads its weights outside "
+                "PyTorch (TurboMind, TensorRT) filled the device",
+                o,
+            )
     outside = outside_pytorch(o)
     if (
         outside is not None
@@ -915,6 +945,22 @@ def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
             STRONG,
             "the stack is in the expert-parallel all-to-all (dispatch/combine)",
             first("all2all"),
+        )
+    if "kv-slots" in cats and has_oom:
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG + 0.5,
+            "the allocation that failed is the KV pool's own slot allocator: the pool was full, whoever "
+            "asked for the slots",
+            first("kv-slots"),
+        )
+    if "wake-up" in cats and has_oom:
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "it failed re-mapping the memory the engine released when it went to sleep: something else on "
+            "the GPU (a colocated trainer) took that memory meanwhile",
+            first("wake-up"),
         )
     if "sampler" in cats and has_oom:
         t.add(

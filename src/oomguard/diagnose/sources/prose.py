@@ -147,6 +147,9 @@ _DUMP = re.compile(
 _MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")
+# A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).
+# (A URL is kept: the words of a linked page's address are the reporter's pick.)
+_PATH = re.compile(r"(?<![\w:/.~-])[.~]{0,2}(?:/[\w.-]+){2,}(?::\d+)?")
 # A sentence has at least this many words.
 MIN_WORDS = 4
 # Words of a failure in any line, machine text or prose: a document none of whose lines any reader
@@ -194,7 +197,7 @@ class Parser(LineParser):
             return
         if not is_prose(line, msg):
             return  # engine and tool output describe nothing about the failure in words
-        low = text.lower()
+        low = _PATH.sub(" ", text.lower())
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue

@@ -166,6 +166,8 @@ class Parser(LineParser):
         )
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
+        if "cumem_allocator" in text:
+            self.ctx.signal(line, text, "sleep-mode-oom")
 
     def _engine_memory_errors(self, line: Line, body: str) -> None:
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
