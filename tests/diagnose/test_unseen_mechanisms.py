@@ -210,3 +210,36 @@ def test_sglang_frames_are_placed():
 
 def test_a_process_full_of_memory_pytorch_did_not_allocate_is_an_engines_weights():
     assert ranked(NON_TORCH_ENGINE)[0] == "weights-dont-fit"
+
+
+# https://github.com/vllm-project/vllm/issues/15617: the sampler warm-up failing on 03-27.
+SAMPLER_WARMUP = (
+    "ERROR 03-27 17:34:18 [core.py:343] RuntimeError: CUDA out of memory occurred when warming up sampler "
+    "with 1024 dummy requests. Please try lowering max_num_seqs or gpu_memory_ut\n"
+)
+# https://github.com/vllm-project/vllm/issues/10439: no room for KV blocks on 11-18 (docker compose prefix).
+NO_CACHE_BLOCKS = (
+    'vllm-1  | ERROR 11-18 18:07:28 engine.py:366]   File "/usr/local/lib/python3.12/dist-packages/vllm/'
+    'worker/worker.py", line 493, in raise_if_cache_size_invalid\n'
+    'vllm-1  | ERROR 11-18 18:07:28 engine.py:366]     raise ValueError("No available memory for the cache '
+    'blocks. "\n'
+    "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: No available memory for the cache blocks. Try "
+    "increasing `gpu_memory_utilization` when initializing the engine.\n"
+)
+
+
+def test_a_directory_of_two_incidents_is_diagnosed_per_incident(run_diagnose):
+    code, result, _ = run_diagnose(SAMPLER_WARMUP, NO_CACHE_BLOCKS, names=("a/vllm.log", "b/vllm.log"))
+    assert code == 0
+    found = [(i["cause"], i["sources"][0].rsplit("/", 2)[-2]) for i in result["incidents"]]
+    assert found == [("sampler-or-logits", "a"), ("kv-cache-insufficient-at-startup", "b")]
+    assert "2 incidents" in result["skipped"][0]
+    code, text, _ = run_diagnose(SAMPLER_WARMUP, NO_CACHE_BLOCKS, args=())
+    assert code == 0 and text.startswith("2 incidents in the inputs")
+
+
+def test_ranks_failing_together_are_one_incident(run_diagnose):
+    code, result, _ = run_diagnose(
+        NO_CACHE_BLOCKS, NO_CACHE_BLOCKS.replace("18:07:28", "18:07:31"), names=("rank0.log", "rank1.log")
+    )
+    assert code == 0 and result["incidents"] == []
