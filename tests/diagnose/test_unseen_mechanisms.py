@@ -164,6 +164,37 @@ NON_TORCH_ENGINE = (
 )
 
 
+# https://github.com/vllm-project/vllm/issues/8903: a vision model failing in its profile run.
+VISION_MODEL_PROFILE = (
+    "docker run  --gpus all \\\n"
+    "    -v /data/hf_cache/ \\\n"
+    '    --env "HUGGING_FACE_HUB_TOKEN=<token>" \\\n'
+    "    -p 8000:8000 \\\n"
+    "    --ipc=host \\\n"
+    "    vllm/vllm-openai:latest \\\n"
+    "    --model meta-llama/Llama-3.2-11B-Vision-Instruct \\\n"
+    "    --tensor-parallel-size 4 \\\n"
+    "    --max-model-len 4096 \\\n"
+    "    --download_dir /data/vllm_cache \\\n"
+    "    --enforce-eager\n"
+    "VllmWorkerProcess pid=214) ERROR 09-27 05:20:38 multiproc_worker_utils.py:233] Exception"
+    " in worker VllmWorkerProcess while processing method determine_num_available_blocks: CUD"
+    "A out of memory. Tried to allocate 19.63 GiB. GPU 3 has a total capacity of 79.15 GiB of"
+    " which 17.73 GiB is free. Process 78729 has 61.41 GiB memory in use. Of the allocated me"
+    "mory 56.64 GiB is allocated by PyTorch, and 4.07 GiB is reserved by PyTorch but unalloca"
+    "ted. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=exp"
+    "andable_segments:True to avoid fragmentation.  See documentation for Memory Management  "
+    "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables), Tra\n"
+)
+# https://github.com/vllm-project/vllm/issues/18550: a sentence quoting a setting.
+SENTENCE_QUOTING_CODE = (
+    'I need 12 images in my prompt, but if I set limit_mm_per_prompt={"image": 12, "video": 0'
+    "}, vLLM will reserve 16384 * 12 tokens for multi-modal embeddings during the profiling s"
+    "tage, which causes an OOM error. However, I set max_pixels to 768 × 28 × 28 when loading"
+    " the Qwen2_5_VLProcessor, so each image would consume at most 768 tokens.\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -243,3 +274,18 @@ def test_ranks_failing_together_are_one_incident(run_diagnose):
         NO_CACHE_BLOCKS, NO_CACHE_BLOCKS.replace("18:07:28", "18:07:31"), names=("rank0.log", "rank1.log")
     )
     assert code == 0 and result["incidents"] == []
+
+
+def test_a_multimodal_models_profile_run_is_its_encoder():
+    assert ranked(VISION_MODEL_PROFILE)[:2] == ["multimodal-encoder", "activation-peak"]
+
+
+def test_a_sentence_quoting_code_is_still_a_sentence():
+    assert {"prose-multimodal", "prose-oom"} <= signals(SENTENCE_QUOTING_CODE)
+    assert ranked(SENTENCE_QUOTING_CODE)[0] == "multimodal-encoder"
+    # A log line's bracketed fields are no quoted code: it stays machine text.
+    nccl = (
+        "2025-09-24T03:57:03.905654827Z [2025-09-23 23:57:03] vllm-deepseek-ep-decode-0:1673:9080 [0] "
+        "include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'\n"
+    )  # https://github.com/vllm-project/vllm/issues/25597
+    assert "prose-library-regression" not in signals(nccl)

@@ -486,7 +486,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
-    _frames(ev, tally, sit)
+    _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
     _step(ev, step, tally)
@@ -930,7 +930,18 @@ def _other_process_bytes(o: OomMessage) -> int | None:
     return None
 
 
-def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
+def _multimodal_profile(ev: Evidence, setup: EngineSetup) -> tuple[Fact | None, str] | None:
+    """What says the profile run was a multimodal model's (whose profile runs the encoder on its largest
+    inputs x the profile batch): the engine's own multimodal-profile line, else the model's name."""
+    mm = ev.signals("milestone-mm-profile")
+    if mm:
+        return mm[-1], "it failed in the multimodal profile run"
+    if MULTIMODAL_MODEL.search(setup.model or ""):
+        return None, f"{setup.model} is multimodal and failed in its profile run"
+    return None
+
+
+def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     cats = sit.categories
     has_oom = sit.gpu_failure and not (
         sit.failures and all(isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures)
@@ -1000,14 +1011,13 @@ def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
             first("kv-alloc"),
         )
     if "profile" in cats and has_oom and not ({"sampler", "encoder", "cudagraph"} & cats.keys()):
-        mm = ev.signals("milestone-mm-profile")
+        mm = _multimodal_profile(ev, setup)
         if mm:
             t.add(
                 "multimodal-encoder",
                 STRONG,
-                "it failed in the multimodal profile run: the encoder runs on the "
-                "largest inputs x the profile batch",
-                mm[-1],
+                mm[1] + ": the encoder runs on the largest inputs x the profile batch",
+                mm[0],
                 first("profile"),
             )
         t.add(
@@ -1057,7 +1067,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     )  # the log stops at this step (a crash without its error text, or a bare stack)
     if not (generic_oom or ended_here):
         return
-    mm = ev.signals("milestone-mm-profile")
+    mm = _multimodal_profile(ev, setup)
     if sit.phase == "startup-weights":
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
@@ -1065,9 +1075,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
             t.add(
                 "multimodal-encoder",
                 STRONG if generic_oom else MEDIUM,
-                "it failed in the multimodal profile run "
-                "(the encoder at its largest input x the profile batch)",
-                mm[-1],
+                mm[1] + " (the encoder at its largest input x the profile batch)",
+                mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
     elif sit.phase == "startup-cudagraph":

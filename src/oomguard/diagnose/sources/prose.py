@@ -163,11 +163,18 @@ _FAILURE = re.compile(
 _OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
 
 
+# Code quoted inside a sentence ("if I set limit_mm_per_prompt={"image": 12}, vLLM will reserve ..."): the
+# sentence around it is judged without it.
+_INLINE = re.compile(r"\s*(?:`[^`]*`|\{[^{}]*\})\s*")
+
+
 def is_prose(line: Line, msg: Message) -> bool:
     """A reporter's sentence: no log level or process tag, not a table, dump, frame or exception line, and
-    mostly words."""
-    text = line.text.strip()
-    if msg.level or msg.tag or _TABLE.search(text) or _DUMP.search(text) or _MACHINE.match(text):
+    mostly words (code quoted inside the sentence aside)."""
+    if msg.level or msg.tag or _MACHINE.match(line.text.strip()):
+        return False
+    text = _INLINE.sub(" ", line.text.strip())
+    if _TABLE.search(text) or _DUMP.search(text):
         return False
     words = _WORD.findall(text)
     plain = _URL.sub("", text).replace(" ", "")
