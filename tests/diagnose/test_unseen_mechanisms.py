@@ -195,6 +195,21 @@ SENTENCE_QUOTING_CODE = (
 )
 
 
+# https://github.com/vllm-project/vllm/issues/8073: the setup in a Python LLM(...) call.
+LLM_CALL_WITH_DRAFT = (
+    'llm = LLM("nvidia/Llama-3.1-Minitron-4B-Width-Base", enable_prefix_caching=True, block_s'
+    "ize=3, gpu_memory_utilization=0.8, max_num_batched_tokens=11000,  max_model_len=11000, s"
+    'peculative_model="ibm-fms/llama3-8b-accelerator", num_speculative_tokens=1, use_v2_block'
+    "_manager=True)\n"
+    "In contrast, when SD is disabled, runs always complete even at high max_model_len`, `max"
+    "_num_batched_tokens` and `gpu_memory_utilization`.\n"
+    "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.86 GiB. GPU 0 has a total capa"
+    "city of 21.99 GiB of which 337.38 MiB is free. Process 30125 has 21.64 GiB memory in use"
+    ". Of the allocated memory 18.20 GiB is allocated by PyTorch, with 27.10 MiB allocated in"
+    " private pools (e.g., CUDA Grap\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -289,3 +304,13 @@ def test_a_sentence_quoting_code_is_still_a_sentence():
         "include/alloc.h:228 NCCL WARN Cuda failure 2 'out of memory'\n"
     )  # https://github.com/vllm-project/vllm/issues/25597
     assert "prose-library-regression" not in signals(nccl)
+
+
+def test_the_setup_is_read_from_a_python_llm_call():
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(LLM_CALL_WITH_DRAFT.encode()), evidence)
+    setup = diagnose(evidence).setup
+    assert setup.model == "nvidia/Llama-3.1-Minitron-4B-Width-Base"
+    assert setup.flags["speculative_model"] == "ibm-fms/llama3-8b-accelerator"
+    assert setup.flags["gpu_memory_utilization"] == "0.8"
+    assert ranked(LLM_CALL_WITH_DRAFT)[0] == "spec-decode-or-lora-extra"
