@@ -210,6 +210,51 @@ LLM_CALL_WITH_DRAFT = (
 )
 
 
+# https://github.com/vllm-project/vllm/issues/2248: two servers share a GPU at 0.4 each.
+TWO_SERVERS_AT_04 = (
+    "Since vLLM 0.2.5, we can't even run llama-2 70B 4bit AWQ on 4*A10G anymore, have to use "
+    "old vLLM.  Similar problems even trying to be two 7b models on 80B A100.\n"
+    "\n"
+    'For small models, like 7b with 4k tokens, vLLM fails for "cache blocks" even though alot'
+    " more memory is left.\n"
+    "    --gpus '\"device=1\"' \\\n"
+    "\t--max-num-batched-tokens $tokens \\\n"
+    "\t--max-model-len=$tokens \\\n"
+    "\t--gpu-memory-utilization 0.4 \\\n"
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utiliza"
+    "tion` when initializing the engine.\n"
+)
+# https://github.com/vllm-project/vllm/pull/5714: a 70B model on one GPU (cut before the OOM).
+SEVENTY_B_ON_ONE_GPU = (
+    "python -c 'from vllm import LLM;LLM(\"meta-llama/Meta-Llama-3-70B-Instruct\")'\n"
+    "INFO 06-20 16:09:23 llm_engine.py:164] Initializing an LLM engine (v0.5.0.post1) with co"
+    "nfig: model='meta-llama/Meta-Llama-3-70B-Instruct', speculative_config=None, tokenizer='"
+    "meta-llama/Meta-Llama-3-70B-Instruct', skip_tokenizer_init=False, tokenizer_mode=auto, r"
+    "evision=None, rope_scaling=None, rope_theta=None, tokenizer_revision=None, trust_remote_"
+    "code=False, dtype=torch.bfloat16, max_seq_len=8192, download_dir=None, load_format=LoadF"
+    "ormat.AUTO, t\n"
+)
+# https://github.com/huggingface/trl/issues/2688: vLLM inside a trainer.
+PROFILE_SAW_NO_WEIGHTS = (
+    "INFO 01-30 05:50:12 model_runner.py:1115] Loading model weights took 0.0000 GB\n"
+    "INFO 01-30 05:50:16 worker.py:266] Memory profiling takes 3.26 seconds\n"
+    "INFO 01-30 05:50:16 worker.py:266] the current vLLM instance can use total_gpu_memory (7"
+    "9.10GiB) x gpu_memory_utilization (0.90) = 71.19GiB\n"
+    "INFO 01-30 05:50:16 worker.py:266] model weights take 0.00GiB; non_torch_memory takes 0."
+    "00GiB; PyTorch activation peak memory takes 0.00GiB; the rest of the memory reserved for"
+    " KV Cache is 71.19GiB.\n"
+    "INFO 01-30 05:50:16 executor_base.py:108] # CUDA blocks: 39874, # CPU blocks: 2240\n"
+    "INFO 01-30 05:50:16 executor_base.py:113] Maximum concurrency for 131072 tokens per requ"
+    "est: 4.87x\n"
+    "[rank0]: Traceback (most recent call last):\n"
+    '[rank0]:   File "/home/ab/grpo/train.py", line 173, in <module>\n'
+    "[rank0]:     trainer = GRPOTrainer(\n"
+    '[rank0]:   File "/home/ab/grpo/env/lib/python3.10/site-packages/trl/trainer/grpo_trainer'
+    '.py", line 314, in __init__\n'
+    "[rank0]:     self.llm = LLM(\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -314,3 +359,18 @@ def test_the_setup_is_read_from_a_python_llm_call():
     assert setup.flags["speculative_model"] == "ibm-fms/llama3-8b-accelerator"
     assert setup.flags["gpu_memory_utilization"] == "0.8"
     assert ranked(LLM_CALL_WITH_DRAFT)[0] == "spec-decode-or-lora-extra"
+
+
+def test_a_utilization_that_shares_the_gpu_ranks_the_tenant_above_the_empty_pool():
+    assert ranked(TWO_SERVERS_AT_04)[:2] == [
+        "other-process-or-shared-gpu",
+        "kv-cache-insufficient-at-startup",
+    ]
+
+
+def test_weights_larger_than_any_common_device_need_no_oom_line():
+    assert ranked(SEVENTY_B_ON_ONE_GPU)[0] == "weights-dont-fit"
+
+
+def test_a_profile_that_measured_no_weights_points_at_the_other_tenant():
+    assert ranked(PROFILE_SAW_NO_WEIGHTS)[0] == "other-process-or-shared-gpu"

@@ -552,6 +552,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 budgets[-1],
             )
     _pool_below_one_request(ev, setup, t)
+    _weights_measured_nothing(ev, t, sit)
     for s in ev.signals("max-model-len-exceeds-kv"):
         t.add(
             "max-model-len-exceeds-kv",
@@ -755,9 +756,10 @@ def _empty_pool_not_from_weights(
                 s,
             )
     if u is not None and u <= SHARED_UTILIZATION:
+        # The other tenant is the cause and the empty pool its symptom: it ranks above the pool.
         t.add(
             "other-process-or-shared-gpu",
-            STRONG,
+            STRONG + 0.5,
             f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the "
             "rest",
             s,
@@ -790,6 +792,25 @@ def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
             "GiB): "
             "no room for SGLang's KV pool",
             avail[-1],
+        )
+
+
+# vLLM logging weights below this measured no weights at all (a real model is far larger).
+WEIGHTS_NOT_SEEN = 16 * MIB
+
+
+def _weights_measured_nothing(ev: Evidence, t: Tally, sit: Situation) -> None:
+    """vLLM logs ~0 GiB of weights when its profile measured a device, or a process's memory, other than the
+    one the model is on (a trainer that builds the engine inside its own device context): the KV budget it
+    then takes ignores what the other holds on the GPU."""
+    zero = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes" and n.value < WEIGHTS_NOT_SEEN]
+    if zero and (sit.failures or sit.gpu_failure):
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            f"vLLM measured {zero[0].value / GIB:.2f} GiB of weights: its profile did not see the memory on "
+            "the GPU, so its KV budget ignores what another process (the trainer) holds there",
+            zero[0],
         )
 
 
@@ -1407,7 +1428,8 @@ def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     """The model's weights per GPU against the device: a model that fills the device explains a load OOM; one
     that takes under half of it rules weights out."""
     weights, total = weights_per_gpu(setup), setup.gpu_total_bytes
-    if weights is not None and not total and sit.failures and weights >= LARGEST_COMMON_DEVICE:
+    # (Failure or not: the weights alone say it cannot load on one such device.)
+    if weights is not None and not total and weights >= LARGEST_COMMON_DEVICE:
         t.add(
             "weights-dont-fit",
             MEDIUM,
