@@ -66,6 +66,7 @@ def native_request(request: Request) -> SglangRequest:
         flags=dict(request.flags),
         args=launch_args(request),
         used_by_other_processes=request.used_by_other_processes,
+        safety_bytes=request.safety_bytes,
     )
 
 
@@ -188,7 +189,8 @@ def to_result(
             weights_source=model.weights_source,
         ),
         gpu=result.gpu,
-        verdict=Verdict.FITS if result.fits else Verdict.WILL_NOT_START,
+        verdict=result.verdict,
+        margin=result.margin,
         failure=result.failure,
         errors=result.errors,
         warnings=result.warnings,
@@ -235,18 +237,23 @@ class SglangPlanner:
         return plan_sglang(base.request.with_flags(**flags))
 
     def fits(self, candidate: SglangPlan) -> bool:
-        """A fix must start and leave no warning (SGLang's warnings are thin headroom or a short pool)."""
-        return candidate.fits and not candidate.warnings
+        """A fix must start with margin and leave no warning (thin headroom or a short pool)."""
+        return candidate.verdict == Verdict.FITS and not candidate.warnings
 
     def candidates(self, base: SglangPlan) -> list[FixCandidate]:
         return sglang_fixes.fix_candidates(base)
 
-    def widen(self, base: SglangPlan, candidate: FixCandidate) -> FixCandidate | None:
+    def follow_up(
+        self, base: SglangPlan, trial: SglangPlan, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        """SGLang's candidates stand alone: none needs a second setting to start."""
         return None
 
-    def fix_result(self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate) -> FixResult:
+    def fix_result(
+        self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate, flags: Mapping[str, Any]
+    ) -> FixResult:
         return FixResult(
-            flags=dict(candidate.flags),
+            flags=dict(flags),
             summary=candidate.summary,
             cost=sglang_fixes.describe(base, fixed),
             command=" ".join(fixed.engine.args.to_argv()),

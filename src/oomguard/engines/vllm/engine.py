@@ -15,9 +15,8 @@ from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
 from oomguard.engines.vllm.log_format import startup_lines
 from oomguard.engines.vllm.plan import Plan, PlanRequest, RankLedger, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
-from oomguard.errors import OomguardError
 from oomguard.host.ledger import HostLedger, HostLimits
-from oomguard.kinds import Failure, Provenance, Verdict
+from oomguard.kinds import Provenance, Verdict
 from oomguard.request import Request
 from oomguard.result import (
     EngineInfo,
@@ -332,28 +331,21 @@ class VllmPlanner:
     def candidates(self, base: Plan) -> list[FixCandidate]:
         return vllm_fixes.fix_candidates(base)
 
-    def widen(self, base: Plan, candidate: FixCandidate) -> FixCandidate | None:
-        """A max-model-len failure's candidate, with the longest length the new setting allows."""
-        if base.failure != Failure.MAX_MODEL_LEN or "max_model_len" in candidate.flags:
-            return None
-        try:
-            trial = self.replan(base, candidate.flags)
-        except OomguardError:
-            return None
-        length = vllm_fixes.round_length(vllm_fixes.longest_max_model_len(trial), base.engine.block_size)
-        if length <= 0:
-            return None
-        return FixCandidate(
-            {**candidate.flags, "max_model_len": length},
-            candidate.summary + f", with --max-model-len {length}",
-            candidate.group,
-        )
+    def follow_up(
+        self, base: Plan, trial: Plan, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        return vllm_fixes.follow_up(base, trial, flags, pinned)
 
-    def fix_result(self, base: Plan, fixed: Plan, candidate: FixCandidate) -> FixResult:
+    def fix_result(
+        self, base: Plan, fixed: Plan, candidate: FixCandidate, flags: Mapping[str, Any]
+    ) -> FixResult:
         args = fixed.engine.args
+        added = "".join(
+            f", with --{k.replace('_', '-')} {v}" for k, v in flags.items() if k not in candidate.flags
+        )
         return FixResult(
-            flags=dict(candidate.flags),
-            summary=candidate.summary,
+            flags=dict(flags),
+            summary=candidate.summary + added,
             cost=vllm_fixes.describe(base, fixed),
             command=" ".join(args.to_argv()) if args else "",
             kv_cache_tokens=fixed.kv.kv_cache_tokens,
@@ -363,9 +355,7 @@ class VllmPlanner:
         )
 
     def fix_order(self, fix: FixResult, fixed: Plan) -> tuple[float, ...]:
-        """Keep the GPU count, then the longest context, then the most concurrency over all the engines that
-        share a GPU."""
-        return (fix.gpus, -fix.max_model_len, -fix.max_concurrency * fixed.engine.replicas_per_gpu)
+        return vllm_fixes.fix_order(fix, fixed)
 
     def to_result(
         self, result: Plan, fixes: tuple[FixResult, ...], at_lengths: tuple[int, ...]
