@@ -255,6 +255,68 @@ PROFILE_SAW_NO_WEIGHTS = (
 )
 
 
+# https://github.com/ollama/ollama/issues/9322: systemd on a unit the OOM killer hit.
+SYSTEMD_OOM_KILL = (
+    "Feb 24 15:36:32 adl ollama[2521]: time=2025-02-24T15:36:32.318-08:00 level=INFO source=m"
+    'emory.go:356 msg="offload to cuda" layers.requested=-1 layers.model=81 layers.offload=14'
+    ' layers.split=7,7 memory.available="[14.5 GiB 15.2 GiB]" memory.gpu_overhead="0 B" memor'
+    'y.required.full="136.3 GiB" memory.required.partial="28.7 GiB" memory.required.kv="640.0'
+    ' MiB" memory.required.allocations="[14.3 GiB 14.3 GiB]" memory.weights.total="128.1 GiB"'
+    ' memory.weights.repeating="126.2 GiB" memory.weights.nonrepeating="2.0 GiB" memory.graph'
+    '.full="1.1 GiB" memory.graph.partial="1.1 GiB"\n'
+    "Feb 24 11:16:31 adl systemd[1]: ollama.service: A process of this unit has been killed b"
+    "y the OOM killer.\n"
+    "Feb 24 11:16:32 adl systemd[1]: ollama.service: Failed with result 'oom-kill'.\n"
+    "Feb 24 11:16:32 adl systemd[1]: ollama.service: Consumed 32.964s CPU time, 123.9G memory"
+    " peak.\n"
+)
+# https://github.com/triton-inference-server/server/issues/4154: the memory cgroup lines of a kill.
+MEMCG_AT_LIMIT = (
+    "[44517.301476] memory: usage 131072kB, limit 131072kB, failcnt 15691\n"
+    "[44517.301477] memory+swap: usage 0kB, limit 9007199254740988kB, failcnt 0\n"
+    "[44517.301477] kmem: usage 19932kB, limit 9007199254740988kB, failcnt 0\n"
+    "[44517.301478] Memory cgroup stats for /kubepods/burstable/pod45dbec92-0481-4b70-b999-15"
+    "8b7cf2f909:\n"
+    "[44517.301490] anon 110723072\n"
+    "[44517.301490] file 4108288\n"
+    "[44517.301490] shmem 4190208\n"
+)
+# https://github.com/ggml-org/llama.cpp/issues/8101: llama.cpp: KV for a 1M context.
+LLAMACPP_KV_INIT = (
+    "llama_new_context_with_model: n_ctx      = 1048576\n"
+    "llama_new_context_with_model: n_batch    = 2048\n"
+    "llama_new_context_with_model: n_ubatch   = 512\n"
+    "llama_new_context_with_model: flash_attn = 0\n"
+    "llama_new_context_with_model: freq_base  = 2804339712.0\n"
+    "llama_new_context_with_model: freq_scale = 1\n"
+    "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 13743895350"
+    "4\n"
+    "llama_kv_cache_init: failed to allocate buffer for kv cache\n"
+    "llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache\n"
+)
+# https://github.com/ollama/ollama/issues/10735: Ollama: an allocation right after the KV sizing.
+OLLAMA_KV_BUFFER = (
+    "May 16 15:11:15 myH100VM ollama[1405]: llama_context: n_ctx_per_seq (32768) < n_ctx_trai"
+    "n (131072) -- the full capacity of the model will not be utilized\n"
+    "May 16 15:11:15 myH100VM ollama[1405]: llama_kv_cache_unified: kv_size = 655360, type_k "
+    "= 'f16', type_v = 'f16', n_layer = 40, can_shift = 1, padding = 32\n"
+    "May 16 15:11:15 myH100VM ollama[1405]: llama_kv_cache_unified:      CUDA0 KV buffer size"
+    " = 51200.00 MiB\n"
+    "May 16 15:11:15 myH100VM ollama[1405]: llama_kv_cache_unified: KV self size  = 51200.00 "
+    "MiB, K (f16): 25600.00 MiB, V (f16): 25600.00 MiB\n"
+    "May 16 15:11:15 myH100VM ollama[1405]: ggml_backend_cuda_buffer_type_alloc_buffer: alloc"
+    "ating 42256.00 MiB on device 0: cudaMalloc failed: out of memory\n"
+)
+# https://github.com/NVIDIA/TensorRT-LLM/issues/494: TensorRT-LLM: a pool below one sequence.
+TRT_ONE_SEQUENCE = (
+    "[TensorRT-LLM][INFO] Using 693 tokens in paged KV cache.\n"
+    "E1128 16:31:49.479096 227 backend_model.cc:634] ERROR: Failed to create instance: unexpe"
+    "cted error when creating modelInstanceState: maxTokensInPagedKvCache must be large enoug"
+    "h to process at least 1 sequence to completion (i.e. must be larger than beam_width * to"
+    "kensPerBlock * maxBlocksPerSeq)\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -374,3 +436,16 @@ def test_weights_larger_than_any_common_device_need_no_oom_line():
 
 def test_a_profile_that_measured_no_weights_points_at_the_other_tenant():
     assert ranked(PROFILE_SAW_NO_WEIGHTS)[0] == "other-process-or-shared-gpu"
+
+
+def test_host_kills_in_systemd_and_memory_cgroup_words():
+    assert "kernel-oom-kill" in signals(SYSTEMD_OOM_KILL)
+    assert ranked(SYSTEMD_OOM_KILL)[0] == "host-ram-oom"
+    assert ranked(MEMCG_AT_LIMIT)[0] == "host-ram-oom"
+
+
+def test_llama_cpp_kv_for_the_context_failing_is_the_context_length():
+    for text in (LLAMACPP_KV_INIT, OLLAMA_KV_BUFFER):
+        assert "kv-cache-alloc-failed" in signals(text)
+        assert ranked(text)[0] == "max-model-len-exceeds-kv"
+    assert ranked(TRT_ONE_SEQUENCE)[0] == "max-model-len-exceeds-kv"

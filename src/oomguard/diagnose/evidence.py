@@ -138,6 +138,8 @@ SIGNALS = frozenset(
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)  # noqa: E501
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        "kv-cache-alloc-failed",  # llama.cpp/Ollama: the KV cache for the context could not be allocated
+        "context-create-failed",  # Ollama: the context (KV cache and compute buffers) could not be created
         "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"

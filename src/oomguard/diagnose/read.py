@@ -24,6 +24,7 @@ from oomguard.diagnose.sources import (
     free,
     kernel_oom,
     kubectl,
+    llamacpp,
     metrics,
     nvidia_smi,
     prose,
@@ -44,6 +45,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     cgroup,
     kubectl,
     free,
+    llamacpp,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20
@@ -190,7 +192,7 @@ def _read_text(
         )
     if ctx.facts == 0:
         doc.skipped.append(
-            "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
+            "nothing recognised (not a vLLM/SGLang/llama.cpp log, traceback, nvidia-smi, dmesg, kubectl, "
             "cgroup or free output)"
         )
 

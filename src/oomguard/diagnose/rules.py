@@ -355,6 +355,8 @@ FAILURE_SIGNALS = {
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
     "kv-pool-dry",
+    "kv-cache-alloc-failed",
+    "context-create-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -381,6 +383,8 @@ SIGNAL_PHASE = {
     "prefill-tokens-dont-fit": "startup-profile",
     "kv-pool-dry": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
+    "kv-cache-alloc-failed": "startup-kv-alloc",
+    "context-create-failed": "startup-kv-alloc",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -553,6 +557,21 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
+    for s in ev.signals("kv-cache-alloc-failed"):
+        t.add(
+            "max-model-len-exceeds-kv",
+            STRONG + 0.5,
+            "the KV cache for the whole context (n_ctx) could not be allocated: llama.cpp sizes it for the "
+            "context length at startup",
+            s,
+        )
+    for s in ev.signals("context-create-failed"):
+        t.add(
+            "max-model-len-exceeds-kv",
+            MEDIUM,
+            "the context (its KV cache for n_ctx and compute buffers) could not be created",
+            s,
+        )
     for s in ev.signals("max-model-len-exceeds-kv"):
         t.add(
             "max-model-len-exceeds-kv",

@@ -98,6 +98,7 @@ class Parser(LineParser):
             "No space left for only one request",
             "need_size",
             "not enough KV cache space",
+            "must be large enough to process at least 1 sequence",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -189,6 +190,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
         if _KV_DRY.search(body):
             self.ctx.signal(line, body, "kv-pool-dry")
+        if "must be large enough to process at least 1 sequence" in body:
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv")  # TensorRT-LLM's maxTokensInPagedKvCache
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
