@@ -317,6 +317,71 @@ TRT_ONE_SEQUENCE = (
 )
 
 
+# https://github.com/vllm-project/vllm/issues/2624: vLLM 0.2.7 capturing graphs in warm_up_model.
+V0_WARM_UP_MODEL = (
+    "Traceback (most recent call last):\n"
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    '  File "<frozen runpy>", line 88, in _run_code\n'
+    '  File "/home/user/projects/repos/vllm/vllm/entrypoints/openai/api_server.py", line 217,'
+    " in <module>\n"
+    "    engine = AsyncLLMEngine.from_engine_args(engine_args)\n"
+    "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/home/user/projects/repos/vllm/vllm/engine/async_llm_engine.py", line 617, in fr'
+    "om_engine_args\n"
+    "    engine = cls(parallel_config.worker_use_ray,\n"
+    "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/home/user/projects/repos/vllm/vllm/engine/async_llm_engine.py", line 321, in __'
+    "init__\n"
+    "    self.engine = self._init_engine(*args, **kwargs)\n"
+    "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/home/user/projects/repos/vllm/vllm/engine/async_llm_engine.py", line 366, in _i'
+    "nit_engine\n"
+    "    return engine_class(*args, **kwargs)\n"
+    "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    '  File "/home/user/projects/repos/vllm/vllm/engine/llm_engine.py", line 112, in __init__'
+    "\n"
+    "    self._init_cache()\n"
+    '  File "/home/user/projects/repos/vllm/vllm/engine/llm_engine.py", line 339, in _init_ca'
+    "che\n"
+    '    self._run_workers("warm_up_model")\n'
+)
+# https://github.com/vllm-project/vllm/issues/2856: the same under DJL Serving's prefix.
+DJL_WRAPPED_CAPTURE = (
+    "WARN  PyProcess W-252-model-stderr: 2024-02-13 20:43:43,457     ERROR worker.py:405 -- U"
+    "nhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::RayWorkerVllm.execu"
+    "te_method() (pid=10548, ip=172.17.0.2, actor_id=52763143f84a75fbe7e8dca001000000, repr=<"
+    "vllm.engine.ray_utils.RayWorkerVllm object at 0x7fdc6d0e6d10>)\n"
+    'WARN  PyProcess W-252-model-stderr:   File "/usr/local/lib/python3.10/dist-packages/vllm'
+    '/engine/ray_utils.py", line 30, in execute_method\n'
+    "WARN  PyProcess W-252-model-stderr:     return executor(*args, **kwargs)\n"
+    'WARN  PyProcess W-252-model-stderr:   File "/usr/local/lib/python3.10/dist-packages/vllm'
+    '/worker/worker.py", line 125, in warm_up_model\n'
+    "WARN  PyProcess W-252-model-stderr:     self.model_runner.capture_model(self.gpu_cache)\n"
+    'WARN  PyProcess W-252-model-stderr:   File "/usr/local/lib/python3.10/dist-packages/torc'
+    'h/utils/_contextlib.py", line 115, in decorate_context\n'
+)
+# https://github.com/NVIDIA/TensorRT-LLM/issues/2335: TensorRT-LLM's runtime buffers.
+TRT_RUNTIME_BUFFERS = (
+    "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERRO"
+    "R] CUDA runtime error in ::cudaMallocAsync(ptr, n, mMemPool->getPool(), mCudaStream->get"
+    "()): out of memory (/home/work/xingwuFileSystem/24.10.15/TensorRT-LLM/cpp/tensorrt_llm/r"
+    "untime/tllmBuffers.h:125)\n"
+    "1       0x7f1ddb698e13 void tensorrt_llm::common::check<cudaError>(cudaError, char const"
+    "*, char const*, int) + 147\n"
+    "2       0x7f1ddd3d9e43 tensorrt_llm::runtime::BufferManager::gpu(nvinfer1::Dims64, nvinf"
+    "er1::DataType) const + 515\n"
+    "3       0x7f1ddd8bcab3 tensorrt_llm::batch_manager::RuntimeBuffers::reshape(tensorrt_llm"
+    "::runtime::TllmRuntime const&, tensorrt_llm::runtime::ModelConfig const&, tensorrt_llm::"
+    "runtime::WorldConfig const&) + 1923\n"
+)
+# https://github.com/local-inference-lab/vllm/pull/258: a fragment with the line number elided.
+ELIDED_FRAME = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...\n"
+    '  File ".../vllm/v1/sample/sampler.py", line ...\n'
+    "    return logits.log_softmax(dim=-1, dtype=torch.float32)\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -449,3 +514,16 @@ def test_llama_cpp_kv_for_the_context_failing_is_the_context_length():
         assert "kv-cache-alloc-failed" in signals(text)
         assert ranked(text)[0] == "max-model-len-exceeds-kv"
     assert ranked(TRT_ONE_SEQUENCE)[0] == "max-model-len-exceeds-kv"
+
+
+def test_vllm_0_2_warm_up_model_is_graph_capture_whatever_the_wrapper():
+    assert ranked(V0_WARM_UP_MODEL)[0] == "cuda-graph-capture"
+    assert ranked(DJL_WRAPPED_CAPTURE)[0] == "cuda-graph-capture"
+
+
+def test_tensorrt_llm_runtime_buffers_are_the_logits():
+    assert ranked(TRT_RUNTIME_BUFFERS)[0] == "sampler-or-logits"
+
+
+def test_a_frame_with_its_line_number_elided_is_still_a_frame():
+    assert ranked(ELIDED_FRAME)[0] == "sampler-or-logits"

@@ -140,6 +140,7 @@ SIGNALS = frozenset(
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
         "kv-cache-alloc-failed",  # llama.cpp/Ollama: the KV cache for the context could not be allocated
         "context-create-failed",  # Ollama: the context (KV cache and compute buffers) could not be created
+        "trt-runtime-buffers",  # TensorRT-LLM: RuntimeBuffers::reshape on the failing stack
         "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"

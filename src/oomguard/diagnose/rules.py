@@ -256,11 +256,18 @@ UMBRELLA_STEPS = ("_initialize_kv_caches",)
 CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
 
 
+# vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
+# compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
+_V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
+
+
 def frame_category(frame: Frame) -> str | None:
     """The step a frame belongs to; the code line under it (the call it was making) decides first. A frame in
     a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
     torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
     path, func = frame.path.lower(), frame.function
+    if _V0_WARM_UP.match(func) or _V0_WARM_UP.search(frame.code):
+        return "cudagraph"
     capture_keys = dict(FRAME_CATEGORIES)["cudagraph"]
     if any(k in func.lower() for k in capture_keys):
         return "cudagraph"  # a capture function (any platform's: _capture_aclgraphs) whatever it calls
@@ -557,6 +564,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
+    if ev.of(OomMessage):
+        for s in ev.signals("trt-runtime-buffers")[:1]:
+            t.add(
+                "sampler-or-logits",
+                MEDIUM + 0.5,
+                "TensorRT-LLM's per-step runtime buffers failed to grow: their largest part is the logits, "
+                "a row of the vocabulary per sequence (and per token when generation logits are gathered), "
+                "outside the KV cache's fraction",
+                s,
+            )
     for s in ev.signals("kv-cache-alloc-failed"):
         t.add(
             "max-model-len-exceeds-kv",

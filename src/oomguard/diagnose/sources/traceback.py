@@ -19,7 +19,8 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
-_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
+# (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
@@ -99,6 +100,7 @@ class Parser(LineParser):
             "need_size",
             "not enough KV cache space",
             "must be large enough to process at least 1 sequence",
+            "RuntimeBuffers::reshape",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -190,6 +192,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
         if _KV_DRY.search(body):
             self.ctx.signal(line, body, "kv-pool-dry")
+        if "RuntimeBuffers::reshape" in body:
+            self.ctx.signal(line, body, "trt-runtime-buffers")
         if "must be large enough to process at least 1 sequence" in body:
             self.ctx.signal(line, body, "max-model-len-exceeds-kv")  # TensorRT-LLM's maxTokensInPagedKvCache
         m = _PREFILL_TOKENS.search(body)
@@ -234,7 +238,7 @@ class Parser(LineParser):
         m = _FRAME.search(msg.body)
         if not m:
             return
-        func = m.group("func")
+        func = m.group("func") or ""
         after = line.following()
         code = ""
         if after:
@@ -257,7 +261,7 @@ class Parser(LineParser):
                 where=self.ctx.where(line),
                 text=self.ctx.clip(msg.body),
                 path=m.group("path"),
-                lineno=int(m.group("no")),
+                lineno=int(m.group("no")) if m.group("no").isdigit() else 0,
                 function=func,
                 code=code,
             )
