@@ -41,12 +41,12 @@ GPU_MEMORY_ERRORS = (
 # How many causes the report lists.
 TOP = 5
 # Scores add the weight of independent pieces of evidence, so a lead of a few points is more decisive than
-# its plain share says: squared shares with a small floor are calibrated on the tuning corpus (the first
-# cause is right about as often as its confidence says in each band; plain shares were ~25 points too low),
-# and the same fit on either half of it calibrates the other half (bench/diagnose_accuracy.py prints the
-# bands).
+# its plain share says: squared shares with a floor for "none of these" are calibrated on the tuning corpus
+# (the first cause is right about as often as its confidence says in each band; plain shares were ~20 points
+# off), and the same fit on either half of it calibrates the other half (bench/diagnose_accuracy.py prints
+# the bands). A bare OOM with no context then ranks the usual suspects at ~25%.
 CONFIDENCE_POWER = 2.0
-CONFIDENCE_FLOOR = 0.25
+CONFIDENCE_FLOOR = 0.75
 # Failures in different files this far apart are different incidents: the ranks of one crash fail within
 # seconds of each other, a restarted server fails again only after loading (minutes) and serving.
 INCIDENT_GAP_S = 30 * 60
