@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnose.diagnosis import diagnose
-from oomguard.diagnose.evidence import Evidence
+from oomguard.diagnose.evidence import Evidence, GpuProcess
 from oomguard.diagnose.read import read_one, require_evidence
 
 
@@ -382,6 +382,30 @@ ELIDED_FRAME = (
 )
 
 
+# https://github.com/triton-inference-server/server/issues/7562: nvtop rows of two vLLM servers on one T4.
+NVTOP_TWO_SERVERS = (
+    "PID USER DEV     TYPE  GPU        GPU MEM    CPU  HOST MEM Command\n"
+    "1880122 root   0  Compute   0%   5102MiB  33%     1%   5959MiB /opt/tritonserver/backend"
+    "s/python/triton_python_backend_stub /models_vllm_gemma2B/gemma_2B_1/1/model.py t\n"
+    "1894187 root   0  Compute   0%   5102MiB  33%     1%   5950MiB /opt/tritonserver/backend"
+    "s/python/triton_python_backend_stub /models_vllm_gemma2B_2/gemma_2B_1/1/model.py\n"
+    "1879648 root   0  Compute   0%    164MiB   1%     1%    420MiB tritonserver --model-repo"
+    "sitory=/models_vllm_gemma2B --http-port 12000 --grpc-port 12001 --metrics-port 1\n"
+    "1893772 root   0  Compute   0%    164MiB   1%     1%    412MiB tritonserver --model-repo"
+    "sitory=/models_vllm_gemma2B_2 --http-port 11000 --grpc-port 11001 --metrics-port\n"
+    "INFO 08-22 15:08:23 model_runner.py:732] Loading model weights took 4.7384 GB\n"
+    "[ERROR] No available memory for the cache blocks.\n"
+)
+# https://github.com/wtdcode/vllm-backport/issues/94: the allocator message wrapped over lines.
+WRAPPED_ALLOCATOR_TEXT = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 640.00 MiB.\n"
+    "GPU 0 has a total capacity of 79.25 GiB of which 287.94 MiB is free.\n"
+    "Process ... has 78.86 GiB memory in use. Of the allocated memory 76.14 GiB is\n"
+    "allocated by PyTorch, with 2.52 GiB allocated in private pools (e.g., CUDA Graphs),\n"
+    "and 1.25 GiB is reserved by PyTorch but unallocated.\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -527,3 +551,18 @@ def test_tensorrt_llm_runtime_buffers_are_the_logits():
 
 def test_a_frame_with_its_line_number_elided_is_still_a_frame():
     assert ranked(ELIDED_FRAME)[0] == "sampler-or-logits"
+
+
+def test_nvtop_rows_are_processes_and_the_tenant_ranks_above_the_empty_pool():
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(NVTOP_TWO_SERVERS.encode()), evidence)
+    procs = evidence.of(GpuProcess)
+    assert [(p.pid, p.gpu, p.used >> 20) for p in procs[:2]] == [(1880122, 0, 5102), (1894187, 0, 5102)]
+    assert ranked(NVTOP_TWO_SERVERS)[:2] == [
+        "other-process-or-shared-gpu",
+        "kv-cache-insufficient-at-startup",
+    ]
+
+
+def test_the_allocator_message_wrapped_over_lines_is_no_prose():
+    assert "prose-cudagraph" not in signals(WRAPPED_ALLOCATOR_TEXT)

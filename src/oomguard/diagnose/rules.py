@@ -1298,6 +1298,14 @@ def _processes(ev: Evidence, t: Tally) -> None:
                     "nvidia-smi shows more than one process holding memory on the same GPU",
                     *ordered[:3],
                 )
+                for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
+                    # The tenant is the cause, the empty pool its symptom: it ranks above the pool.
+                    t.add(
+                        "other-process-or-shared-gpu",
+                        MEDIUM,
+                        "the KV pool found no room on a GPU another process holds memory on",
+                        s,
+                    )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:

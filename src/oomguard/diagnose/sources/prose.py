@@ -24,6 +24,8 @@ BOILERPLATE = (
     "To disable, set",
     "See documentation for Memory Management",
     "is reserved by PyTorch",
+    "allocated in private pools",  # the allocator message wrapped over lines is still the allocator's
+    "allocated by PyTorch",
 )
 
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
