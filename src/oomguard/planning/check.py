@@ -164,7 +164,8 @@ def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
         return replace(
             result,
             ok=False,
-            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "  # noqa: E501
+            message=f"{name}: GPU fits, but /dev/shm holds "
+            f"{(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "
             f"vLLM puts {host.shm_needed / 2**20:.0f} MiB there at startup ({host.limits.shm.source}){hint}",
         )
     if host.verdict is HostVerdict.OOM_KILLED and host.dies_at is not None and limit is not None:

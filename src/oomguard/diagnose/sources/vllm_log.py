@@ -63,11 +63,13 @@ _CG_POOL = re.compile(
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
 _CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
 _MAXLEN_V0 = re.compile(
-    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"  # noqa: E501
+    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens"
+    r"\s*that\s*can\s*be\s*stored"
     r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)"
 )
 _MAXLEN_V1 = re.compile(
-    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"  # noqa: E501
+    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,"
+    r"\s*which\s*is\s*larger\s*than"
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")

@@ -36,6 +36,7 @@ from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models import weights as model_weights
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
+from oomguard.request import ChangesFlags
 from oomguard.units import GiB
 
 REQ_TO_TOKEN = "req_to_token_pool"  # a ledger line only SGLang has: the request -> token slot table
@@ -55,7 +56,7 @@ ERROR_GRAPH_CAPTURE = (
 
 
 @dataclass(frozen=True)
-class SglangRequest:
+class SglangRequest(ChangesFlags):
     """What to plan. `flags` use SGLang's ServerArgs names (tp_size=2); `args` is a parsed launch command."""
 
     model: str | None = None
@@ -73,14 +74,8 @@ class SglangRequest:
     def launch_args(self) -> LaunchArgs:
         base = self.args or LaunchArgs(None, {})
         extra = args_from_mapping(self.flags) if self.flags else LaunchArgs(None, {})
-        values = dict(base.values)
-        values.update(extra.values)
-        return LaunchArgs(self.model or extra.model or base.model, values, base.env, base.unknown_flags)
-
-    def with_flags(self, **changes: Any) -> SglangRequest:
-        merged = dict(self.flags)
-        merged.update(changes)
-        return replace(self, flags=merged)
+        merged = base.merged_with(extra)
+        return replace(merged, model=self.model or merged.model)
 
 
 @dataclass(frozen=True)

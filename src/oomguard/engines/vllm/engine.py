@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.base import FixCandidate
+from oomguard.engines.common import kv_summary, model_info
 from oomguard.engines.vllm import fixes as vllm_fixes
 from oomguard.engines.vllm.flags import MEMORY_FLAGS, ServeArgs, is_known_field, parse_serve_command
 from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
@@ -21,9 +22,6 @@ from oomguard.request import Request
 from oomguard.result import (
     EngineInfo,
     FixResult,
-    KvGroupInfo,
-    KvSummary,
-    ModelInfo,
     PlanResult,
     RankResult,
     Setting,
@@ -226,7 +224,6 @@ def to_result(
         if result.fits
         else []
     )
-    model = result.model
     return PlanResult(
         engine=EngineInfo(
             name=NAME,
@@ -241,15 +238,7 @@ def to_result(
             defaults=dict(cfg.defaults),
             legacy_json=_legacy_json(result),
         ),
-        model=ModelInfo(
-            name=model.name,
-            architecture=model.architecture,
-            params=model.num_params,
-            dtype=cfg.dtype,
-            quantization=model.quantization.method if model.quantization else None,
-            max_position_embeddings=model.max_position_embeddings,
-            weights_source=model.weights_source,
-        ),
+        model=model_info(result.model, cfg.dtype),
         gpu=result.gpu,
         verdict=result.verdict,
         margin=result.margin,
@@ -258,20 +247,7 @@ def to_result(
         warnings=result.warnings,
         notes=result.notes,
         ranks=tuple(_rank(r, result) for r in result.ranks),
-        kv=KvSummary(
-            num_blocks=result.kv.num_gpu_blocks,
-            block_size=result.kv.block_size,
-            bytes_per_block=result.kv.bytes_per_block,
-            tokens=result.kv.kv_cache_tokens,
-            max_concurrency=result.kv.max_concurrency,
-            groups=tuple(
-                KvGroupInfo(
-                    g.kind, g.num_layers, g.block_size, g.sliding_window, g.page_bytes, g.padding_layers
-                )
-                for g in result.kv.groups
-            ),
-            blocks_per_request=result.kv.blocks_per_request,
-        ),
+        kv=kv_summary(result.kv),
         fixes=fixes,
         longest_request=vllm_fixes.longest_max_model_len(result),
         concurrency_at_length=tuple((n, vllm_fixes.concurrency_at(result, n)) for n in at_lengths),

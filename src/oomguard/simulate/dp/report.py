@@ -257,9 +257,12 @@ def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>oomguard simulate: data parallel</title>
 <style>
-body{{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}} pre{{background:#f6f6f6;padding:1em;overflow:auto}}
-svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#ccc}} .tick{{font-size:11px;fill:#555}}
-.rank{{fill:none;stroke-width:1.1}} .imb{{fill:none;stroke:#444;stroke-width:1.1}} .head{{stroke:#d62728;stroke-dasharray:6 4}}
+body{{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}}
+pre{{background:#f6f6f6;padding:1em;overflow:auto}}
+svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#ccc}}
+.tick{{font-size:11px;fill:#555}}
+.rank{{fill:none;stroke-width:1.1}} .imb{{fill:none;stroke:#444;stroke-width:1.1}}
+.head{{stroke:#d62728;stroke-dasharray:6 4}}
 </style></head><body>
 <h1>oomguard simulate: data parallel</h1>
 <pre id="summary">{text}</pre>
@@ -267,7 +270,7 @@ svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#cc
 {chr(10).join(charts)}
 <details><summary>JSON</summary><pre>{data}</pre></details>
 </body></html>
-"""  # noqa: E501
+"""
 
 
 def dp_sweep_table(name: str, rows: Sequence[tuple[str, DpResult, Sequence[Summary]]]) -> str:
