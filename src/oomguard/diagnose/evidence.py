@@ -124,6 +124,7 @@ SIGNALS = frozenset(
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
@@ -141,8 +142,6 @@ SIGNALS = frozenset(
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
-        "kv-cache-alloc-failed",  # llama.cpp/Ollama: the KV cache for the context could not be allocated
-        "context-create-failed",  # Ollama: the context (KV cache and compute buffers) could not be created
         "trt-runtime-buffers",  # TensorRT-LLM: RuntimeBuffers::reshape on the failing stack
         "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines

@@ -21,14 +21,18 @@ from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs, plain_files
 from oomguard.diagnose.sources import (
     cgroup,
+    exllama,
     free,
     kernel_oom,
     kubectl,
-    llamacpp,
+    llama_cpp,
+    metal,
     metrics,
     nvidia_smi,
     prose,
     sglang_log,
+    tensorrt_llm,
+    tgi,
     torch_snapshot,
     traceback,
     vllm_log,
@@ -45,7 +49,11 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     cgroup,
     kubectl,
     free,
-    llamacpp,
+    llama_cpp,
+    tensorrt_llm,
+    tgi,
+    exllama,
+    metal,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20
@@ -202,7 +210,7 @@ def _read_text(
         )
     if ctx.facts == 0:
         doc.skipped.append(
-            "nothing recognised (not a vLLM/SGLang/llama.cpp log, traceback, nvidia-smi, dmesg, kubectl, "
+            "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
             "cgroup or free output)"
         )
 

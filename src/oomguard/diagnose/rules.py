@@ -342,6 +342,7 @@ class Situation:
 
 FAILURE_SIGNALS = {
     "free-memory-below-utilization",
+    "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
     "max-model-len-exceeds-kv",
@@ -363,8 +364,6 @@ FAILURE_SIGNALS = {
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
     "kv-pool-dry",
-    "kv-cache-alloc-failed",
-    "context-create-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -390,9 +389,8 @@ SIGNAL_PHASE = {
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
     "kv-pool-dry": "runtime",
+    "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
-    "kv-cache-alloc-failed": "startup-kv-alloc",
-    "context-create-failed": "startup-kv-alloc",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -575,21 +573,6 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 "outside the KV cache's fraction",
                 s,
             )
-    for s in ev.signals("kv-cache-alloc-failed"):
-        t.add(
-            "max-model-len-exceeds-kv",
-            STRONG + 0.5,
-            "the KV cache for the whole context (n_ctx) could not be allocated: llama.cpp sizes it for the "
-            "context length at startup",
-            s,
-        )
-    for s in ev.signals("context-create-failed"):
-        t.add(
-            "max-model-len-exceeds-kv",
-            MEDIUM,
-            "the context (its KV cache for n_ctx and compute buffers) could not be created",
-            s,
-        )
     for s in ev.signals("max-model-len-exceeds-kv"):
         t.add(
             "max-model-len-exceeds-kv",
@@ -750,6 +733,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 "is how a GPU is shared with a trainer, and what the trainer holds is what is missing",
                 s,
             )
+    for s in ev.signals("engine-leak-check"):
+        t.add(
+            "memory-leak",
+            STRONG + 1.0,
+            "the engine's own check found KV slots that finished requests never returned",
+            s,
+        )
     for s in ev.signals("kv-pool-dry"):
         t.add(
             "kv-exhaustion-at-runtime",
