@@ -42,8 +42,30 @@ from tests.watch.exporter import render, steady
 from oomguard.watch.prom_text import parse
 
 # vLLM v1's buckets (v1/metrics/loggers.py).
-TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
-        80.0, 160.0, 640.0, 2560.0)  # fmt: skip
+TTFT = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 ITL = (
     0.01,
     0.025,
@@ -65,8 +87,29 @@ ITL = (
     40.0,
     80.0,
 )
-LATENCY = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
-           960.0, 1920.0, 7680.0)  # fmt: skip
+LATENCY = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 TOKENS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 LABELS = ("model_name", "engine")
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -159,8 +202,10 @@ def main() -> int:
         "vLLM families, 8 engines (generate_latest)": vllm_page(8),
         "test exporter, 8 engines": render(steady(100, engines=8)),
     }
-    print(f"{'page':<44} {'KiB':>6} {'samples':>7} {'same':>5} {'prom_text ms':>12} {'prometheus_client ms':>21}"
-          f" {'ratio':>6}  one bad line: prom_text / prometheus_client")  # fmt: skip
+    print(
+        f"{'page':<44} {'KiB':>6} {'samples':>7} {'same':>5} {'prom_text ms':>12} "
+        f"{'prometheus_client ms':>21} {'ratio':>6}  one bad line: prom_text / prometheus_client"
+    )
     for name, page in pages.items():
         mine, other = ours(page), theirs(page)
         same = mine == other
