@@ -260,3 +260,31 @@ def test_a_docker_compose_log_reads_the_same_and_its_tables_are_found(
     )
     _read(text, Reading.GATED)
     assert len(fed) < len(lines) // 4  # the tables, the traceback, the series lines the store keeps
+
+
+def test_a_garbled_number_skips_its_line_not_the_diagnosis() -> None:
+    """A stats line whose usage reads "9.5.3%" (two lines run together, a torn write) matches the parsers'
+    patterns but is no number: that line is skipped with a note, the OOM after it is still diagnosed."""
+    text = (
+        "INFO 11-29 08:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 9.5.3%\n"
+        "[2025-01-01 12:00:00 TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.4.2, "
+        "#queue-req: 0\n" + OOM + "\n"
+    )
+    evidence = assert_same_reading(text.encode())
+    samples = [f for f in evidence if isinstance(f, LoadSample)]
+    assert [(s.running, s.kv_usage) for s in samples] == [(3, None), (12, 0.4)]
+    assert len(evidence) > 2 and diagnose(evidence).causes
+    # In a large log the garbled line sits among well-formed ones: counted the same by both readers.
+    lines = _log(random.Random(17), 4000, {2000: text.splitlines()[0], 3990: OOM}).decode().splitlines()
+    assert_same_reading(("\n".join(lines) + "\n").encode())
+
+
+def test_a_parser_that_cannot_read_a_line_skips_it_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    def garbled(self: object, line: Any, msg: Any) -> None:
+        raise ValueError("could not convert string to float: '9.5.3'")
+
+    monkeypatch.setattr(LINE_SOURCES[1].Parser, "feed", garbled)
+    evidence, doc = _read((OOM + "\n").encode(), Reading.AUTO)
+    assert doc.skipped[0] == "line 1: not read (could not convert string to float: '9.5.3')"
+    assert len(evidence) > 0

@@ -35,6 +35,8 @@ def _load_hyperscan() -> ModuleType | None:
 
 hyperscan = _load_hyperscan()
 
+# Notes on lines a parser could not read, at most (a garbled log would otherwise flood the report).
+MAX_UNREADABLE_NOTES = 5
 # A line longer than MAX_LINE spans at least one whole block of this size without a newline.
 _LONG_PROBE = MAX_LINE // 2
 
@@ -177,7 +179,11 @@ def feed_line(ctx: Context, parsers: Sequence[LineParser], line: Line) -> None:
     msg = split_prefix(line.text)
     ctx.time = msg.time
     for parser in parsers:
-        parser.feed(line, msg)
+        try:
+            parser.feed(line, msg)
+        except ValueError as err:  # a garbled number its pattern let through ("usage: 9.5.3%"): skip the line
+            if len(ctx.skipped) < MAX_UNREADABLE_NOTES:
+                ctx.skipped.append(f"line {line.no}: not read ({err})")
 
 
 class GatedReader:

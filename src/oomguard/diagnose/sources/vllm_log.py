@@ -80,7 +80,8 @@ _STATS = re.compile(
     r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)"
 )
 _PREEMPT = re.compile(r"Preemptions: (?P<p>\d+)")
-_KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>[\d.]+)%")
+# A number as vLLM prints it ("97.5"): "9.5.3" (two lines run together) is no usage at all.
+_KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>\d+(?:\.\d+)?)%")
 _ENGINE = re.compile(r"(Engine \d+):")
 _KEYVAL_STATS = re.compile(
     r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)"
@@ -204,7 +205,7 @@ class Parser(LineParser):
         Series(
             marker="Running:",
             shape=rb"Running: \d+ reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): \d+ reqs, "
-            rb"(?:GPU |XPU |NPU )?KV cache usage: [\d.]+%[^\n]*",
+            rb"(?:GPU |XPU |NPU )?KV cache usage: \d+(?:\.\d+)?%[^\n]*",
             fact=LoadSample,
             quiet=SERVING_MARKERS,
         ),
