@@ -124,6 +124,7 @@ SIGNALS = frozenset(
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."

@@ -325,6 +325,7 @@ class Situation:
 
 FAILURE_SIGNALS = {
     "free-memory-below-utilization",
+    "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
     "max-model-len-exceeds-kv",
@@ -371,6 +372,7 @@ SIGNAL_PHASE = {
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
     "kv-pool-dry": "runtime",
+    "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
@@ -693,6 +695,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 residual[0],
                 residual[-1],
             )
+    for s in ev.signals("engine-leak-check"):
+        t.add(
+            "memory-leak",
+            STRONG + 1.0,
+            "the engine's own check found KV slots that finished requests never returned",
+            s,
+        )
     for s in ev.signals("kv-pool-dry"):
         t.add(
             "kv-exhaustion-at-runtime",

@@ -38,10 +38,13 @@ TRT_KV_TINY = 1 << 29
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
-# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool.
+# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool,
+# TGI's block allocator ("Out of available cache blocks: asked 107, only 4 free blocks"), TurboMind's sequence
+# cache ("[TM][ERROR] No enough cache entries"), atlas's ("KV cache exhausted: no free blocks").
 _KV_DRY = re.compile(
     r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
-    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static"
+    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
+    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks"
 )
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
@@ -78,6 +81,7 @@ class Parser(LineParser):
             "DefaultCPUAllocator: not enough memory",
             "MemoryError",
             "requires more system memory",
+            "HostRegister failed",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -98,6 +102,9 @@ class Parser(LineParser):
             "No space left for only one request",
             "need_size",
             "not enough KV cache space",
+            "Out of available cache blocks",
+            "No enough cache entries",
+            "KV cache exhausted",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -214,6 +221,7 @@ class Parser(LineParser):
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
+            or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
             or re.search(r"\bMemoryError\b", body)
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
