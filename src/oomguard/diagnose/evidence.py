@@ -142,6 +142,8 @@ SIGNALS = frozenset(
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        "trt-runtime-buffers",  # TensorRT-LLM: RuntimeBuffers::reshape on the failing stack
+        "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -175,6 +177,7 @@ SIGNALS = frozenset(
         "prose-int32",
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
+        "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)
     }
 )
 

@@ -234,8 +234,15 @@ def require_evidence(evidence: Evidence) -> None:
     if len(evidence) == 0:
         if not evidence.documents:
             raise InputFormatError("no readable input (" + "; ".join(evidence.skipped[:3]) + ")")
-        names = ", ".join(f"{d.name} ({d.kind})" for d in evidence.documents[:3])
+        names = ", ".join(f"{d.name} ({d.kind}{_why_unread(d)})" for d in evidence.documents[:3])
         raise InputFormatError(
             f"no OOM evidence recognised in {names}: expected vLLM/SGLang/llama.cpp/TGI/TensorRT-LLM logs, "
             "tracebacks, nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot"
         )
+
+
+def _why_unread(doc: Document) -> str:
+    """Why a whole-document input gave nothing (a refused pickle names its opcode), for the one-line error."""
+    if doc.kind in (detect.KIND_PICKLE, detect.KIND_BINARY) and doc.skipped:
+        return f": {doc.skipped[0]}"
+    return ""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
-from oomguard.errors import ConfigError, InputFormatError, OomguardError
+from oomguard.errors import ConfigError, InputFormatError, OomguardError, shown
 from oomguard.hardware import DEFAULT_GPU
 from oomguard.simulate import workload as wl
 from oomguard.simulate.fix_search import FixSearch, StepFlag, search_step_fixes
@@ -581,8 +581,12 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
 
     def one(setup: Setup) -> tuple[Summary, dict[str, Any], bool]:
         result, summary = run_one(workload, setup, False)
+        # a run that served nothing (every request longer than the value) is not safe, only empty
         safe = (
-            summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
+            summary.oom_events == 0
+            and result.config.headroom_bytes is not None
+            and summary.unservable == 0
+            and summary.finished > 0
         )
         return summary, summary_dict(result, summary, setup.facts), safe
 
@@ -611,17 +615,25 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
 
 
 def _sweep_value(name: str, value: str) -> Any:
-    """A swept value as vLLM parses the flag's value (one-line error when it is not one)."""
+    """A swept value as vLLM parses the flag's value; a one-line error when the name is no vLLM setting the
+    simulation reads (a silently ignored name would give identical rows, all "safe") or the value is not
+    one of the flag's."""
     from oomguard.engines.vllm.flags import parse_serve_command
 
-    parsed: Any = value
-    for cast in (int, float):
-        try:
-            parsed = cast(value)
-            break
-        except ValueError:
-            continue
+    flag = "--" + name.replace("_", "-")
     if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
-    return typed.get(name, parsed)
+        switch = parse_serve_command(["vllm", "serve", flag])
+        if isinstance(switch.values.get(name), bool):
+            return value.lower() == "true"
+    parsed = parse_serve_command(["vllm", "serve", flag, value])
+    if parsed.refused:
+        raise ConfigError(f"--sweep {name}: vLLM would refuse {shown(parsed.refused[0])}")
+    if name not in parsed.values:
+        raise ConfigError(
+            f"--sweep {name}: not a vLLM setting the simulation reads; sweep an engine field such as "
+            "max_num_seqs, max_num_batched_tokens, max_model_len, gpu_memory_utilization or block_size "
+            "(run simulate once per --model or --gpu)"
+        )
+    if parsed.model is not None:  # the value was left over: the flag takes none
+        raise ConfigError(f"--sweep {name}: {shown(value)} is not true or false")
+    return parsed.values[name]

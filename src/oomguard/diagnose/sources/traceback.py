@@ -19,7 +19,8 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
-_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
+# (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
@@ -105,6 +106,7 @@ class Parser(LineParser):
             "Out of available cache blocks",
             "No enough cache entries",
             "KV cache exhausted",
+            "RuntimeBuffers::reshape",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -173,6 +175,8 @@ class Parser(LineParser):
         )
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
+        if "cumem_allocator" in text:
+            self.ctx.signal(line, text, "sleep-mode-oom")
 
     def _engine_memory_errors(self, line: Line, body: str) -> None:
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
@@ -194,6 +198,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
         if _KV_DRY.search(body):
             self.ctx.signal(line, body, "kv-pool-dry")
+        if "RuntimeBuffers::reshape" in body:
+            self.ctx.signal(line, body, "trt-runtime-buffers")
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
@@ -237,7 +243,7 @@ class Parser(LineParser):
         m = _FRAME.search(msg.body)
         if not m:
             return
-        func = m.group("func")
+        func = m.group("func") or ""
         after = line.following()
         code = ""
         if after:
@@ -260,7 +266,7 @@ class Parser(LineParser):
                 where=self.ctx.where(line),
                 text=self.ctx.clip(msg.body),
                 path=m.group("path"),
-                lineno=int(m.group("no")),
+                lineno=int(m.group("no")) if m.group("no").isdigit() else 0,
                 function=func,
                 code=code,
             )

@@ -8,6 +8,7 @@ printed as "GB" by old versions are GiB (vLLM always divided by 2**30).
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 
@@ -590,7 +591,10 @@ class Parser(LineParser):
         body = msg.body
         m = _COMMAND.search(body)
         if m:
-            flags = parse_argv(m.group("rest"), positional_model="serve" in body[: m.start("rest")])
+            rest = m.group("rest")
+            flags = parse_argv(rest, positional_model="serve" in body[: m.start("rest")])
+            if body[: m.start("rest")].endswith("LLM(") and "--" not in rest:
+                flags = parse_llm_call(rest)
             if flags:
                 self.ctx.emit(
                     Flags(
@@ -627,6 +631,40 @@ class Parser(LineParser):
                     flags=((y.group("k").replace("-", "_"), clean_value(value)),),
                 )
             )
+
+
+# A keyword argument with a literal value, for a call cut short or spread over lines.
+_KWARG = re.compile(r"""\b(?P<k>[a-z_]\w*)\s*=\s*(?P<v>"[^"]*"|'[^']*'|[\w.+-]+)""")
+
+
+def parse_llm_call(rest: str) -> dict[str, str]:
+    """What follows `LLM(` in Python code -> flags: the first positional string is the model, keyword
+    arguments with literal values (`gpu_memory_utilization=0.8`, `speculative_model="..."`) are kept as
+    vLLM's engine arguments are named; variables and expressions are skipped. A call cut short or spread
+    over lines gives the literal keyword arguments on this line."""
+    flags: dict[str, str] = {}
+    try:
+        call = ast.parse("LLM(" + rest.strip(), mode="eval").body
+    except SyntaxError:
+        call = None
+    if isinstance(call, ast.Call):
+        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+            flags["model"] = call.args[0].value
+        for kw in call.keywords:
+            if kw.arg is None:
+                continue
+            try:
+                value = ast.literal_eval(kw.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            flags[kw.arg] = value if isinstance(value, str) else repr(value)
+        return flags
+    first = re.match(r"""\s*(?P<q>["'])(?P<m>[^"']+)(?P=q)""", rest)
+    if first:
+        flags["model"] = first.group("m")
+    for m in _KWARG.finditer(rest):
+        flags[m.group("k")] = m.group("v").strip("'\"")
+    return flags
 
 
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
