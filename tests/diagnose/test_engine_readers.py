@@ -449,3 +449,28 @@ def test_llama_cpp_tensor_buffer_failing_while_the_model_loads_is_the_weights():
     [s] = signals(evidence, "load-model-failed")
     assert (s.where.line, s.number("requested_bytes")) == (2, round(22880.12 * MiB))
     assert oomguard.diagnose(text).top == "weights-dont-fit"
+
+
+# ggml's Vulkan backend (ggml-vulkan.cpp) loading a 25 GB model onto a 12 GB card, as llama.cpp prints it.
+VULKAN_LOAD = """load_tensors: loading model tensors, this can take a while... (mmap = true)
+ggml_vulkan: Device memory allocation of size 1037832192 failed.
+ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory
+0.02.468.179 E alloc_tensor_range: failed to allocate Vulkan0 buffer of size 1037832192
+"""
+
+
+def test_vulkan_allocation_failure_gives_its_size_and_the_load_step():
+    evidence = read(VULKAN_LOAD)
+    assert (2, 1037832192) in [(o.where.line, o.requested) for o in evidence.of(OomMessage)]
+    [s] = signals(evidence, "load-model-failed")
+    assert (s.where.line, s.number("requested_bytes")) == (2, 1037832192)
+    assert oomguard.diagnose(VULKAN_LOAD).top == "weights-dont-fit"
+
+
+# LMDeploy's PyTorch engine (lmdeploy/pytorch/engine/executor/base.py) when nothing is left for its blocks.
+LMDEPLOY_NO_KV = "RuntimeError: No enough gpu memory for kv cache.\n"
+
+
+def test_lmdeploy_pytorch_engine_without_kv_memory_is_the_kv_pool_at_startup():
+    assert [s.where.line for s in signals(read(LMDEPLOY_NO_KV), "no-kv-cache-memory")] == [1]
+    assert oomguard.diagnose(LMDEPLOY_NO_KV).top == "kv-cache-insufficient-at-startup"

@@ -19,6 +19,7 @@ ggml/src/ggml-backend.cpp, ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp,
 - "main: server is listening on ...", "slot launch_slot_: ...", ollama's "llama runner started in"
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
 - ollama's planner: "memory layout cannot be allocated"
+- ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ _N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
 _KV_BUFFER = re.compile(r"\bKV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
 _CUDA_ALLOC = re.compile(r"allocating (?P<v>[\d.]+\s*[KMG]iB) on device (?P<dev>\d+): \w*[Mm]alloc failed")
 _BUFFER_OF_SIZE = re.compile(r"failed to allocate (?:(?P<dev>\w+) )?buffer of size (?P<v>\d+)")
+_VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
 _IN_FUNCTION = re.compile(r"current device: \d+, in function (?P<func>\w+) at (?P<path>[^\s:]+):(?P<no>\d+)")
 
 # Lines that say an allocation of llama.cpp failed (the step decides what it means).
@@ -56,6 +58,7 @@ _ALLOC_FAILED = (
     "buffer of size",  # ggml_gallocr_reserve_n, alloc_tensor_range: "failed to allocate CUDA0 buffer of size"
     "unable to allocate",
     "failed to allocate compute",
+    "Device memory allocation of size",  # ggml_vulkan: "Device memory allocation of size N failed."
 )
 _LOAD_FAILED = ("error loading model", "failed to load model")
 _CONTEXT_FAILED = (
@@ -102,6 +105,17 @@ class Parser(LineParser):
             self._ggml_check(line, body)
         if "memory layout cannot be allocated" in body.lower():
             self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+        if "Device memory allocation of size" in body:
+            m = _VULKAN_ALLOC.search(body)
+            if m:
+                self.ctx.emit(
+                    OomMessage(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        flavor="engine",
+                        requested=int(m.group("v")),
+                    )
+                )
         if any(w in body for w in _LOAD_FAILED + _CONTEXT_FAILED) or (
             any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
         ):
@@ -128,7 +142,7 @@ class Parser(LineParser):
     def _failure(self, line: Line, body: str) -> None:
         """An allocation or load failure: what it means depends on the step it came in."""
         requested = None
-        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body)
+        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body) or _VULKAN_ALLOC.search(body)
         if m:
             requested = log_size(m.group("v"))
         if any(w in body for w in _LOAD_FAILED) or (
