@@ -16,19 +16,18 @@ from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message, continuation, to_float, to_int
 from oomguard.diagnose.sources.triggers import Series, Triggers
+from oomguard.engines.vllm import log_format
 from oomguard.units import GiB as _GIB
 
-_NUM = r"-?[\d,]*\.?\d+"
+_NUM = log_format.NUMBER
 
-_WEIGHTS = re.compile(rf"(?:Loading model weights took|Model loading took)\s+(?P<v>{_NUM})\s*(?:GiB|GB)")
-_KV_AVAIL = re.compile(rf"Available KV cache memory:\s*(?P<v>{_NUM})\s*GiB")
-_KV_TOKENS = re.compile(
-    r"\b(?:GPU|XPU|CPU|NPU|HPU|TPU)(?: \+ host)? KV cache size:\s*(?P<v>[\d, ]+?)\s*tokens"
-)
-_CONCURRENCY = re.compile(
-    rf"Maximum concurrency for\s*(?P<len>[\d, ]+?)\s*tokens per request:\s*(?P<x>{_NUM})x"
-)
-_BLOCKS = re.compile(r"#\s*(?:GPU|CUDA|XPU|NPU)?\s*blocks:\s*(?P<v>\d+)")
+# The startup lines vLLM writes, read with the patterns they are written beside (engines/vllm/log_format).
+_WEIGHTS = log_format.WEIGHTS
+_KV_AVAIL = log_format.KV_AVAILABLE
+_KV_TOKENS = log_format.KV_TOKENS
+_CONCURRENCY = log_format.CONCURRENCY
+_BLOCKS = log_format.BLOCKS
+
 _V0_BUDGET = re.compile(
     rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB"
 )
@@ -56,12 +55,12 @@ _FREE_LOW = re.compile(
     r"(?:desired GPU memory "
     rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)"
 )
-_CG_EST = re.compile(rf"Estimated CUDA graph memory:\s*(?P<v>{_NUM})\s*GiB total")
+_CG_EST = log_format.CUDA_GRAPH_ESTIMATE
 _CG_POOL = re.compile(
     rf"CUDA graph pool memory:\s*(?P<a>{_NUM})\s*GiB \(actual\)(?:,\s*(?P<e>{_NUM})\s*GiB \(estimated\))?"
 )
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
-_CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
+_CG_EQUIV = log_format.UTILIZATION_EQUIVALENT
 _MAXLEN_V0 = re.compile(
     r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens"
     r"\s*that\s*can\s*be\s*stored"
