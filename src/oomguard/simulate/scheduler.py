@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from oomguard.simulate.kv_pool import KvCacheManager, KvGroupSpec
+from oomguard.simulate.step_time import StepTimeModel
 
 WAITING, RUNNING, PREEMPTED, FINISHED = 0, 1, 2, 3
 PREFIX_BLOCK_TOKENS = 512  # Mooncake `hash_ids` and the oracle's `prefix_hash_ids`: one id per 512 tokens
@@ -377,17 +378,22 @@ class Scheduler:
         return finished
 
     def decode_run(self, max_steps: int) -> DecodeRun | None:
-        """After a step that decoded every running request and changed nothing else (no chunk, admission,
-        preemption or finish, no new arrival), the next steps repeat it until something happens; see
-        `DecodeRun`. None when that cannot be followed exactly here (a pool with more than one group or with
-        sliding windows) or when the very next step ends a request."""
-        if not self.kv.single_full or not self.running:
+        """When every running request is decoding (one token to compute, at least one generated), the next
+        steps repeat the last one until something happens; see `DecodeRun`. The caller knows whether the
+        waiting queue can change that (it is empty, or its head was refused and the pool only shrinks).
+        None when a run cannot be followed exactly here (a pool with more than one group or with sliding
+        windows, a request whose next block gets a shared hash), when the token budget does not cover every
+        request, or when the very next step ends a request."""
+        kv = self.kv
+        running = self.running
+        if not kv.single_full or not running or max_steps < 1:
             return None
-        # Steps j = 1.. that finish nobody: request r finishes at j = stop_tokens - num_tokens.
-        last = min([r.stop_tokens - r.num_tokens for r in self.running]) - 1
-        if last < 1 or max_steps < 1:
+        if len(running) > self.config.max_num_batched_tokens:
             return None
-        return DecodeRun(self, min(last, max_steps))
+        newest = running[-1]  # the likeliest still in its prefill: checked before walking every request
+        if newest.num_tokens - newest.num_computed != 1:
+            return None
+        return DecodeRun.start(self, max_steps)
 
 
 class DecodeRun:
@@ -395,74 +401,154 @@ class DecodeRun:
 
     In such a step every running request decodes one token, in the same order; the waiting queue's head stays
     refused (the pool only shrinks), and nothing finishes (the run stops before the first finishing step).
-    What differs from step to step is only where a request crosses a block boundary: it needs a new block,
-    or (with prefix caching) its full block gets its hash. Those KV events are replayed through the same
-    `KvCacheManager.allocate_slots` calls, in the same order (step, then running order) as step-by-step
-    scheduling makes them; a step whose new blocks would not fit the free pool is left to `schedule()`
-    (it preempts). Request fields are brought up to date lazily: before a request's KV event, and at `close`.
+    What differs from step to step is only where a request crosses a block boundary: it takes one new block
+    from the free queue, in running order within the step. A request whose last block has `free` free slots
+    crosses at step `free + 1` and then every `block_size` steps, so the requests fall into `block_size`
+    phases, and step j's new blocks go to phase `j mod block_size`, in running order: the same blocks, in
+    the same order, as step-by-step `allocate_slots` calls. A step whose new blocks would not fit the free
+    pool is left to `schedule()` (it preempts). Request fields are brought up to date at `close`.
+
+    Exact only where a decode's block boundary needs nothing but a block (one full-attention group, and the
+    block being filled is the request's own, so its hash is given when freed: `kv_pool` module NOTE);
+    `start` returns None otherwise.
     """
 
-    def __init__(self, scheduler: Scheduler, max_steps: int) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        max_steps: int,
+        tables: list[list[int]],
+        phases: list[list[int]],
+        decode_context: int,
+    ) -> None:
         self.kv = scheduler.kv
         self.requests = list(scheduler.running)
         self.max_steps = max_steps
         self.steps = 0
-        self._synced = [0] * len(self.requests)  # steps applied to each request's fields so far
-        self._events: dict[int, list[int]] = {}  # run step -> positions whose KV event falls on it
-        self.decode_context = 0  # tokens the decodes of the next step attend to
-        for pos, request in enumerate(self.requests):
-            self.decode_context += request.num_computed
-            self._schedule_event(pos, request)
+        self._tables = tables  # each request's block list (the KV manager's own, extended in place)
+        self._phases = phases  # phase -> positions (running order) that take a new block in that phase
+        self._held = [len(t) for t in tables]  # blocks before the run
+        self.decode_context = decode_context  # tokens the decodes of the next step attend to
+        self._closed = False
+        self.blocks_used = self.kv.num_used  # KV blocks in use after the last step advanced
+
+    @classmethod
+    def start(cls, scheduler: Scheduler, max_steps: int) -> DecodeRun | None:
+        kv = scheduler.kv
+        manager = kv.managers[0]
+        bs = kv.block_size
+        caching = kv.enable_caching
+        req_blocks = manager.req_blocks
+        num_cached = manager.num_cached
+        tables: list[list[int]] = []
+        phases: list[list[int]] = [[] for _ in range(bs)]
+        context = 0
+        last = max_steps  # steps j = 1.. that finish nobody: request r finishes at j = stop - num_tokens
+        for pos, request in enumerate(scheduler.running):
+            computed = request.num_computed
+            tokens = request.num_tokens
+            if tokens - computed != 1 or not request.num_output:
+                return None  # a prefill chunk or a 1-token chunk that samples: not a decode
+            if request.stop_tokens - tokens <= last:
+                last = request.stop_tokens - tokens - 1
+                if last < 1:
+                    return None
+            blocks = req_blocks.get(request.rid)
+            if blocks is None:
+                return None
+            upto = len(blocks) * bs
+            free = upto - computed
+            # free_slots_upto 0: admitted through the general path, its first decode asks the manager again,
+            # which takes a block exactly when the last one is full, as the phase rule does.
+            if request.free_slots_upto not in (upto, 0) or not 0 <= free < bs:
+                return None
+            if caching and request.shared_tokens // bs > num_cached.get(request.rid, 0):
+                return None  # its next full block gets a shared hash when it fills
+            phases[(free + 1) % bs].append(pos)
+            tables.append(blocks)
+            context += computed
+        return cls(scheduler, last, tables, phases, context)
 
     @property
     def num_requests(self) -> int:
         return len(self.requests)
 
-    def _schedule_event(self, pos: int, request: SimRequest) -> None:
-        # At step j the request reaches num_computed + (j - synced) tokens; its event is the first step that
-        # passes `free_slots_upto`.
-        step = self._synced[pos] + request.free_slots_upto - request.num_computed + 1
-        if step <= self.max_steps:
-            self._events.setdefault(max(step, self.steps + 1), []).append(pos)
-
-    def _sync(self, pos: int, steps: int) -> None:
-        request = self.requests[pos]
-        d = steps - self._synced[pos]
-        if d:
-            request.num_computed += d
-            request.num_output += d
-            request.num_tokens += d
-            self._synced[pos] = steps
-
     def advance(self) -> bool:
         """Run the next step's KV events; False (nothing changed) when the run must end before this step."""
-        if self.steps >= self.max_steps:
+        if self.steps >= self.max_steps or self._closed:
             return False
         j = self.steps + 1
-        due = self._events.pop(j, None)
+        due = self._phases[j % len(self._phases)]
         if due:
-            due.sort()
-            kv = self.kv
-            requests = self.requests
-            synced = self._synced
-            need = 0
-            for pos in due:
-                request = requests[pos]
-                need += kv.new_blocks_needed(request, request.num_computed + j - synced[pos])
-            if need > kv.num_free:
-                self._events[j] = due  # schedule() will preempt at this step
-                return False
-            for pos in due:
-                self._sync(pos, j - 1)
-                request = requests[pos]
-                if not kv.allocate_slots(request, request.num_computed, 1):
-                    raise AssertionError("a decode-run allocation failed after the pool check")
-                self._schedule_event(pos, request)
+            pool = self.kv.pool
+            if len(due) > len(pool.uncached_free) + len(pool.cached_free):
+                return False  # schedule() will preempt at this step
+            tables = self._tables
+            for pos, block in zip(due, pool.get_new_blocks(len(due))):
+                tables[pos].append(block)
+            self.blocks_used += len(due)
         self.steps = j
         self.decode_context += len(self.requests)
         return True
 
+    def run_until(
+        self, now: float, end: float, step_time: StepTimeModel | None
+    ) -> tuple[list[float], list[float], list[int]]:
+        """`advance` step after step while steps start before `end` (the clock at `now`): each step's start,
+        duration (`step_time` for the decode shape; 1 when None, a step clock) and KV blocks in use."""
+        times: list[float] = []
+        durations: list[float] = []
+        kv_used: list[int] = []
+        num = len(self.requests)
+        phases = self._phases
+        num_phases = len(phases)
+        tables = self._tables
+        pool = self.kv.pool
+        used = self.blocks_used
+        context = self.decode_context
+        j = self.steps
+        last = self.max_steps if not self._closed else j
+        if step_time is not None:
+            # step_seconds(num, context, 0), term by term in its own order: the same float every step.
+            base = step_time.per_step_s + step_time.per_token_s * num
+            per_context = step_time.per_context_token_s
+            no_attention = step_time.per_prefill_attention_s * 0
+        while now < end and j < last:
+            due = phases[(j + 1) % num_phases]
+            if due:
+                m = len(due)
+                if m > len(pool.uncached_free) + len(pool.cached_free):
+                    break  # schedule() will preempt at this step
+                for pos, block in zip(due, pool.get_new_blocks(m)):
+                    tables[pos].append(block)
+                used += m
+            j += 1
+            duration = 1.0 if step_time is None else base + per_context * context + no_attention
+            times.append(now)
+            durations.append(duration)
+            kv_used.append(used)
+            now += duration
+            context += num
+        self.steps = j
+        self.blocks_used = used
+        self.decode_context = context
+        return times, durations, kv_used
+
     def close(self) -> None:
-        """Bring every request's fields to the end of the run."""
-        for pos in range(len(self.requests)):
-            self._sync(pos, self.steps)
+        """Bring every request's fields to the end of the run (what `allocate_slots` and `update_from_output`
+        would have written step by step)."""
+        d = self.steps
+        if self._closed or not d:
+            return
+        self._closed = True
+        kv = self.kv
+        bs = kv.block_size
+        num_cached = kv.managers[0].num_cached if kv.enable_caching else None
+        for request, blocks, held in zip(self.requests, self._tables, self._held):
+            request.num_computed += d
+            request.num_output += d
+            request.num_tokens += d
+            request.free_slots_upto = len(blocks) * bs
+            if len(blocks) != held and num_cached is not None:
+                # The last new block was taken at a block's first token: the one before it is full.
+                num_cached[request.rid] = max(num_cached[request.rid], len(blocks) - 1)
