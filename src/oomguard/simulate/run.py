@@ -10,13 +10,13 @@ Per executed step the timeline keeps: time, duration, scheduled tokens, prefill/
 prefill chunk, running/waiting, KV blocks in use, preemptions, admissions, finishes, and the step's activation
 peak (`step_memory`). A step whose peak passes the headroom is an OOM event. Nothing here prints.
 
-Most steps of a long trace repeat the one before: every running request decodes one token, nothing arrives,
-finishes, is admitted or preempted. When every running request is decoding and the waiting queue cannot
-change that (it is empty, or its head was just refused and the pool only shrinks), the loop hands the next
-steps to `Scheduler.decode_run`, which advances them without re-scheduling every request and replays only
-the KV events (a request taking a new block) in vLLM's order; the timeline still gets one row per step,
-identical to step-by-step scheduling (`fast_forward=False` does that, for checking). The run stops before an
-arrival, a finish, a step whose new blocks would not fit, an OOM step, or `max_steps`.
+Most of a step's requests are plain decodes. With `fast_forward` (the default) the scheduler follows them
+as a `DecodeCohort`: per step it only touches the ones that cross a block boundary or finish, and whatever
+else runs. When every running request is in the cohort and the waiting queue cannot change that (it is
+empty, or its head was just refused and the pool only shrinks), the loop advances the identical steps up to
+the next arrival, finish, step whose new blocks would not fit, OOM step or `max_steps` in one call
+(`DecodeCohort.run_until`). The timeline still gets one row per step, identical to step-by-step scheduling
+(`fast_forward=False` schedules every request every step, for checking).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class _Replay:
         self.workload = workload
         self.config = config
         self.progress = progress
-        self.sched = Scheduler(cfg)
+        self.sched = Scheduler(cfg, cohorts=config.fast_forward)
         interner = KeyInterner() if cfg.enable_prefix_caching else None
         self.reqs = [
             SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
@@ -206,7 +206,7 @@ class _Replay:
                     break
                 continue  # an arrival may be due before the next step
             plan = sched.schedule()
-            if not plan.decodes and not plan.chunks:
+            if not plan.num_decodes and not plan.chunks:
                 self._nothing_scheduled()
                 continue
             self._record_step(plan)
@@ -251,12 +251,12 @@ class _Replay:
         or `max_steps`; the steps executed (0: none could be, schedule this step)."""
         config = self.config
         sched = self.sched
-        limit = self.max_steps - self.executed if self.max_steps else 1 << 62
-        drun = sched.decode_run(limit)
-        if drun is None:
+        if not sched.decode_run_ready():
             self.steady = False
             return 0
-        num = drun.num_requests
+        cohort = sched.cohort
+        assert cohort is not None
+        num = cohort.size
         activation = config.activation
         peak = 0
         if activation is not None:
@@ -264,21 +264,21 @@ class _Replay:
             if config.headroom_bytes is not None and peak > config.headroom_bytes:
                 self.steady = False
                 return 0  # an OOM step: scheduled on its own, so it is recorded
-        before = [r.num_computed for r in drun.requests]
+        rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
+        limit = self.max_steps - self.executed if self.max_steps else 1 << 62
         next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
         step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
-        times, durations, kv_used = drun.run_until(self.now, next_arrival, step_time)
-        drun.close()
+        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit)
         k = len(times)
         if not k:
             self.steady = False
             return 0
         if peak > self.peak_value:
             self.peak_value, self.peak_index = peak, self.executed
-            self.peak_rows = tuple(Row(1, b, True, True) for b in before)
+            self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
         if config.record_chunks:
-            rids = [r.rid for r in drun.requests]
-            self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for b in before])) for j in range(k))
+            rids = [r.rid for r, _ in rows]
+            self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for _, b in rows])) for j in range(k))
         cols = self.cols
         cols["step"].extend(range(self.step, self.step + k))
         cols["time"].extend(times)
@@ -324,7 +324,7 @@ class _Replay:
         config = self.config
         now = self.now
         tokens = plan.tokens
-        num_decodes = len(plan.decodes)
+        num_decodes = plan.num_decodes
         sampling = num_decodes
         prefills = max_prefill = prefill_attn = 0
         for request, k, before in plan.chunks:
@@ -408,6 +408,7 @@ class _Replay:
     # ----- the result -----------------------------------------------------------------------------------
 
     def result(self) -> SimulationResult:
+        self.sched.dissolve_cohort()
         reqs = self.reqs
         nxt = self.nxt
         done = [r for r in reqs if r.finished_at is not None]
@@ -449,7 +450,7 @@ class _Replay:
 def _rows(plan: StepPlan) -> tuple[Row, ...]:
     """The step's shape, row by row (built only for steps that set a new peak or pass the headroom)."""
     rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
-    rows.extend(Row(1, request.num_computed - 1, True, True) for request in plan.decodes)
+    rows.extend(Row(1, before, True, True) for _, before in plan.decode_rows())
     return tuple(rows)
 
 
