@@ -194,11 +194,11 @@ class BlockPool:
             hashes = self.block_hash
             evicted = self.cached_free.pop_oldest(n - take)
             for block in evicted:
-                if hashes[block] == PRIVATE_KEY:
-                    hashes[block] = None  # nothing to drop from the lookup map
-                else:
-                    self._evict(block)
                 ref_cnt[block] = 1
+                if hashes[block]:  # findable (every key but PRIVATE_KEY, 0): drop it from the lookup map
+                    self._evict(block)
+                else:
+                    hashes[block] = None
             out.extend(evicted)
         return out
 
@@ -386,12 +386,16 @@ class GroupManager:
             pool = self.pool
             hashes = pool.block_hash
             bs = self.block_size
-            for i in range(request.shared_tokens // bs, min(request.num_computed // bs, len(blocks))):
-                block = blocks[i]
-                if block != NULL_BLOCK and hashes[block] is None:
-                    if findable:
+            lo = request.shared_tokens // bs
+            hi = min(request.num_computed // bs, len(blocks))
+            if findable:
+                for i in range(lo, hi):
+                    block = blocks[i]
+                    if block != NULL_BLOCK and hashes[block] is None:
                         pool.cache_block(block, request.block_key(i, bs), self.gid)
-                    else:
+            else:
+                for block in blocks[lo:hi]:
+                    if hashes[block] is None and block != NULL_BLOCK:
                         hashes[block] = PRIVATE_KEY
         self.pool.free_blocks(blocks[::-1])
 

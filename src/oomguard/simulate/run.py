@@ -181,6 +181,7 @@ class _Replay:
         self.executed = 0
         self.next_progress = 0
         self.steady = False  # the last step decoded every running request and changed nothing else
+        self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
         self.stop = False
 
     # ----- the loop -------------------------------------------------------------------------------------
@@ -260,7 +261,11 @@ class _Replay:
         activation = config.activation
         peak = 0
         if activation is not None:
-            peak = step_peak_bytes(num, 0, 0, num, num, activation, config.memory)
+            peak = self._decode_peaks.get(num, -1)
+            if peak < 0:
+                peak = self._decode_peaks[num] = step_peak_bytes(
+                    num, 0, 0, num, num, activation, config.memory
+                )
             if config.headroom_bytes is not None and peak > config.headroom_bytes:
                 self.steady = False
                 return 0  # an OOM step: scheduled on its own, so it is recorded
