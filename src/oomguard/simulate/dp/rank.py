@@ -65,6 +65,7 @@ class RankEngine:
         self.finished: list[SimRequest] = []
         self.unservable = 0
         self.steady = False
+        self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
         self._pending: StepPlan | None = None
 
     # ----- requests -------------------------------------------------------------------------------------
@@ -136,7 +137,9 @@ class RankEngine:
         peak = 0
         act = self.config.activation
         if act is not None:
-            peak = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
+            peak = self._decode_peaks.get(num, -1)
+            if peak < 0:
+                peak = self._decode_peaks[num] = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
             headroom = self.config.headroom_bytes
             if headroom is not None and peak > headroom:
                 self.steady = False
