@@ -3,12 +3,13 @@
 The log is the shape of a real vLLM server's day: a third of its lines the periodic engine stats line, most of
 the rest access-log lines, a few warnings, a runtime CUDA OOM traceback at the end. It is written to /tmp by
 ../shared/tools/bench_inputs/make_server_log.py when that generator is there (else by the same mix below),
-read by the real CLI in a child process (wall time, CPU time, peak RSS), compared with `grep -c` over the same
-file in the same run (the machine's speed at that moment), and, with --verify, with the full read (every line
-to every parser): the top cause, its KV-usage evidence line and that line's number must be identical.
-The file is deleted at the end.
+read by the real CLI in a child process (wall time; CPU time of all its processes, the workers that survey
+the chunks of a large file on the other cores included; peak RSS of the largest), compared with `grep -c`
+over the same file in the same run (the machine's speed at that moment), and, with --verify, with the full
+read (every line to every parser): the top cause, its KV-usage evidence line and that line's number must be
+identical. The file is deleted at the end.
 
-Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify]     (default: 300 1024)
+Usage: python bench/diagnose_speed.py [SIZE_MB ...] [--verify] [--compose]     (default: 300 1024)
 """
 
 from __future__ import annotations
@@ -104,7 +105,9 @@ def timed(cmd: list[str]) -> tuple[float, float, int, str]:
     """Wall seconds, CPU seconds, peak RSS (MiB) of the child, its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    # As installed: pip writes the bytecode at install time, so the child may write and reuse it here too.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**env, "LC_ALL": "C"})
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -118,11 +121,21 @@ def answer(report: dict[str, Any]) -> tuple[str, str, str]:
     return top["class"], kv["where"], kv["why"]
 
 
-def bench(size_mb: int, verify: bool) -> bool:
+def as_compose_log(path: str) -> None:
+    """Rewrite the log as `docker compose logs` prints it: "vllm-1  | " before every line."""
+    with open(path, "rb") as src, open(path + ".compose", "wb") as out:
+        out.writelines(b"vllm-1  | " + line for line in src)
+    os.replace(path + ".compose", path)
+
+
+def bench(size_mb: int, verify: bool, compose: bool) -> bool:
     fd, path = tempfile.mkstemp(prefix="oomguard-bench-", suffix=".log", dir="/tmp")
     os.close(fd)
     try:
         made_by = generate(path, size_mb)
+        if compose:
+            as_compose_log(path)
+            made_by += ", docker compose prefix on every line"
         size = os.path.getsize(path)
         subprocess.run(["cat", path], check=True, stdout=subprocess.DEVNULL)  # warm the page cache
         grep_wall, grep_cpu, _, _ = timed(["grep", "-c", "KV cache usage", path])
@@ -141,7 +154,10 @@ def bench(size_mb: int, verify: bool) -> bool:
     finally:
         os.unlink(path)
     mb = size / 1e6
-    print(f"log: {mb:,.0f} MB written by {made_by}")
+    print(
+        f"log: {mb:,.0f} MB written by {made_by}; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"  grep -c            {mb / grep_wall:7,.0f} MB/s  ({grep_wall:.2f} s wall, {grep_cpu:.2f} s CPU)")
     print(
         f"  oomguard diagnose  {mb / wall:7,.0f} MB/s  ({wall:.2f} s wall, {cpu:.2f} s CPU = {mb / cpu:,.0f} "
@@ -162,9 +178,9 @@ def bench(size_mb: int, verify: bool) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    verify = "--verify" in argv
-    sizes = [int(a) for a in argv if a != "--verify"] or [300, 1024]
-    ok = all(bench(size, verify) for size in sizes)
+    verify, compose = "--verify" in argv, "--compose" in argv
+    sizes = [int(a) for a in argv if not a.startswith("--")] or [300, 1024]
+    ok = all(bench(size, verify, compose) for size in sizes)
     return 0 if ok else 1
 
 

@@ -19,19 +19,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from oomguard.engines.vllm.plan import Plan, PlanRequest, kv_reserve_bytes, plan
-from oomguard.errors import OomguardError
-from oomguard.kinds import Verdict
-from oomguard.planning.advise import (
+from oomguard.engines.vllm.engine import PLANNER as VLLM
+from oomguard.engines.vllm.fixes import (
     LENGTH_ROUNDING,
     MAX_UTILIZATION,
     TP_CHOICES,
     fp8_weights_supported,
     free_memory_cap,
     longest_max_model_len,
-    suggest_fixes,
 )
-from oomguard.planning.fix_search import Fix
+from oomguard.engines.vllm.plan import Plan, PlanRequest, kv_reserve_bytes, plan
+from oomguard.errors import OomguardError
+from oomguard.kinds import Verdict
+from oomguard.planning.fix_search import Fix, search_fixes
 
 GiB = 1 << 30
 MODELS = (
@@ -137,7 +137,7 @@ def main() -> int:
             continue
         if base.verdict == Verdict.FITS:
             continue
-        fixes = suggest_fixes(base)
+        fixes = search_fixes(VLLM, base)
         fix = fixes[0] if fixes else None
         cheaper, tried = exhaustive_cheaper(request, base, fix)
         margin = fix.plan.margin if fix is not None else None

@@ -70,7 +70,11 @@ def _overview() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        # No command is a usage error (as argparse treats a missing required argument): usage on stderr, 2.
+        print(_overview(), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args[0] in ("-h", "--help", "help"):
         print(_overview())
         return 0
     if args[0] in ("-V", "--version"):

@@ -10,14 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
+if TYPE_CHECKING:  # Self is typing's from Python 3.11; annotations are not evaluated at run time
+    from typing_extensions import Self
+
+
+class ChangesFlags:
+    """`with_flags` of the frozen request dataclasses that carry settings under the engine's names as `flags`
+    (this neutral Request, vLLM's PlanRequest, SGLang's SglangRequest)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    flags: Mapping[str, Any]
+
+    def with_flags(self, **changes: Any) -> Self:
+        return replace(self, flags={**self.flags, **changes})
+
 
 @dataclass(frozen=True)
-class Request:
+class Request(ChangesFlags):
     """One deployment to plan. `engine` None: read from the command (vLLM unless it is SGLang's)."""
 
     command: Sequence[str] | str | None = None
@@ -36,8 +50,3 @@ class Request:
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
-
-    def with_flags(self, **changes: Any) -> Request:
-        merged = dict(self.flags)
-        merged.update(changes)
-        return replace(self, flags=merged)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from oomguard.diagnose import gated, scan
+from oomguard.diagnose import gated, parallel_read, scan
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.evidence import Evidence, GpuProcess, LoadSample
 from oomguard.diagnose.read import LINE_SOURCES, Reading, read_one
@@ -184,3 +184,107 @@ def test_nvidia_smi_tables_across_chunk_edges_read_the_same() -> None:
     extras = {i: NVIDIA + "\nsome unrelated line" for i in range(40, 6000, 37)}
     evidence = assert_same_reading(_log(rng, 6000, extras))
     assert evidence.count(GpuProcess) > 100
+
+
+def _read_file(path: Path, how: Reading) -> tuple[Evidence, Any]:
+    evidence = Evidence()
+    with path.open("rb") as stream:
+        evidence.documents.append(read_one(path.name, stream, evidence, how))
+    return evidence, evidence.documents[0]
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("start", ["first chunk", "later chunk", "never"])
+def test_a_file_read_on_several_cores_reads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str
+) -> None:
+    """The surveys worked out ahead in worker processes give the sequential read's facts, line numbers and
+    counts, whether the stats series starts in the first chunk, in a later one, or never."""
+    monkeypatch.setattr(parallel_read, "MIN_BYTES", 0)
+    used: list[bool] = []
+    real = parallel_read.read_on_cores
+
+    def recorded(*args: Any) -> bool:
+        used.append(real(*args))
+        return used[-1]
+
+    monkeypatch.setattr(parallel_read, "read_on_cores", recorded)
+    extras = {700: OOM, 1500: NVIDIA, 9000: "Killed", 11990: OOM}
+    text = _log(random.Random(21), 12000, extras)
+    if start == "later chunk":
+        text = text[: len(text) // 3].replace(b"Running:", b"Runn1ng:") + text[len(text) // 3 :]
+    elif start == "never":
+        text = text.replace(b"Running:", b"Runn1ng:")
+    path = tmp_path / "server.log"
+    path.write_bytes(text)
+    full, full_doc = _read_file(path, Reading.EVERY_LINE)
+    fast, fast_doc = _read_file(path, Reading.GATED)
+    assert used == [True]
+    assert [(f.where, f.where.time) for f in fast] == [(f.where, f.where.time) for f in full]
+    assert fast.count(LoadSample) == full.count(LoadSample)
+    assert fast_doc == full_doc
+    assert render_json(diagnose(fast)) == render_json(diagnose(full))
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_a_chunk_edge_inside_an_overlong_line_falls_back_to_the_stream_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel_read, "MIN_BYTES", 0)
+    text = _log(random.Random(4), 3000, {2000: "y" * (scan.MAX_LINE + (200 << 10)), 2900: OOM})
+    path = tmp_path / "server.log"
+    path.write_bytes(text)
+    with path.open("rb") as stream:
+        assert parallel_read.chunk_bounds(stream.fileno(), len(text)) is None
+    full, _ = _read_file(path, Reading.EVERY_LINE)
+    fast, _ = _read_file(path, Reading.GATED)
+    assert [f.where for f in fast] == [f.where for f in full]
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_a_docker_compose_log_reads_the_same_and_its_tables_are_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`docker compose logs` puts "vllm-1  | " before every line: the "|" that ends a table row is what
+    marks it, not the "|" of the prefix (which made every line of such a log go to every parser)."""
+    extras = {i: NVIDIA for i in range(100, 3000, 500)} | {2990: OOM}
+    lines = _log(random.Random(13), 3000, extras).decode().splitlines()
+    text = "".join(f"vllm-1  | {line}\n" for line in lines).encode()
+    evidence = assert_same_reading(text)
+    assert evidence.count(GpuProcess) == 6
+    assert evidence.count(LoadSample) > 1000
+    fed: list[int] = []
+    real = gated.feed_line
+    monkeypatch.setattr(
+        gated, "feed_line", lambda ctx, parsers, line: fed.append(1) or real(ctx, parsers, line)
+    )
+    _read(text, Reading.GATED)
+    assert len(fed) < len(lines) // 4  # the tables, the traceback, the series lines the store keeps
+
+
+def test_a_garbled_number_skips_its_line_not_the_diagnosis() -> None:
+    """A stats line whose usage reads "9.5.3%" (two lines run together, a torn write) matches the parsers'
+    patterns but is no number: that line is skipped with a note, the OOM after it is still diagnosed."""
+    text = (
+        "INFO 11-29 08:00:00 [loggers.py:123] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 9.5.3%\n"
+        "[2025-01-01 12:00:00 TP0] Decode batch. #running-req: 12, #token: 34567, token usage: 0.4.2, "
+        "#queue-req: 0\n" + OOM + "\n"
+    )
+    evidence = assert_same_reading(text.encode())
+    samples = [f for f in evidence if isinstance(f, LoadSample)]
+    assert [(s.running, s.kv_usage) for s in samples] == [(3, None), (12, 0.4)]
+    assert len(evidence) > 2 and diagnose(evidence).causes
+    # In a large log the garbled line sits among well-formed ones: counted the same by both readers.
+    lines = _log(random.Random(17), 4000, {2000: text.splitlines()[0], 3990: OOM}).decode().splitlines()
+    assert_same_reading(("\n".join(lines) + "\n").encode())
+
+
+def test_a_parser_that_cannot_read_a_line_skips_it_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    def garbled(self: object, line: Any, msg: Any) -> None:
+        raise ValueError("could not convert string to float: '9.5.3'")
+
+    monkeypatch.setattr(LINE_SOURCES[1].Parser, "feed", garbled)
+    evidence, doc = _read((OOM + "\n").encode(), Reading.AUTO)
+    assert doc.skipped[0] == "line 1: not read (could not convert string to float: '9.5.3')"
+    assert len(evidence) > 0

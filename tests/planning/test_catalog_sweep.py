@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.errors import OomguardError
 from oomguard.models.resolve import catalog_ids
 from oomguard.planning import PlanRequest, plan
-from oomguard.planning.advise import suggest_fixes
+from oomguard.planning.fix_search import search_fixes
 
 LAYOUTS = [
     {},
@@ -32,7 +33,7 @@ def test_every_catalog_model_plans(model: str) -> None:
         assert result.kv.bytes_per_block > 0
         assert result.fits == (not result.errors)
         if not result.fits:
-            assert all(fix.plan.fits for fix in suggest_fixes(result, limit=2))
+            assert all(fix.plan.fits for fix in search_fixes(VLLM, result, limit=2))
         else:
             assert result.kv.num_gpu_blocks > 0 and result.kv.kv_cache_tokens > 0
     assert planned > 0

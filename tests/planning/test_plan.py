@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.errors import ParallelismError, UnknownModelError
 from oomguard.ledger import GpuLedger
 from oomguard.planning import PlanRequest, plan
-from oomguard.planning.advise import fix_ledger, suggest_fixes
+from oomguard.planning.advise import fix_ledger
+from oomguard.planning.fix_search import search_fixes
 
 GiB = 1 << 30
 
@@ -79,7 +81,7 @@ def test_seventy_b_on_one_h100_does_not_start_and_the_fix_adds_gpus() -> None:
     # 131 GiB of weights on a 79 GiB device: torch runs out while loading, before any KV sizing.
     assert result.failure == "weights-dont-fit"
     assert result.errors[0].startswith("CUDA out of memory. Tried to allocate")
-    fixes = suggest_fixes(result)
+    fixes = search_fixes(VLLM, result)
     assert fixes and all(f.plan.fits for f in fixes)
     assert any(f.result.flags.get("tensor_parallel_size", 1) > 1 for f in fixes)
 
@@ -88,7 +90,7 @@ def test_too_long_context_gets_vllms_error_and_a_length_that_fits() -> None:
     result = plan(llama8b(gpu_memory_utilization=0.3, max_model_len=131072))
     assert result.failure == "max-model-len"
     assert "estimated maximum model length is" in result.errors[0]
-    fixes = suggest_fixes(result)
+    fixes = search_fixes(VLLM, result)
     by_length = [f for f in fixes if set(f.result.flags) == {"max_model_len"}]
     assert by_length and by_length[0].plan.fits
     assert by_length[0].result.max_model_len < 131072
@@ -162,7 +164,7 @@ def test_co_located_replicas_each_need_their_own_budget() -> None:
     )
     assert one.fits
     assert not two.fits
-    fixes = suggest_fixes(two)
+    fixes = search_fixes(VLLM, two)
     assert any(f.result.flags.get("gpu_memory_utilization", 1) < 0.5 and f.plan.fits for f in fixes)
 
 

@@ -213,3 +213,38 @@ def test_json_names_the_engine_sglang_and_carries_no_vllm_key() -> None:
         "max_num_seqs",
     }
     assert not vllm_keys & set(engine) and not vllm_keys & set(engine["settings"])
+
+
+def test_a_plan_that_starts_has_the_margin_verdict_of_its_tightest_constraint() -> None:
+    """The same verdict as vLLM's: fits with the bands to spare; --safety above the slack makes it marginal,
+    and the fix search then looks for a plan that keeps the safety (a smaller static share here)."""
+    command = f"{LAUNCH} Qwen/Qwen3-32B --tp 2"
+    result = plan_sglang(SglangRequest.from_argv(command, gpu="H100"))
+    margin = result.margin
+    assert margin is not None and result.verdict == "fits"
+    assert margin.spare_bytes > 0 and margin.required_bytes == margin.band_bytes > 0
+    # The device-at-peak slack is what is left after everything outside the static share, as the ledger says.
+    r = result.rank0
+    outside = r.free_at_init - r.weights.bytes - r.kv_cache_bytes - r.req_to_token_bytes
+    peak_slack = outside - r.cuda_graphs.bytes - r.activation.bytes
+    assert margin.slack_bytes <= peak_slack
+
+    asked = margin.slack_bytes + GiB
+    tight = plan_sglang(SglangRequest.from_argv(command, gpu="H100", safety_bytes=asked))
+    assert tight.fits and tight.verdict == "marginal" and tight.margin is not None
+    assert tight.margin.required_bytes == asked
+    fixes = search_fixes(SGLANG, tight)
+    assert fixes and all(f.plan.verdict == "fits" for f in fixes)
+    assert all(f.plan.margin is not None and f.plan.margin.spare_bytes >= 0 for f in fixes)
+
+
+def test_the_cli_prints_the_margin_of_a_real_sglang_command_and_safety_makes_it_marginal() -> None:
+    argv = ("plan", "--json", "--gpu", "H100", "--", *f"{LAUNCH} Qwen/Qwen3-32B --tp 2".split())
+    roomy = json.loads(oomguard(*argv).stdout)
+    assert roomy["verdict"] == "fits" and roomy["margin_bytes"] > 0
+    assert roomy["margin"]["required_bytes"] == roomy["margin"]["band_bytes"]
+    safety = roomy["margin_bytes"] + GiB
+    tight = oomguard("plan", "--json", "--safety", f"{safety}B", *argv[1:])
+    data = json.loads(tight.stdout)
+    assert data["verdict"] == "marginal" and data["margin"]["required_bytes"] == safety
+    assert data["fixes"] and "--mem-fraction-static" in data["fixes"][0]["command"]

@@ -32,7 +32,8 @@ def main(argv: list[str]) -> int:
     fmt.add_argument("--markdown", action="store_true", help="Markdown to paste into an issue")
     parser.add_argument(
         "--command",
-        help='the server command when the evidence lacks it (e.g. "vllm serve MODEL -tp 2"): fixes are re-planned',  # noqa: E501
+        help='the server command when the evidence lacks it (e.g. "vllm serve MODEL -tp 2"): fixes are '
+        "re-planned",
     )
     parser.add_argument("--gpu", help="the GPU when the evidence does not name it (e.g. H100, A100-80GB)")
     parser.add_argument("--vllm-version", help="the vLLM version when the evidence does not show it")

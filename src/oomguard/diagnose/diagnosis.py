@@ -183,7 +183,8 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
     kv = (
         f"{crash.kv_usage:.0%} at {crash.where}"
         if crash and crash.kv_usage is not None
-        else "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the failure"  # noqa: E501
+        else "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the "
+        "failure"
     )
     host = ev.has(*HOST_SIGNALS)
     gpu = bool(ev.of(OomMessage)) or ev.has(*GPU_MEMORY_ERRORS)

@@ -109,7 +109,9 @@ SIGNALS = frozenset(
         "engine-dead",
         "engine-init-failed",  # "Engine core initialization failed" / "EngineCore failed to start"
         "kv-preempted",
-        "kv-pool-dry",  # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators)  # V0: "Sequence group ... is preempted by PreemptionMode... not enough KV cache"  # noqa: E501
+        # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators); V0:
+        # "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
+        "kv-pool-dry",
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
         "illegal-memory-access",
@@ -136,7 +138,8 @@ SIGNALS = frozenset(
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
-        "ray-actor-died",  # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)  # noqa: E501
+        # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
+        "ray-actor-died",
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"

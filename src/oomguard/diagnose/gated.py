@@ -35,6 +35,8 @@ def _load_hyperscan() -> ModuleType | None:
 
 hyperscan = _load_hyperscan()
 
+# Notes on lines a parser could not read, at most (a garbled log would otherwise flood the report).
+MAX_UNREADABLE_NOTES = 5
 # A line longer than MAX_LINE spans at least one whole block of this size without a newline.
 _LONG_PROBE = MAX_LINE // 2
 
@@ -42,20 +44,29 @@ _LONG_PROBE = MAX_LINE // 2
 class TriggerScan:
     """One compiled scan for a set of words: the start of every line that holds one of them."""
 
-    def __init__(self, words: Sequence[str], caseless: Sequence[str], use_hyperscan: bool = True) -> None:
-        exprs = [re.escape(w).encode() for w in words] + [re.escape(w).encode() for w in caseless]
+    def __init__(
+        self,
+        words: Sequence[str],
+        caseless: Sequence[str],
+        use_hyperscan: bool = True,
+        line_ends: Sequence[str] = (),
+    ) -> None:
+        plain = [re.escape(w).encode() for w in words]
+        folded = [re.escape(w).encode() for w in caseless]
+        # A line end: the word, then only blanks (a CR of a CRLF line among them) up to the newline.
+        ending = [re.escape(w).encode() + rb"[ \t\r]*$" for w in line_ends]
+        exprs = plain + folded + ending
         self._regex: re.Pattern[bytes] | None = None
         self._db = None
         if not exprs:
             return
         if hyperscan is not None and use_hyperscan:
-            flags = [0] * len(words) + [hyperscan.HS_FLAG_CASELESS] * len(caseless)
+            flags = [0] * len(plain) + [hyperscan.HS_FLAG_CASELESS] * len(folded)
+            flags += [hyperscan.HS_FLAG_MULTILINE] * len(ending)
             self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
             self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
         else:
-            alternatives = [e for e in exprs[: len(words)]] + [
-                b"(?i:" + e + b")" for e in exprs[len(words) :]
-            ]
+            alternatives = plain + [b"(?i:" + e + b")" for e in folded] + [b"(?m:" + e + b")" for e in ending]
             self._regex = re.compile(b"|".join(alternatives))
 
     def line_starts(self, data: bytes, start: int, end: int) -> list[int]:
@@ -111,12 +122,68 @@ def _series_state(series: Series, owner: LineParser) -> _SeriesState:
     return _SeriesState(series, owner, series.marker.encode(), re.compile(series.shape), counter)
 
 
+# Line numbers inside a surveyed chunk are found from the newline count at each boundary of blocks this size.
+_INDEX_BLOCK = 1 << 18
+
+
+@dataclass(frozen=True)
+class SurveyPlan:
+    """What surveying a chunk needs: the reader's one series (or none) and its trigger scans."""
+
+    series: _SeriesState | None
+    steady: TriggerScan  # every trigger word once the series has started (all of them if there is none)
+    quiet: TriggerScan | None  # the series' quiet words, triggers until its first line
+
+
+@dataclass(frozen=True)
+class ChunkSurvey:
+    """What a chunk holds that does not depend on the parsers' state, so that it can be worked out ahead,
+    in another process, while the reader feeds the chunk before (parallel_read.py)."""
+
+    plain: bool
+    lines: int
+    newlines: tuple[int, ...]  # newlines before each _INDEX_BLOCK boundary
+    count: int  # the series' markers, as the reader counts them
+    bulk: bool  # every marker in a well-formed line of the series
+    steady: tuple[int, ...]  # starts of the lines holding a steady trigger word
+    quiet: tuple[int, ...]  # ... a quiet word, up to the end of the chunk's first series line
+    first_series: int | None  # start of the chunk's first series line
+
+
+def survey(plan: SurveyPlan, chunk: bytes) -> ChunkSurvey:
+    """The state-free part of reading a chunk (the costly part: every byte is looked at here)."""
+    newlines: list[int] = []
+    total = 0
+    for block in range(0, len(chunk), _INDEX_BLOCK):
+        newlines.append(total)
+        total += chunk.count(b"\n", block, block + _INDEX_BLOCK)
+    lines = total + (0 if chunk.endswith(b"\n") else 1)
+    if not _plain(chunk):
+        return ChunkSurvey(False, lines, tuple(newlines), 0, False, (), (), None)
+    count, bulk, first, quiet_end = 0, False, None, len(chunk)
+    if plan.series is not None:
+        found = plan.series.counter.findall(chunk)
+        count, bulk = len(found), b"" not in found
+        m = plan.series.shape.search(chunk)
+        if m is not None:
+            first = chunk.rfind(b"\n", 0, m.start()) + 1
+            end = chunk.find(b"\n", m.start())
+            quiet_end = len(chunk) if end < 0 else end + 1
+    steady = plan.steady.line_starts(chunk, 0, len(chunk))
+    quiet = plan.quiet.line_starts(chunk, 0, quiet_end) if plan.quiet is not None else []
+    return ChunkSurvey(True, lines, tuple(newlines), count, bulk, tuple(steady), tuple(quiet), first)
+
+
 def feed_line(ctx: Context, parsers: Sequence[LineParser], line: Line) -> None:
     """One line, split from its prefix, to the parsers."""
     msg = split_prefix(line.text)
     ctx.time = msg.time
     for parser in parsers:
-        parser.feed(line, msg)
+        try:
+            parser.feed(line, msg)
+        except ValueError as err:  # a garbled number its pattern let through ("usage: 9.5.3%"): skip the line
+            if len(ctx.skipped) < MAX_UNREADABLE_NOTES:
+                ctx.skipped.append(f"line {line.no}: not read ({err})")
 
 
 class GatedReader:
@@ -130,39 +197,72 @@ class GatedReader:
         self._scans: dict[frozenset[int], TriggerScan] = {}
         self.next_no = 1  # the number of the next chunk's first line
 
-    def _scan(self) -> TriggerScan:
-        """The trigger scan for the current state: every parser's words but the series markers (counted on
-        their
-        own) and the quiet words of the series already started (unless another parser needs them)."""
-        key = frozenset(i for i, s in enumerate(self.series) if s.started)
-        scan = self._scans.get(key)
+    def survey_plan(self) -> SurveyPlan | None:
+        """The plan for surveying chunks ahead (None for a reader with several series, which this does not
+        cover: it reads as before)."""
+        if len(self.series) > 1:
+            return None
+        everything = frozenset(range(len(self.series)))
+        series = self.series[0] if self.series else None
+        quiet = None
+        if series is not None:
+            words = set(self._words(frozenset())[0]) - set(self._words(everything)[0])
+            quiet = TriggerScan(sorted(words), [], self.use_hyperscan)
+        return SurveyPlan(series, self._scan(everything), quiet)
+
+    def _words(self, started: frozenset[int]) -> tuple[list[str], list[str], list[str]]:
+        """The trigger words (case-sensitive, caseless, line ends) while the series in `started` have
+        started."""
+        markers = {s.series.marker for s in self.series}
+        quiet = {w for i in started for w in self.series[i].series.quiet}
+        owners: dict[str, int] = {}
+        for p in self.parsers:
+            for w in set(type(p).TRIGGERS.words):
+                owners[w] = owners.get(w, 0) + 1
+        quiet = {w for w in quiet if owners.get(w, 0) <= 1}
+        words: list[str] = []
+        caseless: list[str] = []
+        line_ends: list[str] = []
+        for p in self.parsers:
+            words += [w for w in type(p).TRIGGERS.words if w not in markers and w not in quiet]
+            caseless += list(type(p).TRIGGERS.caseless)
+            line_ends += list(type(p).TRIGGERS.line_ends)
+        return sorted(set(words)), sorted(set(caseless)), sorted(set(line_ends))
+
+    def _scan(self, started: frozenset[int] | None = None) -> TriggerScan:
+        """The trigger scan while the series in `started` (default: those that have) have started: every
+        parser's words but the series markers (counted on their own) and the quiet words of the series
+        already started (unless another parser needs them)."""
+        if started is None:
+            started = frozenset(i for i, s in enumerate(self.series) if s.started)
+        scan = self._scans.get(started)
         if scan is None:
-            markers = {s.series.marker for s in self.series}
-            quiet = {w for i in key for w in self.series[i].series.quiet}
-            owners: dict[str, int] = {}
-            for p in self.parsers:
-                for w in set(type(p).TRIGGERS.words):
-                    owners[w] = owners.get(w, 0) + 1
-            quiet = {w for w in quiet if owners.get(w, 0) <= 1}
-            words: list[str] = []
-            caseless: list[str] = []
-            for p in self.parsers:
-                words += [w for w in type(p).TRIGGERS.words if w not in markers and w not in quiet]
-                caseless += list(type(p).TRIGGERS.caseless)
-            scan = self._scans[key] = TriggerScan(
-                sorted(set(words)), sorted(set(caseless)), self.use_hyperscan
-            )
+            words, caseless, line_ends = self._words(started)
+            scan = self._scans[started] = TriggerScan(words, caseless, self.use_hyperscan, line_ends)
         return scan
 
-    def read_chunk(self, chunk: bytes, lookahead: tuple[bytes, ...], stats: ReadStats, last: bool) -> None:
-        if not _plain(chunk):
+    def read_chunk(
+        self,
+        chunk: bytes,
+        lookahead: tuple[bytes, ...],
+        stats: ReadStats,
+        last: bool,
+        surveyed: ChunkSurvey | None = None,
+    ) -> None:
+        """Feed the chunk's lines that matter; `surveyed` is the chunk's survey when it was worked out ahead
+        (the result is the same either way)."""
+        if not (surveyed.plain if surveyed is not None else _plain(chunk)):
             self._read_every_line(chunk, lookahead, stats)
             return
-        found = [s.counter.findall(chunk) for s in self.series]
-        counts = [len(f) for f in found]
-        bulk = [b"" not in f for f in found]  # every marker in a well-formed series line
-        del found
-        hits = self._trigger_starts(chunk)
+        if surveyed is not None:
+            counts, bulk = [surveyed.count] * len(self.series), [surveyed.bulk] * len(self.series)
+            hits = self._surveyed_starts(surveyed)
+        else:
+            found = [s.counter.findall(chunk) for s in self.series]
+            counts = [len(f) for f in found]
+            bulk = [b"" not in f for f in found]  # every marker in a well-formed series line
+            del found
+            hits = self._trigger_starts(chunk)
         fed_series = [0] * len(self.series)
         # Series lines holding no other trigger go to their own parser only (the others ignore such lines).
         owner_only: dict[int, LineParser] = {}
@@ -180,7 +280,10 @@ class GatedReader:
         for start in starts:
             if start < fed_until:
                 continue
-            no += chunk.count(b"\n", pos, start)
+            if surveyed is not None and start - pos > _INDEX_BLOCK:
+                no = self.next_no + _line_index(chunk, surveyed, start)
+            else:
+                no += chunk.count(b"\n", pos, start)
             pos = start
             while True:
                 end = chunk.find(b"\n", pos)
@@ -205,9 +308,22 @@ class GatedReader:
             if bulk[i] and skipped > 0:
                 self.ctx.evidence.skip(s.series.fact, skipped)
                 self.ctx.facts += skipped
-        lines = no - self.next_no + chunk.count(b"\n", pos) + (0 if chunk.endswith(b"\n") else 1)
+        if surveyed is not None:
+            lines = surveyed.lines
+        else:
+            lines = no - self.next_no + chunk.count(b"\n", pos) + (0 if chunk.endswith(b"\n") else 1)
         stats.lines += lines
         self.next_no += lines
+
+    def _surveyed_starts(self, surveyed: ChunkSurvey) -> list[int]:
+        """_trigger_starts from the survey: the quiet words count up to the series' first line."""
+        if not self.series or self.series[0].started:
+            return list(surveyed.steady)
+        starts = set(surveyed.steady).union(surveyed.quiet)
+        if surveyed.first_series is not None:
+            starts.add(surveyed.first_series)  # the series' first line is always parsed
+            self.series[0].started = True
+        return sorted(starts)
 
     def _trigger_starts(self, chunk: bytes) -> list[int]:
         """Lines holding a trigger; a series starting in this chunk quiets its words after its first line."""
@@ -270,6 +386,12 @@ class GatedReader:
                 if not s.started and s.marker.decode() in line.text and s.shape.search(line.text.encode()):
                     s.started = True
         self.next_no += stats.lines - before
+
+
+def _line_index(chunk: bytes, surveyed: ChunkSurvey, pos: int) -> int:
+    """Newlines in the chunk before `pos`, from the survey's block index."""
+    block = pos // _INDEX_BLOCK
+    return surveyed.newlines[block] + chunk.count(b"\n", block * _INDEX_BLOCK, pos)
 
 
 def _plain(chunk: bytes) -> bool:

@@ -12,14 +12,17 @@ directory or the bundled catalog, or not at all, and then the fixes come from th
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oomguard.diagnose.setup import EngineSetup
 from oomguard.simulate.step_memory import ActivationModel
 from oomguard.units import GiB as _GIB
+
+if TYPE_CHECKING:
+    from oomguard.result import PlanResult
 
 # A measured term no longer holds when a fix changes one of these flags (what vLLM sizes the term from).
 TERM_DEPENDS_ON = {
@@ -184,11 +187,12 @@ def plan_request(setup: EngineSetup, changes: dict[str, Any] | None = None) -> A
     return PlanRequest(**kwargs)
 
 
-def _ledger(result: Any, logged: dict[str, int]) -> Ledger:
+def _ledger(result: PlanResult, planned_measured: Collection[str], logged: dict[str, int]) -> Ledger:
+    """The ledger of a neutral plan result; `planned_measured`: the terms the plan took as measured."""
     r = result.rank0
-    cfg = result.engine
-    measured = tuple(sorted(logged.keys() & result.request.measured.keys()))
-    derived = tuple(sorted(result.request.measured.keys() - logged.keys()))
+    setting = result.engine.setting
+    measured = tuple(sorted(logged.keys() & set(planned_measured)))
+    derived = tuple(sorted(set(planned_measured) - logged.keys()))
     return Ledger(
         fits=bool(result.fits),
         errors=tuple(result.errors),
@@ -199,12 +203,12 @@ def _ledger(result: Any, logged: dict[str, int]) -> Ledger:
         cuda_graphs=r.cuda_graphs.bytes / _GIB,
         comm_buffers=r.comm_buffers.bytes / _GIB,
         kv_cache=r.kv_cache_bytes / _GIB,
-        num_gpu_blocks=int(result.kv.num_gpu_blocks),
-        kv_cache_tokens=int(result.kv.kv_cache_tokens),
-        max_model_len=int(cfg.max_model_len),
-        max_num_batched_tokens=int(cfg.max_num_batched_tokens),
-        max_num_seqs=int(cfg.max_num_seqs),
-        gpu_memory_utilization=float(cfg.gpu_memory_utilization),
+        num_gpu_blocks=int(result.kv.num_blocks),
+        kv_cache_tokens=int(result.kv.tokens),
+        max_model_len=int(setting("max_model_len")),
+        max_num_batched_tokens=int(setting("max_num_batched_tokens")),
+        max_num_seqs=int(setting("max_num_seqs")),
+        gpu_memory_utilization=float(setting("gpu_memory_utilization")),
         measured=measured,
         derived=derived,
     )
@@ -214,15 +218,29 @@ def plannable(setup: EngineSetup) -> bool:
     return setup.engine != "sglang" and bool(setup.model) and bool(setup.gpu_total_bytes or setup.gpu_name)
 
 
-def _plan(setup: EngineSetup, changes: dict[str, Any]) -> Any:
-    """The planner's Plan, or None when it cannot plan this setup (unknown model offline, odd flags)."""
+@dataclass(frozen=True)
+class _Planned:
+    """The neutral result of a recovered setup, the terms it took as measured, and vLLM's own plan (what the
+    fix search re-plans)."""
+
+    result: PlanResult
+    measured: frozenset[str]
+    native: Any
+
+
+def _plan(setup: EngineSetup, changes: dict[str, Any]) -> _Planned | None:
+    """The planner's result, or None when it cannot plan this setup (unknown model offline, odd flags)."""
     if not plannable(setup):
         return None
     try:
+        from oomguard.engines.vllm.engine import PLANNER as VLLM
         from oomguard.planning import plan
+        from oomguard.planning.dispatch import finish
 
         with _offline():
-            return plan(plan_request(calibrated(setup), changes))
+            request = plan_request(calibrated(setup), changes)
+            native = plan(request)
+            return _Planned(finish(VLLM, native, fixes=False), frozenset(request.measured), native)
     except PLANNER_FAILURES:
         return None
 
@@ -236,10 +254,12 @@ def calibrated(setup: EngineSetup) -> EngineSetup:
     if setup.logged_kv_bytes is None or "activation" in setup.measured:
         return setup
     try:
+        from oomguard.engines.vllm.engine import PLANNER as VLLM
         from oomguard.planning import plan
+        from oomguard.planning.dispatch import finish
 
         with _offline():
-            result = plan(plan_request(setup, {}))
+            result = finish(VLLM, plan(plan_request(setup, {})), fixes=False)
     except PLANNER_FAILURES:
         return setup
     rank = result.rank0
@@ -252,29 +272,31 @@ def calibrated(setup: EngineSetup) -> EngineSetup:
 def plan_setup(setup: EngineSetup, **changes: Any) -> Ledger | None:
     """The planner's ledger for the recovered setup (with `changes`), or None when it cannot be planned
     (no model, unknown model offline, no GPU size, SGLang)."""
-    result = _plan(setup, changes)
-    return _ledger(result, setup.measured) if result is not None else None
+    planned = _plan(setup, changes)
+    return _ledger(planned.result, planned.measured, setup.measured) if planned is not None else None
 
 
 def planner_fixes(setup: EngineSetup, limit: int = 4) -> list[PlannedFix]:
     """The planner's fixes for the recovered setup, each re-planned with the measured terms it changes
     re-estimated; only those that fit are kept (empty when it cannot plan the setup)."""
-    result = _plan(setup, {})
-    if result is None:
+    planned = _plan(setup, {})
+    if planned is None:
         return []
     try:
-        from oomguard.planning.advise import suggest_fixes
+        from oomguard.engines.vllm.engine import PLANNER as VLLM
+        from oomguard.planning.fix_search import search_fixes
 
         with _offline():
-            fixes = suggest_fixes(result, limit=limit)
+            fixes = search_fixes(VLLM, planned.native, limit=limit)
     except PLANNER_FAILURES:
         return []
     out = []
     for f in (fix.result for fix in fixes):
         flags = {k: v for k, v in f.flags.items() if k != "replicas_per_gpu"}
         checked = _plan(setup, flags) if flags else None
-        if checked is not None and checked.fits:
-            out.append(PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", _ledger(checked, setup.measured)))
+        if checked is not None and checked.result.fits:
+            ledger = _ledger(checked.result, checked.measured, setup.measured)
+            out.append(PlannedFix(dict(f.flags), f"{f.summary} ({f.cost})", ledger))
     return out
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from types import ModuleType
 from typing import BinaryIO
 
-from oomguard.diagnose import detect, gated, progress, scan
+from oomguard.diagnose import detect, gated, parallel_read, progress, scan
 from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs, plain_files
 from oomguard.diagnose.sources import (
@@ -83,6 +83,12 @@ def _worth_parallel(planned: list[tuple[str, str]]) -> bool:
     return sum(os.path.getsize(path) for path in files) >= PARALLEL_MIN_BYTES
 
 
+def _worker_start() -> None:
+    """A worker of a several-files read: no progress lines, no further processes."""
+    progress.disable()
+    parallel_read.disable()
+
+
 def _read_parallel(
     planned: list[tuple[str, str]], how: Reading, evidence: Evidence, skipped: list[str]
 ) -> None:
@@ -91,7 +97,7 @@ def _read_parallel(
     notes), so the evidence is the sequential read's."""
     files = [path for kind, path in planned if kind == "file"]
     workers = min(len(files), os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=workers, initializer=progress.disable) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_start) as pool:
         parts = iter(pool.map(_read_file, files, [how] * len(files)))
         for kind, value in planned:
             if kind == "note":
@@ -162,18 +168,22 @@ def _read_text(
         stats.bytes = len(first)
         for line in scan.lines_of_small(first, stats):
             gated.feed_line(ctx, parsers, line)
+    elif how is Reading.EVERY_LINE:
+        for line in scan.lines_of_chunks(scan.iter_chunks(first, stream, stats), stats):
+            gated.feed_line(ctx, parsers, line)
     else:
-        chunks = scan.iter_chunks(first, stream, stats)
-        if how is Reading.EVERY_LINE:
-            for line in scan.lines_of_chunks(chunks, stats):
-                gated.feed_line(ctx, parsers, line)
-        else:
-            reader = gated.GatedReader(ctx, parsers)
-            shown = progress.Progress(name, _size_of(stream))
-            try:
-                gated.read_gated(reader, chunks, stats, shown.update)
-            finally:
-                shown.close()
+        reader = gated.GatedReader(ctx, parsers)
+        regular = _regular_file(stream)
+        shown = progress.Progress(name, regular[1] if regular else None)
+        try:
+            if not (
+                regular is not None
+                and parallel_read.usable(regular[1])
+                and parallel_read.read_on_cores(reader, *regular, stats, shown.update)
+            ):
+                gated.read_gated(reader, scan.iter_chunks(first, stream, stats), stats, shown.update)
+        finally:
+            shown.close()
     for parser in parsers:
         parser.finish()
     doc.lines, doc.bytes, doc.facts = stats.lines, stats.bytes, ctx.facts
@@ -195,17 +205,18 @@ def _read_text(
         )
 
 
-def _size_of(stream: BinaryIO) -> int | None:
-    """The size of a plain file behind `stream` (for progress), None for pipes, archives and compressed
-    data."""
+def _regular_file(stream: BinaryIO) -> tuple[int, int] | None:
+    """The descriptor and size of a regular file behind `stream` (for progress and the read on several
+    cores), None for pipes, archives and compressed data."""
     raw = getattr(stream, "raw", None)
     if not isinstance(raw, io.FileIO):
         return None
     try:
-        info = os.fstat(raw.fileno())
+        fd = raw.fileno()
+        info = os.fstat(fd)
     except (OSError, ValueError):
         return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
+    return (fd, info.st_size) if stat.S_ISREG(info.st_mode) else None
 
 
 def require_evidence(evidence: Evidence) -> None:

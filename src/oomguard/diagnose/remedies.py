@@ -500,7 +500,10 @@ def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Adv
         # The warm-up's tensors are rows x vocabulary: memory scales linearly with the rows.
         detail = ""
         if oom and oom.requested:
-            detail = f": the failed {_g(oom.requested)} allocation becomes about {_g(oom.requested * smaller / rows)}"  # noqa: E501
+            detail = (
+                f": the failed {_g(oom.requested)} allocation becomes about "
+                f"{_g(oom.requested * smaller / rows)}"
+            )
         fixes.append(
             Fix(
                 {"max_num_seqs": str(smaller)},
@@ -559,7 +562,9 @@ def _cudagraph(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> A
             Fix(
                 {
                     "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0",
-                    "gpu_memory_utilization": f"{(u or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}",  # noqa: E501
+                    "gpu_memory_utilization": (
+                        f"{(u or setup.behaviour.default_gpu_memory_utilization) - 0.05:.2f}"
+                    ),
                 },
                 f"the graph estimate ({_g(max(estimates))}) is far above real "
                 "graph pools: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 and a 0.05 lower "

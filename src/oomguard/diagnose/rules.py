@@ -311,8 +311,9 @@ class Situation:
 
     failures: list[Fact]
     first_failure: Fact | None
-    phase: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'  # noqa: E501
-    #             | 'runtime' | 'host' | 'unknown'
+    # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'
+    # | 'runtime' | 'host' | 'unknown'
+    phase: str
     phase_why: str
     phase_fact: Fact | None
     categories: dict[str, list[Frame]]

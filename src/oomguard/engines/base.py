@@ -24,6 +24,10 @@ class FixCandidate:
     flags: Mapping[str, Any]
     summary: str
     group: str = ""
+    # A candidate that changes the deployment's shape: the GPUs it takes (0: unchanged), and the trade-offs
+    # that come with it (e.g. " with FP8 KV"); the loop stops adding GPUs to a variant that fits two ways.
+    gpus: int = 0
+    variant: str = ""
 
     @property
     def key(self) -> str:
@@ -62,12 +66,16 @@ class EnginePlanner(Protocol[P]):
         """Flag changes worth trying for this plan, most wanted first."""
         ...
 
-    def widen(self, plan: P, candidate: FixCandidate) -> FixCandidate | None:
-        """A candidate that did not fit, combined with what makes it fit (vLLM: the longest length)."""
+    def follow_up(
+        self, base: P, trial: P, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        """A candidate re-planned as `trial` did not fit: the setting to add that cures what is left (vLLM:
+        the longest length the new setting holds), never one of `pinned`; None to give the candidate up."""
         ...
 
-    def fix_result(self, base: P, fixed: P, candidate: FixCandidate) -> FixResult:
-        """The neutral fix: flags, summary, cost against `base`, the full command."""
+    def fix_result(self, base: P, fixed: P, candidate: FixCandidate, flags: Mapping[str, Any]) -> FixResult:
+        """The neutral fix: `flags` (the candidate's and its follow-ups), summary, cost against `base`, the
+        full command."""
         ...
 
     def fix_order(self, fix: FixResult, fixed: P) -> tuple[float, ...]:

@@ -12,11 +12,42 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from oomguard.errors import ConfigError
+
+if TYPE_CHECKING:  # Self is typing's from Python 3.11; annotations are not evaluated at run time
+    from typing_extensions import Self
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """What a launch command sets explicitly, under the engine's own field names, with the environment
+    prefix and the flags no table knows. Each engine's args (vLLM's ServeArgs, SGLang's LaunchArgs) is one."""
+
+    model: str | None
+    values: Mapping[str, Any]
+    env: Mapping[str, str] = field(default_factory=dict)
+    unknown_flags: tuple[str, ...] = ()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def with_values(self, **changes: Any) -> Self:
+        return replace(self, values={**self.values, **changes})
+
+    def merged_with(self, other: Self) -> Self:
+        """`other` over this one: its model and values win; the environment and unknown flags of both."""
+        return replace(
+            self,
+            model=other.model or self.model,
+            values={**self.values, **other.values},
+            env={**self.env, **other.env},
+            unknown_flags=self.unknown_flags + other.unknown_flags,
+        )
+
 
 # `KEY=value` before the launcher is an environment variable (VLLM_*, SGLANG_*, CUDA_VISIBLE_DEVICES ...).
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

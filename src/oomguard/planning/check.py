@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from oomguard.engines.vllm.cli_flags import RefusedFlagError
-from oomguard.engines.vllm.engine import plan_host
+from oomguard.engines.vllm.engine import PLANNER as VLLM
 from oomguard.engines.vllm.flags import ServeArgs, args_from_mapping, parse_serve_command
-from oomguard.engines.vllm.plan import Plan, PlanRequest, plan
+from oomguard.engines.vllm.plan import PlanRequest, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
 from oomguard.errors import ConfigError, InputFormatError, OomguardError
 from oomguard.hardware import find_gpu
@@ -31,7 +31,8 @@ from oomguard.host.ledger import HostLedger, HostLimits, HostVerdict
 from oomguard.host.limits import docker_limits, given_limits, pod_limits
 from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
 from oomguard.kinds import Verdict
-from oomguard.planning.advise import suggest_fixes
+from oomguard.planning.dispatch import finish
+from oomguard.result import PlanResult
 from oomguard.units import GiB, parse_bytes
 from oomguard.yaml_input import load_yaml_documents
 
@@ -63,7 +64,7 @@ class CheckResult:
     deployment: Deployment
     ok: bool
     message: str
-    plan: Plan | None
+    plan: PlanResult | None
     bad_input: bool = False  # oomguard could not read the input (exit 2), rather than the deployment failing
     host: HostLedger | None = None
 
@@ -116,11 +117,14 @@ def check_deployment(
         local_gpus=deployment.local_gpus,
     )
     try:
-        result = plan(request)
+        native = plan(request)
     except RefusedFlagError as err:
         return CheckResult(deployment, False, f"{deployment.name}: will not start: {err}", None)
     except OomguardError as err:
         return CheckResult(deployment, False, f"{deployment.name}: cannot plan: {err}", None, bad_input=True)
+    # The fix search runs only where the message offers a fix: a plan that does not start, a refused margin.
+    wants_fix = not native.fits or (native.verdict == Verdict.MARGINAL and not allow_marginal)
+    result = finish(VLLM, native, fixes=wants_fix)
     gpu_check = _check_gpu(
         deployment,
         result,
@@ -129,7 +133,7 @@ def check_deployment(
         vllm_version=vllm_version,
         allow_marginal=allow_marginal,
     )
-    return _with_host(gpu_check, plan_host(result))
+    return _with_host(gpu_check, result.host) if result.host is not None else gpu_check
 
 
 def _limits(deployment: Deployment, host_memory: str | None, shm_size: str | None) -> HostLimits | None:
@@ -160,7 +164,8 @@ def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
         return replace(
             result,
             ok=False,
-            message=f"{name}: GPU fits, but /dev/shm holds {(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "  # noqa: E501
+            message=f"{name}: GPU fits, but /dev/shm holds "
+            f"{(host.limits.shm.bytes or 0) / 2**20:.0f} MiB and "
             f"vLLM puts {host.shm_needed / 2**20:.0f} MiB there at startup ({host.limits.shm.source}){hint}",
         )
     if host.verdict is HostVerdict.OOM_KILLED and host.dies_at is not None and limit is not None:
@@ -179,7 +184,7 @@ def _with_host(checked: CheckResult, host: HostLedger) -> CheckResult:
 
 def _check_gpu(
     deployment: Deployment,
-    result: Plan,
+    result: PlanResult,
     headroom_needed: int,
     min_concurrency: float,
     *,
@@ -188,10 +193,9 @@ def _check_gpu(
 ) -> CheckResult:
     name = deployment.name
     if vllm_version is None and deployment.vllm_version:
-        name += f" (vLLM {result.engine.vllm_version}, from the image tag)"
+        name += f" ({result.engine.display_name} {result.engine.version}, from the image tag)"
     if not result.fits:
-        fixes = suggest_fixes(result, limit=2)
-        hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
+        hint = f"; fix: {result.fixes[0].summary}" if result.fixes else ""
         return CheckResult(
             deployment,
             False,
@@ -200,8 +204,7 @@ def _check_gpu(
         )
     gpus = result.engine.total_gpus
     if result.verdict == Verdict.MARGINAL and not allow_marginal and result.margin is not None:
-        fixes = suggest_fixes(result, limit=1)
-        hint = f"; fix: {fixes[0].result.summary}" if fixes else ""
+        hint = f"; fix: {result.fixes[0].summary}" if result.fixes else ""
         return CheckResult(
             deployment,
             False,
@@ -232,15 +235,15 @@ def _check_gpu(
             deployment,
             False,
             f"{name}: fits, but holds {result.kv.max_concurrency:.2f}x concurrency "
-            f"at {result.engine.max_model_len:,} tokens, less than the required {min_concurrency}x",
+            f"at {result.engine.request_length:,} tokens, less than the required {min_concurrency}x",
             result,
         )
     return CheckResult(
         deployment,
         True,
         f"{name}: fits on {gpus} x {result.gpu.name}: KV "
-        f"{result.rank0.available_kv_bytes / GiB:.2f} GiB = {result.kv.kv_cache_tokens:,} tokens, "
-        f"{result.kv.max_concurrency:.2f}x at {result.engine.max_model_len:,}; "
+        f"{result.rank0.available_kv_bytes / GiB:.2f} GiB = {result.kv.tokens:,} tokens, "
+        f"{result.kv.max_concurrency:.2f}x at {result.engine.request_length:,}; "
         f"{free / GiB:.2f} GiB free at peak",
         result,
     )

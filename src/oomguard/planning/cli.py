@@ -69,8 +69,8 @@ HELP = f"""usage: oomguard plan [MODEL] [options] [vLLM flags ...] [-- vllm serv
 {__doc__.strip().splitlines()[0]}
 
 options:
-  --gpu NAME              GPU as people or nvidia-smi name it: H100, h100-80gb, "NVIDIA A100-SXM4-40GB", L4 ...
-                          (default: H100 80GB)
+  --gpu NAME              GPU as people or nvidia-smi name it: H100, h100-80gb, "NVIDIA A100-SXM4-40GB",
+                          L4 ... (default: H100 80GB)
   --gpu-memory SIZE       the device total instead of a name, e.g. 79.19GiB (what CUDA reports)
   --nvidia-smi FILE       take the GPU, and memory other processes already use, from nvidia-smi output
   --other-processes SIZE  memory other processes hold on each GPU (e.g. 23.4GiB); a ledger line
@@ -78,7 +78,8 @@ options:
                           A plan that fits at the estimate but not with it is MARGINAL; fixes aim at it
   --vllm-version X.Y.Z    whose accounting to follow (default {NEWEST_KNOWN}, the newest known)
   --replicas-per-gpu N    engine instances sharing each GPU (co-located DP replicas); each needs its own KV
-  --host-memory SIZE      the node's (container's) memory limit: the host ledger's verdict and the step it dies at
+  --host-memory SIZE      the node's (container's) memory limit: the host ledger's verdict and the step it
+                          dies at
   --shm-size SIZE         the container's /dev/shm size (Docker's default is 64 MiB)
   --node-gpus N           GPUs on the planned node, when one engine spans nodes (the host ledger is per node)
   --llm                   plan the offline LLM() class (its batch defaults) instead of `vllm serve`
@@ -93,7 +94,7 @@ options:
   --no-fixes              skip the search for fixes
 
 exit codes: 0 fits, 1 does not fit, 2 bad input
-"""  # noqa: E501
+"""
 
 
 @dataclass

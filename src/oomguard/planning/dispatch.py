@@ -53,15 +53,7 @@ def finish(
     bare = engine.to_result(native, (), at_lengths)
     if not fixes or (bare.verdict == Verdict.FITS and not bare.warnings):
         return bare
-    if engine.name == VLLM.name:
-        # vLLM's own search (advise.py): capacity changes paired with the longest length they allow, every
-        # TP x PP with FP8 variants, each settled at the margin.
-        from oomguard.planning.advise import suggest_fixes
-
-        found = tuple(f.result for f in suggest_fixes(native))
-    else:
-        found = tuple(f.result for f in search_fixes(engine, native))
-    return replace(bare, fixes=found)
+    return replace(bare, fixes=tuple(f.result for f in search_fixes(engine, native)))
 
 
 def plan_result(request: Request, *, fixes: bool = True, at_lengths: tuple[int, ...] = ()) -> PlanResult:

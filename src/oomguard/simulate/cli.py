@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "trace",
         nargs="?",
-        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, arrival_step), or a generic CSV/JSONL",  # noqa: E501
+        help="Azure CSV, Mooncake JSONL, a scheduler-replay JSONL (id, prompt_tokens, output_tokens, "
+        "arrival_step), or a generic CSV/JSONL",
     )
     p.add_argument(
         "--synthetic",
@@ -99,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
         "--layout",
         choices=("packed", "padded"),
         default="packed",
-        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length prefill OOM)",  # noqa: E501
+        help="packed (varlen) activations, or padded to the longest prefill chunk (the padded mixed-length "
+        "prefill OOM)",
     )
     p.add_argument(
         "--tensors-alive",
@@ -129,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--balancer",
-        help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or kv-aware",  # noqa: E501
+        help="data parallel: vllm (vLLM's own DP balancer, the default), vllm-legacy, round-robin or "
+        "kv-aware",
     )
     p.add_argument(
         "--replicas-per-gpu", type=positive_int, default=1, help="engines (DP ranks) sharing one GPU"

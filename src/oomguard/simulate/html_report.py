@@ -259,13 +259,15 @@ svg.chart{width:100%;height:auto;background:#fff;display:block}
 .frame{fill:none;stroke:#ccc} .tick{font-size:11px;fill:#555} .unit{font-size:11px;fill:#333}
 .series{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}
 .kv{stroke:#1f77b4} .running{stroke:#9467bd} .waiting{stroke:#ff7f0e} .peak{stroke:#2ca02c}
-.oom{fill:#d62728} .head{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}
+.oom{fill:#d62728}
+.head{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;
+shape-rendering:crispEdges}
 .cross{stroke:#888;stroke-width:0.6}
 h2{font-size:1.05em;margin:1.2em 0 0.3em}
 #readout{font-family:ui-monospace,monospace;min-height:1.4em;overflow-wrap:anywhere}
 table{border-collapse:collapse;table-layout:fixed;width:100%} td,th{border:1px solid #ccc;padding:2px 6px;
 overflow-wrap:anywhere;text-align:left}
-"""  # noqa: E501
+"""
 
 
 def render_html(
@@ -341,10 +343,11 @@ def render_html(
 {svgs}
 <h2>OOM events ({summary.oom_events:,})</h2>
 <table id="oom-events"><colgroup><col style="width:8%"><col style="width:10%"><col style="width:10%"><col>
-<col style="width:9%"></colgroup><tr><th>step</th><th>time</th><th>peak</th><th>shape</th><th>KV used</th></tr>
+<col style="width:9%"></colgroup>
+<tr><th>step</th><th>time</th><th>peak</th><th>shape</th><th>KV used</th></tr>
 {rows}</table>
 <details><summary>JSON</summary><pre>{data}</pre></details>
 <script type="application/json" id="timeline-data">{data_json}</script>
 <script>{_SCRIPT}</script>
 </body></html>
-"""  # noqa: E501
+"""

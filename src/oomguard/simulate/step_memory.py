@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from oomguard.engines.vllm.accounting import FORWARD_HIDDEN_STREAMS, FP32_BYTES, PROFILE_RESIDUAL_BYTES
 
 INT32_INDEX_LIMIT = 2**31  # PyTorch canUse32BitIndexMath: numel must stay below 2^31
-DEFAULT_TENSORS_ALIVE = 3  # the padded mixed-length prefill OOM: packed_tokens -> transpose().contiguous() -> conv/silu, "2-3 alive"  # noqa: E501
+# The padded mixed-length prefill OOM: packed_tokens -> transpose().contiguous() -> conv/silu, "2-3 alive".
+DEFAULT_TENSORS_ALIVE = 3
 # fp32 logits copies alive in the sampler when no engine version says otherwise (the planner's
 # `Behaviour.sampler_logit_copies` of current vLLM: the logits and one probabilities/sorted copy).
 DEFAULT_SAMPLER_COPIES = 2.0
@@ -68,7 +69,10 @@ class StepShape:
     def describe(self) -> str:
         """'8 prefills (max 31,344) + 2 decodes = 32,767 tokens'."""
         p = self.prefills
-        return f"{len(p)} prefills (max {self.max_prefill:,}) + {self.num_decodes} decodes = {self.num_tokens:,} tokens"  # noqa: E501
+        return (
+            f"{len(p)} prefills (max {self.max_prefill:,}) + {self.num_decodes} decodes = "
+            f"{self.num_tokens:,} tokens"
+        )
 
 
 @dataclass(frozen=True)

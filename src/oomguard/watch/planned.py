@@ -51,7 +51,9 @@ def planned_capacity(
 ) -> PlannedCapacity:
     """Plan `vllm serve ...` (a shell-quoted string) on `gpu`, with the server's own utilization when given;
     planner errors reach the user as one line."""
-    from oomguard.planning import PlanRequest, plan  # deferred: the planner is only needed with --plan
+    # deferred: the planner is only needed with --plan
+    from oomguard.planning.dispatch import plan_result
+    from oomguard.request import Request
 
     try:
         argv = shlex.split(command)
@@ -61,10 +63,10 @@ def planned_capacity(
     if utilization is not None:
         argv = with_utilization(argv, utilization)
         note = f"gpu_memory_utilization {utilization:g} as the server reports it (cache_config_info)"
-    result = plan(PlanRequest.from_argv(argv, gpu=gpu))
+    result = plan_result(Request(command=argv, gpu=gpu), fixes=False)
     return PlannedCapacity(
         command,
-        result.kv.num_gpu_blocks,
+        result.kv.num_blocks,
         result.kv.block_size,
         result.ranks[0].budget_bytes,
         result.gpu.total_bytes,

@@ -72,7 +72,8 @@ def recording_rules(t: Thresholds, o: RuleOptions) -> list[dict[str, str]]:
         },
         {
             "record": f"{P}gpu_memory_total:bytes",
-            "expr": f"({_sel('DCGM_FI_DEV_FB_USED', o.gpu_selector)} + {_sel('DCGM_FI_DEV_FB_FREE', o.gpu_selector)})"  # noqa: E501
+            "expr": f"({_sel('DCGM_FI_DEV_FB_USED', o.gpu_selector)} + "
+            f"{_sel('DCGM_FI_DEV_FB_FREE', o.gpu_selector)})"
             f" * {MiB}",
         },
         {

@@ -48,8 +48,9 @@ CREATE TABLE IF NOT EXISTS scrapes (
 CREATE TABLE IF NOT EXISTS ranks (
     target TEXT NOT NULL, engine TEXT NOT NULL, model TEXT NOT NULL, PRIMARY KEY (target, engine));
 CREATE TABLE IF NOT EXISTS alerts (
-    ts REAL NOT NULL, detector TEXT NOT NULL, subject TEXT NOT NULL, severity TEXT NOT NULL, body TEXT NOT NULL);
-"""  # noqa: E501
+    ts REAL NOT NULL, detector TEXT NOT NULL, subject TEXT NOT NULL, severity TEXT NOT NULL,
+    body TEXT NOT NULL);
+"""
 LOCK_TIMEOUT_S = 1.0  # wait this long for another writer before treating the flush as failed
 RETRY_BASE_S = 1.0
 RETRY_MAX_S = 60.0

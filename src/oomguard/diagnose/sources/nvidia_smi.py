@@ -28,8 +28,10 @@ _GPU_ROW_HINT = re.compile(r"(?i)\b(nvidia|tesla|quadro|geforce|rtx|a100|h100|h2
 
 
 class Parser(LineParser):
-    # Table lines start with "|", "+-" or "+=" (after any log prefix); the CSV by its header or a GPU row.
-    TRIGGERS = Triggers(words=("|", "+-", "+=", *_CSV_HEADER_KEYS, "MiB"))
+    # Table lines: borders start with "+-" or "+=", rows start and end with "|" (after any log prefix; a
+    # docker compose prefix puts a "|" in every line, so a row is known by its end). The CSV by its header or
+    # a GPU row.
+    TRIGGERS = Triggers(words=("+-", "+=", *_CSV_HEADER_KEYS, "MiB"), line_ends=("|",))
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -40,7 +42,7 @@ class Parser(LineParser):
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text.rstrip()
         body = msg.body.lstrip()
-        if body.startswith(("|", "+-", "+=")):
+        if body.startswith(("+-", "+=")) or (body.startswith("|") and body.rstrip(" \t\r").endswith("|")):
             if self.kind != "table":
                 self._flush()
                 self.kind = "table"

@@ -18,7 +18,7 @@ _LOAD_END = re.compile(
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
 _TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
 _BATCH = re.compile(
-    r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>[\d.]+)(?:.*?#queue-req:\s*(?P<q>\d+))?"
+    r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>\d+(?:\.\d+)?)(?:.*?#queue-req:\s*(?P<q>\d+))?"
 )
 _ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
 _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")

@@ -28,6 +28,9 @@ class Triggers:
 
     words: tuple[str, ...]
     caseless: tuple[str, ...] = ()
+    # Substrings that count only at the end of a line (before trailing blanks): "|" ends every row of an
+    # nvidia-smi table, while as a substring it is in every line of a docker compose log.
+    line_ends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

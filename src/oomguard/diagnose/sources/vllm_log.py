@@ -62,11 +62,13 @@ _CG_POOL = re.compile(
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
 _CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
 _MAXLEN_V0 = re.compile(
-    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens\s*that\s*can\s*be\s*stored"  # noqa: E501
+    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens"
+    r"\s*that\s*can\s*be\s*stored"
     r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)"
 )
 _MAXLEN_V1 = re.compile(
-    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,\s*which\s*is\s*larger\s*than"  # noqa: E501
+    rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,"
+    r"\s*which\s*is\s*larger\s*than"
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
@@ -79,7 +81,8 @@ _STATS = re.compile(
     r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)"
 )
 _PREEMPT = re.compile(r"Preemptions: (?P<p>\d+)")
-_KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>[\d.]+)%")
+# A number as vLLM prints it ("97.5"): "9.5.3" (two lines run together) is no usage at all.
+_KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>\d+(?:\.\d+)?)%")
 _ENGINE = re.compile(r"(Engine \d+):")
 _KEYVAL_STATS = re.compile(
     r"\b(?P<k>num_running_reqs|num_waiting_reqs|kv_cache_usage|num_preempted_reqs)=(?P<v>[\d.]+)"
@@ -203,7 +206,7 @@ class Parser(LineParser):
         Series(
             marker="Running:",
             shape=rb"Running: \d+ reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): \d+ reqs, "
-            rb"(?:GPU |XPU |NPU )?KV cache usage: [\d.]+%[^\n]*",
+            rb"(?:GPU |XPU |NPU )?KV cache usage: \d+(?:\.\d+)?%[^\n]*",
             fact=LoadSample,
             quiet=SERVING_MARKERS,
         ),

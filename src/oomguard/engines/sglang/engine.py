@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oomguard.engines.base import FixCandidate
+from oomguard.engines.common import kv_summary, model_info
 from oomguard.engines.sglang import fixes as sglang_fixes
 from oomguard.engines.sglang.config import ENGINE_VERSION, capture_batch_sizes
 from oomguard.engines.sglang.flags import FLAGS, LaunchArgs, is_sglang_command, parse_launch_command
@@ -25,9 +26,6 @@ from oomguard.request import Request
 from oomguard.result import (
     EngineInfo,
     FixResult,
-    KvGroupInfo,
-    KvSummary,
-    ModelInfo,
     PlanResult,
     RankResult,
     Setting,
@@ -42,17 +40,7 @@ def launch_args(request: Request) -> LaunchArgs:
     args = parse_launch_command(["sglang", "serve", *request.direct_args]) if request.direct_args else None
     if request.command:
         given = parse_launch_command(request.command)
-        if args is None:
-            args = given
-        else:
-            values = dict(args.values)
-            values.update(given.values)
-            args = LaunchArgs(
-                given.model or args.model,
-                values,
-                {**args.env, **given.env},
-                args.unknown_flags + given.unknown_flags,
-            )
+        args = args.merged_with(given) if args is not None else given
     return args or LaunchArgs(None, {})
 
 
@@ -66,6 +54,7 @@ def native_request(request: Request) -> SglangRequest:
         flags=dict(request.flags),
         args=launch_args(request),
         used_by_other_processes=request.used_by_other_processes,
+        safety_bytes=request.safety_bytes,
     )
 
 
@@ -163,7 +152,6 @@ def to_result(
             cuda_graphs=rank0.cuda_graphs.bytes,
             max_running=result.kv.max_running_requests,
         )
-    model = result.model
     tokens = result.kv.kv_cache_tokens
     return PlanResult(
         engine=EngineInfo(
@@ -178,36 +166,16 @@ def to_result(
             unknown_flags=tuple(cfg.args.unknown_flags),
             defaults=dict(cfg.defaults),
         ),
-        model=ModelInfo(
-            name=model.name,
-            architecture=model.architecture,
-            params=model.num_params,
-            dtype=cfg.dtype,
-            quantization=model.quantization.method if model.quantization else None,
-            max_position_embeddings=model.max_position_embeddings,
-            weights_source=model.weights_source,
-        ),
+        model=model_info(result.model, cfg.dtype),
         gpu=result.gpu,
-        verdict=Verdict.FITS if result.fits else Verdict.WILL_NOT_START,
+        verdict=result.verdict,
+        margin=result.margin,
         failure=result.failure,
         errors=result.errors,
         warnings=result.warnings,
         notes=result.notes,
         ranks=tuple(_rank(r, result) for r in result.ranks),
-        kv=KvSummary(
-            num_blocks=result.kv.num_gpu_blocks,
-            block_size=result.kv.block_size,
-            bytes_per_block=result.kv.bytes_per_block,
-            tokens=tokens,
-            max_concurrency=result.kv.max_concurrency,
-            groups=tuple(
-                KvGroupInfo(
-                    g.kind, g.num_layers, g.block_size, g.sliding_window, g.page_bytes, g.padding_layers
-                )
-                for g in result.kv.groups
-            ),
-            blocks_per_request=result.kv.blocks_per_request,
-        ),
+        kv=kv_summary(result.kv),
         fixes=fixes,
         longest_request=sglang_fixes.longest_context(result),
         concurrency_at_length=tuple((n, tokens / n if n > 0 else 0.0) for n in at_lengths),
@@ -235,18 +203,23 @@ class SglangPlanner:
         return plan_sglang(base.request.with_flags(**flags))
 
     def fits(self, candidate: SglangPlan) -> bool:
-        """A fix must start and leave no warning (SGLang's warnings are thin headroom or a short pool)."""
-        return candidate.fits and not candidate.warnings
+        """A fix must start with margin and leave no warning (thin headroom or a short pool)."""
+        return candidate.verdict == Verdict.FITS and not candidate.warnings
 
     def candidates(self, base: SglangPlan) -> list[FixCandidate]:
         return sglang_fixes.fix_candidates(base)
 
-    def widen(self, base: SglangPlan, candidate: FixCandidate) -> FixCandidate | None:
+    def follow_up(
+        self, base: SglangPlan, trial: SglangPlan, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        """SGLang's candidates stand alone: none needs a second setting to start."""
         return None
 
-    def fix_result(self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate) -> FixResult:
+    def fix_result(
+        self, base: SglangPlan, fixed: SglangPlan, candidate: FixCandidate, flags: Mapping[str, Any]
+    ) -> FixResult:
         return FixResult(
-            flags=dict(candidate.flags),
+            flags=dict(flags),
             summary=candidate.summary,
             cost=sglang_fixes.describe(base, fixed),
             command=" ".join(fixed.engine.args.to_argv()),

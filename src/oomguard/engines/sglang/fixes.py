@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from oomguard.engines.base import FixCandidate
-from oomguard.engines.sglang.plan import SglangPlan
-from oomguard.kinds import Failure
+from oomguard.engines.sglang.plan import DEVICE_AT_PEAK, TOKEN_POOL, SglangPlan
+from oomguard.kinds import Failure, Verdict
 
 # The largest --mem-fraction-static a fix proposes: SGLang still needs room for graphs and a prefill outside
 # it.
@@ -20,6 +20,15 @@ TP_CHOICES = (1, 2, 4, 8, 16)
 SMALLEST_GRAPH_BS = 16
 GRAPH_BS_DIVISOR = 4
 SMALLEST_PREFILL_CHUNK = 2048
+# What a marginal plan's tightest constraint becomes at the edge of its bands.
+MARGINAL_AS_FAILURE = {TOKEN_POOL: Failure.NO_KV_MEMORY, DEVICE_AT_PEAK: Failure.CUDA_GRAPH_CAPTURE}
+
+
+def effective_failure(result: SglangPlan) -> Failure | None:
+    """A marginal plan is treated as the failure its tightest constraint would become at the band's edge."""
+    if result.failure is not None or result.verdict != Verdict.MARGINAL or result.margin is None:
+        return result.failure
+    return MARGINAL_AS_FAILURE.get(result.margin.constraint)
 
 
 def fraction_needed(result: SglangPlan, tokens: int) -> float | None:
@@ -41,8 +50,9 @@ def longest_context(result: SglangPlan) -> int:
 def fix_candidates(result: SglangPlan) -> list[FixCandidate]:
     cfg = result.engine
     out: list[FixCandidate] = []
+    failure = effective_failure(result)
     short_pool = result.fits and result.warnings and result.kv.kv_cache_tokens < cfg.context_length
-    if result.failure in (Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT) or short_pool:
+    if failure in (Failure.NO_KV_MEMORY, Failure.WEIGHTS_DONT_FIT) or short_pool:
         needed = fraction_needed(result, cfg.context_length)
         if needed is not None and needed > cfg.mem_fraction_static:
             out.append(
@@ -62,7 +72,7 @@ def fix_candidates(result: SglangPlan) -> list[FixCandidate]:
                     {"kv_cache_dtype": "fp8_e4m3"}, "--kv-cache-dtype fp8_e4m3: half the bytes per token"
                 )
             )
-    if result.failure == Failure.CUDA_GRAPH_CAPTURE or result.warnings:
+    if failure == Failure.CUDA_GRAPH_CAPTURE or result.warnings:
         lower = round(max(LOWEST_SUGGESTED_FRACTION, cfg.mem_fraction_static - FRACTION_STEP), 3)
         out.append(
             FixCandidate(

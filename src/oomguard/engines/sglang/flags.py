@@ -11,10 +11,11 @@ is read by the shared tokenizer (`engines/flag_tokens.py`); this module is SGLan
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from oomguard.engines.flag_tokens import (
+    EngineArgs,
     read_bool,
     read_float,
     read_int,
@@ -61,21 +62,8 @@ _BY_FLAG: dict[str, str] = {flag: name for name, (flags, _) in FLAGS.items() for
 
 
 @dataclass(frozen=True)
-class LaunchArgs:
+class LaunchArgs(EngineArgs):
     """What the user asked SGLang for: ServerArgs field names -> values, in the order given."""
-
-    model: str | None
-    values: Mapping[str, Any]
-    env: Mapping[str, str] = field(default_factory=dict)
-    unknown_flags: tuple[str, ...] = ()
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.values.get(name, default)
-
-    def with_values(self, **changes: Any) -> LaunchArgs:
-        merged = dict(self.values)
-        merged.update(changes)
-        return LaunchArgs(self.model, merged, self.env, self.unknown_flags)
 
     def to_argv(self) -> list[str]:
         """The command as SGLang takes it (for a fix to print)."""

@@ -21,7 +21,7 @@ from oomguard.engines.sglang.config import SglangConfig, resolve_config
 from oomguard.engines.sglang.flags import LaunchArgs, args_from_mapping, parse_launch_command
 from oomguard.errors import ConfigError
 from oomguard.hardware import Gpu, resolve_gpu
-from oomguard.kinds import Failure, Provenance
+from oomguard.kinds import Failure, Provenance, Verdict
 from oomguard.ledger import (
     ACTIVATION,
     CONTEXT,
@@ -32,9 +32,11 @@ from oomguard.ledger import (
     GpuLedger,
     LedgerLine,
 )
+from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models import weights as model_weights
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
+from oomguard.request import ChangesFlags
 from oomguard.units import GiB
 
 REQ_TO_TOKEN = "req_to_token_pool"  # a ledger line only SGLang has: the request -> token slot table
@@ -54,7 +56,7 @@ ERROR_GRAPH_CAPTURE = (
 
 
 @dataclass(frozen=True)
-class SglangRequest:
+class SglangRequest(ChangesFlags):
     """What to plan. `flags` use SGLang's ServerArgs names (tp_size=2); `args` is a parsed launch command."""
 
     model: str | None = None
@@ -63,6 +65,7 @@ class SglangRequest:
     flags: Mapping[str, Any] = field(default_factory=dict)
     args: LaunchArgs | None = None
     used_by_other_processes: int = 0  # bytes in use on the GPU before SGLang starts
+    safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> SglangRequest:
@@ -71,14 +74,8 @@ class SglangRequest:
     def launch_args(self) -> LaunchArgs:
         base = self.args or LaunchArgs(None, {})
         extra = args_from_mapping(self.flags) if self.flags else LaunchArgs(None, {})
-        values = dict(base.values)
-        values.update(extra.values)
-        return LaunchArgs(self.model or extra.model or base.model, values, base.env, base.unknown_flags)
-
-    def with_flags(self, **changes: Any) -> SglangRequest:
-        merged = dict(self.flags)
-        merged.update(changes)
-        return replace(self, flags=merged)
+        merged = base.merged_with(extra)
+        return replace(merged, model=self.model or merged.model)
 
 
 @dataclass(frozen=True)
@@ -148,10 +145,15 @@ class SglangPlan:
     failure: Failure | None
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
+    margin: Margin | None = None  # the tightest startup constraint of a plan that starts
 
     @property
     def rank0(self) -> SglangRank:
         return self.ranks[0]
+
+    @property
+    def verdict(self) -> Verdict:
+        return verdict_of(self.fits, self.margin)
 
 
 def _placements(spec: ModelSpec, cfg: SglangConfig) -> list[SglangPlacement]:
@@ -308,7 +310,48 @@ def plan_sglang(request: SglangRequest) -> SglangPlan:
         failure,
         tuple(warnings),
         tuple(notes),
+        tightest(_margins(request, gpu, cfg, final)) if failure is None else None,
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The margin of a plan that starts (margin.py): each constraint's slack against the bands it depends on
+# ---------------------------------------------------------------------------------------------------------
+
+# The two constraints SGLang's start depends on: a non-empty token pool in the static share, and the memory
+# outside it holding the request table, CUDA graphs and a prefill chunk.
+TOKEN_POOL = "token pool"
+DEVICE_AT_PEAK = "device at peak"
+
+
+def _margins(
+    request: SglangRequest, gpu: Gpu, cfg: SglangConfig, ranks: tuple[SglangRank, ...]
+) -> list[Margin]:
+    """P = total - init - other processes is split by mem_fraction_static: an error in the device total or
+    the init line moves the static share by `fraction` of it and the rest by `1 - fraction`; a weights error
+    moves the pool only (the static share is fixed), an error outside the share moves the peak only."""
+    margins: list[Margin] = []
+    safety = request.safety_bytes
+    fraction = cfg.mem_fraction_static
+    for r in ranks:
+        label = r.placement.label
+        shared = r.init.band + gpu.total_band
+        smallest_pool = r.layout.cell_bytes * cfg.page_size
+        band = r.weights.band + int(shared * fraction)
+        margins.append(
+            Margin(
+                TOKEN_POOL,
+                label,
+                r.available_kv_bytes - smallest_pool,
+                band,
+                band if safety is None else safety,
+            )
+        )
+        outside = r.free_at_init - r.weights.bytes - r.kv_cache_bytes - r.req_to_token_bytes
+        slack = outside - r.cuda_graphs.bytes - r.activation.bytes
+        band = r.cuda_graphs.band + r.activation.band + int(shared * (1 - fraction))
+        margins.append(Margin(DEVICE_AT_PEAK, label, slack, band, band if safety is None else safety))
+    return margins
 
 
 # ---------------------------------------------------------------------------------------------------------

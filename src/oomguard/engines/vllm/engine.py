@@ -9,22 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.base import FixCandidate
+from oomguard.engines.common import kv_summary, model_info
 from oomguard.engines.vllm import fixes as vllm_fixes
 from oomguard.engines.vllm.flags import MEMORY_FLAGS, ServeArgs, is_known_field, parse_serve_command
 from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
 from oomguard.engines.vllm.log_format import startup_lines
 from oomguard.engines.vllm.plan import Plan, PlanRequest, RankLedger, plan
 from oomguard.engines.vllm.versions import NEWEST_KNOWN
-from oomguard.errors import OomguardError
 from oomguard.host.ledger import HostLedger, HostLimits
-from oomguard.kinds import Failure, Provenance, Verdict
+from oomguard.kinds import Provenance, Verdict
 from oomguard.request import Request
 from oomguard.result import (
     EngineInfo,
     FixResult,
-    KvGroupInfo,
-    KvSummary,
-    ModelInfo,
     PlanResult,
     RankResult,
     Setting,
@@ -227,7 +224,6 @@ def to_result(
         if result.fits
         else []
     )
-    model = result.model
     return PlanResult(
         engine=EngineInfo(
             name=NAME,
@@ -242,15 +238,7 @@ def to_result(
             defaults=dict(cfg.defaults),
             legacy_json=_legacy_json(result),
         ),
-        model=ModelInfo(
-            name=model.name,
-            architecture=model.architecture,
-            params=model.num_params,
-            dtype=cfg.dtype,
-            quantization=model.quantization.method if model.quantization else None,
-            max_position_embeddings=model.max_position_embeddings,
-            weights_source=model.weights_source,
-        ),
+        model=model_info(result.model, cfg.dtype),
         gpu=result.gpu,
         verdict=result.verdict,
         margin=result.margin,
@@ -259,20 +247,7 @@ def to_result(
         warnings=result.warnings,
         notes=result.notes,
         ranks=tuple(_rank(r, result) for r in result.ranks),
-        kv=KvSummary(
-            num_blocks=result.kv.num_gpu_blocks,
-            block_size=result.kv.block_size,
-            bytes_per_block=result.kv.bytes_per_block,
-            tokens=result.kv.kv_cache_tokens,
-            max_concurrency=result.kv.max_concurrency,
-            groups=tuple(
-                KvGroupInfo(
-                    g.kind, g.num_layers, g.block_size, g.sliding_window, g.page_bytes, g.padding_layers
-                )
-                for g in result.kv.groups
-            ),
-            blocks_per_request=result.kv.blocks_per_request,
-        ),
+        kv=kv_summary(result.kv),
         fixes=fixes,
         longest_request=vllm_fixes.longest_max_model_len(result),
         concurrency_at_length=tuple((n, vllm_fixes.concurrency_at(result, n)) for n in at_lengths),
@@ -332,28 +307,21 @@ class VllmPlanner:
     def candidates(self, base: Plan) -> list[FixCandidate]:
         return vllm_fixes.fix_candidates(base)
 
-    def widen(self, base: Plan, candidate: FixCandidate) -> FixCandidate | None:
-        """A max-model-len failure's candidate, with the longest length the new setting allows."""
-        if base.failure != Failure.MAX_MODEL_LEN or "max_model_len" in candidate.flags:
-            return None
-        try:
-            trial = self.replan(base, candidate.flags)
-        except OomguardError:
-            return None
-        length = vllm_fixes.round_length(vllm_fixes.longest_max_model_len(trial), base.engine.block_size)
-        if length <= 0:
-            return None
-        return FixCandidate(
-            {**candidate.flags, "max_model_len": length},
-            candidate.summary + f", with --max-model-len {length}",
-            candidate.group,
-        )
+    def follow_up(
+        self, base: Plan, trial: Plan, flags: Mapping[str, Any], pinned: frozenset[str]
+    ) -> Mapping[str, Any] | None:
+        return vllm_fixes.follow_up(base, trial, flags, pinned)
 
-    def fix_result(self, base: Plan, fixed: Plan, candidate: FixCandidate) -> FixResult:
+    def fix_result(
+        self, base: Plan, fixed: Plan, candidate: FixCandidate, flags: Mapping[str, Any]
+    ) -> FixResult:
         args = fixed.engine.args
+        added = "".join(
+            f", with --{k.replace('_', '-')} {v}" for k, v in flags.items() if k not in candidate.flags
+        )
         return FixResult(
-            flags=dict(candidate.flags),
-            summary=candidate.summary,
+            flags=dict(flags),
+            summary=candidate.summary + added,
             cost=vllm_fixes.describe(base, fixed),
             command=" ".join(args.to_argv()) if args else "",
             kv_cache_tokens=fixed.kv.kv_cache_tokens,
@@ -363,9 +331,7 @@ class VllmPlanner:
         )
 
     def fix_order(self, fix: FixResult, fixed: Plan) -> tuple[float, ...]:
-        """Keep the GPU count, then the longest context, then the most concurrency over all the engines that
-        share a GPU."""
-        return (fix.gpus, -fix.max_model_len, -fix.max_concurrency * fixed.engine.replicas_per_gpu)
+        return vllm_fixes.fix_order(fix, fixed)
 
     def to_result(
         self, result: Plan, fixes: tuple[FixResult, ...], at_lengths: tuple[int, ...]

@@ -14,11 +14,12 @@ import math
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from oomguard.engines.flag_tokens import (
+    EngineArgs,
     at_least_one,
     read_bool,
     read_float,
@@ -246,36 +247,19 @@ SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 @dataclass(frozen=True)
-class ServeArgs:
+class ServeArgs(EngineArgs):
     """What the user's command sets explicitly, under vLLM's field names."""
 
-    model: str | None
-    values: Mapping[str, Any]
-    env: Mapping[str, str] = field(default_factory=dict)
-    unknown_flags: tuple[str, ...] = ()
     refused: tuple[str, ...] = ()  # what vLLM's own parser would refuse, as its error says it
     legacy_flags: tuple[str, ...] = ()  # flags of older vLLM versions that 0.33's parser no longer has
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.values.get(name, default)
-
     def merged_with(self, other: ServeArgs) -> ServeArgs:
         """`other` over this one (values, env); unknown, refused and legacy flags of both."""
-        values = dict(self.values)
-        values.update(other.values)
-        return ServeArgs(
-            other.model or self.model,
-            values,
-            {**self.env, **other.env},
-            self.unknown_flags + other.unknown_flags,
-            self.refused + other.refused,
-            self.legacy_flags + other.legacy_flags,
+        return replace(
+            super().merged_with(other),
+            refused=self.refused + other.refused,
+            legacy_flags=self.legacy_flags + other.legacy_flags,
         )
-
-    def with_values(self, **changes: Any) -> ServeArgs:
-        merged = dict(self.values)
-        merged.update(changes)
-        return ServeArgs(self.model, merged, self.env, self.unknown_flags, self.refused, self.legacy_flags)
 
     def to_argv(self) -> list[str]:
         """The command back as `vllm serve` flags (used to print fixes as commands), with its env prefix."""

@@ -40,6 +40,7 @@ from oomguard.ledger import (
 from oomguard.margin import Margin, tightest, verdict_of
 from oomguard.models.resolve import resolve_model
 from oomguard.models.spec import ModelSpec
+from oomguard.request import ChangesFlags
 from oomguard.units import GiB, MiB
 
 # The V1 runner's sampler warm-up after capture needs fp32 [rows x vocab] copies in memory outside the budget.
@@ -50,7 +51,7 @@ POST_CAPTURE_SAMPLER_COPIES = 1.3
 
 
 @dataclass(frozen=True)
-class PlanRequest:
+class PlanRequest(ChangesFlags):
     """What to plan. `flags` use vLLM's field names (tensor_parallel_size=2) or its flags as a command."""
 
     model: str | None = None
@@ -77,11 +78,6 @@ class PlanRequest:
         extra = args_from_mapping(dict(self.flags), where="flags") if self.flags else ServeArgs(None, {})
         merged = base.merged_with(extra)
         return replace(merged, model=self.model or base.model or extra.model)
-
-    def with_flags(self, **changes: Any) -> PlanRequest:
-        merged = dict(self.flags)
-        merged.update(changes)
-        return replace(self, flags=merged)
 
 
 @dataclass(frozen=True)

@@ -299,9 +299,12 @@ def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
 body{{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1000px;padding:0 1em}}
 pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
 svg.chart{{width:100%;height:auto;background:#fff;display:block}} .frame{{fill:none;stroke:#ccc}}
-.tick{{font-size:11px;fill:#555}} .unit{{font-size:11px;fill:#333}} h2{{font-size:1.05em;margin:1.2em 0 0.3em}}
-.rank,.imb{{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}} .imb{{stroke:#444}}
-.head{{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}}
+.tick{{font-size:11px;fill:#555}} .unit{{font-size:11px;fill:#333}}
+h2{{font-size:1.05em;margin:1.2em 0 0.3em}}
+.rank,.imb{{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}}
+.imb{{stroke:#444}}
+.head{{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;
+shape-rendering:crispEdges}}
 </style></head><body>
 <h1>oomguard simulate: data parallel</h1>
 <pre id="summary">{text}</pre>
@@ -310,7 +313,7 @@ svg.chart{{width:100%;height:auto;background:#fff;display:block}} .frame{{fill:n
 <details><summary>JSON</summary><pre>{data}</pre></details>
 <script>{_SCRIPT}</script>
 </body></html>
-"""  # noqa: E501
+"""
 
 
 def dp_sweep_table(name: str, rows: Sequence[tuple[str, DpResult, Sequence[Summary]]]) -> str:
