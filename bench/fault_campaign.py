@@ -118,10 +118,9 @@ def child(
         killer = threading.Timer(3 * deadline_s + 5, proc.kill)
         killer.start()
         if signal_after is not None:
-            # GNU time passes SIGTERM on to its child
-            threading.Timer(
-                signal_after[0], lambda: proc.poll() is None and proc.send_signal(signal_after[1])
-            ).start()
+            # GNU time does not pass signals on (SIGTERM ends it and orphans oomguard): signal its child
+            delay, signum = signal_after
+            threading.Timer(delay, _signal_child, (proc.pid, signum, timer is not None)).start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.monotonic() - start
         killed = not killer.is_alive()
@@ -140,6 +139,22 @@ def child(
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
         )
+
+
+def _signal_child(pid: int, signum: int, timed: bool) -> None:
+    """Send `signum` to oomguard itself: the child of GNU time when it runs under it."""
+    if timed:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return  # already gone
+        if not children:
+            return
+        pid = int(children[0])
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
 
 
 def count(db: Path, sql: str) -> int:
@@ -474,8 +489,9 @@ def h7(h: Hostile, tmp: Path) -> Outcome:
     runs = [
         child(["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(p)], 10) for p in (big, keys)
     ]
-    return Outcome("H7", "a 9 MB YAML flow list; 500,000 keys", 10, runs, all(refused(r) for r in runs),
-                   runs[0].stderr.strip()[-60:])  # fmt: skip
+    runs.append(child(["check", str(keys)], 10))  # a manifest may be 8 MiB: refused by its node count
+    return Outcome("H7", "a 9 MB YAML flow list; 500,000 keys as --config and as a manifest", 10, runs,
+                   all(refused(r) for r in runs), runs[2].stderr.strip()[-60:])  # fmt: skip
 
 
 @case("C9")
@@ -537,6 +553,162 @@ def w8(h: Hostile, tmp: Path) -> Outcome:
         ["check", "--min-concurrency", "nan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B"], 15
     )
     return Outcome("W8", "check --min-concurrency nan", 15, [run], refused(run), run.stderr.strip()[-60:])
+
+
+@case("W2")
+def w2(h: Hostile, tmp: Path) -> Outcome:
+    base = [
+        "simulate",
+        "--synthetic",
+        "poisson:rate=5,duration=20",
+        "--model",
+        "Qwen/Qwen3-0.6B",
+        "--gpu",
+        "H100",
+    ]
+    ignored = [
+        child([*base, "--sweep", s], 30)
+        for s in ("model=Qwen/Qwen3-8B", "no_such_flag=1,2", "enable_prefix_caching=maybe")
+    ]
+    empty = child([*base, "--sweep", "max_model_len=1,10,100"], 30)
+    ok = (
+        all(refused(r) for r in ignored)
+        and empty.code == 1
+        and "no value of max_model_len is safe" in empty.stdout
+    )
+    return Outcome("W2", "--sweep over names simulate ignores; a sweep rejecting every request", 30,
+                   [*ignored, empty], ok, "refused in one line; an empty run is not safe")  # fmt: skip
+
+
+@case("W3")
+def w3(h: Hostile, tmp: Path) -> Outcome:
+    # the endpoint is on loopback, so the host probe finds its listener (this bench) and samples it too
+    db = tmp / "p.sqlite"
+    h.static["started"] = HEALTHY + b"process_start_time_seconds 1234.5\n"
+    run = child(
+        [
+            "watch",
+            "--no-nvml",
+            "--count",
+            "2",
+            "--interval",
+            "0.2s",
+            "--db",
+            str(db),
+            f"{h.base}/static/started",
+        ],
+        20,
+    )
+    query = "SELECT value FROM samples JOIN series ON id=series_id WHERE metric='process_start_time'"
+    values = {row[0] for row in sqlite3.connect(db).execute(query)}
+    return Outcome("W3", "a loopback endpoint's own process_start_time beside the host probe", 20, [run],
+                   values == {1234.5}, f"stored start times {sorted(values)}")  # fmt: skip
+
+
+# ----- diagnose ---------------------------------------------------------------------------------------------
+
+SNAPSHOTS = """
+import os, pickle, sys
+N = 20000
+b = {'size': 1, 'state': 'active_allocated', 'frames': [{'filename': 'a.py', 'line': 1, 'name': 'f'}]}
+pickle.dump({'segments': [{'total_size': 1, 'blocks': [b] * N}] * N}, open(sys.argv[1] + '/laughs.pickle', 'wb'), protocol=4)
+bad = [{'segments': [{'total_size': 'abc'}]}, {'segments': [{'total_size': float('inf')}]},
+       {'segments': [{'total_size': 1, 'blocks': 5}]}, {'segments': [{'total_size': 1, 'blocks': [{'size': [1]}]}]},
+       {'segments': [], 'device_traces': [[{'action': 'oom', 'size': 'huge'}]]}, {'segments': [], 'device_traces': 7}]
+for i, s in enumerate(bad):
+    pickle.dump(s, open(f'{sys.argv[1]}/bad{i}.pickle', 'wb'))
+class H:
+    def __reduce__(self): return (os.system, ('touch ' + sys.argv[1] + '/pwned',))
+pickle.dump(H(), open(sys.argv[1] + '/hostile.pickle', 'wb'), protocol=0)
+"""  # noqa: E501
+
+
+@case("H5")
+def h5(h: Hostile, tmp: Path) -> Outcome:
+    child([SNAPSHOTS, str(tmp)], 30, python=True)
+    run = child(["diagnose", str(tmp / "laughs.pickle")], 10)
+    return Outcome("H5", "80 KB snapshot: 20,000 segments sharing one list of 20,000 blocks", 10, [run],
+                   run.code == 0, f"read in {run.wall_s:.1f} s; a shared object counted once")  # fmt: skip
+
+
+@case("C8")
+def c8(h: Hostile, tmp: Path) -> Outcome:
+    child([SNAPSHOTS, str(tmp)], 30, python=True)
+    runs = [child(["diagnose", str(tmp / f"bad{i}.pickle")], 10) for i in range(6)]
+    return Outcome("C8", "6 snapshot pickles with wrong-typed fields", 10, runs,
+                   all(refused(r) and ("not a size" in r.stderr or "not a list" in r.stderr) for r in runs),
+                   "each refused in one line naming the field")  # fmt: skip
+
+
+@case("U3")
+def u3(h: Hostile, tmp: Path) -> Outcome:
+    child([SNAPSHOTS, str(tmp)], 30, python=True)
+    run = child(["diagnose", str(tmp / "hostile.pickle")], 10)
+    ok = refused(run) and "refused opcode GLOBAL" in run.stderr and not (tmp / "pwned").exists()
+    return Outcome(
+        "U3", "a refused pickle given alone", 10, [run], ok, "the reason named: refused opcode GLOBAL"
+    )
+
+
+@case("C7")
+def c7(h: Hostile, tmp: Path) -> Outcome:
+    prom = tmp / "inf.prom"
+    prom.write_text('vllm:num_requests_running{engine="0"} +Inf\nvllm:num_requests_waiting{engine="0"} 3\n'
+                    'vllm:kv_cache_usage_perc{engine="0"} 0.5\n')  # fmt: skip
+    run = child(["diagnose", "--json", str(prom)], 10)
+    ok = run.code == 0 and "not a finite number" in run.stdout
+    return Outcome(
+        "C7", "a metrics file with num_requests_running +Inf", 10, [run], ok, "the line skipped, noted"
+    )
+
+
+# ----- simulate and the Python API ----------------------------------------------------------------------
+
+
+@case("U4")
+def u4(h: Hostile, tmp: Path) -> Outcome:
+    trace = tmp / "ids.csv"
+    trace.write_text("arrival_s,prompt_tokens,output_tokens,prefix_ids\n0,10,5," + "9" * 5000 + "\n")
+    run = child(["simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100"], 15)
+    return Outcome("U4", "a CSV prefix id of 5,000 digits", 15, [run], refused(run) and len(run.stderr) < 300,
+                   f"{len(run.stderr.strip())}-character error")  # fmt: skip
+
+
+API_CALLS = """
+from oomguard import plan, diagnose
+from oomguard.errors import OomguardError
+from oomguard.planning import PlanRequest
+from oomguard.planning.check import check_command
+M = "Qwen/Qwen3-0.6B"
+calls = [lambda: plan(None), lambda: plan(123), lambda: plan(model=M, gpu=123), lambda: PlanRequest(model=M, gpu=123),
+         lambda: plan(model=M, gpu_memory=float("nan")), lambda: plan(model=M, gpu_memory=float("inf")),
+         lambda: plan(model=M, gpu="H100", replicas_per_gpu="2"), lambda: PlanRequest(model=M, usage="bogus"),
+         lambda: PlanRequest(model=M, measured=None), lambda: PlanRequest(model=M, measured={"weights": -10**12}),
+         lambda: plan(model=M, used_by_other_processes="1GiB"), lambda: PlanRequest(model=M, used_by_other_processes=float("nan")),
+         lambda: PlanRequest.from_argv(None), lambda: check_command(None), lambda: check_command(123),
+         lambda: check_command("vllm serve " + M, gpu="H100", min_headroom=None),
+         lambda: check_command("vllm serve " + M, gpu="H100", min_headroom=float("nan")),
+         lambda: check_command("vllm serve " + M, gpu="H100", min_concurrency="8"),
+         lambda: plan(model=M, gpu="H100", at_lengths=["x"]), lambda: plan(model=M, gpu="H100", node_gpus="x"),
+         lambda: diagnose(123)]
+untyped = []
+for i, call in enumerate(calls):
+    try:
+        call()
+        untyped.append(f"{i}: accepted")
+    except OomguardError:
+        pass
+    except Exception as err:
+        untyped.append(f"{i}: {type(err).__name__}")
+print(len(calls), "calls;", "; ".join(untyped) or "all OomguardError")
+"""  # noqa: E501
+
+
+@case("C12")
+def c12(h: Hostile, tmp: Path) -> Outcome:
+    run = child([API_CALLS], 30, python=True)
+    return Outcome("C12", "the Python API called with wrong types and values", 30, [run],
+                   run.code == 0 and "all OomguardError" in run.stdout, run.stdout.strip())  # fmt: skip
 
 
 def main(names: list[str]) -> int:

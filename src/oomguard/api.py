@@ -18,7 +18,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from oomguard.errors import UnknownOptionError
+from oomguard.api_fields import check_count
+from oomguard.errors import InputFormatError, UnknownOptionError, shown
 from oomguard.host.ledger import HostLedger
 from oomguard.host.limits import given_limits
 from oomguard.kinds import Failure, Usage, Verdict
@@ -164,6 +165,8 @@ def plan(
         else None,
         local_gpus=node_gpus,
     )
+    for length in at_lengths:
+        check_count(length, "at_lengths")
     planner = engine_for(request)
     for name in settings:
         if not planner.knows_setting(name):
@@ -214,7 +217,12 @@ def diagnose(evidence: str | PathLike[str] | Sequence[str | PathLike[str]]) -> D
     from oomguard.diagnose.evidence import Evidence
     from oomguard.diagnose.read import read_evidence, read_one, require_evidence
 
+    if not isinstance(evidence, (str, PathLike, Sequence)):
+        raise InputFormatError(f"evidence must be a path, a text or a list of them, got {shown(evidence)}")
     items = [evidence] if isinstance(evidence, (str, PathLike)) else list(evidence)
+    for item in items:
+        if not isinstance(item, (str, PathLike)):
+            raise InputFormatError(f"evidence items must be paths or texts, got {shown(item)}")
     paths = [str(i) for i in items if _is_path(i)]
     found = read_evidence(paths) if paths else Evidence()
     for n, text in enumerate(str(i) for i in items if not _is_path(i)):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oomguard import __version__
-from oomguard.errors import OomguardError
+from oomguard.errors import OomguardError, one_line
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         module = importlib.import_module(command.module)
         return int(module.main(rest))
     except OomguardError as err:
-        print(f"oomguard {name}: error: {err}", file=sys.stderr)
+        print(f"oomguard {name}: error: {one_line(str(err))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print(f"oomguard {name}: interrupted", file=sys.stderr)
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("OOMGUARD_DEBUG"):
             raise
         print(
-            f"oomguard {name}: internal error: {type(err).__name__}: {err} "
+            f"oomguard {name}: internal error: {type(err).__name__}: {one_line(str(err))} "
             "(please report it; set OOMGUARD_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )

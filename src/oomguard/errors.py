@@ -19,6 +19,28 @@ class OomguardError(Exception):
         return self.message
 
 
+# An error is one line a person reads: a value quoted in it is cut to this many characters.
+MAX_SHOWN_CHARS = 60
+# Any message longer than this (a value that escaped `shown`) is cut at the CLI.
+MAX_ERROR_CHARS = 2000
+
+
+def shown(value: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """`repr(value)` for an error message, cut to `limit` characters with its full length said."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 3]}... ({len(text):,} characters)"
+
+
+def one_line(message: str) -> str:
+    """A message as one line of at most MAX_ERROR_CHARS characters."""
+    text = " ".join(message.splitlines())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return text[: MAX_ERROR_CHARS - 30] + f"... ({len(text):,} characters)"
+
+
 class UnknownModelError(OomguardError):
     """A model id or path that none of the resolvers could turn into a config."""
 

@@ -27,6 +27,9 @@ STALL_S = 10.0  # a stream that sends nothing for this long is not coming
 # reach the readers, which name the key ("beyond any real model").
 MAX_INT_DIGITS = 300
 MAX_CONFIG_BYTES = 8 << 20  # YAML/JSON configs, manifests, command files: real ones are kilobytes
+# An engine's own --config file is a flat mapping of launch flags (vLLM's `vllm serve --config`): a few
+# hundred bytes; one MiB is far beyond any real one and still parses in well under a second.
+MAX_ENGINE_CONFIG_BYTES = 1 << 20
 
 
 def read_bounded(path: str | os.PathLike[str], *, limit: int, what: str, error: type[OomguardError]) -> bytes:

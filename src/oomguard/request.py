@@ -12,6 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from oomguard.api_fields import (
+    as_usage,
+    check_byte_size,
+    check_command_type,
+    check_count,
+    check_flags,
+    check_measured,
+    check_text,
+)
 from oomguard.host.ledger import HostLimits
 from oomguard.kinds import Usage
 
@@ -50,3 +59,19 @@ class Request(ChangesFlags):
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node (all of one engine's, when None)
+
+    def __post_init__(self) -> None:
+        # checked on arrival: the API's callers get a ConfigError naming the field, not a TypeError later
+        if self.command is not None:
+            check_command_type(self.command)
+        check_text(self.model, "model")
+        check_text(self.engine, "engine")
+        check_text(self.gpu, "gpu")
+        check_text(self.engine_version, "version")
+        check_flags(self.flags)
+        check_byte_size(self.gpu_memory, "gpu_memory", text_allowed=True)
+        check_count(self.replicas_per_gpu, "replicas_per_gpu")
+        check_count(self.local_gpus, "node_gpus", optional=True)
+        check_measured(self.measured)
+        check_byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
+        object.__setattr__(self, "usage", as_usage(self.usage))

@@ -4,20 +4,22 @@ the evidence (or named as the evidence to collect next)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
     Evidence,
+    Fact,
     Flags,
     HostMemory,
     OomMessage,
     ScheduledStep,
+    Signal,
     StartupNumber,
 )
 from oomguard.diagnose.planner import Ledger, activation_model, plan_setup
 from oomguard.diagnose.remedies import Fix, advise
-from oomguard.diagnose.rules import CLASSES, Situation, Tally, score
+from oomguard.diagnose.rules import CLASSES, FAILURE_SIGNALS, Situation, Tally, score
 from oomguard.diagnose.setup import EngineSetup, recover_setup
 from oomguard.diagnose.step_shape import StepAnalysis, analyse
 
@@ -38,6 +40,16 @@ GPU_MEMORY_ERRORS = (
 )
 # How many causes the report lists.
 TOP = 5
+# Scores add the weight of independent pieces of evidence, so a lead of a few points is more decisive than
+# its plain share says: squared shares with a floor for "none of these" are calibrated on the tuning corpus
+# (the first cause is right about as often as its confidence says in each band; plain shares were ~20 points
+# off), and the same fit on either half of it calibrates the other half (bench/diagnose_accuracy.py prints
+# the bands). A bare OOM with no context then ranks the usual suspects at ~25%.
+CONFIDENCE_POWER = 2.0
+CONFIDENCE_FLOOR = 0.75
+# Failures in different files this far apart are different incidents: the ranks of one crash fail within
+# seconds of each other, a restarted server fails again only after loading (minutes) and serving.
+INCIDENT_GAP_S = 30 * 60
 # Evidence lines shown per cause.
 MAX_LINES = 6
 
@@ -67,6 +79,26 @@ class Cause:
 
 
 @dataclass(frozen=True)
+class Incident:
+    """One incident among several in the inputs, diagnosed on its own files."""
+
+    sources: tuple[str, ...]
+    failure: str  # where its first failure is (file:line)
+    cause: str
+    confidence: float
+    phase: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "sources": list(self.sources),
+            "failure": self.failure,
+            "cause": self.cause,
+            "confidence": self.confidence,
+            "phase": self.phase,
+        }
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     causes: tuple[Cause, ...]
     setup: EngineSetup
@@ -78,6 +110,7 @@ class Diagnosis:
     ledger: Ledger | None
     read: tuple[str, ...]
     skipped: tuple[str, ...]
+    incidents: tuple[Incident, ...] = ()  # set when the inputs hold several incidents, each diagnosed alone
 
 
 def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
@@ -95,9 +128,10 @@ def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
 
 
 def _confidences(tally: Tally) -> dict[str, float]:
-    """Scores -> a distribution; the +1 keeps confidence modest when little evidence was found."""
-    scores = {c: max(0.0, tally.score(c)) for c in CLASSES}
-    total = sum(scores.values()) + 1.0
+    """Scores -> a distribution: each class's score raised to CONFIDENCE_POWER over the sum of all, plus
+    CONFIDENCE_FLOOR (the share of 'none of these' that keeps confidence modest when little was found)."""
+    scores = {c: max(0.0, tally.score(c)) ** CONFIDENCE_POWER for c in CLASSES}
+    total = sum(scores.values()) + CONFIDENCE_FLOOR
     return {c: s / total for c, s in scores.items()}
 
 
@@ -112,7 +146,23 @@ def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
     )
 
 
-def diagnose(evidence: Evidence) -> Diagnosis:
+def diagnose(evidence: Evidence, per_incident: bool = True) -> Diagnosis:
+    """The ranked causes over all the evidence; with several incidents in it (files failing far apart in
+    time, or naming different models), each is also diagnosed on its own files."""
+    groups = incident_groups(evidence) if per_incident else []
+    whole = _diagnose(evidence)
+    if len(groups) < 2:
+        return whole
+    incidents = tuple(_incident(evidence, sources) for sources in groups)
+    listed = "; ".join(f"{i.failure}: {i.cause} {i.confidence:.0%}" for i in incidents)
+    note = (
+        f"the inputs hold {len(incidents)} incidents ({listed}), each diagnosed on its own files under "
+        "'incidents': the ranking above mixes them"
+    )
+    return replace(whole, incidents=incidents, skipped=(note, *whole.skipped))
+
+
+def _diagnose(evidence: Evidence) -> Diagnosis:
     setup = recover_setup(evidence)
     step = failing_step(evidence, setup)
     tally, sit = score(evidence, setup, step)
@@ -149,6 +199,67 @@ def diagnose(evidence: Evidence) -> Diagnosis:
         ledger=ledger,
         read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
         skipped=tuple(mixed_incidents(evidence) + evidence.skipped),
+    )
+
+
+def _first_failures(evidence: Evidence) -> dict[str, Fact]:
+    """Each document's first failure (an allocator message, an engine error, a kill)."""
+    firsts: dict[str, Fact] = {}
+    failures: list[Fact] = [*evidence.of(OomMessage)]
+    failures += [s for s in evidence.of(Signal) if s.name in FAILURE_SIGNALS]
+    for fact in sorted(failures, key=lambda f: (f.where.source, f.where.line)):
+        firsts.setdefault(fact.where.source, fact)
+    return firsts
+
+
+def incident_groups(evidence: Evidence) -> list[tuple[str, ...]]:
+    """The documents of each incident, when the inputs hold more than one: documents whose own failures
+    came more than INCIDENT_GAP_S apart, or that name different models. Documents without a failure of
+    their own, or without a timestamp on it, are context shared by every incident. Empty for one incident."""
+    firsts = _first_failures(evidence)
+    models: dict[str, str] = {}
+    for fact in evidence.of(Flags):
+        for key, value in fact.flags:
+            if key == "model" and value:
+                models.setdefault(fact.where.source, value)
+    timed = sorted(
+        ((f.where.time, src) for src, f in firsts.items() if f.where.time is not None), key=lambda p: p[0]
+    )
+    cluster: dict[str, int] = {}
+    last: float | None = None
+    index = 0
+    for when, src in timed:
+        if last is not None and when - last > INCIDENT_GAP_S:
+            index += 1
+        cluster[src] = index
+        last = when
+    keys: dict[str, tuple[str, int]] = {}
+    for src in firsts:
+        if src in cluster or (src in models and len(set(models.values())) > 1):
+            keys[src] = (models.get(src, ""), cluster.get(src, -1))
+    if len(set(keys.values())) < 2:
+        return []
+    shared = [d.name for d in evidence.documents if d.name not in keys]
+    groups: dict[tuple[str, int], list[str]] = {}
+    for src, incident in keys.items():
+        groups.setdefault(incident, []).append(src)
+    ordered = sorted(groups.values(), key=lambda g: min(firsts[s].where.time or 0.0 for s in g))
+    return [tuple(g + shared) for g in ordered]
+
+
+def _incident(evidence: Evidence, sources: tuple[str, ...]) -> Incident:
+    """The diagnosis of one incident: the facts of its own documents only."""
+    part = Evidence()
+    wanted = set(sources)
+    part.extend(f for f in evidence if f.where.source in wanted)
+    part.documents = [d for d in evidence.documents if d.name in wanted]
+    d = _diagnose(part)
+    firsts = _first_failures(part)
+    first = min(firsts.values(), key=lambda f: (f.where.time or 0.0, f.where.source, f.where.line))
+    top = d.causes[0] if d.causes else None
+    own = tuple(s for s in sources if s in firsts)
+    return Incident(
+        own, str(first.where), top.cls if top else "other", top.confidence if top else 0.0, d.phase
     )
 
 

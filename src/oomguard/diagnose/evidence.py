@@ -124,6 +124,7 @@ SIGNALS = frozenset(
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
+        "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
@@ -141,6 +142,8 @@ SIGNALS = frozenset(
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
         "sleep-residual",  # vLLM sleep mode: memory still in use after falling asleep (residual_bytes)
+        "trt-runtime-buffers",  # TensorRT-LLM: RuntimeBuffers::reshape on the failing stack
+        "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
         "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -174,6 +177,7 @@ SIGNALS = frozenset(
         "prose-int32",
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
+        "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)
     }
 )
 

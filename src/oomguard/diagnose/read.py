@@ -21,13 +21,18 @@ from oomguard.diagnose.evidence import Document, Evidence
 from oomguard.diagnose.inputs import iter_inputs, plain_files
 from oomguard.diagnose.sources import (
     cgroup,
+    exllama,
     free,
     kernel_oom,
     kubectl,
+    llama_cpp,
+    metal,
     metrics,
     nvidia_smi,
     prose,
     sglang_log,
+    tensorrt_llm,
+    tgi,
     torch_snapshot,
     traceback,
     vllm_log,
@@ -44,6 +49,11 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     cgroup,
     kubectl,
     free,
+    llama_cpp,
+    tensorrt_llm,
+    tgi,
+    exllama,
+    metal,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20
@@ -224,8 +234,15 @@ def require_evidence(evidence: Evidence) -> None:
     if len(evidence) == 0:
         if not evidence.documents:
             raise InputFormatError("no readable input (" + "; ".join(evidence.skipped[:3]) + ")")
-        names = ", ".join(f"{d.name} ({d.kind})" for d in evidence.documents[:3])
+        names = ", ".join(f"{d.name} ({d.kind}{_why_unread(d)})" for d in evidence.documents[:3])
         raise InputFormatError(
             f"no OOM evidence recognised in {names}: expected vLLM/SGLang logs, tracebacks, "
             "nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot"
         )
+
+
+def _why_unread(doc: Document) -> str:
+    """Why a whole-document input gave nothing (a refused pickle names its opcode), for the one-line error."""
+    if doc.kind in (detect.KIND_PICKLE, detect.KIND_BINARY) and doc.skipped:
+        return f": {doc.skipped[0]}"
+    return ""

@@ -34,6 +34,7 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
         "separate_top_causes_by": list(d.separate_by),
         "read": list(d.read),
         "skipped": list(d.skipped),
+        "incidents": [i.as_dict() for i in d.incidents],
     }
 
 
@@ -53,8 +54,19 @@ def _setup_line(d: Diagnosis) -> str:
     return " | ".join(p for p in parts if p) + (f" | {flags}" if flags else "")
 
 
+def _incident_lines(d: Diagnosis) -> list[str]:
+    return [
+        f"  {i.failure}: {i.cause} ({i.confidence:.0%}, {i.phase}) from {', '.join(i.sources)}"
+        for i in d.incidents
+    ]
+
+
 def render_text(d: Diagnosis) -> str:
     out: list[str] = []
+    if d.incidents:
+        out.append(f"{len(d.incidents)} incidents in the inputs, each diagnosed on its own files:")
+        out += _incident_lines(d)
+        out.append("All the inputs together (mixes the incidents):")
     top = d.causes[0] if d.causes else None
     if top:
         out.append(f"Most likely: {top.cls}  (confidence {top.confidence:.0%})")
@@ -127,6 +139,9 @@ def render_markdown(d: Diagnosis) -> str:
         f"**Setup:** {_setup_line(d)}",
         "",
     ]
+    if d.incidents:
+        lines += [f"**{len(d.incidents)} incidents**, each diagnosed on its own files:", ""]
+        lines += [f"- {line.strip()}" for line in _incident_lines(d)] + [""]
     if d.memory:
         lines += (
             ["| where the memory went | amount (source) |", "|---|---|"]

@@ -75,6 +75,9 @@ FRAGMENTED_NEGLIGIBLE = 256 * MIB
 # workspaces take (~0.5-2.5 GiB per process): another process or a non-PyTorch library holds it.
 OUTSIDE_PYTORCH_MIN = 3 * GIB
 OUTSIDE_PYTORCH_SHARE = 0.10
+# The failing process's own memory outside PyTorch's allocator at this share of the device is no CUDA
+# context or workspace (those are ~0.5-2.5 GiB): an engine's weights allocated outside PyTorch.
+OWN_OUTSIDE_SHARE = 0.5
 # Residual memory after sleep growing by this much across cycles is memory not given back.
 RESIDUAL_GROWTH = 512 * MIB
 # Another process holding this much of the GPU is worth naming.
@@ -137,6 +140,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prompt_logprobs",
             "gather_logprobs",
             "compute_logprobs",
+            "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
+            "sampling_from_probs",
         ),
     ),
     (
@@ -165,6 +170,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "qwen2_5_vl",
         ),
     ),
+    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
+    ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
+    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
@@ -182,6 +191,7 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "cudagraph_capture",
             "profile_cudagraph_memory",
             "_init_minimal_kv_cache_for_profiling",
+            "init_cuda_graph",  # SGLang: init_cuda_graphs / the attention backend's init_cuda_graph_state
         ),
     ),
     (
@@ -246,11 +256,18 @@ UMBRELLA_STEPS = ("_initialize_kv_caches",)
 CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
 
 
+# vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
+# compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
+_V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
+
+
 def frame_category(frame: Frame) -> str | None:
     """The step a frame belongs to; the code line under it (the call it was making) decides first. A frame in
     a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
     torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
     path, func = frame.path.lower(), frame.function
+    if _V0_WARM_UP.match(func) or _V0_WARM_UP.search(frame.code):
+        return "cudagraph"
     capture_keys = dict(FRAME_CATEGORIES)["cudagraph"]
     if any(k in func.lower() for k in capture_keys):
         return "cudagraph"  # a capture function (any platform's: _capture_aclgraphs) whatever it calls
@@ -325,6 +342,7 @@ class Situation:
 
 FAILURE_SIGNALS = {
     "free-memory-below-utilization",
+    "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
     "max-model-len-exceeds-kv",
@@ -371,6 +389,7 @@ SIGNAL_PHASE = {
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
     "kv-pool-dry": "runtime",
+    "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
@@ -477,7 +496,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
-    _frames(ev, tally, sit)
+    _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
     _step(ev, step, tally)
@@ -488,6 +507,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _config(setup, tally, sit)
     _weights_vs_device(setup, tally, sit)
     _prose(ev, tally)
+    _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
 
@@ -542,6 +562,17 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 budgets[-1],
             )
     _pool_below_one_request(ev, setup, t)
+    _weights_measured_nothing(ev, t, sit)
+    if ev.of(OomMessage):
+        for s in ev.signals("trt-runtime-buffers")[:1]:
+            t.add(
+                "sampler-or-logits",
+                MEDIUM + 0.5,
+                "TensorRT-LLM's per-step runtime buffers failed to grow: their largest part is the logits, "
+                "a row of the vocabulary per sequence (and per token when generation logits are gathered), "
+                "outside the KV cache's fraction",
+                s,
+            )
     for s in ev.signals("max-model-len-exceeds-kv"):
         t.add(
             "max-model-len-exceeds-kv",
@@ -693,6 +724,22 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 residual[0],
                 residual[-1],
             )
+    if "wake-up" not in sit.categories:
+        for s in ev.signals("sleep-mode-oom")[:1]:
+            t.add(
+                "other-process-or-shared-gpu",
+                MEDIUM + 0.5,
+                "the OOM came from the sleep-mode allocator, which maps memory back on wake-up: sleep mode "
+                "is how a GPU is shared with a trainer, and what the trainer holds is what is missing",
+                s,
+            )
+    for s in ev.signals("engine-leak-check"):
+        t.add(
+            "memory-leak",
+            STRONG + 1.0,
+            "the engine's own check found KV slots that finished requests never returned",
+            s,
+        )
     for s in ev.signals("kv-pool-dry"):
         t.add(
             "kv-exhaustion-at-runtime",
@@ -736,9 +783,10 @@ def _empty_pool_not_from_weights(
                 s,
             )
     if u is not None and u <= SHARED_UTILIZATION:
+        # The other tenant is the cause and the empty pool its symptom: it ranks above the pool.
         t.add(
             "other-process-or-shared-gpu",
-            STRONG,
+            STRONG + 0.5,
             f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the "
             "rest",
             s,
@@ -771,6 +819,25 @@ def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
             "GiB): "
             "no room for SGLang's KV pool",
             avail[-1],
+        )
+
+
+# vLLM logging weights below this measured no weights at all (a real model is far larger).
+WEIGHTS_NOT_SEEN = 16 * MIB
+
+
+def _weights_measured_nothing(ev: Evidence, t: Tally, sit: Situation) -> None:
+    """vLLM logs ~0 GiB of weights when its profile measured a device, or a process's memory, other than the
+    one the model is on (a trainer that builds the engine inside its own device context): the KV budget it
+    then takes ignores what the other holds on the GPU."""
+    zero = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes" and n.value < WEIGHTS_NOT_SEEN]
+    if zero and (sit.failures or sit.gpu_failure):
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            f"vLLM measured {zero[0].value / GIB:.2f} GiB of weights: its profile did not see the memory on "
+            "the GPU, so its KV budget ignores what another process (the trainer) holds there",
+            zero[0],
         )
 
 
@@ -859,6 +926,17 @@ def _allocator_quantities(o: OomMessage, t: Tally) -> None:
             "memory-leak",
         ):
             t.add(cls, -STRONG, why, o)
+    if o.this_process is not None and o.allocated is not None and o.total:
+        own_outside = o.this_process - o.allocated - (o.reserved_unallocated or 0)
+        if own_outside >= OWN_OUTSIDE_SHARE * o.total:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM + 0.5,
+                f"the failing process holds {own_outside / GIB:.2f} GiB outside PyTorch's allocator "
+                f"(PyTorch itself {o.allocated / GIB:.2f} GiB): an engine that loads its weights outside "
+                "PyTorch (TurboMind, TensorRT) filled the device",
+                o,
+            )
     outside = outside_pytorch(o)
     if (
         outside is not None
@@ -900,7 +978,18 @@ def _other_process_bytes(o: OomMessage) -> int | None:
     return None
 
 
-def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
+def _multimodal_profile(ev: Evidence, setup: EngineSetup) -> tuple[Fact | None, str] | None:
+    """What says the profile run was a multimodal model's (whose profile runs the encoder on its largest
+    inputs x the profile batch): the engine's own multimodal-profile line, else the model's name."""
+    mm = ev.signals("milestone-mm-profile")
+    if mm:
+        return mm[-1], "it failed in the multimodal profile run"
+    if MULTIMODAL_MODEL.search(setup.model or ""):
+        return None, f"{setup.model} is multimodal and failed in its profile run"
+    return None
+
+
+def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     cats = sit.categories
     has_oom = sit.gpu_failure and not (
         sit.failures and all(isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures)
@@ -915,6 +1004,22 @@ def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
             STRONG,
             "the stack is in the expert-parallel all-to-all (dispatch/combine)",
             first("all2all"),
+        )
+    if "kv-slots" in cats and has_oom:
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG + 0.5,
+            "the allocation that failed is the KV pool's own slot allocator: the pool was full, whoever "
+            "asked for the slots",
+            first("kv-slots"),
+        )
+    if "wake-up" in cats and has_oom:
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "it failed re-mapping the memory the engine released when it went to sleep: something else on "
+            "the GPU (a colocated trainer) took that memory meanwhile",
+            first("wake-up"),
         )
     if "sampler" in cats and has_oom:
         t.add(
@@ -954,14 +1059,13 @@ def _frames(ev: Evidence, t: Tally, sit: Situation) -> None:
             first("kv-alloc"),
         )
     if "profile" in cats and has_oom and not ({"sampler", "encoder", "cudagraph"} & cats.keys()):
-        mm = ev.signals("milestone-mm-profile")
+        mm = _multimodal_profile(ev, setup)
         if mm:
             t.add(
                 "multimodal-encoder",
                 STRONG,
-                "it failed in the multimodal profile run: the encoder runs on the "
-                "largest inputs x the profile batch",
-                mm[-1],
+                mm[1] + ": the encoder runs on the largest inputs x the profile batch",
+                mm[0],
                 first("profile"),
             )
         t.add(
@@ -1011,7 +1115,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     )  # the log stops at this step (a crash without its error text, or a bare stack)
     if not (generic_oom or ended_here):
         return
-    mm = ev.signals("milestone-mm-profile")
+    mm = _multimodal_profile(ev, setup)
     if sit.phase == "startup-weights":
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
@@ -1019,9 +1123,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
             t.add(
                 "multimodal-encoder",
                 STRONG if generic_oom else MEDIUM,
-                "it failed in the multimodal profile run "
-                "(the encoder at its largest input x the profile batch)",
-                mm[-1],
+                mm[1] + " (the encoder at its largest input x the profile batch)",
+                mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
     elif sit.phase == "startup-cudagraph":
@@ -1164,11 +1267,6 @@ def _host(ev: Evidence, t: Tally) -> None:
         t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
         if t.score("host-ram-oom") > 0:
             t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
-    growth = ev.signals("prose-growth", "prose-leak")
-    if growth and t.score("host-ram-oom") > 0:
-        t.add(
-            "memory-leak", MEDIUM, "the memory grew over time before the kill (the report says so)", growth[0]
-        )
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -1191,6 +1289,14 @@ def _processes(ev: Evidence, t: Tally) -> None:
                     "nvidia-smi shows more than one process holding memory on the same GPU",
                     *ordered[:3],
                 )
+                for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
+                    # The tenant is the cause, the empty pool its symptom: it ranks above the pool.
+                    t.add(
+                        "other-process-or-shared-gpu",
+                        MEDIUM,
+                        "the KV pool found no room on a GPU another process holds memory on",
+                        s,
+                    )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:
@@ -1357,7 +1463,8 @@ def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     """The model's weights per GPU against the device: a model that fills the device explains a load OOM; one
     that takes under half of it rules weights out."""
     weights, total = weights_per_gpu(setup), setup.gpu_total_bytes
-    if weights is not None and not total and sit.failures and weights >= LARGEST_COMMON_DEVICE:
+    # (Failure or not: the weights alone say it cannot load on one such device.)
+    if weights is not None and not total and weights >= LARGEST_COMMON_DEVICE:
         t.add(
             "weights-dont-fit",
             MEDIUM,
@@ -1405,13 +1512,30 @@ def _prose(ev: Evidence, t: Tally) -> None:
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
 
 
+def _growth_before_kill(ev: Evidence, t: Tally) -> None:
+    """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
+    where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
+    grow)."""
+    growth = ev.signals("prose-growth", "prose-leak")
+    if not growth or t.score("host-ram-oom") <= 0:
+        return
+    why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
+    t.add("memory-leak", STRONG, why, growth[0])
+    t.add("host-ram-oom", -WEAK, why, growth[0])
+
+
 def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
     """When little places the failure, the usual suspects in the order they usually are."""
     t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
     if not sit.failures:
         for s in ev.signals("exception")[:2]:
             t.add("other", PRIOR, "an exception with no memory mechanism recognised in it", s)
-    said_oom = not sit.failures and ev.has("prose-oom")  # the reporter's words are all there is
+        for s in ev.signals("failure-words")[:1]:
+            t.add("other", PRIOR, "a failure is named, in no form any reader recognised", s)
+    # The reporter's words are all there is.
+    said_oom = not sit.failures and (
+        ev.has("prose-oom") or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
     if any(isinstance(f, OomMessage) for f in sit.failures) or said_oom:
         for cls, w in (
             ("activation-peak", PRIOR * 2),

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from oomguard.api_fields import check_command_type
 from oomguard.errors import ConfigError
 
 if TYPE_CHECKING:  # Self is typing's from Python 3.11; annotations are not evaluated at run time
@@ -57,6 +58,7 @@ LARGEST_INT = 1 << 50
 
 def split_command(command: Sequence[str] | str) -> list[str]:
     """A command as pasted (one string, `\\` line continuations) or as argv -> argv."""
+    check_command_type(command)
     if isinstance(command, str):
         try:
             return shlex.split(command.replace("\\\n", " "))

@@ -9,17 +9,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from oomguard.engines.vllm import log_format
 from oomguard.errors import InputFormatError
 from oomguard.units import GiB
 
-_NUMBER = r"(-?[0-9]+(?:\.[0-9]+)?)"
+_NUMBER = rf"(?P<v>{log_format.NUMBER})"
+# The INFO lines `plan` itself predicts are read with log_format's patterns; the DEBUG profile terms with
+# these (V1's "torch peak memory increase", V0's "PyTorch activation peak memory takes").
 PATTERNS = {
-    "weights": re.compile(r"(?:Model loading took|Loading model weights took) " + _NUMBER + r" ?Gi?B"),
+    "weights": log_format.WEIGHTS,
     "activation": re.compile(
         r"(?:torch peak memory increase|PyTorch activation peak memory takes):? " + _NUMBER
     ),
     "non_torch": re.compile(r"(?:non-torch forward increase memory|non_torch_memory takes):? " + _NUMBER),
-    "cuda_graph": re.compile(r"Estimated CUDA graph memory: " + _NUMBER + r" GiB"),
+    "cuda_graph": log_format.CUDA_GRAPH_ESTIMATE,
 }
 MAX_LOG_BYTES = 256 << 20
 
@@ -36,7 +39,7 @@ def measured_terms_from_log(path: str) -> dict[str, int]:
     for key, pattern in PATTERNS.items():
         match = pattern.search(text)
         if match:
-            found[key] = int(float(match.group(1)) * GiB)
+            found[key] = int(float(match.group("v").replace(",", "")) * GiB)
     if not found:
         raise InputFormatError(
             f"{Path(path).name}: no vLLM memory figures found (expected 'Model loading took ... GiB' and, at "

@@ -13,18 +13,14 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
-from oomguard.errors import ConfigError, InputFormatError, OomguardError
-from oomguard.hardware import DEFAULT_GPU
+from oomguard.errors import ConfigError, InputFormatError, shown
 from oomguard.simulate import workload as wl
 from oomguard.simulate.fix_search import FixSearch, StepFlag, search_step_fixes
 from oomguard.simulate.html_report import render_html
-from oomguard.simulate.kv_pool import KvGroupSpec
-from oomguard.simulate.model_facts import ModelFacts, from_planner, read_model
 from oomguard.simulate.parallel import parallel_map
 from oomguard.simulate.report import (
     summary_dict,
@@ -33,25 +29,16 @@ from oomguard.simulate.report import (
     write_png,
     write_timeline,
 )
-from oomguard.simulate.run import ProgressFn, SimulationConfig, SimulationResult, Summary, simulate, summarize
-from oomguard.simulate.scheduler import SchedulerConfig
+from oomguard.simulate.run import ProgressFn, SimulationResult, Summary, simulate, summarize
+from oomguard.simulate.setup import Setup, SetupOptions, setup_of
 from oomguard.simulate.step_cli import positive_int
 from oomguard.simulate.step_memory import (
     DEFAULT_TENSORS_ALIVE,
-    ActivationModel,
-    ModelWidths,
-    StepMemoryOptions,
 )
-from oomguard.simulate.step_time import StepTimeModel
 from oomguard.units import parse_bytes
 
 if TYPE_CHECKING:
     from oomguard.engines.vllm.flags import ServeArgs
-    from oomguard.planning import Plan
-
-# vLLM's fallbacks when nothing else sets them (SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS / _SEQS)
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
-DEFAULT_MAX_NUM_SEQS = 128
 
 
 EXIT_CODES = """exit codes:
@@ -142,14 +129,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-@dataclass(frozen=True)
-class Setup:
-    config: SimulationConfig
-    describe: str
-    facts: dict[str, Any]
-    plan: Plan | None = None  # the planner's result, when it planned the deployment
-
-
 def _vllm_flag_takes_value(name: str) -> bool | None:
     """Whether a `vllm serve` flag consumes the next word (None: a flag oomguard does not know)."""
     from oomguard.engines.vllm.flags import IGNORED_FLAGS, MEMORY_FLAGS
@@ -220,159 +199,35 @@ def _serve_args(model: str | None, vllm_argv: list[str]) -> ServeArgs:
     return parse_serve_command(words)
 
 
-def _get(values: Any, name: str, default: Any = None) -> Any:
-    return values.get(name, default)
-
-
 def build_setup(
     args: argparse.Namespace, vllm_argv: list[str], overrides: dict[str, Any] | None = None
 ) -> Setup:
+    """The deployment `simulate` runs (simulate/setup.py), from this command's options and vLLM's flags
+    (with `overrides`, e.g. a sweep's value)."""
     serve = _serve_args(args.model, vllm_argv)
     if overrides:
         serve = serve.with_values(**overrides)
-    model = args.model or serve.model
-    values = serve.values
-    override_blocks = _get(values, "num_gpu_blocks_override")
-    facts: ModelFacts | None = None
-    read_groups: tuple[KvGroupSpec, ...] | None = None
-    engine = None
-    pool = None
-    plan_result = None
-    notes: list[str] = []
-    if model:
-        from oomguard.planning import PlanRequest
-
-        try:
-            pool, facts, plan_result = from_planner(
-                PlanRequest(
-                    args=replace(serve, model=model),
-                    gpu=args.gpu or (None if args.gpu_memory else DEFAULT_GPU),
-                    gpu_memory=args.gpu_memory,
-                    replicas_per_gpu=args.replicas_per_gpu,
-                )
-            )
-        except OomguardError as err:
-            if override_blocks is None:
-                raise
-            # The pool is fixed by the flag: the model and its groups from the planner's own readers.
-            facts, read_groups = read_model(replace(serve, model=model), args.gpu, args.gpu_memory)
-            notes.append(f"the planner could not plan {model} ({err}); the pool is --num-gpu-blocks-override")
-        else:
-            engine = plan_result.engine
-            if not plan_result.fits and override_blocks is None:
-                raise ConfigError(
-                    "the planner says this deployment does not start: "
-                    + "; ".join(plan_result.errors[:2])
-                    + " (see `oomguard plan`)"
-                )
-    block_size = int(
-        _get(values, "block_size") or (engine.block_size if engine is not None else DEFAULT_BLOCK_SIZE)
-    )
-
-    def pick(name: str, default: Any) -> Any:
-        if name in values:
-            return values[name]
-        if engine is not None and getattr(engine, name, None) is not None:
-            return getattr(engine, name)
-        return default
-
-    if override_blocks is not None:
-        if pool is None and read_groups is None:
-            raise ConfigError(
-                "--num-gpu-blocks-override needs --model (a directory with config.json, or a known id) "
-                "for the KV cache groups"
-            )
-        groups = pool.groups if pool is not None else read_groups or ()
-        num_blocks = int(override_blocks)
-        source = f"--num-gpu-blocks-override {num_blocks:,}"
-    elif pool is not None:
-        groups, num_blocks, source = pool.groups, pool.num_gpu_blocks, pool.source
-    else:
-        raise ConfigError(
-            "no KV pool: give --model (and --gpu) for the planner, or --num-gpu-blocks-override N"
-        )
-
-    max_model_len = pick("max_model_len", None)
-    if not isinstance(max_model_len, int):
-        max_model_len = (
-            facts.max_position_embeddings if facts is not None and facts.max_position_embeddings else None
-        )
-    if not max_model_len:
-        raise ConfigError("give --max-model-len (the model's config does not say)")
-    # The scheduler and step-memory configs check their own ranges (ValueError): here those are the user's
-    # flags.
+    serve = replace(serve, model=args.model or serve.model)
     try:
-        sched = SchedulerConfig(
-            max_num_batched_tokens=int(pick("max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS)),
-            max_num_seqs=int(pick("max_num_seqs", DEFAULT_MAX_NUM_SEQS)),
-            max_model_len=int(max_model_len),
-            num_gpu_blocks=num_blocks,
-            kv_groups=tuple(groups),
-            enable_prefix_caching=bool(pick("enable_prefix_caching", True)),
-            long_prefill_token_threshold=int(pick("long_prefill_token_threshold", 0) or 0),
-            async_scheduling=bool(pick("async_scheduling", True)),
-            pipeline_parallel_size=int(pick("pipeline_parallel_size", 1)),
-        )
-        activation = _activation(args, facts)
-        headroom = (
-            parse_bytes(args.headroom)
-            if args.headroom
-            else (pool.headroom_bytes if pool is not None else None)
-        )
-        step_time = None
-        if args.step_time:
-            step_time = StepTimeModel.from_coefficients(args.step_time)
-        elif facts is not None:
-            tp = int(pick("tensor_parallel_size", 1))
-            step_time = StepTimeModel.from_hardware(
-                args.gpu,
-                facts.num_params * facts.widths.dtype_bytes,
-                facts.active_params,
-                facts.kv_bytes_per_token,
-                facts.num_layers,
-                facts.widths.hidden_size,
-                tp,
-            )
-        config = SimulationConfig(
-            scheduler=sched,
-            activation=activation,
-            memory=StepMemoryOptions(layout=args.layout, tensors_alive=args.tensors_alive),
-            headroom_bytes=headroom,
-            step_time=step_time,
+        options = SetupOptions(
+            gpu=args.gpu,
+            gpu_memory=args.gpu_memory,
+            replicas_per_gpu=args.replicas_per_gpu,
+            headroom_bytes=parse_bytes(args.headroom) if args.headroom else None,
+            step_time_coefficients=args.step_time,
+            layout=args.layout,
+            tensors_alive=args.tensors_alive,
             max_steps=args.max_steps,
+            widths=_widths(args),
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    describe = (
-        f"{model or 'model from flags'}: {source}, {len(groups)} KV group(s) "
-        f"({', '.join(sorted({g.kind for g in groups}))}), block {block_size}, "
-        f"max_num_batched_tokens {sched.max_num_batched_tokens:,}, max_num_seqs {sched.max_num_seqs}, "
-        f"max_model_len {sched.max_model_len:,}, prefix caching "
-        f"{'on' if sched.enable_prefix_caching else 'off'}"
-    )
-    info = {
-        "describe": describe,
-        "model": model,
-        "num_gpu_blocks": num_blocks,
-        "block_size": block_size,
-        "kv_groups": [g.kind for g in groups],
-        "max_num_batched_tokens": sched.max_num_batched_tokens,
-        "max_num_seqs": sched.max_num_seqs,
-        "max_model_len": sched.max_model_len,
-        "enable_prefix_caching": sched.enable_prefix_caching,
-        "long_prefill_token_threshold": sched.long_prefill_token_threshold,
-        "async_scheduling": sched.async_scheduling,
-        "layout": args.layout,
-        "headroom_bytes": headroom,
-        "step_time_model": step_time.source if step_time is not None else None,
-        "notes": notes,
-    }
-    return Setup(config, describe, info, plan_result)
+    return setup_of(serve, options)
 
 
-def _activation(args: argparse.Namespace, facts: ModelFacts | None) -> ActivationModel | None:
-    """The model's activation costs (the planner's), or widths given as flags over the model's widths."""
-    overrides: dict[str, Any] = {
+def _widths(args: argparse.Namespace) -> dict[str, Any]:
+    """Model widths given as flags (over the model's)."""
+    widths: dict[str, Any] = {
         name: value
         for name, value in (
             ("hidden_size", args.hidden_size),
@@ -384,15 +239,8 @@ def _activation(args: argparse.Namespace, facts: ModelFacts | None) -> Activatio
     if args.dtype:
         from oomguard.simulate.step_cli import dtype_bytes
 
-        overrides["dtype_bytes"] = dtype_bytes(args.dtype)
-    if not overrides:
-        return facts.activation if facts is not None else None
-    if facts is None and "hidden_size" not in overrides:
-        return None
-    base = facts.widths if facts is not None else ModelWidths(hidden_size=0, dtype_bytes=2.0)
-    model = ActivationModel.from_widths(replace(base, **overrides))
-    where = f" over {facts.name}'s" if facts is not None else ""
-    return replace(model, source=f"widths given as flags{where}")
+        widths["dtype_bytes"] = dtype_bytes(args.dtype)
+    return widths
 
 
 def _parse_kv(text: str) -> dict[str, str]:
@@ -581,8 +429,12 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
 
     def one(setup: Setup) -> tuple[Summary, dict[str, Any], bool]:
         result, summary = run_one(workload, setup, False)
+        # a run that served nothing (every request longer than the value) is not safe, only empty
         safe = (
-            summary.oom_events == 0 and result.config.headroom_bytes is not None and summary.unservable == 0
+            summary.oom_events == 0
+            and result.config.headroom_bytes is not None
+            and summary.unservable == 0
+            and summary.finished > 0
         )
         return summary, summary_dict(result, summary, setup.facts), safe
 
@@ -611,17 +463,25 @@ def _sweep(args: argparse.Namespace, vllm_argv: list[str], workload: wl.Workload
 
 
 def _sweep_value(name: str, value: str) -> Any:
-    """A swept value as vLLM parses the flag's value (one-line error when it is not one)."""
+    """A swept value as vLLM parses the flag's value; a one-line error when the name is no vLLM setting the
+    simulation reads (a silently ignored name would give identical rows, all "safe") or the value is not
+    one of the flag's."""
     from oomguard.engines.vllm.flags import parse_serve_command
 
-    parsed: Any = value
-    for cast in (int, float):
-        try:
-            parsed = cast(value)
-            break
-        except ValueError:
-            continue
+    flag = "--" + name.replace("_", "-")
     if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    typed = parse_serve_command(["vllm", "serve", "--" + name.replace("_", "-"), value]).values
-    return typed.get(name, parsed)
+        switch = parse_serve_command(["vllm", "serve", flag])
+        if isinstance(switch.values.get(name), bool):
+            return value.lower() == "true"
+    parsed = parse_serve_command(["vllm", "serve", flag, value])
+    if parsed.refused:
+        raise ConfigError(f"--sweep {name}: vLLM would refuse {shown(parsed.refused[0])}")
+    if name not in parsed.values:
+        raise ConfigError(
+            f"--sweep {name}: not a vLLM setting the simulation reads; sweep an engine field such as "
+            "max_num_seqs, max_num_batched_tokens, max_model_len, gpu_memory_utilization or block_size "
+            "(run simulate once per --model or --gpu)"
+        )
+    if parsed.model is not None:  # the value was left over: the flag takes none
+        raise ConfigError(f"--sweep {name}: {shown(value)} is not true or false")
+    return parsed.values[name]

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from oomguard.errors import InputFormatError
+from oomguard.errors import InputFormatError, shown
 from oomguard.inputs import read_bounded
 
 STEPS = "steps"
@@ -95,7 +95,7 @@ class _Rows:
 
 def _int_field(value: Any, name: str) -> int:
     if isinstance(value, bool):
-        raise TypeError(f"{name} is not a number: {value!r}")
+        raise TypeError(f"{name} is not a number: {shown(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -111,18 +111,18 @@ def _int_field(value: Any, name: str) -> int:
                 number = math.nan
             if number.is_integer():
                 return int(number)
-    raise ValueError(f"{name} is not a whole number: {value!r}")
+    raise ValueError(f"{name} is not a whole number: {shown(value)}")
 
 
 def _float_field(value: Any, name: str) -> float:
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{name} is not a number: {value!r}")
+        raise ValueError(f"{name} is not a number: {shown(value)}")
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} is not a number: {value!r}") from None
+        raise ValueError(f"{name} is not a number: {shown(value)}") from None
     if not math.isfinite(number):
-        raise ValueError(f"{name} is not finite: {value!r}")
+        raise ValueError(f"{name} is not finite: {shown(value)}")
     return number
 
 
@@ -257,7 +257,7 @@ def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
         seen: set[str] = set()
         for request in rows.requests:
             if request.rid in seen:
-                raise InputFormatError(f"{path}: duplicate request id {request.rid!r}")
+                raise InputFormatError(f"{path}: duplicate request id {shown(request.rid)}")
             seen.add(request.rid)
         # The oracle admits requests of the same step in file order: a stable sort by step.
         ordered = sorted(rows.requests, key=lambda r: r.arrival)
@@ -284,7 +284,7 @@ def _azure_timestamp(text: str) -> float:
     moment = moment.replace(tzinfo=timezone.utc)
     fraction = float("0." + frac) if frac else 0.0
     if frac and not frac.isdigit():
-        raise ValueError(f"bad fractional seconds in {text!r}")
+        raise ValueError(f"bad fractional seconds in {shown(text)}")
     return moment.timestamp() + fraction
 
 

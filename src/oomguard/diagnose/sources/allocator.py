@@ -10,6 +10,7 @@ Formats read (all sizes in PyTorch's binary units):
   R reserved in total by PyTorch)" and the oldest "...; F free; C cached)"; R there is the whole reservation.
 - c10's expandable-segments mapper: "memory mapping failed with OOM on device N while trying to map X bytes
   (free: F, total: T)" (plain byte counts).
+- ggml's buffer allocation (llama.cpp, ollama): "allocating X on device N: cudaMalloc failed: out of memory".
 - CUDA runtime errors from C++ code (TensorRT-LLM, NCCL, cuBLAS): "cudaMalloc ... out of memory",
   "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation": an OOM with no numbers.
 """
@@ -43,6 +44,9 @@ _MAPPER = re.compile(
     r"\s*total:\s*(?P<total>\d+)\)",
     re.IGNORECASE,
 )
+# ggml's CUDA/HIP buffer allocation (llama.cpp, ollama): "allocating 372.08 MiB on device 0: cudaMalloc
+# failed: out of memory" (ggml/src/ggml-cuda/ggml-cuda.cu, ggml_backend_cuda_buffer_type_alloc_buffer).
+_GGML = re.compile(rf"allocating\s*(?P<v>{_S})\s*on\s*device\s*(?P<dev>\d+):\s*\w*[Mm]alloc\s*failed")
 # C++ allocation failures on the GPU that carry no sizes (TensorRT-LLM, cuBLAS workspaces, raw cudaMalloc).
 RUNTIME_OOM = re.compile(
     r"cudaMalloc\w*\(.*out of memory|CUDA runtime error in :*cudaMalloc|Cuda failure 2 'out of memory'|"
@@ -56,7 +60,7 @@ RUNTIME_OOM = re.compile(
 class AllocatorReport:
     """The quantities of one allocator message (bytes; None where the format does not say)."""
 
-    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'cuda-runtime'
+    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'cuda-runtime' | 'engine'
     requested: int | None = None
     device: int | None = None
     total: int | None = None
@@ -112,6 +116,9 @@ def read(text: str) -> AllocatorReport | None:
             private_pools=_size(_PRIVATE.search(text)),
             reserved_unallocated=_size(_RESERVED.search(text)),
         )
+    ggml = _GGML.search(text)
+    if ggml:
+        return AllocatorReport("engine", requested=_size(ggml), device=int(ggml.group("dev")))
     if RUNTIME_OOM.search(text):
         return AllocatorReport("cuda-runtime")
     return None

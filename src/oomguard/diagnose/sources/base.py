@@ -68,6 +68,8 @@ class Message:
 # Decorations found in front of vLLM / SGLang / Python log messages, in the order they appear.
 _GREP_N = re.compile(r"^\d{1,9}[:-](?=\S)(?!\d{2}-\d{2}[T ]\d)")  # `grep -n` (not an ISO date's year)
 _COMPOSE = re.compile(r"^[\w.-]{1,64}\s+\|\s?")
+# DJL Serving's wrapper of its Python engine's output: "WARN  PyProcess W-252-model-stderr: ..."
+_DJL = re.compile(r"^(?:INFO|WARN|ERROR|DEBUG)\s+PyProcess\s+[\w-]+:\s?")
 _ISO_TIME = re.compile(
     r"^\d{4}-(?P<mon>\d{2})-(?P<day>\d{2})[T ](?P<hms>\d{2}:\d{2}:\d{2})(?:[.,]\d+)?"
     r"(?:Z|[+-]\d{2}:?\d{2})?\s+"
@@ -102,7 +104,7 @@ def split_prefix(text: str) -> Message:
     start = body
     body = body.lstrip()
     for _ in range(2):  # "[rank0]: (Worker pid=1) ERROR ..." and the like nest at most twice
-        for pattern in (_GREP_N, _COMPOSE, _ISO_TIME, _SGLANG, _PROC_TAG, _RANK):
+        for pattern in (_GREP_N, _COMPOSE, _DJL, _ISO_TIME, _SGLANG, _PROC_TAG, _RANK):
             m = pattern.match(body)
             if m:
                 groups = m.groupdict()

@@ -84,7 +84,10 @@ def read_document(name: str, data: bytes, evidence: Evidence) -> tuple[int, list
     facts: list[LoadSample | HostMemory | StartupNumber] = []
     scrape = _Scrape()
     for sample in sorted(exposition.samples(), key=lambda s: s.lineno):
-        if math.isnan(sample.value):
+        if not math.isfinite(sample.value):
+            # NaN is "no value yet"; an infinite gauge or counter is no count a server can have
+            if not math.isnan(sample.value):
+                bad.append(f"line {sample.lineno}: {sample.name} is {sample.value}, not a finite number")
             continue
         if scrape.is_repeat(sample):
             facts += scrape.facts(name)

@@ -1,6 +1,6 @@
 """nvidia-smi output found in any text (a saved file, a paste in an issue, a log that ran it): the default
 table (GPU rows with their memory, the process section) and the CSV of `--query-gpu=...` and
-`--query-compute-apps=...`.
+`--query-compute-apps=...`; nvtop's process rows ("PID USER DEV TYPE GPU GPU MEM CPU HOST MEM Command").
 
 The formats themselves are read by `oomguard.hardware` (parse_nvidia_smi, parse_nvidia_smi_processes);
 this module only finds the nvidia-smi blocks among other lines, hands each block to those parsers and maps
@@ -25,6 +25,12 @@ MAX_BLOCK_LINES = 512
 _CSV_HEADER_KEYS = ("memory.total", "used_gpu_memory", "used_memory")
 # A headerless `--query-gpu` row names its GPU ("0, NVIDIA H100 80GB HBM3, 81559 MiB, ...").
 _GPU_ROW_HINT = re.compile(r"(?i)\b(nvidia|tesla|quadro|geforce|rtx|a100|h100|h200|l40)\b")
+# An nvtop process row: "1880122 root   0  Compute   0%   5102MiB  33%     1%   5959MiB /opt/.../stub ...".
+_NVTOP_ROW = re.compile(
+    r"^\s*(?P<pid>\d+)\s+(?P<user>\S+)\s+(?P<dev>\d+)\s+(?P<type>Compute|Graphic|Graphics|C\+G)\s+"
+    r"(?:\d+%|N/A)\s+(?P<mem>\d+(?:\.\d+)?)(?P<unit>[KMG]iB)\b(?:.*?\s(?P<cmd>/\S+|[\w.-]+)(?:\s|$))?"
+)
+_UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 class Parser(LineParser):
@@ -61,6 +67,19 @@ class Parser(LineParser):
             self._add(line.no, body)
             return
         self._flush()
+        nvtop = _NVTOP_ROW.match(text)
+        if nvtop:
+            self.ctx.emit(
+                GpuProcess(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(text),
+                    gpu=int(nvtop.group("dev")),
+                    pid=int(nvtop.group("pid")),
+                    name=nvtop.group("cmd") or "",
+                    used=round(float(nvtop.group("mem")) * _UNITS[nvtop.group("unit")]),
+                )
+            )
+            return
         if "," in body and "MiB" in body and _GPU_ROW_HINT.search(body):
             self.kind = "csv"
             self._add(line.no, body)

@@ -24,6 +24,8 @@ BOILERPLATE = (
     "To disable, set",
     "See documentation for Memory Management",
     "is reserved by PyTorch",
+    "allocated in private pools",  # the allocator message wrapped over lines is still the allocator's
+    "allocated by PyTorch",
 )
 
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
@@ -45,6 +47,7 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\b(does|did)\s*(not|n't)\s+(fall|drop|go down|decrease|come down)\b"
             r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
             r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
+            r"|\b(keeps?|continu\w*)\s+(\w+\s+)?ramp\w*\b"
         ),
         None,
     ),
@@ -146,15 +149,34 @@ _DUMP = re.compile(
 _MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")
+# A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).
+# (A URL is kept: the words of a linked page's address are the reporter's pick.)
+_PATH = re.compile(r"(?<![\w:/.~-])[.~]{0,2}(?:/[\w.-]+){2,}(?::\d+)?")
 # A sentence has at least this many words.
 MIN_WORDS = 4
+# Words of a failure in any line, machine text or prose: a document none of whose lines any reader
+# recognised still gets an answer when one of them says this (and exit 2 only when none does). "memory" as a
+# word, not a setting's name (gpu-memory-utilization).
+_FAILURE = re.compile(
+    r"(?i)\b(out of memory|oom(s|ed|killed)?|killed|kill(s|ing)?|sigkill|enomem|vram|exceptions?|errors?|"
+    r"crash\w*|traceback|panic\w*|segfault)\b|(?<![\w-])memory(?![\w-])|显存|内存|报错"
+    r"|\b\d+(\.\d+)?\s?[kmgt]i?b\b[^.;]{0,30}\b(used|in use|usage|free|allocated|reserved)\b"
+)
+_OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
+
+
+# Code quoted inside a sentence ("if I set limit_mm_per_prompt={"image": 12}, vLLM will reserve ..."): the
+# sentence around it is judged without it.
+_INLINE = re.compile(r"\s*(?:`[^`]*`|\{[^{}]*\})\s*")
 
 
 def is_prose(line: Line, msg: Message) -> bool:
     """A reporter's sentence: no log level or process tag, not a table, dump, frame or exception line, and
-    mostly words."""
-    text = line.text.strip()
-    if msg.level or msg.tag or _TABLE.search(text) or _DUMP.search(text) or _MACHINE.match(text):
+    mostly words (code quoted inside the sentence aside)."""
+    if msg.level or msg.tag or _MACHINE.match(line.text.strip()):
+        return False
+    text = _INLINE.sub(" ", line.text.strip())
+    if _TABLE.search(text) or _DUMP.search(text):
         return False
     words = _WORD.findall(text)
     plain = _URL.sub("", text).replace(" ", "")
@@ -168,24 +190,52 @@ class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.seen: set[str] = set()
+        self.failure: tuple[Line, str] | None = None  # the first line with a failure word (the fallback)
 
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text.strip()
+        if self.failure is None and _FAILURE.search(text):
+            self.failure = (line, text)
+        elif (
+            self.failure is not None
+            and not _OUT_OF_MEMORY.search(self.failure[1])
+            and _OUT_OF_MEMORY.search(text)
+        ):
+            self.failure = (line, text)  # an out-of-memory line says more than an earlier "error"
         if len(text) < 12 or len(text) > 4000 or any(b in text for b in BOILERPLATE):
             return
         if not is_prose(line, msg):
             return  # engine and tool output describe nothing about the failure in words
-        low = text.lower()
+        low = _PATH.sub(" ", text.lower())
         for name, first, second in RULES:
-            m = first.search(low)
-            if not m or (second is not None and not second.search(low)):
+            if second is not None and not second.search(low):
                 continue
-            negated = bool(_NEG.search(low[: m.start()]))
-            if negated:
-                if name == "prose-cudagraph":
-                    self._emit(line, text, "prose-not-cudagraph")
+            # Any mention said without a negation counts ("no leak in the forward ... the leaking memory");
+            # for CUDA graphs the first mention decides, a negated one kept as its negation ("not related to
+            # CUDA graphs, disabling CUDA graphs did not help").
+            found = [bool(_NEG.search(low[: m.start()])) for m in first.finditer(low)]
+            if not found:
                 continue
-            self._emit(line, text, name)
+            if name == "prose-cudagraph" and found[0]:
+                self._emit(line, text, "prose-not-cudagraph")
+            elif not all(found):
+                self._emit(line, text, name)
 
     def _emit(self, line: Line, text: str, name: str) -> None:
         self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
+
+    def finish(self) -> None:
+        """Nothing in the document was recognised, yet a line names a failure: say so (one fact), so the
+        diagnosis answers with the usual causes and the evidence to collect instead of refusing."""
+        if self.ctx.facts or self.failure is None:
+            return
+        line, text = self.failure
+        oom = 1.0 if _OUT_OF_MEMORY.search(text) else 0.0
+        self.ctx.emit(
+            Signal(
+                where=self.ctx.where_no(line.no),
+                text=self.ctx.clip(text),
+                name="failure-words",
+                numbers=(("out_of_memory", oom),),
+            )
+        )

@@ -1,5 +1,6 @@
 """SGLang server logs: the weight-load and memory-pool lines, the CUDA-graph lines, the batch lines (running,
-queue, token usage), the server-args line and its memory errors (its "GB" is GiB)."""
+queue, token usage), the server-args line, its memory errors (its "GB" is GiB) and its KV allocator's own leak
+check."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ _BATCH = re.compile(
 _ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
 _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
 _VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
+_LEAK_CHECK = re.compile(r"available_size=(?P<avail>\d+).*?max_total_num_tokens=(?P<total>\d+)")
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 
 
@@ -44,6 +46,8 @@ class Parser(LineParser):
             "Decode out of memory",
             "Not enough memory",
             "memory capacity is unbalanced",
+            "leave no GPU memory for the KV cache",
+            "memory leak detected",
             "Retract",
             "retract",
             "ServerArgs(",
@@ -104,6 +108,20 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "sglang-kv-alloc-failed")
         if "Not enough memory" in body and "mem-fraction-static" in body:
             self.ctx.signal(line, body, "sglang-not-enough-memory")
+        if "leave no GPU memory for the KV cache" in body:
+            # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
+            self.ctx.signal(line, body, "sglang-not-enough-memory")
+        if "memory leak detected" in body and ("kv_pool" in body or "req_to_token_pool" in body):
+            # The scheduler's idle self-check (check_memory): "token_to_kv_pool_allocator memory leak
+            # detected! available_size=..., protected_size=..., self.max_total_num_tokens=...".
+            m = _LEAK_CHECK.search(body)
+            self.ctx.signal(
+                line,
+                body,
+                "engine-leak-check",
+                available_tokens=to_float(m.group("avail")) if m else None,
+                total_tokens=to_float(m.group("total")) if m else None,
+            )
         if "memory capacity is unbalanced" in body:
             self.ctx.signal(line, body, "sglang-unbalanced-memory")
         if ("Retract" in body or "retract" in body) and (

@@ -11,11 +11,13 @@ ever imported, called or constructed, whatever the file says.
 from __future__ import annotations
 
 import io
+import math
 import pickletools
 from collections import defaultdict
 from typing import Any
 
 from oomguard.diagnose.evidence import Evidence, Snapshot, Where
+from oomguard.errors import shown
 
 # Opcodes that push a scalar argument as is.
 _SCALARS = {
@@ -59,6 +61,8 @@ _REFUSED = {
 }
 # Bound on the opcodes read (a snapshot of a busy 8-GPU node is a few million).
 MAX_OPCODES = 50_000_000
+# A size past this (1 PiB) is no GPU's: a snapshot field with it is not one torch wrote.
+MAX_BYTES = 1 << 50
 
 
 class RefusedPickle(ValueError):
@@ -191,39 +195,75 @@ def _site(frames: Any) -> str:
     return "?"
 
 
+def _size(container: dict[Any, Any], key: str) -> int:
+    """A byte count of the snapshot (an int, or a whole finite float); RefusedPickle naming the field else."""
+    value = container.get(key, 0)
+    if value is None:
+        return 0
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < MAX_BYTES:
+        raise RefusedPickle(f"not a torch memory snapshot ({key!r} is {shown(value)}, not a size in bytes)")
+    return value
+
+
+def _items(container: dict[Any, Any], key: str) -> list[Any]:
+    """A list field of the snapshot (absent or None: empty); RefusedPickle naming the field else."""
+    value = container.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RefusedPickle(f"not a torch memory snapshot ({key!r} is {type(value).__name__}, not a list)")
+    return value
+
+
+def _once(items: list[Any], seen: set[int]) -> list[Any]:
+    """The dicts of `items` not met before. torch writes each segment, block and trace entry once; a pickle
+    can make many refer to one (memo GETs: N segments sharing one list of N blocks is N^2 blocks from a
+    file of N), and the memory one object describes exists once, so it is counted once."""
+    out = []
+    for item in items:
+        if isinstance(item, dict) and id(item) not in seen:
+            seen.add(id(item))
+            out.append(item)
+    return out
+
+
 def summarize(snapshot: Any, name: str) -> Snapshot:
     """Reserved vs allocated, the largest free block, the failed request, the top allocation sites."""
     if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
         raise RefusedPickle("not a torch memory snapshot (no 'segments' list)")
     reserved = allocated = largest_free = 0
     sites: dict[str, int] = defaultdict(int)
-    for seg in snapshot["segments"]:
-        if not isinstance(seg, dict):
-            continue
-        reserved += int(seg.get("total_size", 0) or 0)
-        for block in seg.get("blocks", []) or []:
-            if not isinstance(block, dict):
-                continue
-            size = int(block.get("size", 0) or 0)
+    site_of: dict[int, str] = {}  # frames lists shared by many blocks are walked once
+    seen: set[int] = set()
+    segments = _once(snapshot["segments"], seen)
+    for seg in segments:
+        reserved += _size(seg, "total_size")
+        for block in _once(_items(seg, "blocks"), seen):
+            size = _size(block, "size")
             state = str(block.get("state", ""))
             if state == "active_allocated":
                 allocated += size
-                sites[_site(block.get("frames"))] += size
+                frames = block.get("frames")
+                if id(frames) not in site_of:
+                    site_of[id(frames)] = _site(frames)
+                sites[site_of[id(frames)]] += size
             elif state == "inactive":
                 largest_free = max(largest_free, size)
     failed: int | None = None
-    for trace in snapshot.get("device_traces", []) or []:
-        for entry in trace if isinstance(trace, list) else []:
-            if isinstance(entry, dict) and entry.get("action") == "oom":
-                failed = int(entry.get("size", 0) or 0)
+    for trace in _items(snapshot, "device_traces"):
+        for entry in _once(trace, seen) if isinstance(trace, list) else []:
+            if entry.get("action") == "oom":
+                failed = _size(entry, "size")
     top = tuple(sorted(sites.items(), key=lambda kv: -kv[1])[:5])
     return Snapshot(
         where=Where(name, 1),
-        text=f"torch memory snapshot, {len(snapshot['segments'])} segments",
+        text=f"torch memory snapshot, {len(segments)} segments",
         reserved=reserved,
         allocated=allocated,
         largest_free_block=largest_free,
-        segments=len(snapshot["segments"]),
+        segments=len(segments),
         top_sites=top,
         failed_request=failed,
     )

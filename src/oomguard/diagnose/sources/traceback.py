@@ -19,7 +19,8 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
-_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+),\s*in\s+(?P<func>[\w<>.]+)')
+# (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
@@ -38,10 +39,13 @@ TRT_KV_TINY = 1 << 29
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
-# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool.
+# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool,
+# TGI's block allocator ("Out of available cache blocks: asked 107, only 4 free blocks"), TurboMind's sequence
+# cache ("[TM][ERROR] No enough cache entries"), atlas's ("KV cache exhausted: no free blocks").
 _KV_DRY = re.compile(
     r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
-    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static"
+    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
+    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks"
 )
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
@@ -78,6 +82,7 @@ class Parser(LineParser):
             "DefaultCPUAllocator: not enough memory",
             "MemoryError",
             "requires more system memory",
+            "HostRegister failed",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -98,6 +103,10 @@ class Parser(LineParser):
             "No space left for only one request",
             "need_size",
             "not enough KV cache space",
+            "Out of available cache blocks",
+            "No enough cache entries",
+            "KV cache exhausted",
+            "RuntimeBuffers::reshape",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -166,6 +175,8 @@ class Parser(LineParser):
         )
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
+        if "cumem_allocator" in text:
+            self.ctx.signal(line, text, "sleep-mode-oom")
 
     def _engine_memory_errors(self, line: Line, body: str) -> None:
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
@@ -187,6 +198,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
         if _KV_DRY.search(body):
             self.ctx.signal(line, body, "kv-pool-dry")
+        if "RuntimeBuffers::reshape" in body:
+            self.ctx.signal(line, body, "trt-runtime-buffers")
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
@@ -214,6 +227,7 @@ class Parser(LineParser):
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
+            or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
             or re.search(r"\bMemoryError\b", body)
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
@@ -229,7 +243,7 @@ class Parser(LineParser):
         m = _FRAME.search(msg.body)
         if not m:
             return
-        func = m.group("func")
+        func = m.group("func") or ""
         after = line.following()
         code = ""
         if after:
@@ -252,7 +266,7 @@ class Parser(LineParser):
                 where=self.ctx.where(line),
                 text=self.ctx.clip(msg.body),
                 path=m.group("path"),
-                lineno=int(m.group("no")),
+                lineno=int(m.group("no")) if m.group("no").isdigit() else 0,
                 function=func,
                 code=code,
             )

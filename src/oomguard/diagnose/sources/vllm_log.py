@@ -8,6 +8,7 @@ printed as "GB" by old versions are GiB (vLLM always divided by 2**30).
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 
@@ -15,19 +16,18 @@ from oomguard.diagnose.evidence import Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message, continuation, to_float, to_int
 from oomguard.diagnose.sources.triggers import Series, Triggers
+from oomguard.engines.vllm import log_format
 from oomguard.units import GiB as _GIB
 
-_NUM = r"-?[\d,]*\.?\d+"
+_NUM = log_format.NUMBER
 
-_WEIGHTS = re.compile(rf"(?:Loading model weights took|Model loading took)\s+(?P<v>{_NUM})\s*(?:GiB|GB)")
-_KV_AVAIL = re.compile(rf"Available KV cache memory:\s*(?P<v>{_NUM})\s*GiB")
-_KV_TOKENS = re.compile(
-    r"\b(?:GPU|XPU|CPU|NPU|HPU|TPU)(?: \+ host)? KV cache size:\s*(?P<v>[\d, ]+?)\s*tokens"
-)
-_CONCURRENCY = re.compile(
-    rf"Maximum concurrency for\s*(?P<len>[\d, ]+?)\s*tokens per request:\s*(?P<x>{_NUM})x"
-)
-_BLOCKS = re.compile(r"#\s*(?:GPU|CUDA|XPU|NPU)?\s*blocks:\s*(?P<v>\d+)")
+# The startup lines vLLM writes, read with the patterns they are written beside (engines/vllm/log_format).
+_WEIGHTS = log_format.WEIGHTS
+_KV_AVAIL = log_format.KV_AVAILABLE
+_KV_TOKENS = log_format.KV_TOKENS
+_CONCURRENCY = log_format.CONCURRENCY
+_BLOCKS = log_format.BLOCKS
+
 _V0_BUDGET = re.compile(
     rf"total_gpu_memory\s*\((?P<t>{_NUM})\s*GiB\)\s*x\s*gpu_memory_utilization\s*\((?P<u>{_NUM})\)\s*=\s*(?P<r>{_NUM})\s*GiB"
 )
@@ -55,12 +55,12 @@ _FREE_LOW = re.compile(
     r"(?:desired GPU memory "
     rf"utilization|the engine's budget)[^(]*\((?P<u>{_NUM}), (?P<r>{_NUM}) GiB\)"
 )
-_CG_EST = re.compile(rf"Estimated CUDA graph memory:\s*(?P<v>{_NUM})\s*GiB total")
+_CG_EST = log_format.CUDA_GRAPH_ESTIMATE
 _CG_POOL = re.compile(
     rf"CUDA graph pool memory:\s*(?P<a>{_NUM})\s*GiB \(actual\)(?:,\s*(?P<e>{_NUM})\s*GiB \(estimated\))?"
 )
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
-_CG_EQUIV = re.compile(rf"The current --gpu-memory-utilization=(?P<u>{_NUM}) is equivalent")
+_CG_EQUIV = log_format.UTILIZATION_EQUIVALENT
 _MAXLEN_V0 = re.compile(
     r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens"
     r"\s*that\s*can\s*be\s*stored"
@@ -590,7 +590,10 @@ class Parser(LineParser):
         body = msg.body
         m = _COMMAND.search(body)
         if m:
-            flags = parse_argv(m.group("rest"), positional_model="serve" in body[: m.start("rest")])
+            rest = m.group("rest")
+            flags = parse_argv(rest, positional_model="serve" in body[: m.start("rest")])
+            if body[: m.start("rest")].endswith("LLM(") and "--" not in rest:
+                flags = parse_llm_call(rest)
             if flags:
                 self.ctx.emit(
                     Flags(
@@ -627,6 +630,40 @@ class Parser(LineParser):
                     flags=((y.group("k").replace("-", "_"), clean_value(value)),),
                 )
             )
+
+
+# A keyword argument with a literal value, for a call cut short or spread over lines.
+_KWARG = re.compile(r"""\b(?P<k>[a-z_]\w*)\s*=\s*(?P<v>"[^"]*"|'[^']*'|[\w.+-]+)""")
+
+
+def parse_llm_call(rest: str) -> dict[str, str]:
+    """What follows `LLM(` in Python code -> flags: the first positional string is the model, keyword
+    arguments with literal values (`gpu_memory_utilization=0.8`, `speculative_model="..."`) are kept as
+    vLLM's engine arguments are named; variables and expressions are skipped. A call cut short or spread
+    over lines gives the literal keyword arguments on this line."""
+    flags: dict[str, str] = {}
+    try:
+        call = ast.parse("LLM(" + rest.strip(), mode="eval").body
+    except SyntaxError:
+        call = None
+    if isinstance(call, ast.Call):
+        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+            flags["model"] = call.args[0].value
+        for kw in call.keywords:
+            if kw.arg is None:
+                continue
+            try:
+                value = ast.literal_eval(kw.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            flags[kw.arg] = value if isinstance(value, str) else repr(value)
+        return flags
+    first = re.match(r"""\s*(?P<q>["'])(?P<m>[^"']+)(?P=q)""", rest)
+    if first:
+        flags["model"] = first.group("m")
+    for m in _KWARG.finditer(rest):
+        flags[m.group("k")] = m.group("v").strip("'\"")
+    return flags
 
 
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:

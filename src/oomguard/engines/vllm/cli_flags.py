@@ -110,7 +110,11 @@ def refusal_message(refused: Iterable[str], version: str = "") -> str:
     """vLLM's parser error for what it does not know, each with the closest real flag."""
     parts = []
     for item in refused:
-        name = item.split()[0].split("=")[0].rstrip(":")
+        words = item.split()
+        if not words:  # an empty argument ('') is refused as itself
+            parts.append(repr(item))
+            continue
+        name = words[0].split("=")[0].rstrip(":")
         parts.append(item if "(" in item or not name.startswith("-") else item + hint(name))
     who = f"vLLM {version}" if version else "vLLM"
     return f"{who} would refuse this command: unrecognized arguments: {'; '.join(parts)}"

@@ -33,7 +33,7 @@ from oomguard.engines.flag_tokens import (
 )
 from oomguard.engines.vllm import cli_flags
 from oomguard.errors import ConfigError
-from oomguard.inputs import MAX_CONFIG_BYTES, read_text_bounded
+from oomguard.inputs import MAX_ENGINE_CONFIG_BYTES, read_text_bounded
 from oomguard.units import parse_bytes
 from oomguard.yaml_input import load_yaml
 
@@ -461,7 +461,7 @@ def args_from_mapping(mapping: Mapping[str, Any], *, where: str, strict: bool = 
 def load_config_yaml(path: str) -> ServeArgs:
     """vLLM's `--config` file: a YAML mapping of option names to values."""
     # refused by size before parsing: a 9 MB YAML costs seconds and gigabytes to parse
-    text = read_text_bounded(path, limit=MAX_CONFIG_BYTES, what="config file", error=ConfigError)
+    text = read_text_bounded(path, limit=MAX_ENGINE_CONFIG_BYTES, what="config file", error=ConfigError)
     data = load_yaml(text, path, ConfigError)
     if data is None:
         data = {}

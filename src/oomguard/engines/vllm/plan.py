@@ -13,6 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from oomguard.api_fields import (
+    as_usage,
+    check_byte_size,
+    check_count,
+    check_flags,
+    check_measured,
+    check_text,
+)
 from oomguard.engines.vllm import accounting as acc
 from oomguard.engines.vllm import cli_flags, kv
 from oomguard.engines.vllm.config import EngineConfig, resolve_engine_config
@@ -68,6 +76,19 @@ class PlanRequest(ChangesFlags):
     safety_bytes: int | None = None  # the margin a fit must keep (default: the summed estimate bands)
     host: HostLimits | None = None  # the node's memory limit and /dev/shm size, when known
     local_gpus: int | None = None  # GPUs on the planned node
+
+    def __post_init__(self) -> None:
+        # checked on arrival: the API's callers get a ConfigError naming the field, not a TypeError later
+        check_text(self.model, "model")
+        check_text(self.gpu, "gpu")
+        check_text(self.vllm_version, "vllm_version")
+        check_flags(self.flags)
+        check_byte_size(self.gpu_memory, "gpu_memory", text_allowed=True)
+        check_count(self.replicas_per_gpu, "replicas_per_gpu")
+        check_count(self.local_gpus, "local_gpus", optional=True)
+        check_measured(self.measured)
+        check_byte_size(self.used_by_other_processes, "used_by_other_processes", text_allowed=False)
+        object.__setattr__(self, "usage", as_usage(self.usage))
 
     @staticmethod
     def from_argv(command: Sequence[str] | str, **kwargs: Any) -> PlanRequest:

@@ -1,0 +1,41 @@
+"""Apple Metal (MLX, mlx-lm, llama.cpp's Metal backend): the GPU's out-of-memory errors.
+
+Formats (mlx/backend/metal/allocator.cpp, device.cpp; the IOKit command-buffer status):
+- "[METAL] Command buffer execution failed: Insufficient Memory
+  (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)": the unified memory the GPU may wire ran out while
+  a command buffer ran; no sizes.
+- "[metal::malloc] Attempting to allocate 137438953472 bytes which is greater than the maximum allowed buffer
+  size of 77309411328 bytes.": one buffer larger than Metal allows (the requested bytes are known).
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.evidence import OomMessage
+from oomguard.diagnose.scan import Line
+from oomguard.diagnose.sources.base import LineParser, Message
+from oomguard.diagnose.sources.triggers import Triggers
+
+_MALLOC = re.compile(r"\[metal::malloc\] Attempting to allocate (?P<req>\d+) bytes")
+_COMMAND_BUFFER_OOM = ("ErrorOutOfMemory", "Insufficient Memory")
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(words=("[metal::malloc]", *_COMMAND_BUFFER_OOM))
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        requested: int | None = None
+        if "[metal::malloc]" in body:
+            m = _MALLOC.search(body)
+            if not m:
+                return
+            requested = int(m.group("req"))
+        elif not any(w in body for w in _COMMAND_BUFFER_OOM) or "METAL" not in body.upper():
+            return
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine", requested=requested
+            )
+        )
