@@ -388,3 +388,89 @@ PIN_FAILED = (
 def test_failing_to_pin_host_memory_is_host_memory():
     assert [s.where.line for s in signals(read(PIN_FAILED), "host-enomem")] == [1]
     assert oomguard.diagnose(PIN_FAILED).top == "host-ram-oom"
+
+
+# --- allocator formats of other devices and libraries -----------------------------------------------------
+
+# https://github.com/vllm-project/vllm-ascend/issues/1127: torch_npu keeps PyTorch's older format with a
+# "current active" term.
+NPU_OOM = (
+    "(NPURayWorkerWrapper pid=45198) ERROR 06-09 06:57:48 worker_base.py:581] RuntimeError: NPU out of "
+    "memory. Tried to allocate 30.00 MiB (NPU 5; 60.96 GiB total capacity; 60.34 GiB already allocated; "
+    "60.34 GiB current active; 15.87 MiB free; 60.60 GiB reserved in total by PyTorch) If reserved memory "
+    "is >> allocated memory try setting max_split_size_mb to avoid fragmentation.\n"
+)
+
+
+def test_ascend_npu_oom_gives_the_device_total_free_and_reservation():
+    [oom] = read(NPU_OOM).of(OomMessage)
+    assert (oom.flavor, oom.device, oom.requested) == ("torch-old", 5, 30 * MiB)
+    assert (oom.total, oom.free, oom.allocated) == (
+        round(60.96 * GiB),
+        round(15.87 * MiB),
+        round(60.34 * GiB),
+    )
+    assert oom.reserved_unallocated == round(60.60 * GiB) - round(60.34 * GiB)
+
+
+# TensorRT's allocator (defaultAllocator.cpp, executionContext.cpp) as a TensorRT engine user quoted it in
+# styler00dollar/VSGAN-tensorrt-docker's docs; TensorRT-LLM engines print the same lines.
+TENSORRT_OOM = """1: [defaultAllocator.cpp::allocate::19] Error Code 1: Cuda Runtime (out of memory)
+Requested amount of GPU memory (3887181312 bytes) could not be allocated. There may not be enough free memory for allocation to succeed.
+2: [executionContext.cpp::ExecutionContext::470] Error Code 2: OutOfMemory (no further information)
+Segmentation fault
+"""  # noqa: E501
+
+
+def test_tensorrt_allocator_gives_the_requested_bytes():
+    sized = [(o.where.line, o.requested) for o in read(TENSORRT_OOM).of(OomMessage) if o.flavor == "engine"]
+    assert sized == [(2, 3887181312), (3, None)]
+
+
+def test_llama_cpp_metal_out_of_memory_status_is_a_gpu_oom():
+    # llama.cpp's Metal backend (ggml-metal.m) prints the IOKit status on its own line.
+    text = (
+        "ggml_metal_graph_compute: command buffer 0 failed with status 5\n"
+        "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\n"
+    )
+    assert [(o.flavor, o.where.line) for o in read(text).of(OomMessage)] == [("engine", 2)]
+
+
+def test_llama_cpp_tensor_buffer_failing_while_the_model_loads_is_the_weights():
+    # llama.cpp src/llama-model.cpp / ggml-alloc.c lines of a load that does not fit.
+    text = (
+        "load_tensors: loading model tensors, this can take a while... (mmap = true)\n"
+        "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 22880.12 MiB on device 0: cudaMalloc failed: "
+        "out of memory\n"
+        "alloc_tensor_range: failed to allocate CUDA0 buffer of size 23991808000\n"
+        "llama_model_load: error loading model: unable to allocate CUDA0 buffer\n"
+    )
+    evidence = read(text)
+    [s] = signals(evidence, "load-model-failed")
+    assert (s.where.line, s.number("requested_bytes")) == (2, round(22880.12 * MiB))
+    assert oomguard.diagnose(text).top == "weights-dont-fit"
+
+
+# ggml's Vulkan backend (ggml-vulkan.cpp) loading a 25 GB model onto a 12 GB card, as llama.cpp prints it.
+VULKAN_LOAD = """load_tensors: loading model tensors, this can take a while... (mmap = true)
+ggml_vulkan: Device memory allocation of size 1037832192 failed.
+ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory
+0.02.468.179 E alloc_tensor_range: failed to allocate Vulkan0 buffer of size 1037832192
+"""
+
+
+def test_vulkan_allocation_failure_gives_its_size_and_the_load_step():
+    evidence = read(VULKAN_LOAD)
+    assert (2, 1037832192) in [(o.where.line, o.requested) for o in evidence.of(OomMessage)]
+    [s] = signals(evidence, "load-model-failed")
+    assert (s.where.line, s.number("requested_bytes")) == (2, 1037832192)
+    assert oomguard.diagnose(VULKAN_LOAD).top == "weights-dont-fit"
+
+
+# LMDeploy's PyTorch engine (lmdeploy/pytorch/engine/executor/base.py) when nothing is left for its blocks.
+LMDEPLOY_NO_KV = "RuntimeError: No enough gpu memory for kv cache.\n"
+
+
+def test_lmdeploy_pytorch_engine_without_kv_memory_is_the_kv_pool_at_startup():
+    assert [s.where.line for s in signals(read(LMDEPLOY_NO_KV), "no-kv-cache-memory")] == [1]
+    assert oomguard.diagnose(LMDEPLOY_NO_KV).top == "kv-cache-insufficient-at-startup"

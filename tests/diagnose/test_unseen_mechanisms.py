@@ -406,6 +406,16 @@ WRAPPED_ALLOCATOR_TEXT = (
 )
 
 
+# https://github.com/intel/llm-scaler/issues/590: a table of host memory growth per config.
+RSS_TABLE = (
+    "| config on b2 | RSS delta after 40 requests | per request | throughput @16 streams |\n"
+    "|---|---|---|---|\n"
+    "| **TP=2 + thresholds** | **+0 MB** | 0 | 212 tok/s |\n"
+    "| PP=2, no thresholds | +168 MB | ~4 MB | 267 tok/s |\n"
+    "| **PP=2 + thresholds** | **+4079 MB** | ~102 MB | 278 tok/s |\n"
+)
+
+
 def test_a_negated_mention_does_not_hide_a_later_plain_one():
     assert "prose-oom" in signals(NEGATED_THEN_SAID)
     assert "prose-leak" in signals(NEGATED_LEAK_THEN_SAID)
@@ -565,3 +575,7 @@ def test_nvtop_rows_are_processes_and_the_tenant_ranks_above_the_empty_pool():
 
 def test_the_allocator_message_wrapped_over_lines_is_no_prose():
     assert "prose-cudagraph" not in signals(WRAPPED_ALLOCATOR_TEXT)
+
+
+def test_a_table_of_memory_quantities_is_answered():
+    assert "failure-words" in signals(RSS_TABLE) and ranked(RSS_TABLE)

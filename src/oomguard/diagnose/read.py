@@ -210,8 +210,8 @@ def _read_text(
         )
     if ctx.facts == 0:
         doc.skipped.append(
-            "nothing recognised (not a vLLM/SGLang log, traceback, nvidia-smi, dmesg, kubectl, "
-            "cgroup or free output)"
+            "nothing recognised (not a vLLM/SGLang/llama.cpp/TGI/TensorRT-LLM log, traceback, nvidia-smi, "
+            "dmesg, kubectl, cgroup or free output)"
         )
 
 
@@ -236,8 +236,8 @@ def require_evidence(evidence: Evidence) -> None:
             raise InputFormatError("no readable input (" + "; ".join(evidence.skipped[:3]) + ")")
         names = ", ".join(f"{d.name} ({d.kind}{_why_unread(d)})" for d in evidence.documents[:3])
         raise InputFormatError(
-            f"no OOM evidence recognised in {names}: expected vLLM/SGLang logs, tracebacks, "
-            "nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot"
+            f"no OOM evidence recognised in {names}: expected vLLM/SGLang/llama.cpp/TGI/TensorRT-LLM logs, "
+            "tracebacks, nvidia-smi, dmesg, kubectl, cgroup, free, /metrics or a torch memory snapshot"
         )
 
 

@@ -8,6 +8,8 @@ Formats read (all sizes in PyTorch's binary units):
   and R is reserved by PyTorch but unallocated."
 - PyTorch 1.x-2.0: "Tried to allocate X (GPU N; T total capacity; A already allocated; F free; [M allowed;]
   R reserved in total by PyTorch)" and the oldest "...; F free; C cached)"; R there is the whole reservation.
+  Ascend's torch_npu keeps this format with a "current active" term: "NPU out of memory. Tried to allocate X
+  (NPU N; T total capacity; A already allocated; C current active; F free; R reserved in total by PyTorch)".
 - c10's expandable-segments mapper: "memory mapping failed with OOM on device N while trying to map X bytes
   (free: F, total: T)" (plain byte counts).
 - ggml's buffer allocation (llama.cpp, ollama): "allocating X on device N: cudaMalloc failed: out of memory".
@@ -35,8 +37,8 @@ _ALLOCATED = re.compile(rf"(?P<v>{_S})\s*is\s*allocated\s*by\s*PyTorch", re.IGNO
 _PRIVATE = re.compile(rf"(?P<v>{_S})\s*allocated\s*in\s*private\s*pools", re.IGNORECASE)
 _RESERVED = re.compile(rf"(?P<v>{_S})\s*is\s*reserved\s*by\s*PyTorch\s*but\s*unallocated", re.IGNORECASE)
 _OLD = re.compile(
-    rf"\(GPU\s*(?P<dev>\d+);\s*(?P<total>{_S})\s*total\s*capacity;\s*(?P<alloc>{_S})\s*already\s*allocated;\s*"
-    rf"(?P<free>{_S})\s*free;\s*(?:(?:{_S})\s*allowed;\s*)?(?P<reserved>{_S})\s*(?:reserved|cached)",
+    rf"\((?:GPU|NPU|XPU)\s*(?P<dev>\d+);\s*(?P<total>{_S})\s*total\s*capacity;\s*(?P<alloc>{_S})\s*already\s*"
+    rf"allocated;\s*(?:(?:{_S})\s*current\s*active;\s*)?(?P<free>{_S})\s*free;\s*(?:(?:{_S})\s*allowed;\s*)?(?P<reserved>{_S})\s*(?:reserved|cached)",
     re.IGNORECASE,
 )
 _MAPPER = re.compile(

@@ -16,9 +16,10 @@ ggml/src/ggml-backend.cpp, ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp,
   failed to allocate CUDA0 buffer of size N", "... allocating X MiB on device N: cudaMalloc failed"
 - "error loading model: unable to allocate backend buffer", "llama_model_load: error loading model"
 - "warmup: warmup with image size = W x H" (the multimodal projector's warm-up)
-- "main: server is listening on ...", "srv  update_slots: ...", ollama's "llama runner started in"
+- "main: server is listening on ...", "slot launch_slot_: ...", ollama's "llama runner started in"
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
 - ollama's planner: "memory layout cannot be allocated"
+- ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
 """
 
 from __future__ import annotations
@@ -46,16 +47,18 @@ _N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
 _KV_BUFFER = re.compile(r"\bKV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
 _CUDA_ALLOC = re.compile(r"allocating (?P<v>[\d.]+\s*[KMG]iB) on device (?P<dev>\d+): \w*[Mm]alloc failed")
 _BUFFER_OF_SIZE = re.compile(r"failed to allocate (?:(?P<dev>\w+) )?buffer of size (?P<v>\d+)")
+_VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
 _IN_FUNCTION = re.compile(r"current device: \d+, in function (?P<func>\w+) at (?P<path>[^\s:]+):(?P<no>\d+)")
 
 # Lines that say an allocation of llama.cpp failed (the step decides what it means).
 _ALLOC_FAILED = (
     "cudaMalloc failed",
     "hipMalloc failed",
-    "failed to allocate buffer",
-    "ggml_gallocr_reserve",
+    "failed to allocate buffer",  # ggml_backend_cpu/metal: "failed to allocate buffer of size N"
+    "buffer of size",  # ggml_gallocr_reserve_n, alloc_tensor_range: "failed to allocate CUDA0 buffer of size"
     "unable to allocate",
     "failed to allocate compute",
+    "Device memory allocation of size",  # ggml_vulkan: "Device memory allocation of size N failed."
 )
 _LOAD_FAILED = ("error loading model", "failed to load model")
 _CONTEXT_FAILED = (
@@ -63,7 +66,8 @@ _CONTEXT_FAILED = (
     "failed to initialize the context",
     "llama_kv_cache_init() failed",
 )
-_SERVING = ("server is listening", "update_slots", "launch_slot_", "llama runner started in")
+# Once per start or per request, not per batch (a day's log holds millions of "update_slots" lines).
+_SERVING = ("server is listening", "all slots are idle", "launch_slot_", "llama runner started in")
 
 
 class Parser(LineParser):
@@ -101,7 +105,20 @@ class Parser(LineParser):
             self._ggml_check(line, body)
         if "memory layout cannot be allocated" in body.lower():
             self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
-        if any(w in body for w in _ALLOC_FAILED + _LOAD_FAILED + _CONTEXT_FAILED):
+        if "Device memory allocation of size" in body:
+            m = _VULKAN_ALLOC.search(body)
+            if m:
+                self.ctx.emit(
+                    OomMessage(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        flavor="engine",
+                        requested=int(m.group("v")),
+                    )
+                )
+        if any(w in body for w in _LOAD_FAILED + _CONTEXT_FAILED) or (
+            any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
+        ):
             self._failure(line, body)
 
     def _steps(self, line: Line, body: str) -> None:
@@ -125,7 +142,7 @@ class Parser(LineParser):
     def _failure(self, line: Line, body: str) -> None:
         """An allocation or load failure: what it means depends on the step it came in."""
         requested = None
-        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body)
+        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body) or _VULKAN_ALLOC.search(body)
         if m:
             requested = log_size(m.group("v"))
         if any(w in body for w in _LOAD_FAILED) or (

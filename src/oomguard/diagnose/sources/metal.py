@@ -3,7 +3,8 @@
 Formats (mlx/backend/metal/allocator.cpp, device.cpp; the IOKit command-buffer status):
 - "[METAL] Command buffer execution failed: Insufficient Memory
   (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)": the unified memory the GPU may wire ran out while
-  a command buffer ran; no sizes.
+  a command buffer ran; no sizes. llama.cpp's Metal backend prints the same status ("error: Insufficient
+  Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)").
 - "[metal::malloc] Attempting to allocate 137438953472 bytes which is greater than the maximum allowed buffer
   size of 77309411328 bytes.": one buffer larger than Metal allows (the requested bytes are known).
 """
@@ -18,11 +19,11 @@ from oomguard.diagnose.sources.base import LineParser, Message
 from oomguard.diagnose.sources.triggers import Triggers
 
 _MALLOC = re.compile(r"\[metal::malloc\] Attempting to allocate (?P<req>\d+) bytes")
-_COMMAND_BUFFER_OOM = ("ErrorOutOfMemory", "Insufficient Memory")
+_IOGPU_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"  # Apple's GPU driver status, whoever prints it
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("[metal::malloc]", *_COMMAND_BUFFER_OOM))
+    TRIGGERS = Triggers(words=("[metal::malloc]", _IOGPU_OOM))
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
@@ -32,7 +33,7 @@ class Parser(LineParser):
             if not m:
                 return
             requested = int(m.group("req"))
-        elif not any(w in body for w in _COMMAND_BUFFER_OOM) or "METAL" not in body.upper():
+        elif _IOGPU_OOM not in body:
             return
         self.ctx.emit(
             OomMessage(

@@ -155,12 +155,12 @@ _PATH = re.compile(r"(?<![\w:/.~-])[.~]{0,2}(?:/[\w.-]+){2,}(?::\d+)?")
 # A sentence has at least this many words.
 MIN_WORDS = 4
 # Words of a failure in any line, machine text or prose: a document none of whose lines any reader
-# recognised still gets an answer when one of them says this (and exit 2 only when none does). "memory" as a
-# word, not a setting's name (gpu-memory-utilization).
+# recognised still gets an answer when one of them says this, or gives a memory quantity (exit 2 only when
+# none does). "memory" as a word, not a setting's name (gpu-memory-utilization).
 _FAILURE = re.compile(
     r"(?i)\b(out of memory|oom(s|ed|killed)?|killed|kill(s|ing)?|sigkill|enomem|vram|exceptions?|errors?|"
     r"crash\w*|traceback|panic\w*|segfault)\b|(?<![\w-])memory(?![\w-])|显存|内存|报错"
-    r"|\b\d+(\.\d+)?\s?[kmgt]i?b\b[^.;]{0,30}\b(used|in use|usage|free|allocated|reserved)\b"
+    r"|\b\d+(\.\d+)?\s?[kmgt]i?b\b"  # a memory quantity (a table of usage, a buffer's size)
 )
 _OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
 

@@ -104,6 +104,7 @@ class Parser(LineParser):
             "need_size",
             "not enough KV cache space",
             "Out of available cache blocks",
+            "No enough gpu memory for kv cache",
             "No enough cache entries",
             "KV cache exhausted",
             "RuntimeBuffers::reshape",
@@ -193,6 +194,8 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
+        if "No enough gpu memory for kv cache" in body:  # LMDeploy's PyTorch engine sizing its blocks
+            self.ctx.signal(line, body, "no-kv-cache-memory")
         m = _TOTAL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
