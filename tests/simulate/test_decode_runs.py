@@ -59,3 +59,14 @@ def test_max_steps_stops_inside_a_decode_run_at_exactly_that_step(shared_data: P
     together, one_by_one = _both(config, path, 0, 120)
     assert len(together.timeline) == 777
     assert together.timeline == one_by_one.timeline
+
+
+def test_a_saturated_pool_preempts_decoding_requests_as_step_by_step_does(shared_data: Path) -> None:
+    # Prefix caching on, arrivals 8x faster than the trace: the decoding requests' own new blocks run out, so
+    # their step preempts from the back of the running list, decoding requests included.
+    path = shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+    together, one_by_one = _both(_config(1100, True), path, 0, 60, rate=8.0)
+    assert together.preemptions > 20
+    assert together.timeline == one_by_one.timeline
+    assert together.requests == one_by_one.requests
+    assert together.peak_step == one_by_one.peak_step

@@ -188,3 +188,74 @@ def test_the_screenshot_shows_every_series_and_the_headroom(page: Page, tmp_path
     for key, rgb in COLOURS.items():
         assert columns(rgb) > width // 3, key
     assert columns(HEADROOM_RED) > width // 3
+
+
+# ----- the data-parallel page ------------------------------------------------------------------------------
+
+AZURE = "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+RANK_RGB = ((0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E), (0x2C, 0xA0, 0x2C))  # dp/report.py RANK_COLOURS
+
+
+@pytest.fixture(scope="module")
+def dp_page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two minutes of the Azure conversation trace through DP 3 behind vLLM's balancer."""
+    page = tmp_path_factory.mktemp("dp") / "dp.html"
+    argv = [
+        "simulate",
+        str(shared_data / AZURE),
+        "--model",
+        "Qwen/Qwen3-8B",
+        "--gpu",
+        "H100",
+        "--window",
+        "0:120",
+        "--html",
+        str(page),
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "-dp",
+        "3",
+        "--max-model-len",
+        "8192",
+    ]
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert oomguard(argv) == 0
+    return page
+
+
+def test_dp_charts_are_step_drawn_a_path_per_rank(dp_page: Path, tmp_path: Path) -> None:
+    done = _chromium(dp_page, tmp_path, "--dump-dom", "--window-size=1000,1400")
+    dom = Dom()
+    dom.feed(done.stdout)
+    assert dom.find("html")[0].get("data-chart") == "ready"
+    paths = dom.find("path", **{"class": "rank"})
+    assert sorted(p["data-rank"] for p in paths) == ["0", "0", "0", "1", "1", "1", "2", "2", "2"]
+    for path in [*paths, *dom.find("path", **{"class": "imb"})]:
+        commands = _path_commands(path["d"])
+        assert commands[0] == "M" and commands[-1] == "H"
+        assert all(c in "HV" for c in commands[1:])  # no sloped segment between two steps
+    assert len(dom.find("line", **{"class": "head"})) == 1  # the 15% line
+
+
+@pytest.mark.parametrize("width", [1000, 1400])
+def test_dp_page_is_not_cut_and_shows_every_rank(dp_page: Path, tmp_path: Path, width: int) -> None:
+    done = _chromium(dp_page, tmp_path, "--dump-dom", f"--window-size={width},1400")
+    dom = Dom()
+    dom.feed(done.stdout)
+    assert dom.find("html")[0].get("data-overflow") == ""
+    image = pytest.importorskip("matplotlib.image")
+    shot = tmp_path / "dp.png"
+    _chromium(dp_page, tmp_path, f"--screenshot={shot}", f"--window-size={width},2000", "--hide-scrollbars")
+    pixels = (image.imread(str(shot))[:, :, :3] * 255).round().astype(int)
+
+    def columns(rgb: tuple[int, int, int]) -> int:
+        return int(((abs(pixels - rgb) <= 24).all(axis=2)).any(axis=0).sum())
+
+    for rgb in RANK_RGB:
+        assert columns(rgb) > width // 4, rgb
+    assert columns(HEADROOM_RED) > width // 3

@@ -96,6 +96,29 @@ def slice_timeline(tl: Timeline, usable_blocks: int, buckets: int = BUCKETS) -> 
     )
 
 
+def slice_max(
+    times: Sequence[float],
+    durations: Sequence[float],
+    values: Sequence[float],
+    x0: float,
+    x1: float,
+    buckets: int = BUCKETS,
+) -> list[float]:
+    """`values` (each holding over [time, time + duration)) cut into `buckets` equal slices of [x0, x1): per
+    slice the maximum over every value that overlaps it, 0 where none does (as `slice_timeline`)."""
+    out = [0.0] * buckets
+    if x1 <= x0:
+        return out
+    scale = buckets / (x1 - x0)
+    last = buckets - 1
+    for t, d, v in zip(times, durations, values):
+        lo = min(last, max(0, int((t - x0) * scale)))
+        hi = min(last, max(lo, math.ceil((t + d - x0) * scale) - 1))
+        for k in range(lo, hi + 1):
+            out[k] = max(out[k], v)
+    return out
+
+
 def step_path(values: Sequence[float], x0: float, width: float, span: float, top: float) -> str:
     """An SVG path drawing `values` as steps: each slice a horizontal run, joined by vertical jumps."""
     sx = CHART_W / span if span > 0 else 1.0
@@ -149,19 +172,13 @@ def _axes(x0: float, x1: float, top: float, x_unit: str, fmt: str, y_unit: str =
     return "".join(parts)
 
 
-# Point-per-bucket helpers for the data-parallel page's per-rank lines (simulate/dp/report.py).
-HTML_POINTS = 2000  # points per plotted series; each keeps its bucket's maximum so no spike is lost
+# Equal-count step buckets for the data-parallel JSON series (simulate/dp/report.py).
+HTML_POINTS = 2000  # buckets per series; each keeps its bucket's maximum so no spike is lost
 
 
 def _buckets(n: int, limit: int = HTML_POINTS) -> list[range]:
     size = max(1, -(-n // limit))
     return [range(i, min(n, i + size)) for i in range(0, n, size)]
-
-
-def _points(xs: Sequence[float], ys: Sequence[float], x0: float, x1: float, top: float) -> str:
-    sx = CHART_W / (x1 - x0) if x1 > x0 else 1.0
-    sy = CHART_H / top if top > 0 else 1.0
-    return " ".join(f"{CHART_PAD + (x - x0) * sx:.1f},{CHART_H - y * sy:.1f}" for x, y in zip(xs, ys))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ Everything here is bookkeeping over integers; there is no I/O and no printing.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -87,6 +86,61 @@ class HashedRequest(Protocol):
     def block_key(self, index: int, block_size: int) -> int: ...
 
 
+class CachedFreeQueue:
+    """Free blocks that carry a hash, least recently freed first (the back of vLLM's free queue).
+
+    A list read from `head`: popping the oldest m blocks is one slice. A block taken out of the middle (a
+    prefix hit on a free block, so never a `PRIVATE_KEY` one) leaves its entry in place, marked dead and
+    skipped when the front reaches it. Indices are absolute: `base` entries were dropped from the front."""
+
+    __slots__ = ("base", "dead", "head", "items", "where")
+
+    def __init__(self, num_blocks: int) -> None:
+        self.items: list[int] = []
+        self.base = 0
+        self.head = 0  # first entry not yet popped, relative to `items`
+        self.where = [-1] * num_blocks  # block with a findable hash -> absolute index of its entry
+        self.dead: set[int] = set()  # absolute indices of entries whose block left early
+
+    def __len__(self) -> int:
+        return len(self.items) - self.head - len(self.dead)
+
+    def append_all(self, blocks: list[int], findable: list[int]) -> None:
+        """Append `blocks` in order; `findable` are the positions in it of blocks a lookup can find."""
+        if findable:
+            where = self.where
+            start = self.base + len(self.items)
+            for i in findable:
+                where[blocks[i]] = start + i
+        self.items.extend(blocks)
+
+    def remove(self, block: int) -> None:
+        self.dead.add(self.where[block])
+
+    def pop_oldest(self, m: int) -> list[int]:
+        items = self.items
+        h = self.head
+        dead = self.dead
+        if not dead:
+            out = items[h : h + m]
+            h += m
+        else:
+            out = []
+            base = self.base
+            while len(out) < m:
+                if base + h in dead:
+                    dead.discard(base + h)
+                else:
+                    out.append(items[h])
+                h += 1
+        if h > 4096 and 2 * h > len(items):
+            del items[:h]
+            self.base += h
+            h = 0
+        self.head = h
+        return out
+
+
 class BlockPool:
     """The free-block queue and the prefix-cache map of one KV pool (vLLM `BlockPool`)."""
 
@@ -98,10 +152,9 @@ class BlockPool:
         self.block_group = [0] * num_blocks
         # The free queue is "hash-less blocks, then cached blocks in LRU order": freed hash-less blocks are
         # prepended (reused first), freed cached blocks appended, so every hash-less block sits ahead of every
-        # cached one. A stack (top = front of the queue) and an insertion-ordered dict keep that order.
+        # cached one. A stack (top = front of the queue) and a FIFO (`CachedFreeQueue`) keep that order.
         self.uncached_free: list[int] = list(range(num_blocks - 1, NULL_BLOCK, -1))
-        # OrderedDict: popping the oldest is O(1); a plain dict's next(iter()) degrades after front deletions.
-        self.cached_free: OrderedDict[int, None] = OrderedDict()
+        self.cached_free = CachedFreeQueue(num_blocks)
         self.cache: list[dict[int, list[int]]] = [{} for _ in range(num_groups)]
 
     @property
@@ -138,16 +191,15 @@ class BlockPool:
         for block in out:
             ref_cnt[block] = 1
         if n > take:
-            popitem = self.cached_free.popitem
             hashes = self.block_hash
-            for _ in range(n - take):
-                block, _ = popitem(last=False)
-                if hashes[block] == PRIVATE_KEY:
-                    hashes[block] = None  # nothing to drop from the lookup map
-                else:
-                    self._evict(block)
+            evicted = self.cached_free.pop_oldest(n - take)
+            for block in evicted:
                 ref_cnt[block] = 1
-                out.append(block)
+                if hashes[block]:  # findable (every key but PRIVATE_KEY, 0): drop it from the lookup map
+                    self._evict(block)
+                else:
+                    hashes[block] = None
+            out.extend(evicted)
         return out
 
     def _evict(self, block: int) -> None:
@@ -170,26 +222,32 @@ class BlockPool:
             if block == NULL_BLOCK:
                 continue
             if self.ref_cnt[block] == 0:
-                del self.cached_free[block]
+                self.cached_free.remove(block)
             self.ref_cnt[block] += 1
 
     def free_blocks(self, ordered: Sequence[int]) -> None:
         """Release blocks, first-to-evict first (vLLM frees a request's blocks tail first)."""
         first: list[int] = []
+        cached: list[int] = []
+        findable: list[int] = []
         ref_cnt = self.ref_cnt
         hashes = self.block_hash
-        cached_free = self.cached_free
         for block in ordered:
             if block == NULL_BLOCK:
                 continue
             left = ref_cnt[block] = ref_cnt[block] - 1
             if left == 0:
-                if hashes[block] is None:
+                key = hashes[block]
+                if key is None:
                     first.append(block)
                 else:
-                    cached_free[block] = None
+                    if key != PRIVATE_KEY:
+                        findable.append(len(cached))
+                    cached.append(block)
         if first:
             self.uncached_free.extend(reversed(first))
+        if cached:
+            self.cached_free.append_all(cached, findable)
 
     def cache_block(self, block: int, key: int, group: int) -> None:
         if self.block_hash[block] is not None:
@@ -328,12 +386,16 @@ class GroupManager:
             pool = self.pool
             hashes = pool.block_hash
             bs = self.block_size
-            for i in range(request.shared_tokens // bs, min(request.num_computed // bs, len(blocks))):
-                block = blocks[i]
-                if block != NULL_BLOCK and hashes[block] is None:
-                    if findable:
+            lo = request.shared_tokens // bs
+            hi = min(request.num_computed // bs, len(blocks))
+            if findable:
+                for i in range(lo, hi):
+                    block = blocks[i]
+                    if block != NULL_BLOCK and hashes[block] is None:
                         pool.cache_block(block, request.block_key(i, bs), self.gid)
-                    else:
+            else:
+                for block in blocks[lo:hi]:
+                    if hashes[block] is None and block != NULL_BLOCK:
                         hashes[block] = PRIVATE_KEY
         self.pool.free_blocks(blocks[::-1])
 

@@ -10,12 +10,13 @@ Per executed step the timeline keeps: time, duration, scheduled tokens, prefill/
 prefill chunk, running/waiting, KV blocks in use, preemptions, admissions, finishes, and the step's activation
 peak (`step_memory`). A step whose peak passes the headroom is an OOM event. Nothing here prints.
 
-Most steps of a long trace repeat the one before: every running request decodes one token, nothing arrives,
-finishes, is admitted or preempted. After such a step the loop hands the next ones to
-`Scheduler.decode_run`, which advances them without re-scheduling every request and replays only the KV
-events (a request needing a new block) in vLLM's order; the timeline still gets one row per step, identical
-to step-by-step scheduling (`fast_forward=False` does that, for checking). The run stops before an arrival,
-a finish, a step whose new blocks would not fit, an OOM step, or `max_steps`.
+Most of a step's requests are plain decodes. With `fast_forward` (the default) the scheduler follows them
+as a `DecodeCohort`: per step it only touches the ones that cross a block boundary or finish, and whatever
+else runs. When every running request is in the cohort and the waiting queue cannot change that (it is
+empty, or its head was just refused and the pool only shrinks), the loop advances the identical steps up to
+the next arrival, finish, step whose new blocks would not fit, OOM step or `max_steps` in one call
+(`DecodeCohort.run_until`). The timeline still gets one row per step, identical to step-by-step scheduling
+(`fast_forward=False` schedules every request every step, for checking).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest, StepPlan
 from oomguard.simulate.step_memory import ActivationModel, Row, StepMemoryOptions, StepShape, step_peak_bytes
@@ -140,148 +142,197 @@ def simulate(
 ) -> SimulationResult:
     """Replay `workload` step by step (see the module docstring). Runs of identical decode steps go through
     `Scheduler.decode_run` unless `config.fast_forward` is off; the timeline is the same either way."""
-    cfg = config.scheduler
-    sched = Scheduler(cfg)
-    interner = KeyInterner() if cfg.enable_prefix_caching else None
-    reqs = [
-        SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
-        for i, r in enumerate(workload.requests)
-    ]
-    by_clock_steps = workload.clock == STEPS
-    step_time = config.step_time
-    if not by_clock_steps and step_time is None:
-        raise ValueError("a workload timed in seconds needs a step-time model")
-    activation = config.activation
-    mem_opts = config.memory
-    headroom = config.headroom_bytes
-    usable = cfg.num_gpu_blocks - 1
-    max_len = cfg.max_model_len
-    record_chunks = config.record_chunks
-    max_steps = config.max_steps or 0
+    replay = _Replay(workload, config, progress)
+    replay.run()
+    return replay.result()
 
-    c_step: list[int] = []
-    c_time: list[float] = []
-    c_dur: list[float] = []
-    c_tok: list[int] = []
-    c_np: list[int] = []
-    c_nd: list[int] = []
-    c_mp: list[int] = []
-    c_run: list[int] = []
-    c_wait: list[int] = []
-    c_kv: list[int] = []
-    c_pre: list[int] = []
-    c_adm: list[int] = []
-    c_fin: list[int] = []
-    c_peak: list[int] = []
-    chunks: list[tuple[tuple[str, int, int], ...]] = []
-    ooms: list[OomEvent] = []
-    notes: list[str] = []
-    rejected = unservable = 0
-    finished_count = 0
-    peak_value, peak_index = -1, None
-    peak_rows: tuple[Row, ...] | None = None
 
-    now = 0.0
-    step = 0
-    nxt = 0
-    n = len(reqs)
-    executed = 0
-    next_progress = 0
-    steady = False  # the last step decoded every running request and changed nothing else
-    stop = False
-    while True:
-        arrived = False
-        while nxt < n and reqs[nxt].arrival <= now:
-            request = reqs[nxt]
-            nxt += 1
-            if request.prompt_tokens >= max_len:
-                rejected += 1  # vLLM InputProcessor: the prompt must be shorter than max_model_len
+class _Replay:
+    """One replay's state: the scheduler, the clock, the arrival cursor and the timeline columns. `run` is
+    the loop; each phase of a step is its own method."""
+
+    def __init__(self, workload: Workload, config: SimulationConfig, progress: ProgressFn | None) -> None:
+        cfg = config.scheduler
+        self.workload = workload
+        self.config = config
+        self.progress = progress
+        self.sched = Scheduler(cfg, cohorts=config.fast_forward)
+        interner = KeyInterner() if cfg.enable_prefix_caching else None
+        self.reqs = [
+            SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
+            for i, r in enumerate(workload.requests)
+        ]
+        self.by_steps = workload.clock == STEPS
+        if not self.by_steps and config.step_time is None:
+            raise ValueError("a workload timed in seconds needs a step-time model")
+        self.usable = cfg.num_gpu_blocks - 1
+        self.max_steps = config.max_steps or 0
+        self.cols: dict[str, list[Any]] = {c: [] for c in Timeline.COLUMNS}
+        self.chunks: list[tuple[tuple[str, int, int], ...]] = []
+        self.ooms: list[OomEvent] = []
+        self.notes: list[str] = []
+        self.rejected = self.unservable = self.finished_count = 0
+        self.peak_value = -1
+        self.peak_index: int | None = None  # into the timeline
+        self.peak_rows: tuple[Row, ...] | None = None
+        self.now = 0.0
+        self.step = 0
+        self.nxt = 0  # index of the next request to arrive
+        self.executed = 0
+        self.next_progress = 0
+        self.steady = False  # the last step decoded every running request and changed nothing else
+        self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
+        self.stop = False
+
+    # ----- the loop -------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        sched = self.sched
+        reqs = self.reqs
+        n = len(reqs)
+        fast_forward = self.config.fast_forward
+        while True:
+            arrived = self._take_arrivals()
+            if not sched.has_unfinished():
+                if self.nxt >= n:
+                    break
+                self.now = reqs[self.nxt].arrival  # idle until the next arrival
+                if self.by_steps:
+                    self.step = int(self.now)
                 continue
-            sched.add_request(request)
-            arrived = True
-        if not sched.has_unfinished():
-            if nxt >= n:
+            # A decode run may start after a steady step, or whenever the queue is empty: nothing can be
+            # admitted before the next arrival, and `decode_run` checks that every request is decoding.
+            if fast_forward and not arrived and (self.steady or not sched.waiting) and self._decode_run():
+                if self._stop_after_step():
+                    break
+                continue  # an arrival may be due before the next step
+            plan = sched.schedule()
+            if not plan.num_decodes and not plan.chunks:
+                self._nothing_scheduled()
+                continue
+            self._record_step(plan)
+            if self._stop_after_step():
                 break
-            now = reqs[nxt].arrival  # idle until the next arrival
-            if by_clock_steps:
-                step = int(now)
-            continue
+        if self.progress is not None:
+            self.progress(self.now, self.executed, self.finished_count, n)
 
-        if steady and not arrived and config.fast_forward:
-            # Identical decode steps until an arrival, a finish, or a pool too short for the next blocks.
-            limit = max_steps - executed if max_steps else 1 << 62
-            drun = sched.decode_run(limit)
-            num = drun.num_requests if drun is not None else 0
-            peak = step_peak_bytes(num, 0, 0, num, num, activation, mem_opts) if activation is not None else 0
-            if drun is not None and (headroom is None or peak <= headroom):
-                base = [(r.rid, r.num_computed) for r in drun.requests] if record_chunks else []
-                first = executed
-                while nxt >= n or reqs[nxt].arrival > now:
-                    context = drun.decode_context
-                    if not drun.advance():
-                        break
-                    if by_clock_steps:
-                        duration = 1.0
-                    else:
-                        assert step_time is not None
-                        duration = step_time.step_seconds(num, context, 0)
-                    c_step.append(step)
-                    c_time.append(now)
-                    c_dur.append(duration)
-                    c_kv.append(sched.kv.num_used)
-                    if record_chunks:
-                        j = drun.steps - 1
-                        chunks.append(tuple((rid, 1, before + j) for rid, before in base))
-                    now += duration
-                    step += 1
-                    executed += 1
-                drun.close()
-                k = executed - first
-                if k:
-                    for column, value in (
-                        (c_tok, num),
-                        (c_np, 0),
-                        (c_nd, num),
-                        (c_mp, 0),
-                        (c_run, num),
-                        (c_wait, len(sched.waiting)),
-                        (c_pre, 0),
-                        (c_adm, 0),
-                        (c_fin, 0),
-                        (c_peak, peak),
-                    ):
-                        column.extend([value] * k)
-                    if progress is not None and executed >= next_progress:
-                        progress(now, executed, finished_count, n)
-                        next_progress = executed + PROGRESS_EVERY_STEPS
-                    if max_steps and executed >= max_steps:
-                        notes.append(f"stopped after --max-steps {max_steps}")
-                        break
-                    continue  # an arrival may be due before the next step
+    def _take_arrivals(self) -> bool:
+        """Queue every request that has arrived by now; True when one joined the waiting queue."""
+        reqs = self.reqs
+        n = len(reqs)
+        max_len = self.config.scheduler.max_model_len
+        arrived = False
+        while self.nxt < n and reqs[self.nxt].arrival <= self.now:
+            request = reqs[self.nxt]
+            self.nxt += 1
+            if request.prompt_tokens >= max_len:
+                self.rejected += 1  # vLLM InputProcessor: the prompt must be shorter than max_model_len
+                continue
+            self.sched.add_request(request)
+            arrived = True
+        return arrived
 
-        plan = sched.schedule()
-        decodes = plan.decodes
-        rows_chunks = plan.chunks
-        if not decodes and not rows_chunks:
-            steady = False
-            if not sched.running and sched.waiting:
-                # Nothing runs and the head of the queue cannot be admitted: it never fits this pool.
-                stuck = sched.waiting.popleft()
-                unservable += 1
-                if unservable == 1:
-                    notes.append(
-                        f"request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV pool of "
-                        f"{usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such "
-                        "request."
-                    )
-            step += 1
-            continue
+    def _stop_after_step(self) -> bool:
+        """Report progress; True when `max_steps` or the first OOM ends the replay."""
+        if self.progress is not None and self.executed >= self.next_progress:
+            self.progress(self.now, self.executed, self.finished_count, len(self.reqs))
+            self.next_progress = self.executed + PROGRESS_EVERY_STEPS
+        if self.max_steps and self.executed >= self.max_steps:
+            self.notes.append(f"stopped after --max-steps {self.max_steps}")
+            return True
+        if self.stop:
+            self.notes.append(f"stopped at the first OOM step ({self.step - 1})")
+            return True
+        return False
 
+    # ----- a run of decode steps ------------------------------------------------------------------------
+
+    def _decode_run(self) -> int:
+        """Advance identical decode steps until an arrival, a finish, a pool too short for the next blocks,
+        or `max_steps`; the steps executed (0: none could be, schedule this step)."""
+        config = self.config
+        sched = self.sched
+        if not sched.decode_run_ready():
+            self.steady = False
+            return 0
+        cohort = sched.cohort
+        assert cohort is not None
+        num = cohort.size
+        activation = config.activation
+        peak = 0
+        if activation is not None:
+            peak = self._decode_peaks.get(num, -1)
+            if peak < 0:
+                peak = self._decode_peaks[num] = step_peak_bytes(
+                    num, 0, 0, num, num, activation, config.memory
+                )
+            if config.headroom_bytes is not None and peak > config.headroom_bytes:
+                self.steady = False
+                return 0  # an OOM step: scheduled on its own, so it is recorded
+        rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
+        limit = self.max_steps - self.executed if self.max_steps else 1 << 62
+        next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
+        step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
+        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit)
+        k = len(times)
+        if not k:
+            self.steady = False
+            return 0
+        if peak > self.peak_value:
+            self.peak_value, self.peak_index = peak, self.executed
+            self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
+        if config.record_chunks:
+            rids = [r.rid for r, _ in rows]
+            self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for _, b in rows])) for j in range(k))
+        cols = self.cols
+        cols["step"].extend(range(self.step, self.step + k))
+        cols["time"].extend(times)
+        cols["duration"].extend(durations)
+        cols["kv_blocks_used"].extend(kv_used)
+        for name, value in (
+            ("tokens", num),
+            ("num_prefills", 0),
+            ("num_decodes", num),
+            ("max_prefill", 0),
+            ("running", num),
+            ("waiting", len(sched.waiting)),
+            ("preempted", 0),
+            ("admitted", 0),
+            ("finished", 0),
+            ("peak_bytes", peak),
+        ):
+            cols[name].extend([value] * k)
+        self.now = times[-1] + durations[-1]
+        self.step += k
+        self.executed += k
+        return k
+
+    # ----- one scheduled step ---------------------------------------------------------------------------
+
+    def _nothing_scheduled(self) -> None:
+        """A step that scheduled nothing: when nothing runs, the head of the queue never fits this pool."""
+        sched = self.sched
+        self.steady = False
+        if not sched.running and sched.waiting:
+            stuck = sched.waiting.popleft()
+            self.unservable += 1
+            if self.unservable == 1:
+                self.notes.append(
+                    f"request {stuck.rid} ({stuck.num_tokens:,} tokens) never fits the KV pool of "
+                    f"{self.usable:,} blocks; vLLM would hang on it. Dropped, and so is any other such "
+                    "request."
+                )
+        self.step += 1
+
+    def _record_step(self, plan: StepPlan) -> None:
+        """Time the scheduled step, judge its memory, run it (`update_from_output`) and record its row."""
+        config = self.config
+        now = self.now
         tokens = plan.tokens
-        num_decodes = len(decodes)
+        num_decodes = plan.num_decodes
         sampling = num_decodes
         prefills = max_prefill = prefill_attn = 0
-        for request, k, before in rows_chunks:
+        for request, k, before in plan.chunks:
             prefills += 1
             max_prefill = max(max_prefill, k)
             prefill_attn += k * (before + k // 2)
@@ -290,129 +341,121 @@ def simulate(
         for request in plan.admitted:
             if request.first_scheduled is None:
                 request.first_scheduled = now
-        if by_clock_steps:
+        if self.by_steps:
             duration = 1.0
         else:
-            assert step_time is not None
-            duration = step_time.step_seconds(tokens, plan.decode_context, prefill_attn)
+            assert config.step_time is not None
+            duration = config.step_time.step_seconds(tokens, plan.decode_context, prefill_attn)
         peak = 0
-        if activation is not None:
-            peak = step_peak_bytes(tokens, prefills, max_prefill, num_decodes, sampling, activation, mem_opts)
-            over = headroom is not None and peak > headroom
-            if peak > peak_value or over:
-                rows = _rows(plan)
-                if peak > peak_value:
-                    peak_value, peak_index, peak_rows = peak, executed, rows
-                if over:
-                    assert headroom is not None
-                    ooms.append(
-                        OomEvent(
-                            step=step,
-                            time=now,
-                            peak_bytes=peak,
-                            headroom_bytes=headroom,
-                            shape=StepShape(rows),
-                            kv_usage=plan.kv_blocks_used / usable,
-                            kv_blocks_used=plan.kv_blocks_used,
-                        )
-                    )
-                    if config.stop_at_first_oom:
-                        stop = True
-        if record_chunks:
-            chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
-        finished = sched.update_from_output(plan, now + duration)
-        finished_count += len(finished)
-        steady = (
-            not rows_chunks
+        if config.activation is not None:
+            peak = step_peak_bytes(
+                tokens, prefills, max_prefill, num_decodes, sampling, config.activation, config.memory
+            )
+            self._judge_peak(plan, peak)
+        if config.record_chunks:
+            self.chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
+        finished = self.sched.update_from_output(plan, now + duration)
+        self.finished_count += len(finished)
+        self.steady = (
+            not plan.chunks
             and not finished
             and not plan.admitted
             and not plan.preempted
             and num_decodes == plan.num_running
         )
-        c_step.append(step)
-        c_time.append(now)
-        c_dur.append(duration)
-        c_tok.append(tokens)
-        c_np.append(prefills)
-        c_nd.append(num_decodes)
-        c_mp.append(max_prefill)
-        c_run.append(plan.num_running)
-        c_wait.append(plan.num_waiting)
-        c_kv.append(plan.kv_blocks_used)
-        c_pre.append(len(plan.preempted))
-        c_adm.append(len(plan.admitted))
-        c_fin.append(len(finished))
-        c_peak.append(peak)
-        executed += 1
-        now += duration
-        step += 1
-        if progress is not None and executed >= next_progress:
-            progress(now, executed, finished_count, n)
-            next_progress = executed + PROGRESS_EVERY_STEPS
-        if max_steps and executed >= max_steps:
-            notes.append(f"stopped after --max-steps {max_steps}")
-            break
-        if stop:
-            notes.append(f"stopped at the first OOM step ({step - 1})")
-            break
-    if progress is not None:
-        progress(now, executed, finished_count, n)
+        cols = self.cols
+        for name, value in (
+            ("step", self.step),
+            ("time", now),
+            ("duration", duration),
+            ("tokens", tokens),
+            ("num_prefills", prefills),
+            ("num_decodes", num_decodes),
+            ("max_prefill", max_prefill),
+            ("running", plan.num_running),
+            ("waiting", plan.num_waiting),
+            ("kv_blocks_used", plan.kv_blocks_used),
+            ("preempted", len(plan.preempted)),
+            ("admitted", len(plan.admitted)),
+            ("finished", len(finished)),
+            ("peak_bytes", peak),
+        ):
+            cols[name].append(value)
+        self.executed += 1
+        self.now = now + duration
+        self.step += 1
 
-    done = [r for r in reqs if r.finished_at is not None]
-    queue_times = tuple(r.first_scheduled - r.arrival for r in reqs if r.first_scheduled is not None)
-    ttfts = tuple(r.first_token - r.arrival for r in done if r.first_token is not None)
-    latencies = tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None)
-    stats = RequestStats(
-        arrived=nxt,
-        rejected_too_long=rejected,
-        unservable=unservable,
-        finished=len(done),
-        queue_times=queue_times,
-        ttfts=ttfts,
-        latencies=latencies,
-        output_tokens=sum(r.num_output for r in reqs),
-        prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
-        prefix_hit_tokens=sched.prefix_hits,
-        prefix_query_tokens=sched.prefix_queries,
-    )
-    if rejected:
-        notes.append(f"{rejected} request(s) rejected: prompt >= max_model_len {max_len:,}")
-    timeline = Timeline(
-        step=tuple(c_step),
-        time=tuple(c_time),
-        duration=tuple(c_dur),
-        tokens=tuple(c_tok),
-        num_prefills=tuple(c_np),
-        num_decodes=tuple(c_nd),
-        max_prefill=tuple(c_mp),
-        running=tuple(c_run),
-        waiting=tuple(c_wait),
-        kv_blocks_used=tuple(c_kv),
-        preempted=tuple(c_pre),
-        admitted=tuple(c_adm),
-        finished=tuple(c_fin),
-        peak_bytes=tuple(c_peak),
-        chunks=tuple(chunks),
-    )
-    return SimulationResult(
-        config=config,
-        workload_source=workload.source,
-        clock=workload.clock,
-        timeline=timeline,
-        requests=stats,
-        preemptions=sched.num_preemptions,
-        oom_events=tuple(ooms),
-        peak_step=peak_index,
-        peak_shape=StepShape(peak_rows) if peak_rows is not None else None,
-        usable_blocks=usable,
-        notes=tuple(notes),
-    )
+    def _judge_peak(self, plan: StepPlan, peak: int) -> None:
+        """Keep the highest peak's shape; record an OOM event when the peak passes the headroom."""
+        headroom = self.config.headroom_bytes
+        over = headroom is not None and peak > headroom
+        if peak <= self.peak_value and not over:
+            return
+        rows = _rows(plan)
+        if peak > self.peak_value:
+            self.peak_value, self.peak_index, self.peak_rows = peak, self.executed, rows
+        if over:
+            assert headroom is not None
+            self.ooms.append(
+                OomEvent(
+                    step=self.step,
+                    time=self.now,
+                    peak_bytes=peak,
+                    headroom_bytes=headroom,
+                    shape=StepShape(rows),
+                    kv_usage=plan.kv_blocks_used / self.usable,
+                    kv_blocks_used=plan.kv_blocks_used,
+                )
+            )
+            if self.config.stop_at_first_oom:
+                self.stop = True
+
+    # ----- the result -----------------------------------------------------------------------------------
+
+    def result(self) -> SimulationResult:
+        self.sched.dissolve_cohort()
+        reqs = self.reqs
+        nxt = self.nxt
+        done = [r for r in reqs if r.finished_at is not None]
+        stats = RequestStats(
+            arrived=nxt,
+            rejected_too_long=self.rejected,
+            unservable=self.unservable,
+            finished=len(done),
+            queue_times=tuple(r.first_scheduled - r.arrival for r in reqs if r.first_scheduled is not None),
+            ttfts=tuple(r.first_token - r.arrival for r in done if r.first_token is not None),
+            latencies=tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None),
+            output_tokens=sum(r.num_output for r in reqs),
+            prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
+            prefix_hit_tokens=self.sched.prefix_hits,
+            prefix_query_tokens=self.sched.prefix_queries,
+        )
+        notes = list(self.notes)
+        if self.rejected:
+            notes.append(
+                f"{self.rejected} request(s) rejected: prompt >= max_model_len "
+                f"{self.config.scheduler.max_model_len:,}"
+            )
+        timeline = Timeline(**{c: tuple(self.cols[c]) for c in Timeline.COLUMNS}, chunks=tuple(self.chunks))
+        return SimulationResult(
+            config=self.config,
+            workload_source=self.workload.source,
+            clock=self.workload.clock,
+            timeline=timeline,
+            requests=stats,
+            preemptions=self.sched.num_preemptions,
+            oom_events=tuple(self.ooms),
+            peak_step=self.peak_index,
+            peak_shape=StepShape(self.peak_rows) if self.peak_rows is not None else None,
+            usable_blocks=self.usable,
+            notes=tuple(notes),
+        )
 
 
 def _rows(plan: StepPlan) -> tuple[Row, ...]:
     """The step's shape, row by row (built only for steps that set a new peak or pass the headroom)."""
     rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
-    rows.extend(Row(1, request.num_computed - 1, True, True) for request in plan.decodes)
+    rows.extend(Row(1, before, True, True) for _, before in plan.decode_rows())
     return tuple(rows)
 
 

@@ -20,7 +20,8 @@ One step (`schedule`):
    samples one token (a partial prefill chunk samples nothing). A request stops at `max_tokens` generated
    tokens or at `max_model_len` total tokens; its blocks go back to the pool before the next step.
 
-Runs of identical decode steps can be advanced together (`decode_run`, `DecodeRun`) with the same result.
+Decoding requests are followed as a cohort (`DecodeCohort`): the same steps with per-step work only for block
+boundaries, finishes and what is not decoding; runs of identical decode steps advance together.
 
 Not modelled (off by default or not reachable from a trace): speculative decoding, KV connectors, encoder
 inputs, LoRA limits, priority scheduling, Mamba alignment, async scheduling's output placeholders (async only
@@ -30,9 +31,11 @@ changes the sliding-window reserve here, through `in_flight_tokens`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from oomguard.simulate.kv_pool import KvCacheManager, KvGroupSpec
+from oomguard.simulate.step_time import StepTimeModel
 
 WAITING, RUNNING, PREEMPTED, FINISHED = 0, 1, 2, 3
 PREFIX_BLOCK_TOKENS = 512  # Mooncake `hash_ids` and the oracle's `prefix_hash_ids`: one id per 512 tokens
@@ -186,17 +189,31 @@ class StepPlan:
     kv_blocks_used: int
     tokens: int  # scheduled tokens in all
     decode_context: int  # tokens the decode rows attend to (their num_computed before the step), summed
+    cohort: DecodeCohort | None = None  # decoded this step as a cohort, ahead of `decodes` (running order)
+    cohort_decodes: int = 0
+
+    @property
+    def num_decodes(self) -> int:
+        return self.cohort_decodes + len(self.decodes)
+
+    def decode_rows(self) -> list[tuple[SimRequest, int]]:
+        """Every decode row as (request, num_computed before this step), in running order. Valid until
+        `update_from_output` runs."""
+        rows = self.cohort.rows_before_last_step() if self.cohort is not None and self.cohort_decodes else []
+        rows.extend((r, r.num_computed - 1) for r in self.decodes)
+        return rows
 
     @property
     def scheduled(self) -> list[tuple[SimRequest, int, int]]:
         """Every row as (request, tokens, num_computed before): chunks, then decodes."""
-        return self.chunks + [(r, 1, r.num_computed - 1) for r in self.decodes]
+        return self.chunks + [(r, 1, before) for r, before in self.decode_rows()]
 
 
 class Scheduler:
     """The V1 scheduler loop over a `KvCacheManager`; see the module docstring for the mechanism."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, cohorts: bool = False) -> None:
+        """`cohorts`: follow decoding requests as a `DecodeCohort` (same steps, far less work per step)."""
         self.config = config
         self.kv = KvCacheManager(
             config.kv_groups,
@@ -210,6 +227,7 @@ class Scheduler:
         self.num_preemptions = 0
         self.prefix_queries = 0
         self.prefix_hits = 0
+        self.cohort = DecodeCohort(self.kv) if cohorts and self.kv.single_full else None
 
     def add_request(self, request: SimRequest) -> None:
         # Finished at max_tokens generated or at max_model_len tokens in all, whichever comes first.
@@ -232,8 +250,16 @@ class Scheduler:
         admitted: list[SimRequest] = []
         decode_context = 0
 
+        # 0. The decode cohort, the head of the running list: one token each, its new blocks by phase.
+        i = in_cohort = 0
+        cohort = self.cohort
+        if cohort is not None:
+            i = in_cohort = self._step_cohort(cohort, preempted)
+            if in_cohort:
+                budget -= in_cohort
+                decode_context = cohort.context_before
+
         # 1. Running requests, in order.
-        i = 0
         decode_upto = max_len - 1  # a decode needs max_model_len - num_computed - 1 >= 1
         while i < len(running) and budget > 0:
             request = running[i]
@@ -322,7 +348,37 @@ class Scheduler:
             kv.num_used,
             cfg.max_num_batched_tokens - budget,
             decode_context,
+            cohort,
+            in_cohort,
         )
+
+    def _step_cohort(self, cohort: DecodeCohort, preempted: list[SimRequest]) -> int:
+        """Grow the cohort by the decoding requests right behind it, then run its step (preempting from the
+        back of the running list when its new blocks do not fit, as vLLM's running pass does); the members
+        decoded."""
+        running = self.running
+        n = cohort.size
+        limit = min(len(running), self.config.max_num_batched_tokens)
+        while n < limit and cohort.join(running[n]):
+            n += 1
+        if not n:
+            return 0
+
+        def preempt_back() -> SimRequest:
+            victim = running.pop()
+            if len(running) < cohort.size:
+                cohort.drop_last(victim)
+            self._preempt(victim)
+            preempted.append(victim)
+            return victim
+
+        cohort.step(preempt_back)
+        return cohort.size
+
+    def dissolve_cohort(self) -> None:
+        """Bring every cohort member's fields up to date and empty the cohort (before reading them)."""
+        if self.cohort is not None:
+            self.cohort.dissolve()
 
     def _allocate_or_preempt(
         self, request: SimRequest, computed: int, n: int, preempted: list[SimRequest]
@@ -351,6 +407,8 @@ class Scheduler:
         """The model step ran: sample one token for every request whose tokens are all computed. Finished
         requests leave in running order (the order they were scheduled in), freeing their blocks."""
         any_finished = False
+        if plan.cohort is not None and plan.cohort_decodes:
+            any_finished = plan.cohort.finish_last_step()
         for request in plan.decodes:
             request.num_output += 1
             request.num_tokens += 1
@@ -376,93 +434,244 @@ class Scheduler:
             self.kv.free(request)
         return finished
 
-    def decode_run(self, max_steps: int) -> DecodeRun | None:
-        """After a step that decoded every running request and changed nothing else (no chunk, admission,
-        preemption or finish, no new arrival), the next steps repeat it until something happens; see
-        `DecodeRun`. None when that cannot be followed exactly here (a pool with more than one group or with
-        sliding windows) or when the very next step ends a request."""
-        if not self.kv.single_full or not self.running:
-            return None
-        # Steps j = 1.. that finish nobody: request r finishes at j = stop_tokens - num_tokens.
-        last = min([r.stop_tokens - r.num_tokens for r in self.running]) - 1
-        if last < 1 or max_steps < 1:
-            return None
-        return DecodeRun(self, min(last, max_steps))
+    def decode_run_ready(self) -> bool:
+        """Every running request is in the cohort: the next steps are identical decode steps until an
+        arrival, a finish or a pool too short (`DecodeCohort.run_until`), if the waiting queue cannot change
+        that (the caller knows: it is empty, or its head was refused and the pool only shrinks)."""
+        cohort = self.cohort
+        if cohort is None or not self.running:
+            return False
+        running = self.running
+        if len(running) > self.config.max_num_batched_tokens:
+            return False
+        n = cohort.size
+        while n < len(running) and cohort.join(running[n]):
+            n += 1
+        return n == len(running)
 
 
-class DecodeRun:
-    """A run of identical decode steps, advanced without re-running the scheduler for every request.
+class DecodeCohort:
+    """The decoding requests at the head of the running list, followed together: vLLM schedules each of them
+    one token per step, in order, and only two things differ between steps: which of them cross a block
+    boundary (and take one new block from the free queue, in running order) and which finish.
 
-    In such a step every running request decodes one token, in the same order; the waiting queue's head stays
-    refused (the pool only shrinks), and nothing finishes (the run stops before the first finishing step).
-    What differs from step to step is only where a request crosses a block boundary: it needs a new block,
-    or (with prefix caching) its full block gets its hash. Those KV events are replayed through the same
-    `KvCacheManager.allocate_slots` calls, in the same order (step, then running order) as step-by-step
-    scheduling makes them; a step whose new blocks would not fit the free pool is left to `schedule()`
-    (it preempts). Request fields are brought up to date lazily: before a request's KV event, and at `close`.
+    A member whose last block has `free` free slots when it joins crosses at cohort step `steps + free + 1`
+    and every `block_size` steps after, so the members fall into `block_size` phases and step j's new blocks
+    go to phase `j mod block_size`, in running order: the same blocks, in the same order, as step-by-step
+    `allocate_slots` calls. A member finishes at the step its token count reaches its stop. A step whose new
+    blocks would not fit the free pool dissolves the cohort (`schedule` then preempts as vLLM does).
+
+    Members' fields (`num_computed`, `num_output`, `num_tokens`, `free_slots_upto`, the KV manager's hashed
+    count) lag by the steps since they joined; they are brought up to date when a member finishes and when
+    the cohort dissolves (`Scheduler.dissolve_cohort`, before anyone reads them). Exact only where a decode's
+    block boundary needs nothing but a block (one full-attention group, and the block being filled is the
+    request's own, hashed when freed: `kv_pool` module NOTE); `join` refuses any other request.
     """
 
-    def __init__(self, scheduler: Scheduler, max_steps: int) -> None:
-        self.kv = scheduler.kv
-        self.requests = list(scheduler.running)
-        self.max_steps = max_steps
-        self.steps = 0
-        self._synced = [0] * len(self.requests)  # steps applied to each request's fields so far
-        self._events: dict[int, list[int]] = {}  # run step -> positions whose KV event falls on it
-        self.decode_context = 0  # tokens the decodes of the next step attend to
-        for pos, request in enumerate(self.requests):
-            self.decode_context += request.num_computed
-            self._schedule_event(pos, request)
+    def __init__(self, kv: KvCacheManager) -> None:
+        self.kv = kv
+        self.block_size = kv.block_size
+        self.steps = 0  # cohort steps run so far (a global count; members remember when they joined)
+        self.size = 0  # live members: running[:size]
+        self.context = 0  # tokens the members' next decodes attend to, summed
+        self.context_before = 0  # the same, before the last step
+        self._reset()
 
-    @property
-    def num_requests(self) -> int:
-        return len(self.requests)
+    def _reset(self) -> None:
+        self.members: list[SimRequest] = []  # slot -> request, in running order (finished ones stay)
+        self.live: list[bool] = []
+        self.tables: list[list[int]] = []  # slot -> the KV manager's own block list, extended in place
+        self.joined: list[int] = []  # slot -> `steps` when its fields were last brought up to date
+        self.held: list[int] = []  # slot -> blocks when it joined
+        self.phase_of: list[int] = []
+        self.phases: list[list[int]] = [[] for _ in range(self.block_size)]  # phase -> live slots
+        self.finishes: dict[int, list[int]] = {}  # cohort step -> slots finishing at it
+        self.size = 0
+        self.context = 0
 
-    def _schedule_event(self, pos: int, request: SimRequest) -> None:
-        # At step j the request reaches num_computed + (j - synced) tokens; its event is the first step that
-        # passes `free_slots_upto`.
-        step = self._synced[pos] + request.free_slots_upto - request.num_computed + 1
-        if step <= self.max_steps:
-            self._events.setdefault(max(step, self.steps + 1), []).append(pos)
+    def join(self, request: SimRequest) -> bool:
+        """Take `request` in (it is the running request right behind the cohort); False when it is not a
+        decode the phase rule follows exactly."""
+        computed = request.num_computed
+        tokens = request.num_tokens
+        if tokens - computed != 1 or not request.num_output:
+            return False  # a prefill chunk or a 1-token chunk that samples: not a decode
+        kv = self.kv
+        bs = self.block_size
+        blocks = kv.managers[0].req_blocks.get(request.rid)
+        if blocks is None:
+            return False
+        upto = len(blocks) * bs
+        free = upto - computed
+        # free_slots_upto 0: admitted through the general path, its first decode asks the manager again,
+        # which takes a block exactly when the last one is full, as the phase rule does.
+        if request.free_slots_upto not in (upto, 0) or not 0 <= free < bs:
+            return False
+        if kv.enable_caching and request.shared_tokens // bs > kv.managers[0].num_cached.get(request.rid, 0):
+            return False  # its next full block gets a shared hash when it fills
+        slot = len(self.members)
+        steps = self.steps
+        phase = (steps + free + 1) % bs
+        self.members.append(request)
+        self.live.append(True)
+        self.tables.append(blocks)
+        self.joined.append(steps)
+        self.held.append(len(blocks))
+        self.phase_of.append(phase)
+        self.phases[phase].append(slot)
+        self.finishes.setdefault(steps + request.stop_tokens - tokens, []).append(slot)
+        self.size += 1
+        self.context += computed
+        return True
 
-    def _sync(self, pos: int, steps: int) -> None:
-        request = self.requests[pos]
-        d = steps - self._synced[pos]
+    def step(self, preempt_back: Callable[[], SimRequest]) -> None:
+        """One step inside `schedule`: the members' new blocks. When they do not fit, the members take theirs
+        one by one in running order, and the first one short of a block preempts from the back of the
+        running list (`preempt_back`, which drops a member victim from the cohort) until it fits or it was
+        itself the victim: the blocks and victims vLLM's running pass gives."""
+        j = self.steps + 1
+        due = self.phases[j % self.block_size]
+        if due:
+            pool = self.kv.pool
+            m = len(due)
+            tables = self.tables
+            if m <= len(pool.uncached_free) + len(pool.cached_free):
+                for slot, block in zip(due, pool.get_new_blocks(m)):
+                    tables[slot].append(block)
+            else:
+                members = self.members
+                live = self.live
+                for slot in list(due):
+                    if not live[slot]:
+                        continue  # preempted by a member before it
+                    while not len(pool.uncached_free) + len(pool.cached_free):
+                        if preempt_back() is members[slot]:
+                            break
+                    if live[slot]:
+                        tables[slot].extend(pool.get_new_blocks(1))
+        self.steps = j
+        self.context_before = self.context
+        self.context += self.size
+
+    def drop_last(self, request: SimRequest) -> None:
+        """`request`, the last live member, leaves before this step (preempted): its fields brought up to
+        date, as they were before the step."""
+        slot = len(self.members) - 1
+        while not self.live[slot]:
+            slot -= 1
+        assert self.members[slot] is request
+        self._sync(slot)
+        self.live[slot] = False
+        self.phases[self.phase_of[slot]].remove(slot)
+        self.finishes[self.steps + request.stop_tokens - request.num_tokens].remove(slot)
+        self.size -= 1
+        self.context -= request.num_computed
+
+    def rows_before_last_step(self) -> list[tuple[SimRequest, int]]:
+        """(member, num_computed before the last step) for the members that decoded in it."""
+        return self.rows_after(self.steps - 1)
+
+    def rows_after(self, steps: int) -> list[tuple[SimRequest, int]]:
+        """(member, num_computed after cohort step `steps`) for every live member."""
+        return [
+            (r, r.num_computed + steps - joined)
+            for r, joined, live in zip(self.members, self.joined, self.live)
+            if live
+        ]
+
+    def finish_last_step(self) -> bool:
+        """After the model step: members whose stop was reached are brought up to date and marked FINISHED
+        (`update_from_output` removes and frees them); True when any finished."""
+        slots = self.finishes.pop(self.steps, None)
+        if not slots:
+            return False
+        for slot in slots:
+            request = self._sync(slot)
+            request.status = FINISHED
+            self.live[slot] = False
+            self.phases[self.phase_of[slot]].remove(slot)
+            self.size -= 1
+            self.context -= request.num_computed
+        if not self.size:
+            self._reset()
+        elif len(self.members) > 64 and len(self.members) > 4 * self.size:
+            self.dissolve()  # mostly finished slots: the live ones rejoin at the next step, renumbered
+        return True
+
+    def _sync(self, slot: int) -> SimRequest:
+        request = self.members[slot]
+        d = self.steps - self.joined[slot]
         if d:
             request.num_computed += d
             request.num_output += d
             request.num_tokens += d
-            self._synced[pos] = steps
+            self.joined[slot] = self.steps
+        return request
 
-    def advance(self) -> bool:
-        """Run the next step's KV events; False (nothing changed) when the run must end before this step."""
-        if self.steps >= self.max_steps:
-            return False
-        j = self.steps + 1
-        due = self._events.pop(j, None)
-        if due:
-            due.sort()
-            kv = self.kv
-            requests = self.requests
-            synced = self._synced
-            need = 0
-            for pos in due:
-                request = requests[pos]
-                need += kv.new_blocks_needed(request, request.num_computed + j - synced[pos])
-            if need > kv.num_free:
-                self._events[j] = due  # schedule() will preempt at this step
-                return False
-            for pos in due:
-                self._sync(pos, j - 1)
-                request = requests[pos]
-                if not kv.allocate_slots(request, request.num_computed, 1):
-                    raise AssertionError("a decode-run allocation failed after the pool check")
-                self._schedule_event(pos, request)
-        self.steps = j
-        self.decode_context += len(self.requests)
-        return True
+    def run_until(
+        self, now: float, end: float, step_time: StepTimeModel | None, max_steps: int
+    ) -> tuple[list[float], list[float], list[int]]:
+        """Steps with nothing but the members' decodes (the caller knows there is nothing else), while they
+        start before `end` (the clock at `now`), at most `max_steps`, and stopping before a finishing step
+        or one whose blocks do not fit: each step's start, duration (`step_time` for the decode shape; 1 when
+        None, a step clock) and KV blocks in use after it."""
+        times: list[float] = []
+        durations: list[float] = []
+        kv_used: list[int] = []
+        num = self.size
+        if not num:
+            return times, durations, kv_used
+        phases = self.phases
+        num_phases = len(phases)
+        tables = self.tables
+        pool = self.kv.pool
+        used = pool.num_used
+        context = self.context
+        j = self.steps
+        last = min(min(self.finishes) - 1, j + max_steps)
+        base = per_context = no_attention = 0.0
+        if step_time is not None:
+            # step_seconds(num, context, 0), term by term in its own order: the same float every step.
+            base = step_time.per_step_s + step_time.per_token_s * num
+            per_context = step_time.per_context_token_s
+            no_attention = step_time.per_prefill_attention_s * 0
+        while now < end and j < last:
+            due = phases[(j + 1) % num_phases]
+            if due:
+                m = len(due)
+                if m > len(pool.uncached_free) + len(pool.cached_free):
+                    break  # schedule() will preempt at this step
+                for slot, block in zip(due, pool.get_new_blocks(m)):
+                    tables[slot].append(block)
+                used += m
+            j += 1
+            duration = 1.0 if step_time is None else base + per_context * context + no_attention
+            times.append(now)
+            durations.append(duration)
+            kv_used.append(used)
+            now += duration
+            context += num
+        if times:
+            self.steps = j
+            self.context_before = context - num
+            self.context = context
+        return times, durations, kv_used
 
-    def close(self) -> None:
-        """Bring every request's fields to the end of the run."""
-        for pos in range(len(self.requests)):
-            self._sync(pos, self.steps)
+    def dissolve(self) -> None:
+        """Bring every member's fields to the present (what `allocate_slots` and `update_from_output` would
+        have written step by step) and empty the cohort."""
+        if not self.members:
+            return
+        kv = self.kv
+        bs = self.block_size
+        num_cached = kv.managers[0].num_cached if kv.enable_caching else None
+        for slot, live in enumerate(self.live):
+            if not live:
+                continue
+            request = self._sync(slot)
+            blocks = self.tables[slot]
+            request.free_slots_upto = len(blocks) * bs
+            if len(blocks) != self.held[slot] and num_cached is not None:
+                # The last new block was taken at a block's first token: the one before it is full.
+                num_cached[request.rid] = max(num_cached[request.rid], len(blocks) - 1)
+        self._reset()

@@ -275,7 +275,13 @@ def _azure_timestamp(text: str) -> float:
     text = text.strip()
     whole, _, frac = text.partition(".")
     # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
-    moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    # fromisoformat is ~40x faster than strptime; it takes only the exact 19-character form here, so an
+    # offset or an unpadded field still goes through strptime (and its error).
+    if len(whole) == 19 and whole[10] == " ":
+        moment = datetime.fromisoformat(whole)
+    else:
+        moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
+    moment = moment.replace(tzinfo=timezone.utc)
     fraction = float("0." + frac) if frac else 0.0
     if frac and not frac.isdigit():
         raise ValueError(f"bad fractional seconds in {shown(text)}")

@@ -6,12 +6,11 @@ that starts before the request arrives, none after), so that the request joins t
 the step boundary where vLLM's engine would pick it up. `RankEngine` is that loop body, resumable:
 
 - `advance_to(t)` runs the rank's own steps (independent DP ranks: dense models, each engine on its own
-  clock) that start before `t`. Runs of identical decode steps stay open across calls
-  (`Scheduler.decode_run`),
-  so a rank that receives nothing is not cut at every arrival elsewhere; one that receives a request closes
-  its run first.
+  clock) that start before `t`, runs of identical decode steps together (`DecodeCohort.run_until`); the
+  decoding requests stay one cohort across calls, so cutting a run at an arrival elsewhere costs nothing.
 - `begin_step` / `end_step` run one step whose start and length the caller sets (lockstep DP ranks: MoE
   models step together, see `dp.run`); `begin_step` returns None when the rank has nothing to schedule.
+  The scheduler's decode cohort makes each such step cost what is not a plain decode.
 
 Per step the rank records the same timeline columns as the single-engine simulator, so each rank's result
 is a `SimulationResult` that every single-engine summary and renderer reads as it is.
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomguard.simulate.run import OomEvent, RequestStats, SimulationConfig, SimulationResult, Timeline
-from oomguard.simulate.scheduler import DecodeRun, Scheduler, SimRequest, StepPlan
+from oomguard.simulate.scheduler import Scheduler, SimRequest, StepPlan
 from oomguard.simulate.step_memory import Row, StepShape, step_peak_bytes
 
 DUMMY_ROWS = (Row(1, 0, True, False),)  # vLLM's dummy batch: one token, nothing sampled
@@ -50,7 +49,7 @@ class RankEngine:
     def __init__(self, index: int, config: SimulationConfig, by_steps: bool) -> None:
         self.index = index
         self.config = config
-        self.sched = Scheduler(config.scheduler)
+        self.sched = Scheduler(config.scheduler, cohorts=config.fast_forward)
         self.by_steps = by_steps
         self.now = 0.0
         self.step = 0
@@ -66,16 +65,13 @@ class RankEngine:
         self.finished: list[SimRequest] = []
         self.unservable = 0
         self.steady = False
-        self._run: DecodeRun | None = None
-        self._run_first = 0  # timeline index of the open run's first step
-        self._run_peak = 0
+        self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
         self._pending: StepPlan | None = None
 
     # ----- requests -------------------------------------------------------------------------------------
 
     def add(self, request: SimRequest, at: float) -> None:
         """The balancer chose this rank for `request` at time `at` (the rank has run every step before)."""
-        self._close_run()
         if not self.sched.has_unfinished():
             self.now = max(self.now, at)
             if self.by_steps:
@@ -101,8 +97,6 @@ class RankEngine:
             return 0, 0, 0.0
         cols = self.cols
         kv = cols["kv_blocks_used"][i] / self.usable
-        if self._run is not None and i >= self._run_first:
-            return len(self.sched.waiting), self._run.num_requests, kv
         waiting, running = int(cols["waiting"][i]), int(cols["running"][i])
         if times[i] + cols["duration"][i] <= at:
             running -= int(cols["finished"][i])  # published again after the step: finished ones gone
@@ -113,7 +107,8 @@ class RankEngine:
     def advance_to(self, t: float) -> None:
         """Run every step of this rank that starts before `t`."""
         while self.now < t and self.sched.has_unfinished():
-            may_run = self._run is not None or (self.steady and self.config.fast_forward)
+            # As in `run.simulate`: after a steady step, or whenever the queue is empty.
+            may_run = self.config.fast_forward and (self.steady or not self.sched.waiting)
             if may_run and self._advance_run(t):
                 continue
             load = self.begin_step()
@@ -130,83 +125,71 @@ class RankEngine:
         return step_time.step_seconds(load.tokens, load.decode_context, load.prefill_attention)
 
     def _advance_run(self, t: float) -> bool:
-        """Advance the open (or a new) decode run by the steps starting before `t`; False when no run
-        applies."""
-        run = self._run
-        if run is None:
-            max_steps = self.config.max_steps
-            run = self.sched.decode_run(1 << 62 if not max_steps else max(0, max_steps - self.executed))
-            if run is None:
+        """Run the identical decode steps that start before `t` (`DecodeCohort.run_until`); False when none
+        could run here."""
+        sched = self.sched
+        if not sched.decode_run_ready():
+            self.steady = False
+            return False
+        cohort = sched.cohort
+        assert cohort is not None
+        num = cohort.size
+        peak = 0
+        act = self.config.activation
+        if act is not None:
+            peak = self._decode_peaks.get(num, -1)
+            if peak < 0:
+                peak = self._decode_peaks[num] = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
+            headroom = self.config.headroom_bytes
+            if headroom is not None and peak > headroom:
                 self.steady = False
                 return False
-            num = run.num_requests
-            peak = 0
-            act = self.config.activation
-            if act is not None:
-                peak = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
-                headroom = self.config.headroom_bytes
-                if headroom is not None and peak > headroom:
-                    self.steady = False
-                    return False
-            self._run, self._run_first, self._run_peak = run, self.executed, peak
+        rows = cohort.rows_after(cohort.steps) if peak > self.peak_value else []
+        max_steps = self.config.max_steps
+        limit = 1 << 62 if not max_steps else max(0, max_steps - self.executed)
+        step_time = None if self.by_steps else self.config.step_time
+        times, durations, kv_used = cohort.run_until(self.now, t, step_time, limit)
+        k = len(times)
+        if not k:
+            self.steady = False
+            return False
+        if peak > self.peak_value:
+            self.peak_value, self.peak_index = peak, self.executed
+            self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
         cols = self.cols
-        num = run.num_requests
-        while self.now < t:
-            context = run.decode_context
-            if not run.advance():
-                self._close_run()
-                self.steady = False
-                return True
-            duration = 1.0 if self.by_steps else self._seconds(num, context)
-            cols["step"].append(self.step)
-            cols["time"].append(self.now)
-            cols["duration"].append(duration)
-            cols["kv_blocks_used"].append(self.sched.kv.num_used)
-            self.now += duration
-            self.step += 1
-        return True
-
-    def _seconds(self, tokens: int, context: int) -> float:
-        step_time = self.config.step_time
-        assert step_time is not None
-        return step_time.step_seconds(tokens, context, 0)
-
-    @property
-    def executed(self) -> int:
-        return len(self.cols["time"])
-
-    def _close_run(self) -> None:
-        run = self._run
-        if run is None:
-            return
-        run.close()
-        self._run = None
-        k = self.executed - self._run_first
-        num = run.num_requests
-        cols = self.cols
+        cols["step"].extend(range(self.step, self.step + k))
+        cols["time"].extend(times)
+        cols["duration"].extend(durations)
+        cols["kv_blocks_used"].extend(kv_used)
         for name, value in (
             ("tokens", num),
             ("num_prefills", 0),
             ("num_decodes", num),
             ("max_prefill", 0),
             ("running", num),
-            ("waiting", len(self.sched.waiting)),
+            ("waiting", len(sched.waiting)),
             ("preempted", 0),
             ("admitted", 0),
             ("finished", 0),
-            ("peak_bytes", self._run_peak),
+            ("peak_bytes", peak),
         ):
             cols[name].extend([value] * k)
+        self.now = times[-1] + durations[-1]
+        self.step += k
+        return True
+
+    @property
+    def executed(self) -> int:
+        return len(self.cols["time"])
 
     # ----- one step -------------------------------------------------------------------------------------
 
     def begin_step(self) -> StepLoad | None:
         """Schedule the next step at `self.now`; None when nothing could be scheduled (a request that never
         fits the pool is dropped, as the single-engine simulator does)."""
-        self._close_run()
         sched = self.sched
         plan = sched.schedule()
-        if not plan.decodes and not plan.chunks:
+        if not plan.num_decodes and not plan.chunks:
             self.steady = False
             if not sched.running and sched.waiting:
                 stuck = sched.waiting.popleft()
@@ -221,7 +204,7 @@ class RankEngine:
             return None
         self._pending = plan
         prefills = max_prefill = prefill_attn = 0
-        sampling = len(plan.decodes)
+        sampling = plan.num_decodes
         for request, k, before in plan.chunks:
             prefills += 1
             max_prefill = max(max_prefill, k)
@@ -232,7 +215,7 @@ class RankEngine:
             if request.first_scheduled is None:
                 request.first_scheduled = self.now
         return StepLoad(
-            plan.tokens, prefills, max_prefill, len(plan.decodes), sampling, plan.decode_context, prefill_attn
+            plan.tokens, prefills, max_prefill, plan.num_decodes, sampling, plan.decode_context, prefill_attn
         )
 
     def end_step(
@@ -256,7 +239,7 @@ class RankEngine:
             and not finished
             and not plan.admitted
             and not plan.preempted
-            and len(plan.decodes) == plan.num_running
+            and plan.num_decodes == plan.num_running
         )
         cols = self.cols
         for name, value in (
@@ -265,7 +248,7 @@ class RankEngine:
             ("duration", duration),
             ("tokens", plan.tokens),
             ("num_prefills", len(plan.chunks)),
-            ("num_decodes", len(plan.decodes)),
+            ("num_decodes", plan.num_decodes),
             ("max_prefill", max((k for _, k, _ in plan.chunks), default=0)),
             ("running", plan.num_running),
             ("waiting", plan.num_waiting),
@@ -282,7 +265,6 @@ class RankEngine:
     def idle_step(self, start: float, duration: float, peak: int) -> None:
         """A lockstep step in which this rank had nothing to schedule: vLLM runs a dummy batch (one token) so
         that the collectives complete. Recorded as a step with no requests."""
-        self._close_run()
         self._judge(start, peak, lambda: DUMMY_ROWS, self.sched.kv.num_used)
         cols = self.cols
         for name, value in (
@@ -332,20 +314,20 @@ class RankEngine:
         act = self.config.activation
         if act is None:
             return 0
-        sampling = len(plan.decodes)
+        sampling = plan.num_decodes
         max_prefill = 0
         for request, k, before in plan.chunks:
             max_prefill = max(max_prefill, k)
             if before + k >= request.num_tokens:
                 sampling += 1
         return step_peak_bytes(
-            plan.tokens, len(plan.chunks), max_prefill, len(plan.decodes), sampling, act, self.config.memory
+            plan.tokens, len(plan.chunks), max_prefill, plan.num_decodes, sampling, act, self.config.memory
         )
 
     # ----- result ---------------------------------------------------------------------------------------
 
     def result(self, source: str, clock: str, arrived: int, rejected: int) -> SimulationResult:
-        self._close_run()
+        self.sched.dissolve_cohort()
         reqs = self.requests
         done = [r for r in reqs if r.finished_at is not None]
         stats = RequestStats(
@@ -379,5 +361,5 @@ class RankEngine:
 
 def _rows(plan: StepPlan) -> tuple[Row, ...]:
     rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
-    rows.extend(Row(1, request.num_computed - 1, True, True) for request in plan.decodes)
+    rows.extend(Row(1, before, True, True) for _, before in plan.decode_rows())
     return tuple(rows)

@@ -9,7 +9,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from oomguard.simulate.dp.run import DpResult, RankEvent
-from oomguard.simulate.html_report import CHART_H, CHART_MARGIN, CHART_PAD, CHART_W, _axes, _buckets, _points
+from oomguard.simulate.html_report import (
+    BUCKETS,
+    CHART_H,
+    CHART_MARGIN,
+    CHART_PAD,
+    CHART_W,
+    _axes,
+    _buckets,
+    nice_top,
+    slice_max,
+    step_path,
+)
 from oomguard.simulate.report import _num
 from oomguard.simulate.report import summary_dict as rank_dict
 from oomguard.simulate.run import SimulationResult, Summary, summarize
@@ -192,62 +203,90 @@ def summaries_of(result: DpResult) -> list[Summary]:
     return [summarize(r) for r in result.ranks]
 
 
-def _rank_lines(result: DpResult, column: str, percent: bool, x0: float, x1: float, top: float) -> str:
+def _rank_paths(
+    result: DpResult, column: str, percent: bool, x0: float, x1: float, top: float
+) -> tuple[str, float]:
+    """Each rank's series drawn as steps over the same time slices (`html_report.slice_max`), and the
+    highest value drawn."""
     parts = []
+    highest = 0.0
+    width = (x1 - x0) / BUCKETS
     for k, rank in enumerate(result.ranks):
-        scale = 100.0 / rank.usable_blocks if percent else 1.0
         tl = rank.timeline
-        buckets = _buckets(len(tl))
-        values: Sequence[float] = getattr(tl, column)
-        xs = [tl.time[b[0]] for b in buckets]
-        ys = [max(values[i] for i in b) * scale for b in buckets]
+        scale = 100.0 / rank.usable_blocks if percent else 1.0
+        values = [v * scale for v in getattr(tl, column)]
+        sliced = slice_max(tl.time, tl.duration, values, x0, x1)
+        highest = max(highest, max(sliced, default=0.0))
         colour = RANK_COLOURS[k % len(RANK_COLOURS)]
         parts.append(
-            f'<polyline class="rank" data-rank="{k}" stroke="{colour}" '
-            f'points="{_points(xs, ys, x0, x1, top)}">'
-            f"<title>rank {k}</title></polyline>"
+            f'<path class="rank" data-rank="{k}" stroke="{colour}" '
+            f'd="{step_path(sliced, x0, width, x1 - x0, top) if top else ""}">'
+            f"<title>rank {k}</title></path>"
         )
-    return "".join(parts)
+    return "".join(parts), highest
+
+
+def _chart(
+    key: str, title: str, y_unit: str, top: float, fmt: str, body: str, x0: float, x1: float, unit: str
+) -> str:
+    view = f"0 -{CHART_MARGIN} {CHART_PAD + CHART_W + 3 * CHART_MARGIN} {CHART_H + 2 * CHART_MARGIN + 14}"
+    return (
+        f'<h2>{html.escape(title)}</h2>\n<svg class="chart" id="{key}" viewBox="{view}" role="img" '
+        f'aria-label="{html.escape(title)} over {unit}">{_axes(x0, x1, top, unit, fmt, y_unit)}{body}</svg>'
+    )
+
+
+# Records any element wider than its box (the browser test reads it), as the single-engine page does.
+_SCRIPT = """
+(function () {
+  "use strict";
+  var wide = [];
+  Array.prototype.forEach.call(document.querySelectorAll("body *"), function (el) {
+    if (el instanceof HTMLElement && el.scrollWidth > el.clientWidth + 1) { wide.push(el.id || el.tagName); }
+  });
+  if (document.documentElement.scrollWidth > window.innerWidth + 1) { wide.push("page"); }
+  document.documentElement.dataset.overflow = wide.join(" ");
+  document.documentElement.dataset.chart = "ready";
+})();
+"""
 
 
 def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any]) -> str:
-    """A self-contained page: the summary, then per-rank lines of KV usage, running and waiting requests, and
-    the imbalance series against the 15% line."""
+    """A self-contained page: the summary, then per-rank KV usage, running and waiting requests, and the
+    imbalance series against the 15% line. Drawn as the single-engine page draws (`html_report`): every
+    series step-drawn over equal time slices, each slice the maximum of the steps it overlaps, so a one-step
+    spike stays visible at any width; each chart on its own axis with its unit; text wraps."""
     unit = "steps" if result.clock == STEPS else "s"
     starts = [r.timeline.time[0] for r in result.ranks if len(r.timeline)]
     ends = [r.timeline.time[-1] + r.timeline.duration[-1] for r in result.ranks if len(r.timeline)]
     x0, x1 = (min(starts), max(ends)) if starts else (0.0, 1.0)
-    view = f"0 -{CHART_MARGIN} {CHART_PAD + CHART_W + 3 * CHART_MARGIN} {CHART_H + 2 * CHART_MARGIN + 14}"
+    if x1 <= x0:
+        x1 = x0 + 1.0
     charts = []
-    for title, column, percent in (
-        ("KV cache used (%)", "kv_blocks_used", True),
-        ("running requests", "running", False),
-        ("waiting requests", "waiting", False),
+    for key, title, y_unit, column, percent in (
+        ("chart-kv_blocks_used", "KV cache used, a line per rank", "% of blocks", "kv_blocks_used", True),
+        ("chart-running", "Running requests, a line per rank", "requests", "running", False),
+        ("chart-waiting", "Waiting requests, a line per rank", "requests", "waiting", False),
     ):
         if percent:
-            top, axis_top = 105.0, 100.0
+            top = 100.0
         else:
             highest = max((max(getattr(r.timeline, column), default=0) for r in result.ranks), default=0)
-            top = axis_top = highest * 1.05 or 1.0
-        lines = _rank_lines(result, column, percent, x0, x1, top)
-        axes = _axes(x0, x1, axis_top, unit, ".0f")
-        charts.append(
-            f'<h2>{html.escape(title)}, a line per rank</h2>\n<svg class="chart" id="chart-{column}" '
-            f'viewBox="{view}" role="img" aria-label="{html.escape(title)} per rank">{axes}{lines}</svg>'
-        )
+            top = nice_top(max(2, highest))
+        paths, _ = _rank_paths(result, column, percent, x0, x1, top)
+        charts.append(_chart(key, title, y_unit, top, ".0f" if percent else ",g", paths, x0, x1, unit))
     imb = result.imbalance
-    buckets = _buckets(len(imb.values))
-    xs = [imb.times[b[0]] for b in buckets]
-    ys = [max(imb.values[i] for i in b) * 100 for b in buckets]
-    top = max(max(ys, default=0.0), imb.threshold * 100) * 1.1 or 1.0
+    values = [v * 100 for v in imb.values]
+    sliced = slice_max(imb.times, [imb.sample_s] * len(values), values, x0, x1)
+    top = nice_top(max(max(sliced, default=0.0), imb.threshold * 100) * 1.05)
     y = CHART_H - imb.threshold * 100 * CHART_H / top
-    charts.append(
-        f"<h2>KV imbalance across ranks, (max - min) / mean (%), against {imb.threshold:.0%}</h2>\n"
-        f'<svg class="chart" id="chart-imbalance" viewBox="{view}" role="img" aria-label="imbalance">'
-        f"{_axes(x0, x1, top, unit, '.0f')}"
-        f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}"/>'
-        f'<polyline class="imb" points="{_points(xs, ys, x0, x1, top)}"/></svg>'
+    body = (
+        f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}">'
+        f"<title>{imb.threshold:.0%}</title></line>"
+        f'<path class="imb" d="{step_path(sliced, x0, (x1 - x0) / BUCKETS, x1 - x0, top)}"/>'
     )
+    title = f"KV imbalance across ranks, (max - min) / mean, against {imb.threshold:.0%} (dashed red)"
+    charts.append(_chart("chart-imbalance", title, "%", top, ".0f", body, x0, x1, unit))
     legend = " ".join(
         f'<span style="color:{RANK_COLOURS[k % len(RANK_COLOURS)]}">&#9632; rank {k}</span>'
         for k in range(len(result.ranks))
@@ -257,18 +296,22 @@ def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>oomguard simulate: data parallel</title>
 <style>
-body{{font-family:system-ui,sans-serif;margin:2em;max-width:1000px}}
-pre{{background:#f6f6f6;padding:1em;overflow:auto}}
-svg.chart{{width:100%;height:auto;background:#fff}} .frame{{fill:none;stroke:#ccc}}
-.tick{{font-size:11px;fill:#555}}
-.rank{{fill:none;stroke-width:1.1}} .imb{{fill:none;stroke:#444;stroke-width:1.1}}
-.head{{stroke:#d62728;stroke-dasharray:6 4}}
+body{{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1000px;padding:0 1em}}
+pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
+svg.chart{{width:100%;height:auto;background:#fff;display:block}} .frame{{fill:none;stroke:#ccc}}
+.tick{{font-size:11px;fill:#555}} .unit{{font-size:11px;fill:#333}}
+h2{{font-size:1.05em;margin:1.2em 0 0.3em}}
+.rank,.imb{{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}}
+.imb{{stroke:#444}}
+.head{{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;
+shape-rendering:crispEdges}}
 </style></head><body>
 <h1>oomguard simulate: data parallel</h1>
 <pre id="summary">{text}</pre>
 <p id="legend">{legend}</p>
 {chr(10).join(charts)}
 <details><summary>JSON</summary><pre>{data}</pre></details>
+<script>{_SCRIPT}</script>
 </body></html>
 """
 
