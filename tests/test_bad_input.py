@@ -736,3 +736,13 @@ def test_random_config_json_values_are_handled(key: str, value: object, tmp_path
 def test_random_flag_values_into_plan_are_handled(flag: str, value: str):
     code, err = cli_exit(["plan", MODEL, flag, value, "--no-fixes"])
     assert code in (0, 1, 2) and "internal error" not in err, err
+
+
+@pytest.mark.parametrize(
+    "flags", [["--data-parallel-size", "4563077169"], ["-tp", "8", "-pp", "128", "-dp", "256"]]
+)
+def test_a_deployment_larger_than_any_cluster_is_refused_as_a_typo(flags: list[str]) -> None:
+    """Found by the random-flag test: a DP size of 4.5 billion sized per-rank host tables until memory ran
+    out. Now a one-line error naming the GPU count."""
+    code, err = cli_exit(["plan", MODEL, *flags, "--no-fixes"])
+    assert code == 2 and "GPUs, more than any deployment" in err and "internal error" not in err, err

@@ -220,6 +220,10 @@ def capture_sizes(
 # `why` the reason each value is what it is; resolve_engine_config runs them in vLLM's order.
 
 
+# More GPUs than any cluster holds: a parallel size this large is a typo (and would size per-rank tables).
+MAX_DEPLOYMENT_GPUS = 1 << 17
+
+
 def _parallel_sizes(get: Getter) -> tuple[int, int, int, int, bool]:
     """TP, PP, DP, DCP (each at least 1) and expert parallelism."""
     sizes = [
@@ -238,6 +242,11 @@ def _parallel_sizes(get: Getter) -> tuple[int, int, int, int, bool]:
         if value < 1:
             raise ParallelismError(f"{name} must be at least 1, got {value}")
     tp, pp, dp, dcp = sizes
+    if tp * pp * dp > MAX_DEPLOYMENT_GPUS:
+        raise ParallelismError(
+            f"TP {tp} x PP {pp} x DP {dp} is {tp * pp * dp:,} GPUs, more than any deployment "
+            f"(oomguard plans up to {MAX_DEPLOYMENT_GPUS:,}): a typo in a parallel size?"
+        )
     return tp, pp, dp, dcp, bool(get("enable_expert_parallel", False))
 
 
