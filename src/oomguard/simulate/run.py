@@ -261,11 +261,7 @@ class _Replay:
         activation = config.activation
         peak = 0
         if activation is not None:
-            peak = self._decode_peaks.get(num, -1)
-            if peak < 0:
-                peak = self._decode_peaks[num] = step_peak_bytes(
-                    num, 0, 0, num, num, activation, config.memory
-                )
+            peak = decode_step_peak(self._decode_peaks, num, activation, config.memory)
             if config.headroom_bytes is not None and peak > config.headroom_bytes:
                 self.steady = False
                 return 0  # an OOM step: scheduled on its own, so it is recorded
@@ -284,24 +280,7 @@ class _Replay:
         if config.record_chunks:
             rids = [r.rid for r, _ in rows]
             self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for _, b in rows])) for j in range(k))
-        cols = self.cols
-        cols["step"].extend(range(self.step, self.step + k))
-        cols["time"].extend(times)
-        cols["duration"].extend(durations)
-        cols["kv_blocks_used"].extend(kv_used)
-        for name, value in (
-            ("tokens", num),
-            ("num_prefills", 0),
-            ("num_decodes", num),
-            ("max_prefill", 0),
-            ("running", num),
-            ("waiting", len(sched.waiting)),
-            ("preempted", 0),
-            ("admitted", 0),
-            ("finished", 0),
-            ("peak_bytes", peak),
-        ):
-            cols[name].extend([value] * k)
+        record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
         self.executed += k
@@ -391,7 +370,7 @@ class _Replay:
         over = headroom is not None and peak > headroom
         if peak <= self.peak_value and not over:
             return
-        rows = _rows(plan)
+        rows = step_rows(plan)
         if peak > self.peak_value:
             self.peak_value, self.peak_index, self.peak_rows = peak, self.executed, rows
         if over:
@@ -452,7 +431,48 @@ class _Replay:
         )
 
 
-def _rows(plan: StepPlan) -> tuple[Row, ...]:
+def decode_step_peak(
+    cache: dict[int, int], num: int, activation: ActivationModel, memory: StepMemoryOptions
+) -> int:
+    """The activation peak of a step of `num` decodes (memoized per size: decode runs repeat it)."""
+    peak = cache.get(num, -1)
+    if peak < 0:
+        peak = cache[num] = step_peak_bytes(num, 0, 0, num, num, activation, memory)
+    return peak
+
+
+def record_decode_run(
+    cols: dict[str, list[Any]],
+    first_step: int,
+    times: list[float],
+    durations: list[float],
+    kv_used: list[int],
+    num: int,
+    waiting: int,
+    peak: int,
+) -> None:
+    """Append a run of identical decode steps of `num` requests to the timeline columns."""
+    k = len(times)
+    cols["step"].extend(range(first_step, first_step + k))
+    cols["time"].extend(times)
+    cols["duration"].extend(durations)
+    cols["kv_blocks_used"].extend(kv_used)
+    for name, value in (
+        ("tokens", num),
+        ("num_prefills", 0),
+        ("num_decodes", num),
+        ("max_prefill", 0),
+        ("running", num),
+        ("waiting", waiting),
+        ("preempted", 0),
+        ("admitted", 0),
+        ("finished", 0),
+        ("peak_bytes", peak),
+    ):
+        cols[name].extend([value] * k)
+
+
+def step_rows(plan: StepPlan) -> tuple[Row, ...]:
     """The step's shape, row by row (built only for steps that set a new peak or pass the headroom)."""
     rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
     rows.extend(Row(1, before, True, True) for _, before in plan.decode_rows())

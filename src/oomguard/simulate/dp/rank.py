@@ -23,7 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oomguard.simulate.run import OomEvent, RequestStats, SimulationConfig, SimulationResult, Timeline
+from oomguard.simulate.run import (
+    OomEvent,
+    RequestStats,
+    SimulationConfig,
+    SimulationResult,
+    Timeline,
+    decode_step_peak,
+    record_decode_run,
+    step_rows,
+)
 from oomguard.simulate.scheduler import Scheduler, SimRequest, StepPlan
 from oomguard.simulate.step_memory import Row, StepShape, step_peak_bytes
 
@@ -137,9 +146,7 @@ class RankEngine:
         peak = 0
         act = self.config.activation
         if act is not None:
-            peak = self._decode_peaks.get(num, -1)
-            if peak < 0:
-                peak = self._decode_peaks[num] = step_peak_bytes(num, 0, 0, num, num, act, self.config.memory)
+            peak = decode_step_peak(self._decode_peaks, num, act, self.config.memory)
             headroom = self.config.headroom_bytes
             if headroom is not None and peak > headroom:
                 self.steady = False
@@ -156,24 +163,7 @@ class RankEngine:
         if peak > self.peak_value:
             self.peak_value, self.peak_index = peak, self.executed
             self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
-        cols = self.cols
-        cols["step"].extend(range(self.step, self.step + k))
-        cols["time"].extend(times)
-        cols["duration"].extend(durations)
-        cols["kv_blocks_used"].extend(kv_used)
-        for name, value in (
-            ("tokens", num),
-            ("num_prefills", 0),
-            ("num_decodes", num),
-            ("max_prefill", 0),
-            ("running", num),
-            ("waiting", len(sched.waiting)),
-            ("preempted", 0),
-            ("admitted", 0),
-            ("finished", 0),
-            ("peak_bytes", peak),
-        ):
-            cols[name].extend([value] * k)
+        record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
         return True
@@ -229,7 +219,7 @@ class RankEngine:
         self.now = start
         if peak is None:
             peak = self._own_peak(plan)
-        self._judge(start, peak, lambda: _rows(plan), plan.kv_blocks_used)
+        self._judge(start, peak, lambda: step_rows(plan), plan.kv_blocks_used)
         finished = self.sched.update_from_output(plan, start + duration)
         for request in finished:
             self.finish_times.append(start + duration)
@@ -357,9 +347,3 @@ class RankEngine:
             usable_blocks=self.usable,
             notes=tuple(self.notes),
         )
-
-
-def _rows(plan: StepPlan) -> tuple[Row, ...]:
-    rows = [Row(k, before, False, before + k >= request.num_tokens) for request, k, before in plan.chunks]
-    rows.extend(Row(1, before, True, True) for _, before in plan.decode_rows())
-    return tuple(rows)
