@@ -145,7 +145,11 @@ SIGNALS = frozenset(
         "trt-runtime-buffers",  # TensorRT-LLM: RuntimeBuffers::reshape on the failing stack
         "sleep-mode-oom",  # an OOM raised by vLLM's sleep-mode allocator (cumem_allocator.cpp)
         # other engines
-        "prefill-tokens-dont-fit",  # TGI: "Not enough memory to handle N prefill tokens"
+        # the engine's reservation for its largest prefill batch failed: TGI's warm-up ("Not enough memory to
+        # handle N prefill tokens"), llama.cpp's compute buffer for the worst-case micro-batch
+        "prefill-tokens-dont-fit",
+        # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
+        "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)
         "exception",
         # milestones (phase markers)

@@ -385,6 +385,7 @@ FAILURE_SIGNALS = {
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
     "kv-pool-dry",
+    "lora-cache-full",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -410,6 +411,7 @@ SIGNAL_PHASE = {
     "sglang-kv-alloc-failed": "runtime",
     "prefill-tokens-dont-fit": "startup-profile",
     "kv-pool-dry": "runtime",
+    "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
@@ -784,6 +786,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "kv-exhaustion-at-runtime",
             STRONG + 0.5,
             "the KV pool had no room left for the running requests",
+            s,
+        )
+    for s in ev.signals("lora-cache-full"):
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG + 0.5,
+            "the LoRA adapter cache is too small for the adapters the requests need",
             s,
         )
     for s in ev.signals("kv-preempted"):

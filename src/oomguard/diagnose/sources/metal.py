@@ -7,6 +7,8 @@ Formats (mlx/backend/metal/allocator.cpp, device.cpp; the IOKit command-buffer s
   Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)").
 - "[metal::malloc] Attempting to allocate 137438953472 bytes which is greater than the maximum allowed buffer
   size of 77309411328 bytes.": one buffer larger than Metal allows (the requested bytes are known).
+- "[metal::malloc] Resource limit (499000) exceeded.": MLX counts the Metal buffers alive against the device's
+  resource limit; a count of buffers, not bytes: an error that names no memory mechanism (`exception`).
 """
 
 from __future__ import annotations
@@ -19,21 +21,26 @@ from oomguard.diagnose.sources.base import LineParser, Message
 from oomguard.diagnose.sources.triggers import Triggers
 
 _MALLOC = re.compile(r"\[metal::malloc\] Attempting to allocate (?P<req>\d+) bytes")
-_IOGPU_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"  # Apple's GPU driver status, whoever prints it
+_RESOURCE_LIMIT = re.compile(r"\[metal::malloc\] Resource limit \((?P<n>\d+)\) exceeded")
+IOGPU_OOM = "kIOGPUCommandBufferCallbackErrorOutOfMemory"  # Apple's GPU driver status, whoever prints it
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("[metal::malloc]", _IOGPU_OOM))
+    TRIGGERS = Triggers(words=("[metal::malloc]", IOGPU_OOM))
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         requested: int | None = None
         if "[metal::malloc]" in body:
+            limit = _RESOURCE_LIMIT.search(body)
+            if limit:
+                self.ctx.signal(line, body, "exception", metal_buffers_limit=int(limit.group("n")))
+                return
             m = _MALLOC.search(body)
             if not m:
                 return
             requested = int(m.group("req"))
-        elif _IOGPU_OOM not in body:
+        elif IOGPU_OOM not in body:
             return
         self.ctx.emit(
             OomMessage(
