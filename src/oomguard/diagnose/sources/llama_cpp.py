@@ -11,8 +11,8 @@ for the worst-case micro-batch (`n_ubatch` tokens attending over the whole conte
 that reservation is what fails, and it asks more than the KV buffers already placed on the device, it is the
 activation peak (`prefill-tokens-dont-fit`: smaller `-ub` / flash attention), not the KV cache. At runtime, a
 batch that finds no free KV cells is the pool running dry (`kv-pool-dry`).
-Formats (llama.cpp src/llama-context.cpp, src/llama-kv-cache*.cpp, ggml/src/ggml-backend.cpp, ggml/src/ggml-cuda/ggml-cuda.cu,
-tools/mtmd/clip.cpp, tools/server/server.cpp):
+Formats (llama.cpp src/llama-context.cpp, src/llama-kv-cache*.cpp, ggml/src/ggml-backend.cpp,
+ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
 - "llm_load_tensors: ..." / "load_tensors: loading model tensors, ..." (weights)
 - "llama_new_context_with_model: n_ctx = N" / "llama_context: n_ctx = N" / "llama_init_from_model: n_ctx"
 - "llama_kv_cache_unified: CUDA0 KV buffer size = 51200.00 MiB" (also llama_kv_cache_init / llama_kv_cache)
