@@ -228,5 +228,5 @@ def test_mlx_buffer_count_limit_is_not_read_as_memory():
     text = "[metal::malloc] Resource limit (499000) exceeded.\n"
     evidence = read(text)
     assert not evidence.of(OomMessage)
-    assert the(evidence, "exception").number("metal_buffers_limit") == 499000
+    assert the(evidence, "platform-limit").number("metal_buffers") == 499000
     assert oomguard.diagnose(text).top == "other"

@@ -148,6 +148,10 @@ SIGNALS = frozenset(
         # the engine's reservation for its largest prefill batch failed: TGI's warm-up ("Not enough memory to
         # handle N prefill tokens"), llama.cpp's compute buffer for the worst-case micro-batch
         "prefill-tokens-dont-fit",
+        # a limit of the platform other than free device memory refused it: a per-allocation cap (Intel XPU's
+        # 4 GB, limit_bytes), a count of live buffers (Metal's resource limit), a core's scratch memory at
+        # compile time (XLA's SMEM/VMEM)
+        "platform-limit",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)

@@ -28,6 +28,7 @@ from oomguard.diagnose.sources import (
     llama_cpp,
     metal,
     metrics,
+    mlc_llm,
     nvidia_smi,
     prose,
     ps,
@@ -37,6 +38,9 @@ from oomguard.diagnose.sources import (
     torch_snapshot,
     traceback,
     vllm_log,
+    vllm_platforms,
+    xla,
+    xpu,
 )
 from oomguard.diagnose.sources.base import Context, LineParser
 from oomguard.errors import InputFormatError
@@ -56,6 +60,10 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     tgi,
     exllama,
     metal,
+    vllm_platforms,
+    xla,
+    xpu,
+    mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20

@@ -791,6 +791,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the KV pool had no room left for the running requests",
             s,
         )
+    _platform_limit(ev, t)
     for s in ev.signals("lora-cache-full"):
         t.add(
             "spec-decode-or-lora-extra",
@@ -805,6 +806,29 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the scheduler preempted requests for lack of KV space",
             s,
         )
+
+
+def _platform_limit(ev: Evidence, t: Tally) -> None:
+    """A limit of the platform other than free memory refused it: a buffer count or a core's scratch memory
+    outright; a per-allocation cap when the device had the memory for the request (splitting the tensor, or
+    the runtime's relaxed-limits setting, is the fix), else the request was too large anyway."""
+    for s in ev.signals("platform-limit")[:1]:
+        cap = s.number("limit_bytes")
+        if cap is None:
+            t.add("other", STRONG, "a limit of the platform refused it, not the device's free memory", s)
+            continue
+        requested, total = s.number("requested_bytes"), s.number("total_bytes")
+        if requested and total and requested <= total - (s.number("reserved_bytes") or 0):
+            room = total - (s.number("reserved_bytes") or 0)
+            t.add(
+                "other",
+                STRONG,
+                f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
+                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB",
+                s,
+            )
+            for cls in ("activation-peak", "other-process-or-shared-gpu", "weights-dont-fit"):
+                t.add(cls, -MEDIUM, "the device had the memory: a cap refused the request", s)
 
 
 # Weights this small against the budget cannot be what left the KV pool empty.

@@ -8,7 +8,7 @@ Formats (mlx/backend/metal/allocator.cpp, device.cpp; the IOKit command-buffer s
 - "[metal::malloc] Attempting to allocate 137438953472 bytes which is greater than the maximum allowed buffer
   size of 77309411328 bytes.": one buffer larger than Metal allows (the requested bytes are known).
 - "[metal::malloc] Resource limit (499000) exceeded.": MLX counts the Metal buffers alive against the device's
-  resource limit; a count of buffers, not bytes: an error that names no memory mechanism (`exception`).
+  resource limit; a count of buffers, not bytes (`platform-limit`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Parser(LineParser):
         if "[metal::malloc]" in body:
             limit = _RESOURCE_LIMIT.search(body)
             if limit:
-                self.ctx.signal(line, body, "exception", metal_buffers_limit=int(limit.group("n")))
+                self.ctx.signal(line, body, "platform-limit", metal_buffers=int(limit.group("n")))
                 return
             m = _MALLOC.search(body)
             if not m:
