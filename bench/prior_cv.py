@@ -168,7 +168,9 @@ class Row:
         if not self.answered:
             return []
         if prior is None:
-            return sorted(CLASSES, key=lambda c: (-self.scores[c], CLASSES.index(c)))
+            # as diagnose lists them: the first, then only causes with some weight
+            ranked = sorted(CLASSES, key=lambda c: (-self.scores[c], CLASSES.index(c)))
+            return ranked[:1] + [c for c in ranked[1:] if self.scores[c] > 0]
         left = max(0.0, 1.0 - sum(self.conf.values()))
         mixed = {c: self.conf[c] + left * prior.get(c, 0.0) for c in CLASSES}
         return sorted(CLASSES, key=lambda c: (-mixed[c], CLASSES.index(c)))
