@@ -229,7 +229,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "load_model",
             "load_weights",
-            "create_weights",
+            "create_weight",  # vLLM's create_weights, TurboMind's _create_weight
+            # a `with torch.device(...)` context: vLLM and SGLang build the model's modules under one, so
+            # every parameter they create passes through it
+            "torch/utils/_device.py",
             "weight_loader",
             "model_loader",
             "process_weights_after_loading",
@@ -621,7 +624,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
-        t.add("weights-dont-fit", STRONG, "vLLM failed loading the weights for lack of GPU memory", s)
+        t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
@@ -1338,15 +1341,19 @@ def _host(ev: Evidence, t: Tally) -> None:
     totals = [h for h in ev.of(HostMemory) if h.quantity == "total"]
     if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
         t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
-    rss = [h for h in ev.of(HostMemory) if h.quantity == "rss"]
-    if (
-        len(rss) >= 3
-        and all(b.value >= a.value for a, b in itertools.pairwise(rss))
-        and rss[-1].value >= 1.2 * rss[0].value
-    ):
-        t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
-        if t.score("host-ram-oom") > 0:
-            t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+    by_process: dict[str, list[HostMemory]] = {}
+    for h in ev.of(HostMemory):
+        if h.quantity == "rss":
+            by_process.setdefault(h.scope, []).append(h)
+    for rss in by_process.values():  # one process's resident memory, sample after sample
+        if (
+            len(rss) >= 3
+            and all(b.value >= a.value for a, b in itertools.pairwise(rss))
+            and rss[-1].value >= 1.2 * rss[0].value
+        ):
+            t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
+            if t.score("host-ram-oom") > 0:
+                t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -1561,6 +1568,16 @@ def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "holds",
             sit.first_failure,
         )
+    if weights is not None and total and weights >= total:
+        # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
+        t.add(
+            "weights-dont-fit",
+            STRONG,
+            f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU, more than the "
+            f"{total / GIB:.1f} GiB device holds",
+            sit.first_failure,
+        )
+        return
     if weights is None or not total or not sit.failures:
         return
     share = weights / total
