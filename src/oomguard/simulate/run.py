@@ -157,11 +157,12 @@ class _Replay:
         self.config = config
         self.progress = progress
         self.sched = Scheduler(cfg, cohorts=config.fast_forward)
-        interner = KeyInterner() if cfg.enable_prefix_caching else None
-        self.reqs = [
-            SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
-            for i, r in enumerate(workload.requests)
-        ]
+        self.interner = KeyInterner() if cfg.enable_prefix_caching else None
+        # A request's scheduling state is made when it arrives: a trace of millions of rows stays in the
+        # workload's columns until then (and a --max-steps run never makes the rest).
+        self.trace = workload.requests
+        self.arrivals = workload.arrivals
+        self.reqs: list[SimRequest] = []  # the arrived ones, in arrival order
         self.by_steps = workload.clock == STEPS
         if not self.by_steps and config.step_time is None:
             raise ValueError("a workload timed in seconds needs a step-time model")
@@ -188,15 +189,15 @@ class _Replay:
 
     def run(self) -> None:
         sched = self.sched
-        reqs = self.reqs
-        n = len(reqs)
+        arrivals = self.arrivals
+        n = len(arrivals)
         fast_forward = self.config.fast_forward
         while True:
             arrived = self._take_arrivals()
             if not sched.has_unfinished():
                 if self.nxt >= n:
                     break
-                self.now = reqs[self.nxt].arrival  # idle until the next arrival
+                self.now = arrivals[self.nxt]  # idle until the next arrival
                 if self.by_steps:
                     self.step = int(self.now)
                 continue
@@ -218,12 +219,16 @@ class _Replay:
 
     def _take_arrivals(self) -> bool:
         """Queue every request that has arrived by now; True when one joined the waiting queue."""
-        reqs = self.reqs
-        n = len(reqs)
+        arrivals = self.arrivals
+        n = len(arrivals)
         max_len = self.config.scheduler.max_model_len
         arrived = False
-        while self.nxt < n and reqs[self.nxt].arrival <= self.now:
-            request = reqs[self.nxt]
+        while self.nxt < n and arrivals[self.nxt] <= self.now:
+            r = self.trace[self.nxt]
+            request = SimRequest(
+                r.rid, self.nxt, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, self.interner
+            )
+            self.reqs.append(request)
             self.nxt += 1
             if request.prompt_tokens >= max_len:
                 self.rejected += 1  # vLLM InputProcessor: the prompt must be shorter than max_model_len
@@ -235,7 +240,7 @@ class _Replay:
     def _stop_after_step(self) -> bool:
         """Report progress; True when `max_steps` or the first OOM ends the replay."""
         if self.progress is not None and self.executed >= self.next_progress:
-            self.progress(self.now, self.executed, self.finished_count, len(self.reqs))
+            self.progress(self.now, self.executed, self.finished_count, len(self.arrivals))
             self.next_progress = self.executed + PROGRESS_EVERY_STEPS
         if self.max_steps and self.executed >= self.max_steps:
             self.notes.append(f"stopped after --max-steps {self.max_steps}")
@@ -267,7 +272,7 @@ class _Replay:
                 return 0  # an OOM step: scheduled on its own, so it is recorded
         rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
         limit = self.max_steps - self.executed if self.max_steps else 1 << 62
-        next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
+        next_arrival = self.arrivals[self.nxt] if self.nxt < len(self.arrivals) else math.inf
         step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
         times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit)
         k = len(times)
@@ -405,7 +410,7 @@ class _Replay:
             ttfts=tuple(r.first_token - r.arrival for r in done if r.first_token is not None),
             latencies=tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None),
             output_tokens=sum(r.num_output for r in reqs),
-            prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
+            prompt_tokens=sum(r.prompt_tokens for r in reqs),  # the arrived ones
             prefix_hit_tokens=self.sched.prefix_hits,
             prefix_query_tokens=self.sched.prefix_queries,
         )
