@@ -88,6 +88,19 @@ def run_one(row: dict[str, object]) -> Outcome:
     return Outcome(str(row["id"]), want, ranked, answered, machine, grep_rank(text), crashed)
 
 
+# Which harvest round a corpus row came from (bench/data/oom_corpus/README.md): a round's frozen rows were
+# unseen by every rule change made before it landed, so its score is reported on its own too.
+ROUND_OF_HARVESTER = {
+    "corpus-vllm": 1,
+    "corpus-other": 1,
+    "harvest-vllm": 2,
+    "harvest-other": 2,
+    "harvest3-vllm": 3,
+    "harvest3-other": 3,
+    "harvest3-sglang": 3,
+}
+
+
 def pct(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.1%}" if n else "0/0"
 
@@ -95,6 +108,7 @@ def pct(k: int, n: int) -> str:
 def report(name: str, rows: list[dict[str, object]], cases: bool) -> None:
     started = time.perf_counter()
     outcomes = [run_one(r) for r in rows]
+    rounds = [ROUND_OF_HARVESTER.get(str(r.get("harvester")), 0) for r in rows]
     elapsed = time.perf_counter() - started
     n = len(outcomes)
     print(f"\n=== {name}: {n} reports ===")
@@ -113,6 +127,14 @@ def report(name: str, rows: list[dict[str, object]], cases: bool) -> None:
     crashes = sum(bool(o.crashed) for o in outcomes)
     print(f"diagnose  top-1 {pct(top1, n)}   top-3 {pct(top3, n)}   crashes {crashes}")
     print(f"grep      top-1 {pct(g1, n)}   top-3 {pct(g3, n)}")
+    if any(rounds):
+        parts = []
+        for number in sorted(set(rounds) - {0}):
+            of = [o for o, r in zip(outcomes, rounds, strict=True) if r == number]
+            hits = sum(o.names[:1] == [o.want] for o in of)
+            hits3 = sum(o.want in o.names[:3] for o in of)
+            parts.append(f"round {number} {pct(hits, len(of))} / {hits3 / len(of):.1%}")
+        print("by harvest round (top-1 / top-3): " + "; ".join(parts))
     print(
         f"answer rate {pct(sum(o.answered for o in outcomes), n)}; on machine evidence "
         f"{pct(sum(o.answered for o in machine), len(machine))}"

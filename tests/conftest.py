@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# The property tests run the same examples on every run, so a red CI run always means a change broke
+# something; `HYPOTHESIS_PROFILE=explore pytest ...` searches fresh random inputs for new bugs.
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -168,6 +168,12 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "mllama",
             "qwen2_vl",
             "qwen2_5_vl",
+            # vLLM model files' image/audio paths; SGLang's general_mm_embed_routine / embed_mm_inputs
+            "_process_image_input",
+            "_process_audio_input",
+            "audio_tower",
+            "get_image_feature",
+            "mm_embed",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
@@ -223,7 +229,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "load_model",
             "load_weights",
-            "create_weights",
+            "create_weight",  # vLLM's create_weights, TurboMind's _create_weight
+            # a `with torch.device(...)` context: vLLM and SGLang build the model's modules under one, so
+            # every parameter they create passes through it
+            "torch/utils/_device.py",
             "weight_loader",
             "model_loader",
             "process_weights_after_loading",
@@ -254,6 +263,21 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 UMBRELLA_STEPS = ("_initialize_kv_caches",)
 # A frame in a CUDA-graph module that is not capturing is replaying a captured graph: a runtime step.
 CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
+
+
+# The engines' per-step entry points for requests (vLLM's execute_model, SGLang's scheduler and model runner):
+# after the KV pool was sized, a stack through one of them is serving traffic, whatever startup line came last
+# (startup's own steps, the profile run and graph capture, have frames of their own that are checked first).
+REQUEST_STEP_FRAMES = (
+    "execute_model",
+    "forward_batch_generation",
+    "forward_extend",
+    "forward_decode",
+    "run_batch",
+    "event_loop_normal",
+    "event_loop_overlap",
+    "forward_thread_func",
+)
 
 
 # vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
@@ -454,6 +478,16 @@ def _phase(
         ]
     if milestones:
         last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        step = _request_step(ev)
+        if step is not None and last.name in AFTER_KV_SIZING:
+            return (
+                "runtime",
+                (
+                    f"a request's step is on the stack ({step.function}) after the KV pool was sized "
+                    f"({last.name[10:]}): the server was serving"
+                ),
+                step,
+            )
         gap = _gap(last, first)
         if gap is not None and gap >= SERVING_GAP_S and last.name in AFTER_KV_SIZING:
             return (
@@ -482,6 +516,14 @@ def _phase(
         fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
         return "runtime", "the server was serving (stats lines / request frames)", fact
     return "unknown", "no startup step or serving line in the evidence", None
+
+
+def _request_step(ev: Evidence) -> Frame | None:
+    """The first frame of an engine's per-request step, if the stack has one."""
+    for frame in ev.of(Frame):
+        if frame.function.startswith(REQUEST_STEP_FRAMES):
+            return frame
+    return None
 
 
 def _gap(before: Fact, after: Fact | None) -> float | None:
@@ -582,7 +624,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
-        t.add("weights-dont-fit", STRONG, "vLLM failed loading the weights for lack of GPU memory", s)
+        t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
@@ -896,13 +938,13 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
-        _allocator_quantities(o, t)
+        _allocator_quantities(o, t, setup)
         others = _other_process_bytes(o)
         if others is not None and others >= OTHER_PROCESS_MIN:
             t.add(
                 "other-process-or-shared-gpu",
                 STRONG,
-                "other processes hold GPU memory on the failing device",
+                f"other processes hold {others / GIB:.2f} GiB on the failing device",
                 o,
             )
         elif others == 0 and (o.this_process or len(o.processes) == 1):
@@ -911,7 +953,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             )
 
 
-def _allocator_quantities(o: OomMessage, t: Tally) -> None:
+def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
     """What the allocator's own numbers decide, whatever words surround them."""
     if o.requested and o.total and o.requested >= o.total:
         why = (
@@ -919,6 +961,17 @@ def _allocator_quantities(o: OomMessage, t: Tally) -> None:
             f"{o.total / GIB:.2f} GiB device: the shape of one step, not memory held by anything else"
         )
         t.add("activation-peak", MEDIUM, why, o)  # the frames say whose step (encoder, sampler) when present
+        mm = multimodal_setup(setup)
+        if mm:
+            # The text layers run fused (flash / paged) attention that never holds a tokens x tokens matrix;
+            # a vision tower's fallback attention holds heads x patches x patches for its largest input.
+            t.add(
+                "multimodal-encoder",
+                STRONG,
+                f"{why}; {mm}: a vision encoder's attention without a fused kernel holds heads x patches^2 "
+                "scores for the largest image input",
+                o,
+            )
         for cls in (
             "fragmentation",
             "other-process-or-shared-gpu",
@@ -967,9 +1020,18 @@ def outside_pytorch(o: OomMessage) -> int | None:
 
 
 def _other_process_bytes(o: OomMessage) -> int | None:
-    """Bytes held by processes other than the failing one, from the OOM message's process list."""
+    """Bytes held by processes other than the failing one, from the OOM message's process list, or, when the
+    message says what this process has in use, what the device's used memory leaves for the others
+    (total - free - this process): a container sees no other process's pid, so none is listed, yet their
+    memory is gone from the device all the same."""
     if o.this_process is not None:
-        return sum(used for _, used in o.processes)
+        listed = sum(used for _, used in o.processes)
+        if o.total is None or o.free is None:
+            return listed
+        unseen = o.total - o.free - o.this_process  # with the others' CUDA contexts, a desktop's display
+        return max(
+            listed, unseen if unseen >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total) else 0
+        )
     if len(o.processes) >= 2:
         ordered = sorted(used for _, used in o.processes)
         return sum(ordered[:-1])  # the largest is the failing engine itself
@@ -978,15 +1040,36 @@ def _other_process_bytes(o: OomMessage) -> int | None:
     return None
 
 
+# Engine flags that only a multimodal deployment sets (vLLM, SGLang), as the evidence spelled them.
+MULTIMODAL_FLAGS = (
+    "limit_mm_per_prompt",
+    "mm_processor_kwargs",
+    "mm_encoder_tp_mode",
+    "mm_attention_backend",
+)
+
+
+def multimodal_setup(setup: EngineSetup) -> str:
+    """Why the recovered setup is a multimodal deployment ('' when nothing says so): the model id or the name
+    it is served under names a vision/audio model, or a flag only multimodal serving sets."""
+    for key in ("model", "served_model_name"):
+        name = setup.flag(key) or (setup.model if key == "model" else None) or ""
+        if MULTIMODAL_MODEL.search(name):
+            return f"{name} is a multimodal model"
+    for key in MULTIMODAL_FLAGS:
+        if setup.flag(key) not in (None, "None", "none", "null", "{}", ""):
+            return f"{key} is set"
+    return ""
+
+
 def _multimodal_profile(ev: Evidence, setup: EngineSetup) -> tuple[Fact | None, str] | None:
     """What says the profile run was a multimodal model's (whose profile runs the encoder on its largest
     inputs x the profile batch): the engine's own multimodal-profile line, else the model's name."""
     mm = ev.signals("milestone-mm-profile")
     if mm:
         return mm[-1], "it failed in the multimodal profile run"
-    if MULTIMODAL_MODEL.search(setup.model or ""):
-        return None, f"{setup.model} is multimodal and failed in its profile run"
-    return None
+    why = multimodal_setup(setup)
+    return (None, f"{why} and it failed in its profile run") if why else None
 
 
 def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
@@ -1258,15 +1341,19 @@ def _host(ev: Evidence, t: Tally) -> None:
     totals = [h for h in ev.of(HostMemory) if h.quantity == "total"]
     if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
         t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
-    rss = [h for h in ev.of(HostMemory) if h.quantity == "rss"]
-    if (
-        len(rss) >= 3
-        and all(b.value >= a.value for a, b in itertools.pairwise(rss))
-        and rss[-1].value >= 1.2 * rss[0].value
-    ):
-        t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
-        if t.score("host-ram-oom") > 0:
-            t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+    by_process: dict[str, list[HostMemory]] = {}
+    for h in ev.of(HostMemory):
+        if h.quantity == "rss":
+            by_process.setdefault(h.scope, []).append(h)
+    for rss in by_process.values():  # one process's resident memory, sample after sample
+        if (
+            len(rss) >= 3
+            and all(b.value >= a.value for a, b in itertools.pairwise(rss))
+            and rss[-1].value >= 1.2 * rss[0].value
+        ):
+            t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
+            if t.score("host-ram-oom") > 0:
+                t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -1395,15 +1482,24 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "LoRA is enabled (adapter buffers and LoRA activations outside the profile)",
             fact,
         )
-    model = setup.model or ""
-    if MULTIMODAL_MODEL.search(model) or any(
-        k in setup.flags for k in ("limit_mm_per_prompt", "mm_processor_kwargs")
-    ):
-        weight = MEDIUM if sit.phase in ("startup-profile", "unknown") else WEAK
+    mm = multimodal_setup(setup)
+    if mm:
+        # The encoder's profile on its largest input is the step a multimodal deployment adds: with a GPU
+        # failure no step placed, it is the likeliest one.
+        placed = sit.categories.keys() & {
+            "weights",
+            "cudagraph",
+            "kv-alloc",
+            "sampler",
+            "all2all",
+            "kv-slots",
+        }
+        unplaced = sit.phase in ("startup-profile", "unknown") and not placed
+        weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
         t.add(
             "multimodal-encoder",
             weight,
-            "a multimodal model: V1 profiles its encoder at the largest input",
+            f"{mm}: V1 profiles its encoder at the largest input",
             fact,
         )
     if setup.parallel("data_parallel_size") > 1:
@@ -1472,6 +1568,16 @@ def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "holds",
             sit.first_failure,
         )
+    if weights is not None and total and weights >= total:
+        # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
+        t.add(
+            "weights-dont-fit",
+            STRONG,
+            f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU, more than the "
+            f"{total / GIB:.1f} GiB device holds",
+            sit.first_failure,
+        )
+        return
     if weights is None or not total or not sit.failures:
         return
     share = weights / total

@@ -8,8 +8,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from oomguard.hardware import Gpu
+from oomguard.host.ledger import HostLedger
+from oomguard.kinds import Failure, Verdict
+from oomguard.margin import Margin
 from oomguard.models.spec import ModelSpec
-from oomguard.result import KvGroupInfo, KvSummary, ModelInfo
+from oomguard.result import EngineInfo, FixResult, KvGroupInfo, KvSummary, ModelInfo, PlanResult, RankResult
 
 
 class PoolGroup(Protocol):
@@ -73,4 +77,62 @@ def kv_summary(pool: Pool) -> KvSummary:
             for g in pool.groups
         ),
         blocks_per_request=pool.blocks_per_request,
+    )
+
+
+class EnginePlan(Protocol):
+    """What every engine's own plan type holds besides its engine-specific config and ranks (vLLM's Plan,
+    SGLang's SglangPlan)."""
+
+    @property
+    def model(self) -> ModelSpec: ...
+    @property
+    def gpu(self) -> Gpu: ...
+    @property
+    def kv(self) -> Pool: ...
+    @property
+    def verdict(self) -> Verdict: ...
+    @property
+    def margin(self) -> Margin | None: ...
+    @property
+    def failure(self) -> Failure | None: ...
+    @property
+    def errors(self) -> tuple[str, ...]: ...
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+    @property
+    def notes(self) -> tuple[str, ...]: ...
+
+
+def plan_result(
+    plan: EnginePlan,
+    *,
+    engine: EngineInfo,
+    dtype: str,
+    ranks: tuple[RankResult, ...],
+    fixes: tuple[FixResult, ...],
+    longest_request: int,
+    concurrency_at_length: tuple[tuple[int, float], ...],
+    log_lines: Sequence[str],
+    host: HostLedger | None = None,
+) -> PlanResult:
+    """The neutral result: the engine supplies what only it knows (its settings, ranks, lengths, log
+    lines); the verdict, failure and messages pass through as the engine's planner decided them."""
+    return PlanResult(
+        engine=engine,
+        model=model_info(plan.model, dtype),
+        gpu=plan.gpu,
+        verdict=plan.verdict,
+        margin=plan.margin,
+        failure=plan.failure,
+        errors=plan.errors,
+        warnings=plan.warnings,
+        notes=plan.notes,
+        ranks=ranks,
+        kv=kv_summary(plan.kv),
+        fixes=fixes,
+        longest_request=longest_request,
+        concurrency_at_length=concurrency_at_length,
+        log_lines=tuple(log_lines),
+        host=host,
     )

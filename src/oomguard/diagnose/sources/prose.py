@@ -165,6 +165,18 @@ _FAILURE = re.compile(
 _OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
 
 
+# Chinese and Japanese text writes Latin words and numbers with no space around them ("推理时报OOM",
+# "报ray oom的错"); \b sees no boundary between two word characters, so one is put there before matching.
+_CJK_LATIN = re.compile(
+    r"(?<=[\u3040-\u30ff\u4e00-\u9fff])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[\u3040-\u30ff\u4e00-\u9fff])"
+)
+
+
+def spaced(text: str) -> str:
+    """The text with a space between CJK characters and the Latin words or numbers they touch."""
+    return _CJK_LATIN.sub(" ", text)
+
+
 # Code quoted inside a sentence ("if I set limit_mm_per_prompt={"image": 12}, vLLM will reserve ..."): the
 # sentence around it is judged without it.
 _INLINE = re.compile(r"\s*(?:`[^`]*`|\{[^{}]*\})\s*")
@@ -193,7 +205,8 @@ class Parser(LineParser):
         self.failure: tuple[Line, str] | None = None  # the first line with a failure word (the fallback)
 
     def feed(self, line: Line, msg: Message) -> None:
-        text = line.text.strip()
+        raw = line.text.strip()
+        text = spaced(raw)  # matched with CJK/Latin boundaries marked; shown as written
         if self.failure is None and _FAILURE.search(text):
             self.failure = (line, text)
         elif (
@@ -217,9 +230,9 @@ class Parser(LineParser):
             if not found:
                 continue
             if name == "prose-cudagraph" and found[0]:
-                self._emit(line, text, "prose-not-cudagraph")
+                self._emit(line, raw, "prose-not-cudagraph")
             elif not all(found):
-                self._emit(line, text, name)
+                self._emit(line, raw, name)
 
     def _emit(self, line: Line, text: str, name: str) -> None:
         self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
@@ -234,7 +247,7 @@ class Parser(LineParser):
         self.ctx.emit(
             Signal(
                 where=self.ctx.where_no(line.no),
-                text=self.ctx.clip(text),
+                text=self.ctx.clip(line.text.strip()),
                 name="failure-words",
                 numbers=(("out_of_memory", oom),),
             )

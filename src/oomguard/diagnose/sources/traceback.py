@@ -47,6 +47,13 @@ _KV_DRY = re.compile(
     r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
     r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks"
 )
+# vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
+# host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
+# space."
+_SWAP_TOO_LARGE = re.compile(
+    r"Too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
+    r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
+)
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
@@ -83,6 +90,7 @@ class Parser(LineParser):
             "MemoryError",
             "requires more system memory",
             "HostRegister failed",
+            "Too large swap space",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -234,6 +242,16 @@ class Parser(LineParser):
             or re.search(r"\bMemoryError\b", body)
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
+            return
+        swap = _SWAP_TOO_LARGE.search(body)
+        if swap:  # the engine refused pinned CPU swap blocks larger than the host's memory
+            self.ctx.signal(
+                line,
+                body,
+                "host-enomem",
+                swap_bytes=log_size(swap.group("swap")),
+                host_total_bytes=log_size(swap.group("total")),
+            )
 
     def _exception(self, line: Line, body: str) -> None:
         """Any exception line is a failure: with nothing else recognised it still gets an answer ('other',

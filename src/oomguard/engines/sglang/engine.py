@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from oomguard.engines.base import FixCandidate
-from oomguard.engines.common import kv_summary, model_info
+from oomguard.engines.common import plan_result
 from oomguard.engines.sglang import fixes as sglang_fixes
 from oomguard.engines.sglang.config import ENGINE_VERSION, capture_batch_sizes
 from oomguard.engines.sglang.flags import FLAGS, LaunchArgs, is_sglang_command, parse_launch_command
@@ -153,7 +153,8 @@ def to_result(
             max_running=result.kv.max_running_requests,
         )
     tokens = result.kv.kv_cache_tokens
-    return PlanResult(
+    return plan_result(
+        result,
         engine=EngineInfo(
             name=NAME,
             display_name=DISPLAY_NAME,
@@ -166,16 +167,8 @@ def to_result(
             unknown_flags=tuple(cfg.args.unknown_flags),
             defaults=dict(cfg.defaults),
         ),
-        model=model_info(result.model, cfg.dtype),
-        gpu=result.gpu,
-        verdict=result.verdict,
-        margin=result.margin,
-        failure=result.failure,
-        errors=result.errors,
-        warnings=result.warnings,
-        notes=result.notes,
+        dtype=cfg.dtype,
         ranks=tuple(_rank(r, result) for r in result.ranks),
-        kv=kv_summary(result.kv),
         fixes=fixes,
         longest_request=sglang_fixes.longest_context(result),
         concurrency_at_length=tuple((n, tokens / n if n > 0 else 0.0) for n in at_lengths),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.engines.base import FixCandidate
-from oomguard.engines.common import kv_summary, model_info
+from oomguard.engines.common import plan_result
 from oomguard.engines.vllm import fixes as vllm_fixes
 from oomguard.engines.vllm.flags import MEMORY_FLAGS, ServeArgs, is_known_field, parse_serve_command
 from oomguard.engines.vllm.host import host_ledger, plan_host_inputs
@@ -224,7 +224,8 @@ def to_result(
         if result.fits
         else []
     )
-    return PlanResult(
+    return plan_result(
+        result,
         engine=EngineInfo(
             name=NAME,
             display_name=DISPLAY_NAME,
@@ -238,16 +239,8 @@ def to_result(
             defaults=dict(cfg.defaults),
             legacy_json=_legacy_json(result),
         ),
-        model=model_info(result.model, cfg.dtype),
-        gpu=result.gpu,
-        verdict=result.verdict,
-        margin=result.margin,
-        failure=result.failure,
-        errors=result.errors,
-        warnings=result.warnings,
-        notes=result.notes,
+        dtype=cfg.dtype,
         ranks=tuple(_rank(r, result) for r in result.ranks),
-        kv=kv_summary(result.kv),
         fixes=fixes,
         longest_request=vllm_fixes.longest_max_model_len(result),
         concurrency_at_length=tuple((n, vllm_fixes.concurrency_at(result, n)) for n in at_lengths),
