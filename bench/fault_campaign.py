@@ -341,8 +341,9 @@ from oomguard.watch.scrape import Scraper
 from oomguard.watch.store import Store
 from oomguard.watch.watcher import Watcher
 watcher = Watcher(Store(sys.argv[1]), Scraper([sys.argv[2]], timeout=2.0))
-for _ in range(4):
-    start = time.monotonic(); watcher.tick(time.time()); print(f"{time.monotonic() - start:.2f}")
+for _ in range(8):
+    start, cpu = time.monotonic(), time.process_time(); watcher.tick(time.time())
+    print(f"{time.monotonic() - start:.2f} {time.process_time() - cpu:.2f}")
 """
 INTERVAL_S = 5.0  # watch's default --interval: a tick must fit in it
 
@@ -353,13 +354,14 @@ def h8(h: Hostile, tmp: Path) -> Outcome:
     seed = child([SEED_R256, str(db), f"{h.base}/static/healthy"], 600, python=True)
     assert seed.code == 0, seed.stderr
     run = child([TICKS, str(db), f"{h.base}/static/healthy"], 30, python=True)
-    ticks = [float(x) for x in run.stdout.split()]
-    steady = ticks[1:]
-    return Outcome("H8", "1 h of 256 DP ranks x 9 metrics stored (1.66M samples); 4 ticks", 30, [run],
-                   bool(steady) and max(steady) < INTERVAL_S,
-                   f"first tick (reads the hour once) {ticks[0]:.1f} s, then "
-                   f"{', '.join(f'{t:.1f}' for t in steady)} s "
-                   f"per tick against the {INTERVAL_S:g} s interval (the report: 13 s per tick)")  # fmt: skip
+    ticks = [float(x) for x in run.stdout.split()[0::2]]
+    cpu = [float(x) for x in run.stdout.split()[1::2]]
+    return Outcome("H8", "1 h of 256 DP ranks x 9 metrics stored (1.66M samples); 8 ticks", 30, [run],
+                   len(ticks) == 8 and max(ticks) < INTERVAL_S,
+                   f"ticks {', '.join(f'{t:.1f}' for t in ticks)} s wall "
+                   f"({', '.join(f'{t:.1f}' for t in cpu)} s CPU) against the {INTERVAL_S:g} s interval: "
+                   "the stored hour read newest first, a bounded slice a tick (the report: 13 s per tick; "
+                   "before: a 22 s first tick)")  # fmt: skip
 
 
 # ----- watch: crashes, wrong answers, unclear errors --------------------------------------------------------
