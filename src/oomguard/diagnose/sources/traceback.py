@@ -239,7 +239,7 @@ class Parser(LineParser):
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
             or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
-            or re.search(r"\bMemoryError\b", body)
+            or ("MemoryError" in body and re.search(r"\bMemoryError\b", body))
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
             return

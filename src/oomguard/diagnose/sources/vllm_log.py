@@ -360,7 +360,8 @@ class Parser(LineParser):
 
     def _sleep(self, line: Line, msg: Message) -> None:
         """Sleep mode (RL rollouts): what stays in use after each sleep; growth across cycles is a leak."""
-        m = _SLEEP.search(msg.body)
+        # the pattern's words first: the search itself tries every position of every line (H6)
+        m = _SLEEP.search(msg.body) if "still in use" in msg.body else None
         if m:
             self.ctx.signal(
                 line,
