@@ -331,22 +331,28 @@ def _read_jsonl(lines: Iterable[str], path: str, skip_bad_rows: bool) -> Workloa
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _azure_timestamp(text: str) -> float:
-    """'2023-11-16 18:17:03.9799600' (7 fractional digits) -> POSIX seconds."""
+def _azure_timestamp(text: str, last: dict[str, float] | None = None) -> float:
+    """'2023-11-16 18:17:03.9799600' (7 fractional digits) -> POSIX seconds. `last` keeps the last whole
+    second read (rows in time order share it: parsed once)."""
     text = text.strip()
     whole, _, frac = text.partition(".")
-    # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
-    # fromisoformat is ~40x faster than strptime; it takes only the exact 19-character form here, so an
-    # offset or an unpadded field still goes through strptime (and its error).
-    if len(whole) == 19 and whole[10] == " ":
-        moment = datetime.fromisoformat(whole)
-    else:
-        moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
-    moment = moment.replace(tzinfo=timezone.utc)
+    base = last.get(whole) if last is not None else None
+    if base is None:
+        # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
+        # fromisoformat is ~40x faster than strptime; it takes only the exact 19-character form here, so an
+        # offset or an unpadded field still goes through strptime (and its error).
+        if len(whole) == 19 and whole[10] == " ":
+            moment = datetime.fromisoformat(whole)
+        else:
+            moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
+        base = moment.replace(tzinfo=timezone.utc).timestamp()
+        if last is not None:
+            last.clear()
+            last[whole] = base
     fraction = float("0." + frac) if frac else 0.0
     if frac and not frac.isdigit():
         raise ValueError(f"bad fractional seconds in {shown(text)}")
-    return moment.timestamp() + fraction
+    return base + fraction
 
 
 def _whole(text: str, name: str) -> int:
@@ -404,6 +410,7 @@ def _read_csv(lines: Iterable[str], path: str, skip_bad_rows: bool) -> Workload:
         i_time, i_prompt, i_output = time_col, prompt_col, output_col
     names_of = (header[i_time], header[i_prompt], header[i_output])
     origin: float | None = None
+    last_second: dict[str, float] = {}
     width = len(names)
 
     def read_row(fields: list[str], line_no: int) -> None:
@@ -415,7 +422,7 @@ def _read_csv(lines: Iterable[str], path: str, skip_bad_rows: bool) -> Workload:
             return rows.bad(line_no, f"expected {width} columns, got {len(fields)}")
         try:
             if azure:
-                stamp = _azure_timestamp(fields[i_time])
+                stamp = _azure_timestamp(fields[i_time], last_second)
                 if origin is None:
                     origin = stamp
                 arrival = stamp - origin
