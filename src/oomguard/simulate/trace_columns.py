@@ -172,6 +172,14 @@ class RequestColumns(Sequence[TraceRequest]):
             self.prefix_ids(index),
         )
 
+    def __eq__(self, other: object) -> bool:
+        """Row by row, as tuples of requests compare."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # columns grow: not a key
+
     def __iter__(self) -> Iterator[TraceRequest]:
         for i in range(len(self)):
             yield self[i]
