@@ -204,6 +204,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "kv-alloc",
         (
             "initialize_kv_cache",
+            "initialize_cache",  # V0 worker: raise_if_cache_size_invalid, then the cache engines
+            "raise_if_cache_size_invalid",
             "allocate_kv_cache",
             "_allocate_kv_cache",
             "init_kv_cache",
@@ -546,6 +548,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _processes(ev, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
+    _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(setup, tally, sit)
     _prose(ev, tally)
@@ -1419,6 +1422,41 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
                 "data-parallel ranks sized different KV pools (each profiles its own)",
                 *per_rank.values(),
             )
+
+
+_TP_RANK = re.compile(r"TP(\d+)")
+_GROUP_RANKS = re.compile(r"(DP|PP)(\d+)")
+
+
+def _tp_ranks(ev: Evidence, t: Tally) -> None:
+    """Tensor-parallel ranks of one engine hold equal shards and run the same profile, so their KV budgets
+    are equal but for what else holds memory on their GPUs: ranks whose logged KV memory differs by more than
+    a GiB had another process on the poorer one's GPU (pipeline and data-parallel ranks differ by design and
+    are compared only within their own group)."""
+    groups: dict[tuple[tuple[str, str], ...], dict[str, StartupNumber]] = {}
+    for n in ev.of(StartupNumber):
+        tp = _TP_RANK.search(n.process_tag)
+        if n.quantity == "kv_available_bytes" and tp:
+            key = tuple(sorted(_GROUP_RANKS.findall(n.process_tag)))
+            groups.setdefault(key, {}).setdefault(tp.group(1), n)
+    for ranks in groups.values():
+        if len(ranks) < 2:
+            continue
+        low = min(ranks.values(), key=lambda n: n.value)
+        high = max(ranks.values(), key=lambda n: n.value)
+        if high.value - low.value >= max(OTHER_PROCESS_MIN, TP_SPREAD_SHARE * abs(high.value)):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 0.5,
+                f"tensor-parallel ranks sized their KV from {low.value / GIB:.2f} to {high.value / GIB:.2f} "
+                "GiB: equal shards, so the poorer rank's GPU holds someone else's memory",
+                low,
+                high,
+            )
+
+
+# Tensor-parallel ranks' KV budgets this far apart (share of the larger) are not rounding.
+TP_SPREAD_SHARE = 0.1
 
 
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:

@@ -45,7 +45,11 @@ _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens
 _KV_DRY = re.compile(
     r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
     r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
-    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks"
+    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks|"
+    # llama.cpp's decode finding no room in its KV cache for a batch (llama_decode returns 1), as llama.cpp
+    # and node-llama-cpp word it
+    r"failed to find (?:a )?(?:memory|KV cache) slot|failed to find free space in the KV cache|"
+    r"could not find a KV slot"
 )
 # vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
 # host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
@@ -115,6 +119,8 @@ class Parser(LineParser):
             "No enough gpu memory for kv cache",
             "No enough cache entries",
             "KV cache exhausted",
+            "failed to find",
+            "could not find a KV slot",
             "RuntimeBuffers::reshape",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
