@@ -6,10 +6,15 @@ the cited public threads."""
 from __future__ import annotations
 
 import io
+import json
 
+import pytest
+
+from oomguard.diagnose.causes import CauseClass
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.evidence import Evidence
 from oomguard.diagnose.read import read_one, require_evidence
+from oomguard.diagnose.rules import CLASSES, Tally
 
 ALLOC_TAIL = (
     " If reserved but unallocated memory is large try setting "
@@ -348,3 +353,14 @@ def test_tensor_parallel_ranks_kv_budgets_apart_is_another_process() -> None:
     # Ranks within a few hundred MiB of each other are rounding: the empty pool stays first.
     close = TP_RANKS_APART.replace("9.90 GiB", "-3.60 GiB")
     assert ranked(close)[0] == "kv-cache-insufficient-at-startup"
+
+
+def test_the_cause_classes_are_a_closed_set() -> None:
+    assert len(CLASSES) == len(set(CLASSES)) == 17
+    with pytest.raises(ValueError):
+        Tally().add("activation-peaks", 1.0, "a misspelt class")
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(WORKER_ON_A_FULL_GPU.encode()), evidence)
+    top = diagnose(evidence).causes[0].cls
+    assert top is CauseClass.OTHER_PROCESS_OR_SHARED_GPU
+    assert json.dumps(top) == '"other-process-or-shared-gpu"'

@@ -20,6 +20,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from oomguard.diagnose.causes import CauseClass
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
     Evidence,
@@ -38,28 +39,11 @@ from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.sources.allocator import AllocatorReport
 from oomguard.diagnose.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnose.step_shape import StepAnalysis
-
-CLASSES = (
-    "weights-dont-fit",
-    "kv-cache-insufficient-at-startup",
-    "max-model-len-exceeds-kv",
-    "activation-peak",
-    "sampler-or-logits",
-    "cuda-graph-capture",
-    "ep-all2all-buffer",
-    "dp-replica-kv-accounting",
-    "kv-exhaustion-at-runtime",
-    "fragmentation",
-    "memory-leak",
-    "other-process-or-shared-gpu",
-    "host-ram-oom",
-    "multimodal-encoder",
-    "spec-decode-or-lora-extra",
-    "int32-index-overflow",
-    "other",
-)
 from oomguard.units import GiB as GIB
 from oomguard.units import MiB as MIB
+
+# The ranked classes in their tie-break order (the enum's).
+CLASSES: tuple[CauseClass, ...] = tuple(CauseClass)
 
 STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
 
@@ -318,7 +302,7 @@ def frame_category(frame: Frame) -> str | None:
 
 @dataclass
 class Contribution:
-    cls: str
+    cls: CauseClass
     weight: float
     why: str
     facts: list[Fact] = field(default_factory=list)
@@ -328,14 +312,15 @@ class Contribution:
 class Tally:
     """Weights per (class, reason); the same reason counts once (its strongest weight)."""
 
-    parts: dict[tuple[str, str], Contribution] = field(default_factory=dict)
+    parts: dict[tuple[CauseClass, str], Contribution] = field(default_factory=dict)
 
     def add(self, cls: str, weight: float, why: str, *facts: Fact | None) -> None:
-        key = (cls, why)
+        cause = CauseClass(cls)  # a class outside the taxonomy is a defect of the rule: ValueError
+        key = (cause, why)
         have = self.parts.get(key)
         real = [f for f in facts if f is not None]
         if have is None:
-            self.parts[key] = Contribution(cls, weight, why, real)
+            self.parts[key] = Contribution(cause, weight, why, real)
         else:
             if abs(weight) > abs(have.weight):
                 have.weight = weight
