@@ -364,3 +364,39 @@ def test_the_cause_classes_are_a_closed_set() -> None:
     top = diagnose(evidence).causes[0].cls
     assert top is CauseClass.OTHER_PROCESS_OR_SHARED_GPU
     assert json.dumps(top) == '"other-process-or-shared-gpu"'
+
+
+# https://github.com/sgl-project/sglang/pull/8102: SGLang's hierarchical cache asks the host for its pool.
+HICACHE_HOST_POOL = (
+    "ValueError: Not enough host memory available. Requesting 40.00 GB but only have 44.87 GB free. "
+    "Please reduce the size of the hierarchical cache."
+)
+# https://github.com/NVIDIA/TensorRT-LLM/issues/694: TensorRT-LLM's KV cache manager out of blocks.
+TRT_LLM_NO_FREE_BLOCKS = (
+    "[TensorRT-LLM][ERROR] [TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No fre"
+    "e blocks left. (/home/jenkins/agent/workspace/LLM/main/L0_PostMerge/llm/cpp/tensorrt_llm/batch_"
+    "manager/kvCacheManager.cpp:362)\n"
+    "1       0x557282845de2 tensorrt_llm::common::throwRuntimeError(char const*, int, std::__cxx11::"
+    "basic_string<char, std::char_traits<char>, std::allocator<char> > const&) + 100"
+)
+# https://github.com/sgl-project/sglang/issues/36081: newer SGLang's invariant checker finding the pool's
+# slots never returned.
+SGLANG_POOL_LEAK_CHECK = (
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler_components/invariant_checker'
+    '.py", line 423, in _report_leak\n'
+    "    raise_error_or_warn(\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/utils/common.py", line 4691, in raise_error_or_'
+    "warn\n"
+    "    raise ValueError(message)\n"
+    "ValueError: pool memory leak detected! [full] total=9116160, available=768, evictable=9115392, "
+    "protected=0, session_held=0, uncached=0\n"
+    "[swa] total=911616, available=235264, evictable=676096, protected=0, session_held=0, uncached=0"
+    "\n"
+    "[2026-08-23 09:11:04 TP6 EP6] Scheduler hit an exception: Traceback (most recent call last):"
+)
+
+
+def test_other_engines_words_for_host_pools_kv_blocks_and_leak_checks() -> None:
+    assert ranked(HICACHE_HOST_POOL)[0] == "host-ram-oom"
+    assert ranked(TRT_LLM_NO_FREE_BLOCKS)[0] == "kv-exhaustion-at-runtime"
+    assert ranked(SGLANG_POOL_LEAK_CHECK)[0] == "memory-leak"
