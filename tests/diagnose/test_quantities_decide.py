@@ -400,3 +400,18 @@ def test_other_engines_words_for_host_pools_kv_blocks_and_leak_checks() -> None:
     assert ranked(HICACHE_HOST_POOL)[0] == "host-ram-oom"
     assert ranked(TRT_LLM_NO_FREE_BLOCKS)[0] == "kv-exhaustion-at-runtime"
     assert ranked(SGLANG_POOL_LEAK_CHECK)[0] == "memory-leak"
+
+
+# https://github.com/eugr/spark-vllm-docker/issues/336: on a GB10 (unified memory) the driver's out-of-memory
+# comes seconds after vLLM began loading the MTP drafter: the draft's load, not the host, is the consumer.
+DRAFTER_LOAD_ON_UNIFIED_MEMORY = (
+    "18:03:00  (Worker_TP0) INFO [gpu_model_runner.py:5332] Loading drafter model...\n"
+    "18:03:03  kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]\n"
+    "18:03:38  (EngineCore) ERROR [core.py:1349] EngineCore"
+)
+
+
+def test_a_failure_while_the_drafter_loads_is_the_draft_model() -> None:
+    causes = ranked(DRAFTER_LOAD_ON_UNIFIED_MEMORY)
+    assert causes[0] == "spec-decode-or-lora-extra"
+    assert "host-ram-oom" in causes[:2]

@@ -378,6 +378,7 @@ FAILURE_SIGNALS = {
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
+    "milestone-drafter-loading": "startup-weights",
     "milestone-weights-loaded": "startup-profile",
     "milestone-profile": "startup-profile",
     "milestone-mm-profile": "startup-profile",
@@ -406,6 +407,7 @@ SIGNAL_PHASE = {
 }
 MILESTONE_ORDER = (
     "milestone-weights-loading",
+    "milestone-drafter-loading",  # inside load_model, after the target's weights
     "milestone-weights-loaded",
     "milestone-profile",
     "milestone-mm-profile",
@@ -1159,6 +1161,21 @@ def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
 
 
 def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    fact = sit.phase_fact
+    if (
+        isinstance(fact, Signal)
+        and fact.name == "milestone-drafter-loading"
+        and (sit.failures or ev.of(Frame))
+    ):
+        # The target's weights were in; what failed next was the speculative draft's load.
+        # (On unified memory the same load surfaces as the driver's host-memory error: the step names the
+        # consumer, the error only where its memory lived.)
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG + 0.5,
+            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            fact,
+        )
     if sit.gpu_failure and sit.categories.keys() & {
         "weights",
         "profile",

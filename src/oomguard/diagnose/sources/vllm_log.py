@@ -146,6 +146,7 @@ class Parser(LineParser):
             "Model loading took",
             "Loading model weights took",
             "Starting to load model",
+            "Loading drafter model",
             "Loading model from scratch",
             "Loading safetensors checkpoint shards",
             "Loading weights took",
@@ -241,6 +242,8 @@ class Parser(LineParser):
             m = _WEIGHTS.search(body)
             self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
             self.ctx.signal(line, body, "milestone-weights-loaded")
+        elif "Loading drafter model" in body:
+            self.ctx.signal(line, body, "milestone-drafter-loading")
         elif (
             "Starting to load model" in body
             or "Loading model from scratch" in body
