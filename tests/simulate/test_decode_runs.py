@@ -70,3 +70,13 @@ def test_a_saturated_pool_preempts_decoding_requests_as_step_by_step_does(shared
     assert together.timeline == one_by_one.timeline
     assert together.requests == one_by_one.requests
     assert together.peak_step == one_by_one.peak_step
+
+
+def test_decode_runs_go_through_finishes_with_the_same_timeline_and_finish_times(shared_data: Path) -> None:
+    # Half load, no waiting queue most of the time: the runs carry on through the steps where members finish
+    # (their blocks return to the pool mid-run), and the finish step's row and the finish times are exact.
+    path = shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
+    together, one_by_one = _both(_config(4000, True), path, 0, 300, rate=0.5)
+    assert sum(together.timeline.finished) > 20
+    assert together.timeline == one_by_one.timeline
+    assert together.requests == one_by_one.requests  # latencies: finish times to the step

@@ -265,3 +265,19 @@ def test_round_robin_ranks_are_single_engines_on_the_split_trace(shared_data: Pa
         alone = simulate(Workload(workload.requests[k::4], workload.clock, workload.source), config)
         assert rank.timeline == alone.timeline
     assert sum(r.preemptions for r in result.ranks) > 0
+
+
+def test_independent_ranks_advance_decode_runs_through_finishes_as_step_by_step(shared_data: Path) -> None:
+    # Each rank's decode runs are cut at every arrival on any rank and carry on through its own finishes;
+    # the per-rank timelines, the routing and the finish times are those of scheduling every step.
+    workload = _azure(shared_data, 240, 2.0)
+    results = [
+        simulate_dp(workload, DpConfig(replace(_config(1500), fast_forward=ff), 3, BalancerKind.VLLM))
+        for ff in (True, False)
+    ]
+    fast, slow = results
+    assert fast.routed == slow.routed
+    assert sum(sum(r.timeline.finished) for r in fast.ranks) > 50
+    for a, b in zip(fast.ranks, slow.ranks):
+        assert a.timeline == b.timeline
+        assert a.requests == b.requests

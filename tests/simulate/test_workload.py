@@ -107,3 +107,34 @@ def test_agentic_generator_has_one_long_prompt_among_growing_sessions() -> None:
     first, second = [r for r in w.requests if r.rid.startswith("s0t")][:2]
     assert second.prompt_tokens > first.prompt_tokens
     assert second.prefix_ids[: len(first.prefix_ids)] == first.prefix_ids
+
+
+def test_azure_plain_rows_read_as_the_csv_reader_reads_them(shared_data: Path, tmp_path: Path) -> None:
+    # The plain-row reader of Azure traces against the csv reader (the lower-case header takes that path).
+    path = shared_data / "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_code.csv"
+    text = path.read_text()
+    generic = tmp_path / "generic.csv"
+    generic.write_text(
+        text.replace("TIMESTAMP,ContextTokens,GeneratedTokens", "timestamp,contexttokens,generatedtokens", 1)
+    )
+    fast, slow = wl.read_workload(path), wl.read_workload(generic)
+    assert len(fast.requests) == 8819
+    assert fast.requests == slow.requests
+
+
+@pytest.mark.parametrize(
+    ("row", "what"),
+    [
+        ("2023-11-16 18:15:40.0000000,374,44", "timestamps go backwards"),
+        ("2023-11-16 18:15:47.5000000,0,44", "prompt tokens must be >= 1"),
+        ('"2023-11-16 18:15:47.5000000",37x,44', "not a whole number"),
+        ("2023-13-16 18:15:47.5000000,374,44", "month must be in 1..12"),
+    ],
+)
+def test_a_bad_azure_row_is_named_by_line(tmp_path: Path, row: str, what: str) -> None:
+    head = "TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.6805900,374,44\r\n"
+    path = tmp_path / "azure.csv"
+    path.write_text(head + row + "\r\n2023-11-16 18:15:50.1000000,10,5\r\n", newline="")
+    with pytest.raises(InputFormatError) as err:
+        wl.read_workload(path)
+    assert f"{path}:3:" in str(err.value) and what in str(err.value)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from oomguard.diagnose.causes import CauseClass
+from oomguard.diagnose.engine_levers import identify
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
     Evidence,
@@ -169,11 +170,12 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
     tally, sit = score(evidence, setup, step)
     conf = _confidences(tally)
     ranked = sorted(CLASSES, key=lambda c: (-tally.score(c), CLASSES.index(c)))[:TOP]
+    engine = identify(evidence, setup)
     causes: list[Cause] = []
     for cls in ranked:
         if tally.score(cls) <= 0 and causes:
             continue
-        advice = advise(cls, evidence, setup, step)
+        advice = advise(cls, evidence, setup, step, engine)
         causes.append(
             Cause(
                 cls,

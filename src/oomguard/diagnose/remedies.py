@@ -12,6 +12,15 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from oomguard.diagnose.engine_levers import (
+    ENV_PREFIXES,
+    KV_TYPE,
+    PYTORCH_ENGINES,
+    SPELLINGS,
+    Engine,
+    Lever,
+    Spelling,
+)
 from oomguard.diagnose.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
 from oomguard.diagnose.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnose.setup import EngineSetup
@@ -79,10 +88,19 @@ def _first_oom(ev: Evidence) -> OomMessage | None:
     return bare[0] if bare else None
 
 
-def advise(cls: str, ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> Advice:
-    """The advice for one cause; `step` is the failing step's arithmetic when a scheduler dump was found."""
+def advise(
+    cls: str,
+    ev: Evidence,
+    setup: EngineSetup,
+    step: StepAnalysis | None = None,
+    engine: Engine = Engine.UNKNOWN,
+) -> Advice:
+    """The advice for one cause; `step` is the failing step's arithmetic when a scheduler dump was found;
+    `engine` the engine the evidence comes from (its own options replace vLLM's where it is another)."""
     builder = ADVISORS.get(cls, _other)
     advice = builder(ev, setup, step)
+    if engine in SPELLINGS:
+        return for_engine(cls, advice, engine, ev, setup)
     planned = _planned(cls, setup)
     fixes = merge_fixes(planned, list(advice.fixes), setup_known=bool(planned) or plannable(setup))
     return Advice(
@@ -1075,3 +1093,236 @@ ADVISORS = {
     "int32-index-overflow": _int32,
     "other": _other,
 }
+
+
+# Per cause, the levers that act on its mechanism, in the order worth trying: (lever, direction, why).
+CLASS_LEVERS: dict[str, tuple[tuple[Lever, str, str], ...]] = {
+    "weights-dont-fit": (
+        (Lever.GPU_LAYERS, "down", "fewer layers' weights on the GPU"),
+        (Lever.SHARDS, "up", "the weights split over more GPUs"),
+    ),
+    "kv-cache-insufficient-at-startup": (
+        (Lever.KV_SHARE, "up", "a larger pool for KV (only if nothing else shares the GPU)"),
+        (Lever.CONTEXT, "down", "less KV per sequence"),
+        (Lever.CONCURRENCY, "down", "fewer sequences to reserve for"),
+        (Lever.KV_DTYPE, "on", "half the bytes per KV token"),
+        (Lever.SHARDS, "up", "weights per GPU shrink, the freed memory goes to KV"),
+    ),
+    "max-model-len-exceeds-kv": (
+        (Lever.CONTEXT, "down", "the longest context the KV cache holds"),
+        (Lever.KV_DTYPE, "on", "twice the tokens in the same memory (check accuracy)"),
+        (Lever.FLASH_ATTN, "on", "no attention-score buffer growing with the context"),
+        (Lever.KV_SHARE, "up", "a larger share for KV, if the GPU has it free"),
+    ),
+    "activation-peak": (
+        (Lever.STEP_TOKENS, "down", "a smaller prefill step, and its activation peak shrinks in proportion"),
+        (Lever.FLASH_ATTN, "on", "attention without the score buffer"),
+        (Lever.KV_SHARE, "down", "more room outside the KV pool for the step's activations"),
+        (Lever.CONCURRENCY, "down", "fewer rows in each step"),
+    ),
+    "sampler-or-logits": (
+        (Lever.CONCURRENCY, "down", "fewer rows of logits over the vocabulary at once"),
+        (Lever.KV_SHARE, "down", "more room outside the KV pool for the logits"),
+    ),
+    "cuda-graph-capture": (
+        (Lever.GRAPHS, "down", "fewer or no CUDA graphs captured (costs decode speed)"),
+        (Lever.KV_SHARE, "down", "more room outside the KV pool for the graphs' memory"),
+    ),
+    "kv-exhaustion-at-runtime": (
+        (Lever.CONCURRENCY, "down", "fewer sequences hold KV at once"),
+        (Lever.KV_DTYPE, "on", "twice the tokens in the same pool"),
+        (Lever.KV_SHARE, "up", "a larger pool, if the GPU has it free"),
+        (Lever.CONTEXT, "down", "shorter sequences"),
+    ),
+    "fragmentation": ((Lever.KV_SHARE, "down", "slack for an allocator that cannot reuse its free pieces"),),
+    "other-process-or-shared-gpu": ((Lever.KV_SHARE, "down", "only what is free besides the other holder"),),
+    "multimodal-encoder": (
+        (Lever.STEP_TOKENS, "down", "fewer image tokens encoded per step"),
+        (Lever.KV_SHARE, "down", "room outside the KV pool for the encoder"),
+    ),
+    "spec-decode-or-lora-extra": (
+        (Lever.KV_SHARE, "down", "room for the draft model or adapters outside the KV pool"),
+        (Lever.CONTEXT, "down", "the draft's KV is sized by the same context"),
+    ),
+    "int32-index-overflow": ((Lever.STEP_TOKENS, "down", "a step below the 2^31-element index limit"),),
+    "ep-all2all-buffer": ((Lever.KV_SHARE, "down", "room outside the KV pool for the all-to-all buffers"),),
+    "dp-replica-kv-accounting": ((Lever.KV_SHARE, "down", "room for the rank that sized its pool last"),),
+}
+# The name each engine goes by in the advice's text.
+ENGINE_NAMES = {
+    Engine.SGLANG: "SGLang",
+    Engine.LLAMA_CPP: "llama.cpp",
+    Engine.OLLAMA: "ollama",
+    Engine.TENSORRT_LLM: "TensorRT-LLM",
+    Engine.TGI: "TGI",
+    Engine.LMDEPLOY: "LMDeploy",
+    Engine.EXLLAMA: "ExLlama",
+}
+# Text that only makes sense for vLLM: its flags, variables and name.
+_VLLM_ONLY = re.compile(r"--[a-z]|\bvLLM\b|\bVLLM_|\bvllm serve\b")
+
+
+def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: EngineSetup) -> Advice:
+    """The advice in the engine's own options: the vLLM advisor's fixes that hold for any engine (plain
+    steps, the engine's own variables, the PyTorch allocator's for engines that use it), then the cause's
+    levers in this engine's spelling. vLLM's flags never reach another engine's user, and the planner (which
+    plans vLLM) is not asked."""
+    name = ENGINE_NAMES[engine]
+    kept = [f for f in advice.fixes if _portable(f, engine)]
+    spelled = SPELLINGS[engine]
+    levers: list[Fix] = []
+    for lever, direction, why in CLASS_LEVERS.get(cls, ()):
+        spelling = spelled.get(lever)
+        # ollama's and TabbyAPI's memory share is a reserve left free: it only goes one way.
+        reserve_only = lever is Lever.KV_SHARE and engine in (Engine.OLLAMA, Engine.EXLLAMA)
+        if spelling is not None and not (reserve_only and direction == "up"):
+            fix = _lever_fix(lever, direction, why, spelling, engine, ev, setup)
+            if fix is not None:
+                levers.append(fix)
+    fixes = tuple(kept + levers)
+    not_helpful = tuple(n.replace("vLLM", name) for n in advice.not_helpful if not _VLLM_ONLY.search(n))
+    return Advice(
+        advice.explanation.replace("vLLM", name),
+        fixes,
+        without_contradictions(not_helpful, fixes),
+        advice.verify.replace("vLLM", name),
+        advice.next_evidence.replace("vLLM", name),
+        advice.notes,
+    )
+
+
+def _portable(fix: Fix, engine: Engine) -> bool:
+    """A fix of the vLLM advisor that holds for another engine as it is."""
+    if _VLLM_ONLY.search(fix.summary):
+        return False
+    for key in fix.flags:
+        if key == "PYTORCH_CUDA_ALLOC_CONF":
+            if engine not in PYTORCH_ENGINES:
+                return False
+        elif not key.startswith(ENV_PREFIXES.get(engine, ())) or not ENV_PREFIXES.get(engine):
+            return False
+    return True
+
+
+def _lever_fix(
+    lever: Lever,
+    direction: str,
+    why: str,
+    spelling: Spelling,
+    engine: Engine,
+    ev: Evidence,
+    setup: EngineSetup,
+) -> Fix | None:
+    """The lever as a fix in the engine's spelling (None when the command already sets that value)."""
+    value, basis, source = _lever_value(lever, direction, spelling, engine, ev, setup)
+    if value is not None and setup.flag(_setup_key(spelling)) == str(value):
+        return None
+    note = f"; {spelling.note}" if spelling.note else ""
+    if value is None:
+        verb = {"down": "lower", "up": "raise", "on": "set"}[direction]
+        named = spelling.form.replace("{v}", "").strip(" =:[]")
+        return Fix({}, f"{verb} {named}: {why}{note}", "mechanism")
+    written = spelling.written(value)
+    return Fix({spelling.key: str(value)}, f"{written}: {why}{source}{note}", basis)
+
+
+def _lever_value(
+    lever: Lever, direction: str, spelling: Spelling, engine: Engine, ev: Evidence, setup: EngineSetup
+) -> tuple[object | None, str, str]:
+    """The value to write for a lever, how it is known (basis) and where it came from (for the summary)."""
+    if lever is Lever.KV_DTYPE:
+        return KV_TYPE[engine], "mechanism", ""
+    if lever is Lever.FLASH_ATTN:
+        return ("on" if engine is Engine.LLAMA_CPP else "1"), "mechanism", ""
+    if lever is Lever.GRAPHS:
+        if engine is Engine.TGI:
+            return 0, "mechanism", ""
+        if engine is Engine.LLAMA_CPP:
+            return 1, "mechanism", ""
+        return None, "mechanism", ""
+    if lever is Lever.CONTEXT:
+        return _context_value(ev, setup, _current(lever, spelling, setup))
+    if lever is Lever.SHARDS:
+        if engine is Engine.LLAMA_CPP:
+            return "1,1", "mechanism", ""
+        if engine is Engine.EXLLAMA:
+            return "true", "mechanism", ""
+        return setup.parallel("tensor_parallel_size") * 2, "mechanism", ""
+    if lever is Lever.KV_SHARE:
+        return _share_value(direction, spelling, engine, ev, setup)
+    if lever is Lever.CONCURRENCY and engine is Engine.OLLAMA:
+        return 1, "mechanism", ""
+    now = _current(lever, spelling, setup)
+    if now is not None and direction == "down":
+        return max(1, int(now) // 2), "evidence", f" (half of {int(now)})"
+    if lever is Lever.STEP_TOKENS and spelling.default is not None:
+        return int(spelling.default) // 2, "mechanism", f" (half the default {int(spelling.default)})"
+    return None, "mechanism", ""
+
+
+# The setup's own value of a lever, where the recovered flags carry it under vLLM's names.
+_VLLM_KEYS = {
+    Lever.STEP_TOKENS: "max_num_batched_tokens",
+    Lever.CONCURRENCY: "max_num_seqs",
+    Lever.CONTEXT: "max_model_len",
+}
+
+
+def _setup_key(spelling: Spelling) -> str:
+    """The recovered setup's key for an engine option (command-line flags are kept with underscores)."""
+    return spelling.key.replace("-", "_")
+
+
+def _current(lever: Lever, spelling: Spelling, setup: EngineSetup) -> float | None:
+    """The value the user's command gave the lever, in the engine's own option (or vLLM's name for it, which
+    some wrappers pass through)."""
+    for key in (_setup_key(spelling), _VLLM_KEYS.get(lever, "")):
+        value = setup.flag_float(key) if key else None
+        if value is not None and value > 0:
+            return value
+    return None
+
+
+def _context_value(ev: Evidence, setup: EngineSetup, now: float | None) -> tuple[object | None, str, str]:
+    """The context that fits, from the engine's own numbers (its estimate, the pool's tokens, needed vs
+    available KV), else half the context the evidence or the command names."""
+    estimate = _signal_number(ev, "max-model-len-exceeds-kv", "estimated_max_model_len")
+    tokens = _signal_number(ev, "max-model-len-exceeds-kv", "kv_cache_tokens")
+    length = _signal_number(ev, "max-model-len-exceeds-kv", "max_model_len") or now
+    need = _signal_number(ev, "max-model-len-exceeds-kv", "kv_needed_bytes")
+    avail = _signal_number(ev, "max-model-len-exceeds-kv", "kv_available_bytes")
+    if estimate or tokens:
+        fit = int(estimate or tokens or 0)
+        return fit // BLOCK * BLOCK, "engine", " (what the engine says its KV cache holds)"
+    if length and need and avail and avail < need:
+        # KV bytes grow linearly with the context for full attention.
+        fit = int(length * avail / need) // BLOCK * BLOCK
+        if fit >= BLOCK:
+            return fit, "evidence", f" ({int(length)} x {_g(avail)} available / {_g(need)} needed)"
+    if length:
+        return int(length) // 2 // BLOCK * BLOCK, "evidence", f" (half of {int(length)})"
+    return None, "mechanism", ""
+
+
+def _share_value(
+    direction: str, spelling: Spelling, engine: Engine, ev: Evidence, setup: EngineSetup
+) -> tuple[object | None, str, str]:
+    oom = _first_oom(ev)
+    if engine in (Engine.OLLAMA, Engine.EXLLAMA):
+        if direction != "down":
+            return None, "mechanism", ""
+        # A reserve (bytes for ollama, MB per GPU for TabbyAPI) at least the failed allocation.
+        need = oom.requested if oom and oom.requested else None
+        gib = max(1, -(-(need or 0) // GIB)) if need else 1
+        source = f" (the failed allocation was {_g(need)})" if need else ""
+        value: object = gib * GIB if engine is Engine.OLLAMA else gib * 1024
+        return value, "evidence" if need else "mechanism", source
+    now = _current(Lever.KV_SHARE, spelling, setup)
+    base, where = (now, "") if now is not None else (spelling.default, "the default ")
+    if base is None:
+        return None, "mechanism", ""
+    step = -0.1 if direction == "down" else 0.05
+    value = round(min(0.95, max(0.3, base + step)), 2)
+    if value == base:
+        return None, "mechanism", ""
+    return value, "evidence" if now is not None else "mechanism", f" (from {where}{base:g})"

@@ -21,8 +21,11 @@ The mechanism followed (vLLM `v1/core/block_pool.py`, `single_type_kv_cache_mana
   NOTE: a block past a request's shared prefix (the rest of its prompt, its output) gets a hash in vLLM too,
   but only two things can ever tell: where it waits in the free queue once freed, and a lookup by the same
   request after a preemption (recompute finds its own blocks). So in groups that keep every block until the
-  request ends, such blocks are hashed when freed: findable (their own key) when the request is preempted,
-  `PRIVATE_KEY` (a hash no lookup finds) when it finished. Same pool, far fewer map updates.
+  request ends, such blocks are hashed when freed: findable (their own key) when the request is preempted;
+  when it finished, they join the cached end of the free queue without a hash (no lookup could find theirs).
+  Same pool, far fewer map updates.
+- Reference counts matter only for blocks with a hash: only those can be shared (a lookup finds them). A
+  hash-less block has exactly one holder, so handing one out or taking it back touches no count.
 
 Everything here is bookkeeping over integers; there is no I/O and no printing.
 """
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 NULL_BLOCK = 0  # vLLM: BlockPool pops block 0 as the null block placeholder at start-up
-PRIVATE_KEY = 0  # the hash of a finished request's own blocks: no lookup can find them (shared keys are >= 1)
+PRIVATE_KEY = 0  # a hash no lookup finds (shared keys are >= 1, a request's own keys < 0)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -82,18 +85,21 @@ class HashedRequest(Protocol):
     shared_tokens: int  # leading tokens other requests may share; blocks past them are the request's own
     shared_prefix_boundary: int
     free_slots_upto: int  # written here: the sequence length it may reach before it needs this manager again
+    num_preemptions: int  # 0: none of its own blocks was ever found again (so none has a hash while held)
 
     def block_key(self, index: int, block_size: int) -> int: ...
 
 
 class CachedFreeQueue:
-    """Free blocks that carry a hash, least recently freed first (the back of vLLM's free queue).
+    """Free blocks that carry a hash in vLLM, least recently freed first (the back of vLLM's free queue).
 
     A list read from `head`: popping the oldest m blocks is one slice. A block taken out of the middle (a
-    prefix hit on a free block, so never a `PRIVATE_KEY` one) leaves its entry in place, marked dead and
-    skipped when the front reaches it. Indices are absolute: `base` entries were dropped from the front."""
+    prefix hit on a free block, so a findable one) leaves its entry in place, marked dead and skipped when
+    the front reaches it. Indices are absolute: `base` entries were dropped from the front. `findable`
+    counts the live entries a lookup can find (the rest are finished requests' own blocks, module NOTE):
+    while it is 0, evicting needs no look at the blocks."""
 
-    __slots__ = ("base", "dead", "head", "items", "where")
+    __slots__ = ("base", "dead", "findable", "head", "items", "where")
 
     def __init__(self, num_blocks: int) -> None:
         self.items: list[int] = []
@@ -101,6 +107,7 @@ class CachedFreeQueue:
         self.head = 0  # first entry not yet popped, relative to `items`
         self.where = [-1] * num_blocks  # block with a findable hash -> absolute index of its entry
         self.dead: set[int] = set()  # absolute indices of entries whose block left early
+        self.findable = 0
 
     def __len__(self) -> int:
         return len(self.items) - self.head - len(self.dead)
@@ -112,16 +119,21 @@ class CachedFreeQueue:
             start = self.base + len(self.items)
             for i in findable:
                 where[blocks[i]] = start + i
+            self.findable += len(findable)
         self.items.extend(blocks)
 
     def remove(self, block: int) -> None:
         self.dead.add(self.where[block])
+        self.findable -= 1
 
     def pop_oldest(self, m: int) -> list[int]:
         items = self.items
         h = self.head
         dead = self.dead
-        if not dead:
+        if m == 1 and not dead:
+            out = [items[h]]
+            h += 1
+        elif not dead:
             out = items[h : h + m]
             h += m
         else:
@@ -156,10 +168,11 @@ class BlockPool:
         self.uncached_free: list[int] = list(range(num_blocks - 1, NULL_BLOCK, -1))
         self.cached_free = CachedFreeQueue(num_blocks)
         self.cache: list[dict[int, list[int]]] = [{} for _ in range(num_groups)]
+        self.free_count = num_blocks - 1  # len(uncached_free) + len(cached_free), kept as they change
 
     @property
     def num_free(self) -> int:
-        return len(self.uncached_free) + len(self.cached_free)
+        return self.free_count
 
     @property
     def num_used(self) -> int:
@@ -179,35 +192,33 @@ class BlockPool:
         return found
 
     def get_new_blocks(self, n: int) -> list[int]:
+        """`n` hash-less blocks from the front of the free queue (hash-less ones first, then the least
+        recently freed cached ones, whose hashes are dropped). No count changes: see the module docstring."""
         stack = self.uncached_free
-        ref_cnt = self.ref_cnt
-        if n == 1 and stack:  # a decode crossing into its next block: the common case
-            block = stack.pop()
-            ref_cnt[block] = 1
-            return [block]
-        take = min(n, len(stack))
-        out = stack[len(stack) - take :][::-1]  # the top of the stack first
-        del stack[len(stack) - take :]
-        for block in out:
-            ref_cnt[block] = 1
-        if n > take:
+        have = len(stack)
+        self.free_count -= n
+        if n <= have:
+            if n == 1:  # a decode crossing into its next block: the common case
+                return [stack.pop()]
+            out = stack[have - n :][::-1]  # the top of the stack first
+            del stack[have - n :]
+            return out
+        out = stack[::-1]
+        stack.clear()
+        queue = self.cached_free
+        evicted = queue.pop_oldest(n - have)
+        if queue.findable:
             hashes = self.block_hash
-            evicted = self.cached_free.pop_oldest(n - take)
             for block in evicted:
-                ref_cnt[block] = 1
-                if hashes[block]:  # findable (every key but PRIVATE_KEY, 0): drop it from the lookup map
+                if hashes[block] is not None:  # findable: drop it from the lookup map
                     self._evict(block)
-                else:
-                    hashes[block] = None
-            out.extend(evicted)
+                    queue.findable -= 1
+        out.extend(evicted)
         return out
 
     def _evict(self, block: int) -> None:
         key = self.block_hash[block]
         if key is None:
-            return
-        if key == PRIVATE_KEY:
-            self.block_hash[block] = None
             return
         table = self.cache[self.block_group[block]]
         holders = table[key]
@@ -223,6 +234,7 @@ class BlockPool:
                 continue
             if self.ref_cnt[block] == 0:
                 self.cached_free.remove(block)
+                self.free_count -= 1
             self.ref_cnt[block] += 1
 
     def free_blocks(self, ordered: Sequence[int]) -> None:
@@ -230,29 +242,72 @@ class BlockPool:
         first: list[int] = []
         cached: list[int] = []
         findable: list[int] = []
+        self._release(ordered, first, cached, findable)
+        if first:
+            self.uncached_free.extend(reversed(first))
+        if cached:
+            self.cached_free.append_all(cached, findable)
+        self.free_count += len(first) + len(cached)
+
+    def free_finished(self, blocks: list[int], lo: int, hi: int, refound: bool) -> None:
+        """`free_blocks(blocks[::-1])` for a finished request whose full blocks `blocks[lo:hi]` are its own:
+        those carry vLLM hashes no lookup can find, so they join the cached end of the queue without one
+        (module NOTE). Only a block it found again after a preemption (`refound`: it was preempted) has a
+        hash there."""
+        first: list[int] = []
+        cached: list[int] = []
+        findable: list[int] = []
+        if hi < len(blocks):
+            self._release(blocks[hi:][::-1], first, cached, findable)
+        own = blocks[lo:hi]
+        own.reverse()
+        if refound:
+            hashes = self.block_hash
+            ref_cnt = self.ref_cnt
+            for block in own:
+                if hashes[block] is None:
+                    cached.append(block)
+                else:
+                    left = ref_cnt[block] = ref_cnt[block] - 1
+                    if left == 0:
+                        findable.append(len(cached))
+                        cached.append(block)
+        else:
+            cached.extend(own)
+        if lo:
+            self._release(blocks[lo - 1 :: -1], first, cached, findable)
+        if first:
+            self.uncached_free.extend(reversed(first))
+        if cached:
+            self.cached_free.append_all(cached, findable)
+        self.free_count += len(first) + len(cached)
+
+    def _release(
+        self, ordered: Sequence[int], first: list[int], cached: list[int], findable: list[int]
+    ) -> None:
+        """Sort released blocks into hash-less ones (`first`) and cached ones whose last holder let go
+        (`cached`, `findable` their positions there)."""
         ref_cnt = self.ref_cnt
         hashes = self.block_hash
         for block in ordered:
             if block == NULL_BLOCK:
                 continue
+            key = hashes[block]
+            if key is None:
+                first.append(block)  # its only holder
+                continue
             left = ref_cnt[block] = ref_cnt[block] - 1
             if left == 0:
-                key = hashes[block]
-                if key is None:
-                    first.append(block)
-                else:
-                    if key != PRIVATE_KEY:
-                        findable.append(len(cached))
-                    cached.append(block)
-        if first:
-            self.uncached_free.extend(reversed(first))
-        if cached:
-            self.cached_free.append_all(cached, findable)
+                if key != PRIVATE_KEY:
+                    findable.append(len(cached))
+                cached.append(block)
 
     def cache_block(self, block: int, key: int, group: int) -> None:
+        """Give a held, hash-less block (so its holder is the only one) its hash."""
         if self.block_hash[block] is not None:
             return
         self.block_hash[block] = key
+        self.ref_cnt[block] = 1
         if key == PRIVATE_KEY:
             return
         self.block_group[block] = group
@@ -393,10 +448,9 @@ class GroupManager:
                     block = blocks[i]
                     if block != NULL_BLOCK and hashes[block] is None:
                         pool.cache_block(block, request.block_key(i, bs), self.gid)
-            else:
-                for block in blocks[lo:hi]:
-                    if hashes[block] is None and block != NULL_BLOCK:
-                        hashes[block] = PRIVATE_KEY
+            elif lo < hi:
+                pool.free_finished(blocks, lo, hi, request.num_preemptions > 0)
+                return
         self.pool.free_blocks(blocks[::-1])
 
     def held_blocks(self) -> int:
@@ -555,7 +609,7 @@ class KvCacheManager:
                 need = cdiv(min(total, self.max_model_len), bs) - len(blocks)
                 if need > 0:
                     pool = self.pool
-                    if need > len(pool.uncached_free) + len(pool.cached_free):
+                    if need > pool.free_count:
                         return False
                     blocks.extend(pool.get_new_blocks(need))
                 if self.enable_caching:

@@ -181,6 +181,7 @@ class _Replay:
         self.executed = 0
         self.next_progress = 0
         self.steady = False  # the last step decoded every running request and changed nothing else
+        self.stop_run = False  # the last decode segment could not go on (not for a finish)
         self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
         self.stop = False
 
@@ -248,12 +249,30 @@ class _Replay:
     # ----- a run of decode steps ------------------------------------------------------------------------
 
     def _decode_run(self) -> int:
-        """Advance identical decode steps until an arrival, a finish, a pool too short for the next blocks,
-        or `max_steps`; the steps executed (0: none could be, schedule this step)."""
+        """Advance identical decode steps until an arrival, a pool too short for the next blocks, or
+        `max_steps`, through the steps where members finish (while the waiting queue is empty: a finish
+        frees blocks its head may take); the steps executed (0: none could be, schedule this step)."""
+        sched = self.sched
+        next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
+        done = 0
+        while True:
+            k = self._decode_segment(next_arrival)
+            done += k
+            if not k or self.stop_run or sched.waiting or self.now >= next_arrival:
+                break
+            if self.max_steps and self.executed >= self.max_steps:
+                break
+        if not done:
+            self.steady = False
+        return done
+
+    def _decode_segment(self, next_arrival: float) -> int:
+        """One run of decode steps of the same requests, up to and through a finishing step; sets
+        `stop_run` when it could not go on for a reason other than a finish."""
         config = self.config
         sched = self.sched
+        self.stop_run = True
         if not sched.decode_run_ready():
-            self.steady = False
             return 0
         cohort = sched.cohort
         assert cohort is not None
@@ -263,16 +282,13 @@ class _Replay:
         if activation is not None:
             peak = decode_step_peak(self._decode_peaks, num, activation, config.memory)
             if config.headroom_bytes is not None and peak > config.headroom_bytes:
-                self.steady = False
                 return 0  # an OOM step: scheduled on its own, so it is recorded
         rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
         limit = self.max_steps - self.executed if self.max_steps else 1 << 62
-        next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
         step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
-        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit)
+        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit, True)
         k = len(times)
         if not k:
-            self.steady = False
             return 0
         if peak > self.peak_value:
             self.peak_value, self.peak_index = peak, self.executed
@@ -284,6 +300,12 @@ class _Replay:
         self.now = times[-1] + durations[-1]
         self.step += k
         self.executed += k
+        if cohort.steps in cohort.finishes:  # the last step finished members: update_from_output's part
+            finished = sched.finish_cohort_step(self.now)
+            self.cols["finished"][-1] = len(finished)
+            self.finished_count += len(finished)
+            self.stop_run = False
+            self.steady = False  # blocks came back: the waiting queue's head may fit now
         return k
 
     # ----- one scheduled step ---------------------------------------------------------------------------

@@ -406,15 +406,15 @@ class Scheduler:
     def update_from_output(self, plan: StepPlan, now: float) -> list[SimRequest]:
         """The model step ran: sample one token for every request whose tokens are all computed. Finished
         requests leave in running order (the order they were scheduled in), freeing their blocks."""
-        any_finished = False
+        finished: list[SimRequest] = []
         if plan.cohort is not None and plan.cohort_decodes:
-            any_finished = plan.cohort.finish_last_step()
+            finished = plan.cohort.finish_last_step()  # the head of the running list, in its order
         for request in plan.decodes:
             request.num_output += 1
             request.num_tokens += 1
             if request.num_tokens >= request.stop_tokens:
                 request.status = FINISHED
-                any_finished = True
+                finished.append(request)
         for request, _, _ in plan.chunks:
             if request.num_computed < request.num_tokens:
                 continue  # a partial prefill chunk: the runner discards its sample
@@ -424,15 +424,35 @@ class Scheduler:
                 request.first_token = now
             if request.num_tokens >= request.stop_tokens:
                 request.status = FINISHED
-                any_finished = True
-        if not any_finished:
-            return []
-        finished = [r for r in self.running if r.status == FINISHED]
-        self.running = [r for r in self.running if r.status != FINISHED]
+                finished.append(request)
+        if finished:
+            self._remove_finished(finished, now)
+        return finished
+
+    def finish_cohort_step(self, now: float) -> list[SimRequest]:
+        """After a `DecodeCohort.run_until` that ran through a finishing step: what `update_from_output`
+        does for it (the members that reached their stop leave, in running order, freeing their blocks)."""
+        assert self.cohort is not None
+        finished = self.cohort.finish_last_step()
+        if finished:
+            self._remove_finished(finished, now)
+        return finished
+
+    def _remove_finished(self, finished: list[SimRequest], now: float) -> None:
+        """Take the FINISHED requests out of the running list and free their blocks, in running order (the
+        order vLLM frees them in, which sets the free queue's order); `finished` is put in that order."""
+        running = self.running
+        if len(finished) <= 8:  # the usual case: find them, rather than rebuild the list
+            where = sorted(running.index(r) for r in finished)
+            finished[:] = [running[i] for i in where]
+            for i in reversed(where):
+                del running[i]
+        else:
+            finished[:] = [r for r in running if r.status == FINISHED]
+            running[:] = [r for r in running if r.status != FINISHED]
         for request in finished:
             request.finished_at = now
             self.kv.free(request)
-        return finished
 
     def decode_run_ready(self) -> bool:
         """Every running request is in the cohort: the next steps are identical decode steps until an
@@ -535,7 +555,7 @@ class DecodeCohort:
             pool = self.kv.pool
             m = len(due)
             tables = self.tables
-            if m <= len(pool.uncached_free) + len(pool.cached_free):
+            if m <= pool.free_count:
                 for slot, block in zip(due, pool.get_new_blocks(m)):
                     tables[slot].append(block)
             else:
@@ -544,7 +564,7 @@ class DecodeCohort:
                 for slot in list(due):
                     if not live[slot]:
                         continue  # preempted by a member before it
-                    while not len(pool.uncached_free) + len(pool.cached_free):
+                    while not pool.free_count:
                         if preempt_back() is members[slot]:
                             break
                     if live[slot]:
@@ -579,14 +599,16 @@ class DecodeCohort:
             if live
         ]
 
-    def finish_last_step(self) -> bool:
+    def finish_last_step(self) -> list[SimRequest]:
         """After the model step: members whose stop was reached are brought up to date and marked FINISHED
-        (`update_from_output` removes and frees them); True when any finished."""
+        (`update_from_output` removes and frees them); they are returned in running order."""
         slots = self.finishes.pop(self.steps, None)
         if not slots:
-            return False
-        for slot in slots:
+            return []
+        done = []
+        for slot in sorted(slots):
             request = self._sync(slot)
+            done.append(request)
             request.status = FINISHED
             self.live[slot] = False
             self.phases[self.phase_of[slot]].remove(slot)
@@ -596,7 +618,7 @@ class DecodeCohort:
             self._reset()
         elif len(self.members) > 64 and len(self.members) > 4 * self.size:
             self.dissolve()  # mostly finished slots: the live ones rejoin at the next step, renumbered
-        return True
+        return done
 
     def _sync(self, slot: int) -> SimRequest:
         request = self.members[slot]
@@ -609,11 +631,17 @@ class DecodeCohort:
         return request
 
     def run_until(
-        self, now: float, end: float, step_time: StepTimeModel | None, max_steps: int
+        self,
+        now: float,
+        end: float,
+        step_time: StepTimeModel | None,
+        max_steps: int,
+        through_finish: bool = False,
     ) -> tuple[list[float], list[float], list[int]]:
         """Steps with nothing but the members' decodes (the caller knows there is nothing else), while they
-        start before `end` (the clock at `now`), at most `max_steps`, and stopping before a finishing step
-        or one whose blocks do not fit: each step's start, duration (`step_time` for the decode shape; 1 when
+        start before `end` (the clock at `now`), at most `max_steps`, and stopping before a step whose blocks
+        do not fit and before a finishing step (`through_finish`: after it; the caller then runs
+        `Scheduler.finish_cohort_step`): each step's start, duration (`step_time` for the decode shape; 1 when
         None, a step clock) and KV blocks in use after it."""
         times: list[float] = []
         durations: list[float] = []
@@ -628,27 +656,31 @@ class DecodeCohort:
         used = pool.num_used
         context = self.context
         j = self.steps
-        last = min(min(self.finishes) - 1, j + max_steps)
+        last = min(min(self.finishes) - (0 if through_finish else 1), j + max_steps)
         base = per_context = no_attention = 0.0
         if step_time is not None:
             # step_seconds(num, context, 0), term by term in its own order: the same float every step.
             base = step_time.per_step_s + step_time.per_token_s * num
             per_context = step_time.per_context_token_s
             no_attention = step_time.per_prefill_attention_s * 0
+        add_time, add_duration, add_used = times.append, durations.append, kv_used.append
         while now < end and j < last:
             due = phases[(j + 1) % num_phases]
             if due:
                 m = len(due)
-                if m > len(pool.uncached_free) + len(pool.cached_free):
+                if m > pool.free_count:
                     break  # schedule() will preempt at this step
-                for slot, block in zip(due, pool.get_new_blocks(m)):
-                    tables[slot].append(block)
+                if m == 1:
+                    tables[due[0]].append(pool.get_new_blocks(1)[0])
+                else:
+                    for slot, block in zip(due, pool.get_new_blocks(m)):
+                        tables[slot].append(block)
                 used += m
             j += 1
             duration = 1.0 if step_time is None else base + per_context * context + no_attention
-            times.append(now)
-            durations.append(duration)
-            kv_used.append(used)
+            add_time(now)
+            add_duration(duration)
+            add_used(used)
             now += duration
             context += num
         if times:

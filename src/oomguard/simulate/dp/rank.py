@@ -134,12 +134,25 @@ class RankEngine:
         return step_time.step_seconds(load.tokens, load.decode_context, load.prefill_attention)
 
     def _advance_run(self, t: float) -> bool:
-        """Run the identical decode steps that start before `t` (`DecodeCohort.run_until`); False when none
+        """Run the identical decode steps that start before `t` (`DecodeCohort.run_until`), through the steps
+        where members finish while the waiting queue is empty (as `run.simulate` does); False when none
         could run here."""
+        ran = False
+        while True:
+            k, finished = self._advance_segment(t)
+            ran = ran or k > 0
+            if not finished or self.sched.waiting or self.now >= t:
+                break
+        if not ran:
+            self.steady = False
+        return ran
+
+    def _advance_segment(self, t: float) -> tuple[int, bool]:
+        """One run of decode steps of the same requests, up to and through a finishing step: the steps run,
+        and whether the last one finished members."""
         sched = self.sched
         if not sched.decode_run_ready():
-            self.steady = False
-            return False
+            return 0, False
         cohort = sched.cohort
         assert cohort is not None
         num = cohort.size
@@ -149,24 +162,30 @@ class RankEngine:
             peak = decode_step_peak(self._decode_peaks, num, act, self.config.memory)
             headroom = self.config.headroom_bytes
             if headroom is not None and peak > headroom:
-                self.steady = False
-                return False
+                return 0, False
         rows = cohort.rows_after(cohort.steps) if peak > self.peak_value else []
         max_steps = self.config.max_steps
         limit = 1 << 62 if not max_steps else max(0, max_steps - self.executed)
         step_time = None if self.by_steps else self.config.step_time
-        times, durations, kv_used = cohort.run_until(self.now, t, step_time, limit)
+        times, durations, kv_used = cohort.run_until(self.now, t, step_time, limit, True)
         k = len(times)
         if not k:
-            self.steady = False
-            return False
+            return 0, False
         if peak > self.peak_value:
             self.peak_value, self.peak_index = peak, self.executed
             self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
         record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
-        return True
+        if cohort.steps not in cohort.finishes:
+            return k, False
+        finished = sched.finish_cohort_step(self.now)  # update_from_output's part of the last step
+        self.cols["finished"][-1] = len(finished)
+        for request in finished:
+            self.finish_times.append(self.now)
+            self.finished.append(request)
+        self.steady = False  # blocks came back: the waiting queue's head may fit now
+        return k, True
 
     @property
     def executed(self) -> int:
