@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest, StepPlan
@@ -286,8 +287,11 @@ class _Replay:
         rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
         limit = self.max_steps - self.executed if self.max_steps else 1 << 62
         step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
-        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit, True)
-        k = len(times)
+        cols = self.cols
+        times, durations = cols["time"], cols["duration"]
+        k = cohort.run_until(
+            self.now, next_arrival, step_time, limit, times, durations, cols["kv_blocks_used"], True
+        )
         if not k:
             return 0
         if peak > self.peak_value:
@@ -296,7 +300,7 @@ class _Replay:
         if config.record_chunks:
             rids = [r.rid for r, _ in rows]
             self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for _, b in rows])) for j in range(k))
-        record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
+        record_decode_run(cols, self.step, k, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
         self.executed += k
@@ -464,21 +468,11 @@ def decode_step_peak(
 
 
 def record_decode_run(
-    cols: dict[str, list[Any]],
-    first_step: int,
-    times: list[float],
-    durations: list[float],
-    kv_used: list[int],
-    num: int,
-    waiting: int,
-    peak: int,
+    cols: dict[str, list[Any]], first_step: int, k: int, num: int, waiting: int, peak: int
 ) -> None:
-    """Append a run of identical decode steps of `num` requests to the timeline columns."""
-    k = len(times)
+    """Complete the timeline rows of a run of `k` identical decode steps of `num` requests (its times,
+    durations and KV blocks are in already: `DecodeCohort.run_until` appends them)."""
     cols["step"].extend(range(first_step, first_step + k))
-    cols["time"].extend(times)
-    cols["duration"].extend(durations)
-    cols["kv_blocks_used"].extend(kv_used)
     for name, value in (
         ("tokens", num),
         ("num_prefills", 0),
@@ -519,8 +513,9 @@ def weighted_percentiles(
         return tuple(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))] for q in qs)
     # A timeline has few distinct values and many steps: add up the weight per value, then sort those.
     per_value: dict[float, float] = {}
+    get = per_value.get
     for v, w in zip(values, weights):
-        per_value[v] = per_value.get(v, 0.0) + w
+        per_value[v] = get(v, 0.0) + w
     ordered = sorted(per_value)
     total = math.fsum(per_value.values())
     out: list[float] = []
@@ -577,17 +572,15 @@ def summarize(result: SimulationResult) -> Summary:
     weights = tl.duration if result.clock != STEPS else None
     kv_p50, kv_p99 = (b / usable for b in weighted_percentiles(tl.kv_blocks_used, weights, (0.50, 0.99)))
     ttft_p50, ttft_p99 = weighted_percentiles(result.requests.ttfts, None, (0.50, 0.99))
-    saturated = sum(
-        d
-        for d, w, b in zip(tl.duration, tl.waiting, tl.kv_blocks_used)
-        if w > 0 and b >= SATURATED_KV_USAGE * usable
-    )
+    # Only the steps with requests waiting (`compress` skips the rest in C), in order: the same sum.
+    limit = SATURATED_KV_USAGE * usable
+    saturated = sum(d for d, b in compress(zip(tl.duration, tl.kv_blocks_used), tl.waiting) if b >= limit)
     sim_time = (tl.time[-1] + tl.duration[-1] - tl.time[0]) if len(tl) else 0.0
     busy = sum(tl.duration)
     rs = result.requests
     max_padding = 1.0
     if result.config.activation is not None:
-        for k in range(len(tl)):
+        for k in compress(range(len(tl)), map((1).__lt__, tl.num_prefills)):  # steps with 2+ prefills
             p = tl.num_prefills[k]
             if p > 1:
                 # padded rows / real rows of the prefill part, from the step's columns
