@@ -210,3 +210,26 @@ def test_no_vllm_flag_in_any_fix_for_another_engine_across_the_tuning_corpus() -
             for fix in cause.fixes:
                 assert not VLLM_ONLY.search(fix.summary), (line[:60], cause.cls, fix.summary)
     assert foreign >= 40  # SGLang, TensorRT-LLM, llama.cpp, ollama, TGI, LMDeploy, ExLlama reports
+
+
+# https://github.com/ollama/ollama/issues/9322
+OLLAMA_HOST_KILL = (
+    "Feb 24 15:36:32 adl ollama[2521]: time=2025-02-24T15:36:32.318-08:00 level=INFO source=memory.go:356 "
+    'msg="offload to cuda" layers.requested=-1 layers.model=81 layers.offload=14 layers.split=7,7 '
+    'memory.available="[14.5 GiB 15.2 GiB]" memory.gpu_overhead="0 B" memory.required.full="136.3 GiB" '
+    'memory.required.partial="28.7 GiB" memory.required.kv="640.0 MiB" '
+    'memory.required.allocations="[14.3 GiB 14.3 GiB]" memory.weights.total="128.1 GiB"\n'
+    "Feb 24 11:16:31 adl systemd[1]: ollama.service: A process of this unit has been killed by the OOM "
+    "killer.\n"
+    "Feb 24 11:16:32 adl systemd[1]: ollama.service: Failed with result 'oom-kill'.\n"
+    "Feb 24 11:16:32 adl systemd[1]: ollama.service: Consumed 32.964s CPU time, 123.9G memory peak."
+)
+
+
+def test_an_ollama_host_kill_gets_ollamas_host_levers_not_safetensors_advice() -> None:
+    d = diagnosis(OLLAMA_HOST_KILL)
+    assert d.causes[0].cls == "host-ram-oom"
+    fixes = fixes_of(d, "host-ram-oom")
+    assert any(f.startswith("lower num_ctx") for f in fixes), fixes
+    assert any(f.startswith("OLLAMA_NUM_PARALLEL=1") for f in fixes), fixes
+    assert not any("safetensors" in f for f in fixes), fixes  # ollama loads GGUF

@@ -1159,7 +1159,18 @@ ENGINE_NAMES = {
     Engine.EXLLAMA: "ExLlama",
 }
 # Text that only makes sense for vLLM: its flags, variables and name.
-_VLLM_ONLY = re.compile(r"--[a-z]|\bvLLM\b|\bVLLM_|\bvllm serve\b")
+_VLLM_ONLY = re.compile(r"--[a-z]|\bVLLM_|\bvllm serve\b")
+# GGUF engines load no safetensors and run layers on the CPU: their host memory is weights and KV there.
+GGUF_ENGINES = (Engine.LLAMA_CPP, Engine.OLLAMA)
+# Levers of one engine for one cause, where the mechanism is that engine's own.
+ENGINE_CLASS_LEVERS: dict[tuple[Engine, str], tuple[tuple[Lever, str, str], ...]] = {
+    (engine, "host-ram-oom"): (
+        (Lever.CONTEXT, "down", "less KV in host memory for the layers that run on the CPU"),
+        (Lever.KV_DTYPE, "on", "half the bytes per KV token, wherever the layer runs"),
+        (Lever.CONCURRENCY, "down", "fewer slots, each with its own context"),
+    )
+    for engine in GGUF_ENGINES
+}
 
 
 def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: EngineSetup) -> Advice:
@@ -1168,10 +1179,12 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
     levers in this engine's spelling. vLLM's flags never reach another engine's user, and the planner (which
     plans vLLM) is not asked."""
     name = ENGINE_NAMES[engine]
-    kept = [f for f in advice.fixes if _portable(f, engine)]
+    kept = [
+        Fix(f.flags, f.summary.replace("vLLM", name), f.basis) for f in advice.fixes if _portable(f, engine)
+    ]
     spelled = SPELLINGS[engine]
     levers: list[Fix] = []
-    for lever, direction, why in CLASS_LEVERS.get(cls, ()):
+    for lever, direction, why in ENGINE_CLASS_LEVERS.get((engine, cls), CLASS_LEVERS.get(cls, ())):
         spelling = spelled.get(lever)
         # ollama's and TabbyAPI's memory share is a reserve left free: it only goes one way.
         reserve_only = lever is Lever.KV_SHARE and engine in (Engine.OLLAMA, Engine.EXLLAMA)
@@ -1194,6 +1207,8 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
 def _portable(fix: Fix, engine: Engine) -> bool:
     """A fix of the vLLM advisor that holds for another engine as it is."""
     if _VLLM_ONLY.search(fix.summary):
+        return False
+    if engine in GGUF_ENGINES and "safetensors" in fix.summary:
         return False
     for key in fix.flags:
         if key == "PYTORCH_CUDA_ALLOC_CONF":
