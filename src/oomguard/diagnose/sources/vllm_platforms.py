@@ -1,10 +1,7 @@
-"""vLLM's hardware plugins' own startup lines (Ascend NPUs, Intel Gaudi HPUs): the KV memory they found and
-the step they had reached, where their wording differs from vLLM's.
+"""vLLM's hardware plugins' own startup lines (Intel Gaudi HPUs): the step they had reached, where their
+wording differs from vLLM's. (vllm-ascend's "Available memory: 0, total memory: N" is read by vllm_log.py.)
 
 Formats:
-- vllm-ascend (vllm_ascend/worker/worker_v1.py, determine_available_memory): "Available memory: 0, total
-  memory: 65452113920" in bytes, per worker. What the profile left for the KV cache and the NPU's total; zero
-  or less is vLLM's "No available memory for the cache blocks" in the plugin's words (`no-kv-cache-memory`).
 - Intel Gaudi (HabanaAI/vllm-fork and vllm-gaudi, hpu_model_runner.py warmup_model): after the KV cache is
   allocated, every prompt and decode bucket is run once to compile and capture its HPU graph:
   "[Warmup][Prompt][1/40] batch_size:4 seq_len:1024 free_mem:23.65 GiB", "[Warmup][Decode][204/416]
@@ -21,13 +18,12 @@ from oomguard.diagnose.scan import Line
 from oomguard.diagnose.sources.base import Context, LineParser, Message
 from oomguard.diagnose.sources.triggers import Triggers
 
-_ASCEND_AVAILABLE = re.compile(r"\bAvailable memory: (?P<avail>-?\d+), total memory: (?P<total>\d+)\b")
 _HPU_WARMUP = re.compile(r"\[Warmup\]\[(?:Prompt|Decode|Graph/\w+)\]\[\d+/\d+\]")
 _HPU_WARMUP_DONE = re.compile(r"\bWarmup finished in [\d.]+ secs?\b")
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("Available memory: ", "[Warmup][", "Warmup finished in"))
+    TRIGGERS = Triggers(words=("[Warmup][", "Warmup finished in"))
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -35,22 +31,10 @@ class Parser(LineParser):
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
-        if "Available memory: " in body:
-            self._ascend_available(line, msg)
         if "[Warmup][" in body and _HPU_WARMUP.search(body):
             self._once(line, body, "milestone-cudagraph-start")
         if "Warmup finished in" in body and _HPU_WARMUP_DONE.search(body):
             self._once(line, body, "milestone-cudagraph-done")
-
-    def _ascend_available(self, line: Line, msg: Message) -> None:
-        m = _ASCEND_AVAILABLE.search(msg.body)
-        if not m:
-            return
-        available, total = int(m.group("avail")), int(m.group("total"))
-        self.ctx.startup_number(line, msg, "kv_available_bytes", available)
-        self.ctx.startup_number(line, msg, "gpu_total_bytes", total)
-        if available <= 0:
-            self._once(line, msg.body, "no-kv-cache-memory", kv_available_bytes=available)
 
     def _once(self, line: Line, body: str, name: str, **numbers: float | None) -> None:
         if name not in self.said:
