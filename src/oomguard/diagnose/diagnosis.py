@@ -42,6 +42,9 @@ GPU_MEMORY_ERRORS = (
 )
 # How many causes the report lists.
 TOP = 5
+# A cause no rule points at is listed (from the prior alone) only when its blended score reaches this: a
+# 1-in-20 suspect is worth collecting evidence for, a 1% one is noise in the list.
+MIN_PRIOR_ONLY = 0.05
 # Scores add the weight of independent pieces of evidence, so a lead of a few points is more decisive than
 # its plain share says: squared shares with a floor for "none of these" are calibrated on the tuning corpus
 # (the first cause is right about as often as its confidence says in each band; plain shares were ~20 points
@@ -146,14 +149,18 @@ def rank(
     their calibrated confidence; without a prior the rest are the other causes with rule weight, by score.
     With the prior's class shares, places 2.. are ordered by the blended score (the rules' confidence plus
     the prior's share of what the rules leave to 'none of these') and show it, capped at the place above so
-    the list reads in order (the prior may favour a later cause more than the rules favour the first)."""
+    the list reads in order (the prior may favour a later cause more than the rules favour the first). A
+    cause without rule weight is listed only from MIN_PRIOR_ONLY up."""
     order = sorted(CLASSES, key=lambda c: (-scores[c], CLASSES.index(c)))
     first = order[0]
     if shares is None:
         return [(first, conf[first])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
     left = max(0.0, 1.0 - sum(conf.values()))
     blended = {c: conf[c] + left * shares.get(c, 0.0) for c in CLASSES}
-    rest = sorted(order[1:], key=lambda c: (-blended[c], CLASSES.index(c)))
+    rest = sorted(
+        (c for c in order[1:] if scores[c] > 0 or blended[c] >= MIN_PRIOR_ONLY),
+        key=lambda c: (-blended[c], CLASSES.index(c)),
+    )
     shown = [(first, conf[first])]
     for c in rest[: TOP - 1]:
         shown.append((c, min(blended[c], shown[-1][1])))
