@@ -1,17 +1,25 @@
 """The reliability campaign's diagnose findings, each as the input that found it: a snapshot pickle of shared
 references (H5), snapshot fields of the wrong type (C8), a refused pickle given alone (U3), an infinite
-request count in a metrics file (C7)."""
+request count in a metrics file (C7), a metrics file far larger than one scrape (C3)."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import pickle
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
+from oomguard.diagnose import scan
+from oomguard.diagnose.evidence import Evidence, LoadSample
+from oomguard.diagnose.read import read_one
+from oomguard.diagnose.sources import metrics
 from oomguard.diagnose.sources.torch_snapshot import RefusedPickle, load_plain, summarize
+from oomguard.watch.prom_text import SkippedLine, iter_exposition, parse
 
 
 def test_h5_shared_references_are_counted_once_in_linear_time() -> None:
@@ -80,3 +88,54 @@ def test_c7_an_infinite_request_count_is_skipped_with_a_note(run_diagnose) -> No
     code, result, err = run_diagnose(prom, names=("inf.prom",))
     assert code == 0, err
     assert any("not a finite number" in note for note in result["skipped"]), result["skipped"]
+
+
+C3_LINES = 200_000
+C3_LINE = b'vllm:num_requests_running{engine="0"} 1\n'  # each line repeats the series: a scrape of its own
+
+
+def test_c3_a_metrics_file_of_many_scrapes_is_read_in_bounded_memory() -> None:
+    body = b"# TYPE vllm:num_requests_running gauge\n" + C3_LINE * C3_LINES
+    stream = io.BytesIO(gzip.compress(body))
+    evidence = Evidence()
+    tracemalloc.start()
+    try:
+        doc = read_one("m.prom", gzip.GzipFile(fileobj=stream), evidence)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (doc.kind, doc.lines, doc.facts) == ("prometheus-metrics", C3_LINES + 1, C3_LINES)
+    assert evidence.count(LoadSample) == C3_LINES
+    # Read whole, the 8 MB text cost ~21x its size (160 MB). Streamed, memory is that of a chunk of lines
+    # (the evidence keeps the first and last facts of a kind), whatever the file's size.
+    assert peak < 3 * scan.CHUNK, f"{peak / 2**20:.1f} MiB for {len(body) / 2**20:.1f} MiB of text"
+
+
+SCRAPES = "".join(
+    f"# HELP vllm:num_requests_running Number of requests.\n# TYPE vllm:num_requests_running gauge\n"
+    f'vllm:num_requests_running{{engine="0",model_name="m"}} {k}\n'
+    f'vllm:num_requests_running{{engine="1",model_name="m"}} {k + 1}\n'
+    f'vllm:kv_cache_usage_perc{{engine="{k % 2}",model_name="m"}} 0.{k}\n'
+    f"bad line {k}\nprocess_resident_memory_bytes {k}e9\n"
+    for k in range(1, 9)
+).encode()
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, len(SCRAPES)])
+def test_c3_scrapes_read_in_chunks_give_the_samples_of_the_whole_body(size: int) -> None:
+    for body in (SCRAPES, SCRAPES + b"vllm:num_requests_running 3"):  # the second ends mid-line
+        chunks = [body[i : i + size] for i in range(0, len(body), size)]
+        streamed = list(iter_exposition(chunks))
+        whole = parse(body)
+        assert [s for s in streamed if not isinstance(s, SkippedLine)] == sorted(
+            whole.samples(), key=lambda s: s.lineno
+        )
+        skipped = [s for s in streamed if isinstance(s, SkippedLine)]
+        assert sorted(skipped, key=lambda s: s.lineno) == sorted(whole.skipped, key=lambda s: s.lineno)
+
+
+def test_c3_a_scrape_of_more_engines_than_any_server_keeps_the_first() -> None:
+    body = "".join(f'vllm:num_requests_running{{engine="{e}"}} 1\n' for e in range(2 * 512)).encode()
+    evidence = Evidence()
+    read = metrics.read_document("wide.prom", [body], evidence)
+    assert evidence.count(LoadSample) == 512 and read.dropped_engines == 512

@@ -6,10 +6,15 @@ the cited public threads."""
 from __future__ import annotations
 
 import io
+import json
 
+import pytest
+
+from oomguard.diagnose.causes import CauseClass
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.evidence import Evidence
 from oomguard.diagnose.read import read_one, require_evidence
+from oomguard.diagnose.rules import CLASSES, Tally
 
 ALLOC_TAIL = (
     " If reserved but unallocated memory is large try setting "
@@ -239,3 +244,174 @@ def test_one_processs_rss_rising_across_ps_pastes_is_a_leak() -> None:
     # Flat RSS (the same first paste three times) is a footprint, not a leak.
     first = WORKER_RSS_OVER_HOURS.split("two hours later")[0]
     assert "memory-leak" not in ranked(first * 3)[:1]
+
+
+# https://github.com/vllm-project/vllm/issues/1354: vLLM 0.2 logs zero GPU blocks at 0.98 utilization on WSL
+# and stops there.
+ZERO_GPU_BLOCKS = (
+    "$ python -m vllm.entrypoints.openai.api_server --model lmsys/vicuna-7b-v1.3 --gpu-memory-utiliz"
+    "ation 0.98 --dtype half\n"
+    "INFO 10-14 21:32:44 llm_engine.py:72] Initializing an LLM engine with config: model='lmsys/vicu"
+    "na-7b-v1.3', tokenizer='lmsys/vicuna-7b-v1.3', tokenizer_mode=auto, revision=None, trust_remote"
+    "_code=False, dtype=torch.float16, max_seq_len=2048, download_dir=None, load_format=auto, tensor"
+    "_parallel_size=1, quantization=None, seed=0)\n"
+    "INFO 10-14 21:40:24 llm_engine.py:205] # GPU blocks: 0,"
+)
+# https://github.com/vllm-project/vllm/issues/4429: V0's worker failing in initialize_cache, where
+# raise_if_cache_size_invalid refuses an empty or too small pool.
+V0_INITIALIZE_CACHE = (
+    "python -m vllm.entrypoints.openai.api_server --dtype float16 --trust-remote-code --model /model"
+    "s/deepseek-coder-33b-instruct  --served-model-name deepseek-coder-33b-instruct --port 8000 --ho"
+    "st 0.0.0.0 --tensor-parallel-size 2\n"
+    "\n"
+    "ERROR 04-28 15:55:45 worker_base.py:157] Error executing method initialize_cache. This might ca"
+    "use deadlock in distributed execution.\n"
+    "ERROR 04-28 15:55:45 worker_base.py:157] Traceback (most recent call last):\n"
+    'ERROR 04-28 15:55:45 worker_base.py:157]   File "/root/miniconda3/envs/deepseek/lib/python3.10/'
+    'site-packages/vllm/worker/worker_base.py", line 149, in execute_method\n'
+    "ERROR 04-28 15:55:45 worker_base.py:157]     return executor(*args, **kwargs)\n"
+    'ERROR 04-28 15:55:45 worker_base.py:157]   File "/root/miniconda3/envs/deepseek/lib/python3.10/'
+    'site-packages/vllm/worker/worker.py", line 171, in initialize_cache\n'
+    "ERROR 04-28 15:55:45 worker_base.py:157]     raise_if_cache_size_invalid(num_gpu_blocks,"
+)
+# https://github.com/vllm-project/vllm-ascend/issues/3843: vLLM Ascend's KV budget in bytes, zero on every
+# rank.
+ASCEND_NO_KV_MEMORY = (
+    "(Worker_TP2 pid=554) INFO 10-28 21:14:48 [worker_v1.py:259] Available memory: 0, total memory: "
+    "65452113920\n"
+    "(Worker_TP4 pid=556) INFO 10-28 21:14:48 [worker_v1.py:259] Available memory: 0, total memory: "
+    "65452113920\n"
+    "(Worker_TP7 pid=559) INFO 10-28 21:14:49 [worker_v1.py:259] Available memory: 0, total memory: "
+    "65452113920\n"
+    "(Worker_TP0 pid=552) INFO 10-28 21:14:49 [worker_v1.py:259] Available memory: 0, total memory: "
+    "65452113920\n"
+    "(EngineCore_DP0 pid=415) ERROR 10-28 21:14:49 [core.py:708] EngineCore failed to start.\n"
+    "(EngineCore_DP0 pid=415) ERROR 10-28 21:14:49 [core.py:708] Traceback (most recent call last):"
+)
+# https://github.com/ggml-org/llama.cpp/issues/29090 and https://github.com/withcatai/node-llama-cpp/issues/190:
+# llama.cpp's decode finds no room in its KV cache for the batch.
+LLAMA_CPP_NO_KV_SLOT = (
+    "[37723] 52.17.402.129 W decode: failed to find a memory slot for batch of size 128\n"
+    "[37723] 52.17.402.148 W srv        decode: failed to find free space in the KV cache, retrying "
+    "with smaller batch size, off = 766, n_batch = 64, ret = 1\n"
+    "[37723] 52.17.408.129 E init_batch: failed to prepare attention ubatches\n"
+    "[37723] 52.17.408.135 W decode: failed to find a memory slot for batch of size 64\n"
+    "[37723] 52.17.408.159 W srv        decode: failed to find free space in the KV cache, retrying "
+    "with smaller batch size, off = 766, n_batch = 32, ret = 1\n"
+    "[37723] 52.17.413.745 E init_batch: failed to prepare attention ubatches"
+)
+NODE_LLAMA_CPP_NO_KV_SLOT = (
+    "[Error: could not find a KV slot for the batch (try reducing the size of the batch or increase "
+    "the context)]"
+)
+# https://github.com/QwenLM/Qwen3/issues/110: V0's max-seq-len error retyped, without the token count.
+MAX_SEQ_LEN_RETYPED = (
+    "ValueError : the model's max seq len (32768) is larger than the maxinum number of tokens that c"
+    "an be stored in KV cache, Try increasing 'gpu_memory_utilization' or decreasing 'max_model_len'"
+    " when initializing the engine"
+)
+# https://github.com/vllm-project/vllm-omni/issues/262: two TP ranks of one engine, equal shards, KV budgets
+# 13.8 GiB apart: something else holds memory on TP1's GPU.
+TP_RANKS_APART = (
+    "(Worker_TP1 pid=104299) INFO 12-10 03:24:48 [gpu_worker.py:298] Available KV cache memory: -3.8"
+    "6 GiB\n"
+    "(Worker_TP0 pid=104298) INFO 12-10 03:24:48 [gpu_worker.py:298] Available KV cache memory: 9.90"
+    " GiB\n"
+    "(Worker pid=107646) WARNING 12-10 03:24:48 [cudagraph_dispatcher.py:106] cudagraph dispatching "
+    "keys are not initialized. No cudagraph will be used.\n"
+    "(EngineCore_DP0 pid=85433) ERROR 12-10 03:24:48 [core.py:708] EngineCore failed to start.\n"
+    "(EngineCore_DP0 pid=85433) ERROR 12-10 03:24:48 [core.py:708] Traceback (most recent call last)"
+    ":"
+)
+
+
+def test_zero_gpu_blocks_is_no_kv_memory() -> None:
+    assert ranked(ZERO_GPU_BLOCKS)[0] == "kv-cache-insufficient-at-startup"
+
+
+def test_v0_initialize_cache_frames_are_kv_sizing() -> None:
+    assert ranked(V0_INITIALIZE_CACHE)[0] == "kv-cache-insufficient-at-startup"
+
+
+def test_ascends_zero_available_memory_is_no_kv_memory() -> None:
+    assert ranked(ASCEND_NO_KV_MEMORY)[0] == "kv-cache-insufficient-at-startup"
+
+
+def test_llama_cpp_finding_no_kv_slot_is_the_pool_full_at_runtime() -> None:
+    assert ranked(LLAMA_CPP_NO_KV_SLOT)[0] == "kv-exhaustion-at-runtime"
+    assert ranked(NODE_LLAMA_CPP_NO_KV_SLOT)[0] == "kv-exhaustion-at-runtime"
+
+
+def test_a_retyped_max_seq_len_error_without_its_count_is_read() -> None:
+    assert ranked(MAX_SEQ_LEN_RETYPED)[0] == "max-model-len-exceeds-kv"
+
+
+def test_tensor_parallel_ranks_kv_budgets_apart_is_another_process() -> None:
+    causes = ranked(TP_RANKS_APART)
+    assert causes[0] == "other-process-or-shared-gpu"
+    assert "kv-cache-insufficient-at-startup" in causes[:3]
+    # Ranks within a few hundred MiB of each other are rounding: the empty pool stays first.
+    close = TP_RANKS_APART.replace("9.90 GiB", "-3.60 GiB")
+    assert ranked(close)[0] == "kv-cache-insufficient-at-startup"
+
+
+def test_the_cause_classes_are_a_closed_set() -> None:
+    assert len(CLASSES) == len(set(CLASSES)) == 17
+    with pytest.raises(ValueError):
+        Tally().add("activation-peaks", 1.0, "a misspelt class")
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(WORKER_ON_A_FULL_GPU.encode()), evidence)
+    top = diagnose(evidence).causes[0].cls
+    assert top is CauseClass.OTHER_PROCESS_OR_SHARED_GPU
+    assert json.dumps(top) == '"other-process-or-shared-gpu"'
+
+
+# https://github.com/sgl-project/sglang/pull/8102: SGLang's hierarchical cache asks the host for its pool.
+HICACHE_HOST_POOL = (
+    "ValueError: Not enough host memory available. Requesting 40.00 GB but only have 44.87 GB free. "
+    "Please reduce the size of the hierarchical cache."
+)
+# https://github.com/NVIDIA/TensorRT-LLM/issues/694: TensorRT-LLM's KV cache manager out of blocks.
+TRT_LLM_NO_FREE_BLOCKS = (
+    "[TensorRT-LLM][ERROR] [TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No fre"
+    "e blocks left. (/home/jenkins/agent/workspace/LLM/main/L0_PostMerge/llm/cpp/tensorrt_llm/batch_"
+    "manager/kvCacheManager.cpp:362)\n"
+    "1       0x557282845de2 tensorrt_llm::common::throwRuntimeError(char const*, int, std::__cxx11::"
+    "basic_string<char, std::char_traits<char>, std::allocator<char> > const&) + 100"
+)
+# https://github.com/sgl-project/sglang/issues/36081: newer SGLang's invariant checker finding the pool's
+# slots never returned.
+SGLANG_POOL_LEAK_CHECK = (
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler_components/invariant_checker'
+    '.py", line 423, in _report_leak\n'
+    "    raise_error_or_warn(\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/utils/common.py", line 4691, in raise_error_or_'
+    "warn\n"
+    "    raise ValueError(message)\n"
+    "ValueError: pool memory leak detected! [full] total=9116160, available=768, evictable=9115392, "
+    "protected=0, session_held=0, uncached=0\n"
+    "[swa] total=911616, available=235264, evictable=676096, protected=0, session_held=0, uncached=0"
+    "\n"
+    "[2026-08-23 09:11:04 TP6 EP6] Scheduler hit an exception: Traceback (most recent call last):"
+)
+
+
+def test_other_engines_words_for_host_pools_kv_blocks_and_leak_checks() -> None:
+    assert ranked(HICACHE_HOST_POOL)[0] == "host-ram-oom"
+    assert ranked(TRT_LLM_NO_FREE_BLOCKS)[0] == "kv-exhaustion-at-runtime"
+    assert ranked(SGLANG_POOL_LEAK_CHECK)[0] == "memory-leak"
+
+
+# https://github.com/eugr/spark-vllm-docker/issues/336: on a GB10 (unified memory) the driver's out-of-memory
+# comes seconds after vLLM began loading the MTP drafter: the draft's load, not the host, is the consumer.
+DRAFTER_LOAD_ON_UNIFIED_MEMORY = (
+    "18:03:00  (Worker_TP0) INFO [gpu_model_runner.py:5332] Loading drafter model...\n"
+    "18:03:03  kernel: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY]\n"
+    "18:03:38  (EngineCore) ERROR [core.py:1349] EngineCore"
+)
+
+
+def test_a_failure_while_the_drafter_loads_is_the_draft_model() -> None:
+    causes = ranked(DRAFTER_LOAD_ON_UNIFIED_MEMORY)
+    assert causes[0] == "spec-decode-or-lora-extra"
+    assert "host-ram-oom" in causes[:2]

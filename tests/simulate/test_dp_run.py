@@ -19,7 +19,8 @@ from oomguard.simulate.run import SimulationConfig, simulate
 from oomguard.simulate.scheduler import SchedulerConfig
 from oomguard.simulate.step_memory import ActivationModel, ModelWidths
 from oomguard.simulate.step_time import StepTimeModel
-from oomguard.simulate.workload import SECONDS, TraceRequest, Workload, read_workload, scale_rate, window
+from oomguard.simulate.trace_columns import TraceRequest
+from oomguard.simulate.workload import SECONDS, Workload, read_workload, scale_rate, window
 
 AZURE = "traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 
@@ -109,7 +110,8 @@ def test_lockstep_ranks_step_together_and_an_idle_rank_can_pass_its_headroom(moe
         headroom_bytes=own,
         step_time=StepTimeModel.from_coefficients("5,0.02,0"),
     )
-    from oomguard.simulate.workload import SECONDS, TraceRequest
+    from oomguard.simulate.trace_columns import TraceRequest
+    from oomguard.simulate.workload import SECONDS
 
     # Three long prompts at once on three ranks, the fourth rank idle.
     requests = tuple(TraceRequest(f"r{i}", 0.0, 8000, 4) for i in range(3))

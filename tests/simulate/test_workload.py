@@ -71,7 +71,7 @@ def test_skip_bad_rows_counts_what_it_skipped(tmp_path: Path) -> None:
     [
         (b"", "empty trace"),
         (b"\x00\x01\x02binary", "binary data"),
-        (b"arrival_s,prompt_tokens\n\xff\xfe,3\n", "UTF-8"),
+        (b"arrival_s,prompt_tokens,output_tokens\n0,10,5\n\xff\xfe,3,1\n", "bad.trace:3: not valid UTF-8"),
         (b"a,b,c\n1,2,3\n", "unknown CSV trace format"),
         (b'{"foo": 1}\n', "unknown JSONL trace format"),
     ],

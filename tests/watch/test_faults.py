@@ -20,12 +20,12 @@ from oomguard.watch.detectors import Alert, Thresholds, evaluate
 from oomguard.watch.metrics import vllm_samples
 from oomguard.watch.prom_text import parse
 from oomguard.watch.prometheus_query import PrometheusError, PrometheusSource
-from oomguard.watch.samples import Sample, SeriesKey
+from oomguard.watch.samples import Sample, SeriesKey, to_history
 from oomguard.watch.scrape import Scraper, scrape_once
 from oomguard.watch.store import Store, spill_paths
 from oomguard.watch.view import alert_json, alert_line
 from oomguard.watch.watcher import Watcher
-from oomguard.watch.window import Window
+from oomguard.watch.window import HistoryLoader, Window
 
 from .hostile import Hostile
 
@@ -283,6 +283,46 @@ def test_h8_a_label_that_changes_every_scrape_cannot_grow_the_window_without_bou
     for k in range(100):  # 50 new engines every scrape
         window.add(Sample("u", f"e{k}-{j}", "requests_running", 1e9 + k, 1.0) for j in range(50))
     assert len(window.history()) == 64 and window.evicted == 100 * 50 - 64
+
+
+def test_h8_a_large_history_is_read_newest_first_a_bounded_slice_a_tick(tmp_path: Path) -> None:
+    store = Store(tmp_path / "big.sqlite")
+    now = 1e9 + 3600
+    store.add(
+        Sample("u", str(e), m, now - 3600 + 5 * k, (e + k) % 7 / 10)
+        for e in range(16)
+        for m in ("kv_cache_usage", "requests_running", "requests_waiting", "preemptions")
+        for k in range(720)
+    )
+    store.flush(0.0)  # 46,080 samples: the hour of 16 ranks
+    window, loader = Window(3600.0), HistoryLoader(rows_per_tick=5_000)
+    per_tick = []
+    while not loader.done(now - 3600.0):
+        per_tick.append(loader.load(window, store, now))
+        history = window.history()
+        newest_first = all(s.ts[0] >= loader.complete_from for s in history.values())
+        assert newest_first and all(len(s) and s.ts[-1] == now - 5 for s in history.values())
+    assert len(per_tick) >= 6 and max(per_tick) <= 2 * 5_000 and sum(per_tick) == 46_080
+    whole = Window(3600.0)
+    whole.seed(store.recent(now - 3600.0))  # the one read of before
+    assert window.history() == whole.history()
+
+
+def test_h8_detectors_whose_window_is_not_read_yet_wait() -> None:
+    t0 = 1e9
+    samples = [
+        Sample("u", "0", "prompt_tokens", t0 + t, 1000.0 * (t if t < 300 else t - 300))
+        for t in range(0, 600, 5)
+    ]
+    samples += [Sample("u", "0", "kv_cache_usage", t0 + t, 0.99) for t in range(0, 600, 5)]
+    history = to_history(samples)
+    everything = {a.detector for a in evaluate(history, t0 + 600)}
+    assert {"restarts", "kv_saturation"} <= everything
+    # read back to 500 s ago: the 600 s KV window is not whole, nor the hour of restarts
+    assert not {a.detector for a in evaluate(history, t0 + 600, history_from=t0 + 100)} & everything
+    # read back further than the KV window: KV is judged, restarts (an hour) still waits
+    judged = {a.detector for a in evaluate(history, t0 + 600, history_from=t0 - 1)}
+    assert "kv_saturation" in judged and "restarts" not in judged
 
 
 # ----- crashes --------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from oomguard.diagnose.causes import CauseClass
 from oomguard.diagnose.engine_levers import identify
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
@@ -71,7 +72,7 @@ class EvidenceLine:
 
 @dataclass(frozen=True)
 class Cause:
-    cls: str
+    cls: CauseClass
     confidence: float
     explanation: str
     support: tuple[EvidenceLine, ...]

@@ -150,6 +150,7 @@ SIGNALS = frozenset(
         "exception",
         # milestones (phase markers)
         "milestone-weights-loading",
+        "milestone-drafter-loading",  # vLLM: "Loading drafter model..." (the speculative draft's weights)
         "milestone-weights-loaded",
         "milestone-profile",
         "milestone-kv-sized",

@@ -40,6 +40,7 @@ from oomguard.diagnose.sources import (
 )
 from oomguard.diagnose.sources.base import Context, LineParser
 from oomguard.errors import InputFormatError
+from oomguard.watch.metrics import MAX_ENGINES_PER_TARGET
 
 LINE_SOURCES: tuple[ModuleType, ...] = (
     vllm_log,
@@ -141,7 +142,10 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence, how: Reading = Rea
     if kind == detect.KIND_BINARY:
         doc.skipped.append("binary data, not a log, a scrape or a snapshot: skipped")
         return doc
-    if kind in (detect.KIND_PICKLE, detect.KIND_METRICS, detect.KIND_CGROUP):
+    if kind == detect.KIND_METRICS:
+        _read_metrics(name, first, stream, evidence, doc)
+        return doc
+    if kind in (detect.KIND_PICKLE, detect.KIND_CGROUP):
         data = first
         if not complete:
             rest, _, err = scan.read_all(stream, MAX_WHOLE_DOCUMENT - len(first))
@@ -155,10 +159,6 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence, how: Reading = Rea
                 torch_snapshot.read_document(name, data, evidence)
             except torch_snapshot.RefusedPickle as err:
                 doc.skipped.append(f"pickle not read: {err}")
-        elif kind == detect.KIND_METRICS:
-            _, bad = metrics.read_document(name, data, evidence)
-            if bad:
-                doc.skipped.append(f"{len(bad)} unparsable metrics line(s) skipped (first: {bad[0]})")
         else:
             cgroup.read_document(name, detect.base_name(name), data, evidence)
         doc.facts = len(evidence) - before
@@ -166,6 +166,22 @@ def read_one(name: str, stream: BinaryIO, evidence: Evidence, how: Reading = Rea
         return doc
     _read_text(name, first, complete, stream, evidence, doc, how)
     return doc
+
+
+def _read_metrics(name: str, first: bytes, stream: BinaryIO, evidence: Evidence, doc: Document) -> None:
+    """A scrape file streamed in line-aligned chunks (a file of appended scrapes can be gigabytes)."""
+    stats = scan.ReadStats()
+    read = metrics.read_document(name, scan.iter_chunks(first, stream, stats), evidence)
+    if stats.truncated:
+        doc.skipped.append(f"read stopped early ({stats.truncated})")
+    if read.bad:
+        doc.skipped.append(f"{read.bad} unparsable metrics line(s) skipped (first: {read.first_bad})")
+    if read.dropped_engines:
+        doc.skipped.append(
+            f"{read.dropped_engines} sample(s) of engines past the first {MAX_ENGINES_PER_TARGET} "
+            "of a scrape ignored"
+        )
+    doc.bytes, doc.lines, doc.facts = stats.bytes, read.lines, read.facts
 
 
 def _read_text(

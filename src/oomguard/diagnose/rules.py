@@ -20,6 +20,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from oomguard.diagnose.causes import CauseClass
 from oomguard.diagnose.evidence import (
     HOST_SIGNALS,
     Evidence,
@@ -38,28 +39,11 @@ from oomguard.diagnose.setup import EngineSetup
 from oomguard.diagnose.sources.allocator import AllocatorReport
 from oomguard.diagnose.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnose.step_shape import StepAnalysis
-
-CLASSES = (
-    "weights-dont-fit",
-    "kv-cache-insufficient-at-startup",
-    "max-model-len-exceeds-kv",
-    "activation-peak",
-    "sampler-or-logits",
-    "cuda-graph-capture",
-    "ep-all2all-buffer",
-    "dp-replica-kv-accounting",
-    "kv-exhaustion-at-runtime",
-    "fragmentation",
-    "memory-leak",
-    "other-process-or-shared-gpu",
-    "host-ram-oom",
-    "multimodal-encoder",
-    "spec-decode-or-lora-extra",
-    "int32-index-overflow",
-    "other",
-)
 from oomguard.units import GiB as GIB
 from oomguard.units import MiB as MIB
+
+# The ranked classes in their tie-break order (the enum's).
+CLASSES: tuple[CauseClass, ...] = tuple(CauseClass)
 
 STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
 
@@ -204,6 +188,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "kv-alloc",
         (
             "initialize_kv_cache",
+            "initialize_cache",  # V0 worker: raise_if_cache_size_invalid, then the cache engines
+            "raise_if_cache_size_invalid",
             "allocate_kv_cache",
             "_allocate_kv_cache",
             "init_kv_cache",
@@ -316,7 +302,7 @@ def frame_category(frame: Frame) -> str | None:
 
 @dataclass
 class Contribution:
-    cls: str
+    cls: CauseClass
     weight: float
     why: str
     facts: list[Fact] = field(default_factory=list)
@@ -326,14 +312,15 @@ class Contribution:
 class Tally:
     """Weights per (class, reason); the same reason counts once (its strongest weight)."""
 
-    parts: dict[tuple[str, str], Contribution] = field(default_factory=dict)
+    parts: dict[tuple[CauseClass, str], Contribution] = field(default_factory=dict)
 
     def add(self, cls: str, weight: float, why: str, *facts: Fact | None) -> None:
-        key = (cls, why)
+        cause = CauseClass(cls)  # a class outside the taxonomy is a defect of the rule: ValueError
+        key = (cause, why)
         have = self.parts.get(key)
         real = [f for f in facts if f is not None]
         if have is None:
-            self.parts[key] = Contribution(cls, weight, why, real)
+            self.parts[key] = Contribution(cause, weight, why, real)
         else:
             if abs(weight) > abs(have.weight):
                 have.weight = weight
@@ -391,6 +378,7 @@ FAILURE_SIGNALS = {
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
+    "milestone-drafter-loading": "startup-weights",
     "milestone-weights-loaded": "startup-profile",
     "milestone-profile": "startup-profile",
     "milestone-mm-profile": "startup-profile",
@@ -419,6 +407,7 @@ SIGNAL_PHASE = {
 }
 MILESTONE_ORDER = (
     "milestone-weights-loading",
+    "milestone-drafter-loading",  # inside load_model, after the target's weights
     "milestone-weights-loaded",
     "milestone-profile",
     "milestone-mm-profile",
@@ -546,6 +535,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _processes(ev, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
+    _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(setup, tally, sit)
     _prose(ev, tally)
@@ -1171,6 +1161,21 @@ def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
 
 
 def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    fact = sit.phase_fact
+    if (
+        isinstance(fact, Signal)
+        and fact.name == "milestone-drafter-loading"
+        and (sit.failures or ev.of(Frame))
+    ):
+        # The target's weights were in; what failed next was the speculative draft's load.
+        # (On unified memory the same load surfaces as the driver's host-memory error: the step names the
+        # consumer, the error only where its memory lived.)
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG + 0.5,
+            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            fact,
+        )
     if sit.gpu_failure and sit.categories.keys() & {
         "weights",
         "profile",
@@ -1419,6 +1424,41 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
                 "data-parallel ranks sized different KV pools (each profiles its own)",
                 *per_rank.values(),
             )
+
+
+_TP_RANK = re.compile(r"TP(\d+)")
+_GROUP_RANKS = re.compile(r"(DP|PP)(\d+)")
+
+
+def _tp_ranks(ev: Evidence, t: Tally) -> None:
+    """Tensor-parallel ranks of one engine hold equal shards and run the same profile, so their KV budgets
+    are equal but for what else holds memory on their GPUs: ranks whose logged KV memory differs by more than
+    a GiB had another process on the poorer one's GPU (pipeline and data-parallel ranks differ by design and
+    are compared only within their own group)."""
+    groups: dict[tuple[tuple[str, str], ...], dict[str, StartupNumber]] = {}
+    for n in ev.of(StartupNumber):
+        tp = _TP_RANK.search(n.process_tag)
+        if n.quantity == "kv_available_bytes" and tp:
+            key = tuple(sorted(_GROUP_RANKS.findall(n.process_tag)))
+            groups.setdefault(key, {}).setdefault(tp.group(1), n)
+    for ranks in groups.values():
+        if len(ranks) < 2:
+            continue
+        low = min(ranks.values(), key=lambda n: n.value)
+        high = max(ranks.values(), key=lambda n: n.value)
+        if high.value - low.value >= max(OTHER_PROCESS_MIN, TP_SPREAD_SHARE * abs(high.value)):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 0.5,
+                f"tensor-parallel ranks sized their KV from {low.value / GIB:.2f} to {high.value / GIB:.2f} "
+                "GiB: equal shards, so the poorer rank's GPU holds someone else's memory",
+                low,
+                high,
+            )
+
+
+# Tensor-parallel ranks' KV budgets this far apart (share of the larger) are not rounding.
+TP_SPREAD_SHARE = 0.1
 
 
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from oomguard.simulate.scheduler import KeyInterner, Scheduler, SchedulerConfig, SimRequest, StepPlan
@@ -157,11 +158,12 @@ class _Replay:
         self.config = config
         self.progress = progress
         self.sched = Scheduler(cfg, cohorts=config.fast_forward)
-        interner = KeyInterner() if cfg.enable_prefix_caching else None
-        self.reqs = [
-            SimRequest(r.rid, i, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, interner)
-            for i, r in enumerate(workload.requests)
-        ]
+        self.interner = KeyInterner() if cfg.enable_prefix_caching else None
+        # A request's scheduling state is made when it arrives: a trace of millions of rows stays in the
+        # workload's columns until then (and a --max-steps run never makes the rest).
+        self.trace = workload.requests
+        self.arrivals = workload.arrivals
+        self.reqs: list[SimRequest] = []  # the arrived ones, in arrival order
         self.by_steps = workload.clock == STEPS
         if not self.by_steps and config.step_time is None:
             raise ValueError("a workload timed in seconds needs a step-time model")
@@ -189,15 +191,15 @@ class _Replay:
 
     def run(self) -> None:
         sched = self.sched
-        reqs = self.reqs
-        n = len(reqs)
+        arrivals = self.arrivals
+        n = len(arrivals)
         fast_forward = self.config.fast_forward
         while True:
             arrived = self._take_arrivals()
             if not sched.has_unfinished():
                 if self.nxt >= n:
                     break
-                self.now = reqs[self.nxt].arrival  # idle until the next arrival
+                self.now = arrivals[self.nxt]  # idle until the next arrival
                 if self.by_steps:
                     self.step = int(self.now)
                 continue
@@ -219,12 +221,16 @@ class _Replay:
 
     def _take_arrivals(self) -> bool:
         """Queue every request that has arrived by now; True when one joined the waiting queue."""
-        reqs = self.reqs
-        n = len(reqs)
+        arrivals = self.arrivals
+        n = len(arrivals)
         max_len = self.config.scheduler.max_model_len
         arrived = False
-        while self.nxt < n and reqs[self.nxt].arrival <= self.now:
-            request = reqs[self.nxt]
+        while self.nxt < n and arrivals[self.nxt] <= self.now:
+            r = self.trace[self.nxt]
+            request = SimRequest(
+                r.rid, self.nxt, r.prompt_tokens, r.output_tokens, r.arrival, r.prefix_ids, self.interner
+            )
+            self.reqs.append(request)
             self.nxt += 1
             if request.prompt_tokens >= max_len:
                 self.rejected += 1  # vLLM InputProcessor: the prompt must be shorter than max_model_len
@@ -236,7 +242,7 @@ class _Replay:
     def _stop_after_step(self) -> bool:
         """Report progress; True when `max_steps` or the first OOM ends the replay."""
         if self.progress is not None and self.executed >= self.next_progress:
-            self.progress(self.now, self.executed, self.finished_count, len(self.reqs))
+            self.progress(self.now, self.executed, self.finished_count, len(self.arrivals))
             self.next_progress = self.executed + PROGRESS_EVERY_STEPS
         if self.max_steps and self.executed >= self.max_steps:
             self.notes.append(f"stopped after --max-steps {self.max_steps}")
@@ -253,7 +259,7 @@ class _Replay:
         `max_steps`, through the steps where members finish (while the waiting queue is empty: a finish
         frees blocks its head may take); the steps executed (0: none could be, schedule this step)."""
         sched = self.sched
-        next_arrival = self.reqs[self.nxt].arrival if self.nxt < len(self.reqs) else math.inf
+        next_arrival = self.arrivals[self.nxt] if self.nxt < len(self.arrivals) else math.inf
         done = 0
         while True:
             k = self._decode_segment(next_arrival)
@@ -286,8 +292,11 @@ class _Replay:
         rows = cohort.rows_after(cohort.steps) if peak > self.peak_value or config.record_chunks else []
         limit = self.max_steps - self.executed if self.max_steps else 1 << 62
         step_time = None if self.by_steps else config.step_time  # by steps: every step lasts 1
-        times, durations, kv_used = cohort.run_until(self.now, next_arrival, step_time, limit, True)
-        k = len(times)
+        cols = self.cols
+        times, durations = cols["time"], cols["duration"]
+        k = cohort.run_until(
+            self.now, next_arrival, step_time, limit, times, durations, cols["kv_blocks_used"], True
+        )
         if not k:
             return 0
         if peak > self.peak_value:
@@ -296,7 +305,7 @@ class _Replay:
         if config.record_chunks:
             rids = [r.rid for r, _ in rows]
             self.chunks.extend(tuple(zip(rids, [1] * num, [b + j for _, b in rows])) for j in range(k))
-        record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
+        record_decode_run(cols, self.step, k, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
         self.executed += k
@@ -427,7 +436,7 @@ class _Replay:
             ttfts=tuple(r.first_token - r.arrival for r in done if r.first_token is not None),
             latencies=tuple(r.finished_at - r.arrival for r in done if r.finished_at is not None),
             output_tokens=sum(r.num_output for r in reqs),
-            prompt_tokens=sum(r.prompt_tokens for r in reqs[:nxt]),
+            prompt_tokens=sum(r.prompt_tokens for r in reqs),  # the arrived ones
             prefix_hit_tokens=self.sched.prefix_hits,
             prefix_query_tokens=self.sched.prefix_queries,
         )
@@ -464,21 +473,11 @@ def decode_step_peak(
 
 
 def record_decode_run(
-    cols: dict[str, list[Any]],
-    first_step: int,
-    times: list[float],
-    durations: list[float],
-    kv_used: list[int],
-    num: int,
-    waiting: int,
-    peak: int,
+    cols: dict[str, list[Any]], first_step: int, k: int, num: int, waiting: int, peak: int
 ) -> None:
-    """Append a run of identical decode steps of `num` requests to the timeline columns."""
-    k = len(times)
+    """Complete the timeline rows of a run of `k` identical decode steps of `num` requests (its times,
+    durations and KV blocks are in already: `DecodeCohort.run_until` appends them)."""
     cols["step"].extend(range(first_step, first_step + k))
-    cols["time"].extend(times)
-    cols["duration"].extend(durations)
-    cols["kv_blocks_used"].extend(kv_used)
     for name, value in (
         ("tokens", num),
         ("num_prefills", 0),
@@ -519,8 +518,9 @@ def weighted_percentiles(
         return tuple(ordered[min(n - 1, max(0, math.ceil(q * n) - 1))] for q in qs)
     # A timeline has few distinct values and many steps: add up the weight per value, then sort those.
     per_value: dict[float, float] = {}
+    get = per_value.get
     for v, w in zip(values, weights):
-        per_value[v] = per_value.get(v, 0.0) + w
+        per_value[v] = get(v, 0.0) + w
     ordered = sorted(per_value)
     total = math.fsum(per_value.values())
     out: list[float] = []
@@ -577,17 +577,15 @@ def summarize(result: SimulationResult) -> Summary:
     weights = tl.duration if result.clock != STEPS else None
     kv_p50, kv_p99 = (b / usable for b in weighted_percentiles(tl.kv_blocks_used, weights, (0.50, 0.99)))
     ttft_p50, ttft_p99 = weighted_percentiles(result.requests.ttfts, None, (0.50, 0.99))
-    saturated = sum(
-        d
-        for d, w, b in zip(tl.duration, tl.waiting, tl.kv_blocks_used)
-        if w > 0 and b >= SATURATED_KV_USAGE * usable
-    )
+    # Only the steps with requests waiting (`compress` skips the rest in C), in order: the same sum.
+    limit = SATURATED_KV_USAGE * usable
+    saturated = sum(d for d, b in compress(zip(tl.duration, tl.kv_blocks_used), tl.waiting) if b >= limit)
     sim_time = (tl.time[-1] + tl.duration[-1] - tl.time[0]) if len(tl) else 0.0
     busy = sum(tl.duration)
     rs = result.requests
     max_padding = 1.0
     if result.config.activation is not None:
-        for k in range(len(tl)):
+        for k in compress(range(len(tl)), map((1).__lt__, tl.num_prefills)):  # steps with 2+ prefills
             p = tl.num_prefills[k]
             if p > 1:
                 # padded rows / real rows of the prefill part, from the step's columns

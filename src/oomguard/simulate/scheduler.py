@@ -636,19 +636,19 @@ class DecodeCohort:
         end: float,
         step_time: StepTimeModel | None,
         max_steps: int,
+        times: list[float],
+        durations: list[float],
+        kv_used: list[int],
         through_finish: bool = False,
-    ) -> tuple[list[float], list[float], list[int]]:
+    ) -> int:
         """Steps with nothing but the members' decodes (the caller knows there is nothing else), while they
         start before `end` (the clock at `now`), at most `max_steps`, and stopping before a step whose blocks
         do not fit and before a finishing step (`through_finish`: after it; the caller then runs
-        `Scheduler.finish_cohort_step`): each step's start, duration (`step_time` for the decode shape; 1 when
-        None, a step clock) and KV blocks in use after it."""
-        times: list[float] = []
-        durations: list[float] = []
-        kv_used: list[int] = []
+        `Scheduler.finish_cohort_step`); the steps run. Appends each step's start, duration (`step_time` for
+        the decode shape; 1 when None, a step clock) and KV blocks in use after it to the three lists."""
         num = self.size
         if not num:
-            return times, durations, kv_used
+            return 0
         phases = self.phases
         num_phases = len(phases)
         tables = self.tables
@@ -664,6 +664,7 @@ class DecodeCohort:
             per_context = step_time.per_context_token_s
             no_attention = step_time.per_prefill_attention_s * 0
         add_time, add_duration, add_used = times.append, durations.append, kv_used.append
+        first = j
         while now < end and j < last:
             due = phases[(j + 1) % num_phases]
             if due:
@@ -683,11 +684,11 @@ class DecodeCohort:
             add_used(used)
             now += duration
             context += num
-        if times:
+        if j > first:
             self.steps = j
             self.context_before = context - num
             self.context = context
-        return times, durations, kv_used
+        return j - first
 
     def dissolve(self) -> None:
         """Bring every member's fields to the present (what `allocate_slots` and `update_from_output` would

@@ -18,80 +18,123 @@ to any workload. Malformed rows raise `InputFormatError` naming file and line, o
 
 from __future__ import annotations
 
+import codecs
 import csv
-import io
+import itertools
 import json
 import math
 import random
-import re
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputFormatError, shown
-from oomguard.inputs import read_bounded
+from oomguard.inputs import open_bounded
+from oomguard.simulate.trace_columns import RequestColumns, TraceRequest
 
 STEPS = "steps"
 SECONDS = "seconds"
 
 
 @dataclass(frozen=True)
-class TraceRequest:
-    rid: str
-    arrival: float  # seconds from the start, or an engine step index when the workload's clock is "steps"
-    prompt_tokens: int
-    output_tokens: int
-    prefix_ids: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
 class Workload:
-    requests: tuple[TraceRequest, ...]
+    """The requests (held as `RequestColumns`, whatever sequence they were given as), in arrival order."""
+
+    requests: Sequence[TraceRequest]
     clock: str  # SECONDS or STEPS
     source: str
     skipped_rows: int = 0
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requests", RequestColumns.of(self.requests))
+
+    @property
+    def columns(self) -> RequestColumns:
+        columns = self.requests
+        assert isinstance(columns, RequestColumns)  # __post_init__
+        return columns
+
+    @property
+    def arrivals(self) -> Sequence[float]:
+        return self.columns.arrivals
+
     @property
     def duration(self) -> float:
-        return self.requests[-1].arrival - self.requests[0].arrival if self.requests else 0.0
+        arrivals = self.arrivals
+        return arrivals[-1] - arrivals[0] if arrivals else 0.0
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(r.prompt_tokens for r in self.requests)
+        return sum(self.columns.prompts)
 
     @property
     def output_tokens(self) -> int:
-        return sum(r.output_tokens for r in self.requests)
+        return sum(self.columns.outputs)
+
+
+# A trace is streamed into columns of 24 bytes a row plus 8 per prefix id: at most this much of them, so
+# an endless stream of short rows (or of prefix ids) is refused at a bounded size. A real 10M-row trace
+# without prefix ids takes 240 MB.
+MAX_COLUMN_BYTES = 384 << 20
+_BUDGET_EVERY_ROWS = 1 << 16
+_MAX_COUNT = (1 << 63) - 1  # a token count the columns hold
 
 
 class _Rows:
-    """Collects rows, turning each bad one into an error naming file and line, or a skip."""
+    """Collects rows into columns, turning each bad one into an error naming file and line, or a skip."""
 
     def __init__(self, path: str, skip_bad_rows: bool) -> None:
         self.path = path
         self.skip_bad_rows = skip_bad_rows
         self.skipped = 0
-        self.requests: list[TraceRequest] = []
+        self.columns = RequestColumns()
+        self.last_arrival = 0.0
 
     def bad(self, line: int, why: str) -> None:
         if not self.skip_bad_rows:
             raise InputFormatError(f"{self.path}:{line}: {why} (use --skip-bad-rows to skip such rows)")
         self.skipped += 1
 
-    def add(self, line: int, request: TraceRequest, *, need_sorted: bool) -> None:
-        if request.prompt_tokens < 1:
-            return self.bad(line, f"prompt tokens must be >= 1, got {request.prompt_tokens}")
-        if request.output_tokens < 1:
-            return self.bad(line, f"output tokens must be >= 1, got {request.output_tokens}")
-        if not math.isfinite(request.arrival) or request.arrival < 0 and not need_sorted:
-            return self.bad(line, f"arrival must be a finite number >= 0, got {request.arrival}")
-        if need_sorted and self.requests and request.arrival < self.requests[-1].arrival:
-            return self.bad(
-                line, f"timestamps go backwards ({request.arrival:g} after {self.requests[-1].arrival:g})"
+    def add(
+        self,
+        line: int,
+        arrival: float,
+        prompt_tokens: int,
+        output_tokens: int,
+        prefix_ids: Sequence[int],
+        rid: str | None,
+        *,
+        need_sorted: bool,
+    ) -> None:
+        """One row (`rid` None: named by its position), checked."""
+        columns = self.columns
+        if prompt_tokens < 1:
+            return self.bad(line, f"prompt tokens must be >= 1, got {prompt_tokens}")
+        if output_tokens < 1:
+            return self.bad(line, f"output tokens must be >= 1, got {output_tokens}")
+        if not math.isfinite(arrival) or arrival < 0 and not need_sorted:
+            return self.bad(line, f"arrival must be a finite number >= 0, got {arrival}")
+        if need_sorted and columns and arrival < self.last_arrival:
+            return self.bad(line, f"timestamps go backwards ({arrival:g} after {self.last_arrival:g})")
+        try:
+            columns.append(arrival, prompt_tokens, output_tokens, prefix_ids, rid)
+        except OverflowError:
+            return self.bad(line, f"token count out of range: {shown(max(prompt_tokens, output_tokens))}")
+        self.last_arrival = arrival
+        if len(columns) % _BUDGET_EVERY_ROWS == 0:
+            self.check_budget(line)
+        return None
+
+    def check_budget(self, line: int) -> None:
+        columns = self.columns
+        if columns.nbytes > MAX_COLUMN_BYTES:
+            raise InputFormatError(
+                f"{self.path}:{line}: more than {MAX_COLUMN_BYTES >> 20} MiB of requests ({len(columns):,} "
+                f"rows, {columns.num_prefix_ids:,} prefix ids); split the trace"
             )
-        self.requests.append(request)
 
 
 def _int_field(value: Any, name: str) -> int:
@@ -141,19 +184,30 @@ def _ids_field(value: Any) -> tuple[int, ...]:
     return tuple(_int_field(v, "prefix id") for v in value)
 
 
-# A trace this large is read whole (about 13M rows of CSV); a FIFO or an endless stream stops here.
+# A FIFO or an endless stream stops here (about 13M rows of CSV); a file is streamed, never held whole.
 MAX_TRACE_BYTES = 256 << 20
+_SNIFF_BYTES = 4096  # where a NUL byte says "binary"
 
 
-def _read_text(path: Path) -> str:
-    data = read_bounded(path, limit=MAX_TRACE_BYTES, what="trace", error=InputFormatError)
-    if b"\x00" in data[:4096]:
-        raise InputFormatError(f"{path}: binary data, not a CSV or JSONL trace")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise InputFormatError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[err.start]:02x})") from None
+def _not_utf8(path: str, line_no: int, err: UnicodeDecodeError) -> InputFormatError:
+    return InputFormatError(f"{path}:{line_no}: not valid UTF-8 (byte 0x{err.object[err.start]:02x})")
+
+
+def _text_lines(stream: Iterator[bytes], path: str) -> tuple[list[str], Iterator[str]]:
+    """The lines up to the first that is not blank (a BOM dropped), and the rest, decoded as they are read
+    (lines end at \n only). Readers turn a `UnicodeDecodeError` from the rest into `_not_utf8` with their
+    line count."""
+    head: list[str] = []
+    for raw in stream:
+        if not head and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        try:
+            head.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise _not_utf8(path, len(head) + 1, err) from None
+        if head[-1].strip():
+            break
+    return head, map(bytes.decode, stream)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -165,23 +219,27 @@ _PROMPT_KEYS = ("prompt_tokens", "input_tokens", "input_length", "context_tokens
 _OUTPUT_KEYS = ("output_tokens", "output_length", "generated_tokens")
 
 
-def _jsonl_records(text: str, path: str, rows: _Rows) -> Iterator[tuple[int, dict[str, Any]]]:
-    for line_no, line in enumerate(io.StringIO(text), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            rows.bad(line_no, f"not valid JSON ({err.msg})")
-            continue
-        except RecursionError:
-            rows.bad(line_no, "JSON nested too deeply")
-            continue
-        if not isinstance(record, dict):
-            rows.bad(line_no, f"expected a JSON object, got {type(record).__name__}")
-            continue
-        yield line_no, record
+def _jsonl_records(lines: Iterable[str], rows: _Rows) -> Iterator[tuple[int, dict[str, Any]]]:
+    line_no = 0
+    try:
+        for line_no, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                rows.bad(line_no, f"not valid JSON ({err.msg})")
+                continue
+            except RecursionError:
+                rows.bad(line_no, "JSON nested too deeply")
+                continue
+            if not isinstance(record, dict):
+                rows.bad(line_no, f"expected a JSON object, got {type(record).__name__}")
+                continue
+            yield line_no, record
+    except UnicodeDecodeError as err:
+        raise _not_utf8(rows.path, line_no + 1, err) from None
 
 
 def _pick(record: dict[str, Any], keys: Iterable[str]) -> str | None:
@@ -191,43 +249,44 @@ def _pick(record: dict[str, Any], keys: Iterable[str]) -> str | None:
     return None
 
 
-def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
+def _jsonl_kind(record: dict[str, Any], path: str, line_no: int) -> str:
+    """The format, from the first record's keys."""
+    if "arrival_step" in record or (
+        "prompt_tokens" in record and "id" in record and _pick(record, _ARRIVAL_SECONDS) is None
+    ):
+        return "oracle"
+    if "input_length" in record and "timestamp" in record:
+        return "mooncake"
+    if _pick(record, _PROMPT_KEYS) and _pick(record, _OUTPUT_KEYS):
+        return "generic"
+    raise InputFormatError(
+        f"{path}:{line_no}: unknown JSONL trace format (keys {sorted(record)[:6]}); expected "
+        "Mooncake (timestamp, input_length, output_length, hash_ids), the oracle's "
+        "(id, prompt_tokens, output_tokens, arrival_step) or "
+        "arrival_s/prompt_tokens/output_tokens"
+    )
+
+
+def _read_jsonl(lines: Iterable[str], path: str, skip_bad_rows: bool) -> Workload:
     rows = _Rows(path, skip_bad_rows)
     kind: str | None = None
-    for line_no, record in _jsonl_records(text, path, rows):
+    for line_no, record in _jsonl_records(lines, rows):
         if kind is None:
-            if "arrival_step" in record or (
-                "prompt_tokens" in record and "id" in record and _pick(record, _ARRIVAL_SECONDS) is None
-            ):
-                kind = "oracle"
-            elif "input_length" in record and "timestamp" in record:
-                kind = "mooncake"
-            elif _pick(record, _PROMPT_KEYS) and _pick(record, _OUTPUT_KEYS):
-                kind = "generic"
-            else:
-                raise InputFormatError(
-                    f"{path}:{line_no}: unknown JSONL trace format (keys {sorted(record)[:6]}); expected "
-                    "Mooncake (timestamp, input_length, output_length, hash_ids), the oracle's "
-                    "(id, prompt_tokens, output_tokens, arrival_step) or "
-                    "arrival_s/prompt_tokens/output_tokens"
-                )
+            kind = _jsonl_kind(record, path, line_no)
+        rid: str | None
         try:
             if kind == "oracle":
-                request = TraceRequest(
-                    rid=str(record["id"]) if "id" in record else f"r{len(rows.requests)}",
-                    arrival=float(_int_field(record.get("arrival_step", 0), "arrival_step")),
-                    prompt_tokens=_int_field(record["prompt_tokens"], "prompt_tokens"),
-                    output_tokens=_int_field(record["output_tokens"], "output_tokens"),
-                    prefix_ids=_ids_field(record.get("prefix_hash_ids")),
-                )
+                rid = str(record["id"]) if "id" in record else None
+                arrival = float(_int_field(record.get("arrival_step", 0), "arrival_step"))
+                prompt = _int_field(record["prompt_tokens"], "prompt_tokens")
+                output = _int_field(record["output_tokens"], "output_tokens")
+                ids = _ids_field(record.get("prefix_hash_ids"))
             elif kind == "mooncake":
-                request = TraceRequest(
-                    rid=f"r{len(rows.requests)}",
-                    arrival=_float_field(record["timestamp"], "timestamp") / 1000.0,
-                    prompt_tokens=_int_field(record["input_length"], "input_length"),
-                    output_tokens=_int_field(record["output_length"], "output_length"),
-                    prefix_ids=_ids_field(record.get("hash_ids")),
-                )
+                rid = None
+                arrival = _float_field(record["timestamp"], "timestamp") / 1000.0
+                prompt = _int_field(record["input_length"], "input_length")
+                output = _int_field(record["output_length"], "output_length")
+                ids = _ids_field(record.get("hash_ids"))
             else:
                 prompt_key = _pick(record, _PROMPT_KEYS)
                 output_key = _pick(record, _OUTPUT_KEYS)
@@ -240,30 +299,31 @@ def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
                     if arrival_key is None:
                         raise KeyError("arrival_s")
                     arrival = _float_field(record[arrival_key], arrival_key)
-                request = TraceRequest(
-                    rid=str(record.get("id", f"r{len(rows.requests)}")),
-                    arrival=arrival,
-                    prompt_tokens=_int_field(record[prompt_key], prompt_key),
-                    output_tokens=_int_field(record[output_key], output_key),
-                    prefix_ids=_ids_field(record.get("prefix_ids", record.get("hash_ids"))),
-                )
+                rid = str(record["id"]) if "id" in record else None
+                prompt = _int_field(record[prompt_key], prompt_key)
+                output = _int_field(record[output_key], output_key)
+                ids = _ids_field(record.get("prefix_ids", record.get("hash_ids")))
         except KeyError as err:
             rows.bad(line_no, f"missing field {err.args[0]!r}")
             continue
         except (ValueError, TypeError, json.JSONDecodeError) as err:
             rows.bad(line_no, str(err))
             continue
-        rows.add(line_no, request, need_sorted=kind != "oracle")
+        rows.add(line_no, arrival, prompt, output, ids, rid, need_sorted=kind != "oracle")
+    columns = rows.columns
     if kind == "oracle":
         seen: set[str] = set()
-        for request in rows.requests:
-            if request.rid in seen:
-                raise InputFormatError(f"{path}: duplicate request id {shown(request.rid)}")
-            seen.add(request.rid)
+        for row in range(len(columns)):
+            rid = columns.rid(row)
+            if rid in seen:
+                raise InputFormatError(f"{path}: duplicate request id {shown(rid)}")
+            seen.add(rid)
         # The oracle admits requests of the same step in file order: a stable sort by step.
-        ordered = sorted(rows.requests, key=lambda r: r.arrival)
-        return Workload(tuple(ordered), STEPS, path, rows.skipped)
-    return Workload(tuple(rows.requests), SECONDS, path, rows.skipped)
+        arrivals = columns.arrivals
+        if any(arrivals[i] > arrivals[i + 1] for i in range(len(arrivals) - 1)):
+            columns = columns.take(sorted(range(len(columns)), key=arrivals.__getitem__))
+        return Workload(columns, STEPS, path, rows.skipped)
+    return Workload(columns, SECONDS, path, rows.skipped)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -271,70 +331,49 @@ def _read_jsonl(text: str, path: str, skip_bad_rows: bool) -> Workload:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _azure_timestamp(text: str) -> float:
-    """'2023-11-16 18:17:03.9799600' (7 fractional digits) -> POSIX seconds."""
+def _azure_timestamp(text: str, last: dict[str, float] | None = None) -> float:
+    """'2023-11-16 18:17:03.9799600' (7 fractional digits) -> POSIX seconds. `last` keeps the last whole
+    second read (rows in time order share it: parsed once)."""
     text = text.strip()
     whole, _, frac = text.partition(".")
-    # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
-    # fromisoformat is ~40x faster than strptime; it takes only the exact 19-character form here, so an
-    # offset or an unpadded field still goes through strptime (and its error).
-    if len(whole) == 19 and whole[10] == " ":
-        moment = datetime.fromisoformat(whole)
-    else:
-        moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
-    moment = moment.replace(tzinfo=timezone.utc)
+    base = last.get(whole) if last is not None else None
+    if base is None:
+        # Azure's traces are UTC: read in the machine's zone, a DST change would add or remove an hour
+        # fromisoformat is ~40x faster than strptime; it takes only the exact 19-character form here, so an
+        # offset or an unpadded field still goes through strptime (and its error).
+        if len(whole) == 19 and whole[10] == " ":
+            moment = datetime.fromisoformat(whole)
+        else:
+            moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
+        base = moment.replace(tzinfo=timezone.utc).timestamp()
+        if last is not None:
+            last.clear()
+            last[whole] = base
     fraction = float("0." + frac) if frac else 0.0
     if frac and not frac.isdigit():
         raise ValueError(f"bad fractional seconds in {shown(text)}")
-    return moment.timestamp() + fraction
+    return base + fraction
 
 
-# One plain Azure row: what `_read_csv` reads the slow way, recognised whole (no quoting, no spaces).
-_AZURE_ROW = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))?,(\d+),(\d+)")
+def _whole(text: str, name: str) -> int:
+    """A token count field: `int()` first (nearly every row), `_int_field`'s forms and errors otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        return _int_field(text, name)
 
 
-def _read_azure_plain(text: str, path: str) -> Workload | None:
-    """The Azure trace when every row is plain and valid, read line by line without the csv module; None
-    when any row is not, so that `_read_csv` reads it (and says what is wrong where). Same numbers: a
-    timestamp's whole seconds are read once per distinct value, as `_azure_timestamp` reads them."""
-    lines = text.splitlines()
-    match = _AZURE_ROW.fullmatch
-    seconds: dict[str, float] = {}
-    requests: list[TraceRequest] = []
-    origin: float | None = None
-    last = -math.inf
-    for line in lines[1:]:
-        m = match(line)
-        if m is None:
-            if line.strip():
-                return None
-            continue
-        whole, frac, prompt, output = m.groups()
-        base = seconds.get(whole)
-        if base is None:
-            try:
-                base = seconds[whole] = datetime.fromisoformat(whole).replace(tzinfo=timezone.utc).timestamp()
-            except ValueError:
-                return None
-        stamp = base + float("0." + frac) if frac else base + 0.0
-        if origin is None:
-            origin = stamp
-        arrival = stamp - origin
-        p, o = int(prompt), int(output)
-        if p < 1 or o < 1 or arrival < last:
-            return None
-        last = arrival
-        requests.append(TraceRequest(f"r{len(requests)}", arrival, p, o))
-    return Workload(tuple(requests), SECONDS, path, 0)
+def _seconds(text: str, name: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        return _float_field(text, name)
+    return number if number - number == 0 else _float_field(text, name)  # NaN or infinite: say which
 
 
-def _read_csv(text: str, path: str, skip_bad_rows: bool) -> Workload:
-    if text[:48].partition("\n")[0].rstrip("\r") == "TIMESTAMP,ContextTokens,GeneratedTokens":
-        fast = _read_azure_plain(text, path)
-        if fast is not None:
-            return fast
+def _read_csv(lines: Iterable[str], path: str, skip_bad_rows: bool) -> Workload:
     rows = _Rows(path, skip_bad_rows)
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(lines)
     try:
         header = next(reader)
     except StopIteration:
@@ -369,57 +408,125 @@ def _read_csv(text: str, path: str, skip_bad_rows: bool) -> Workload:
                 "arrival_s,prompt_tokens,output_tokens[,prefix_ids]"
             )
         i_time, i_prompt, i_output = time_col, prompt_col, output_col
+    names_of = (header[i_time], header[i_prompt], header[i_output])
     origin: float | None = None
+    last_second: dict[str, float] = {}
     width = len(names)
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as err:
-            rows.bad(reader.line_num, f"unreadable CSV row ({err})")
-            continue
-        line_no = reader.line_num
+
+    def read_row(fields: list[str], line_no: int) -> None:
+        """One row, in full: blank, short, Azure, prefix ids, bad values."""
+        nonlocal origin
         if not fields or all(not f.strip() for f in fields):
-            continue
+            return
         if len(fields) < width:
-            rows.bad(line_no, f"expected {width} columns, got {len(fields)}")
-            continue
+            return rows.bad(line_no, f"expected {width} columns, got {len(fields)}")
         try:
             if azure:
-                stamp = _azure_timestamp(fields[i_time])
+                stamp = _azure_timestamp(fields[i_time], last_second)
                 if origin is None:
                     origin = stamp
                 arrival = stamp - origin
             else:
-                arrival = _float_field(fields[i_time], header[i_time]) * time_scale
-            request = TraceRequest(
-                rid=f"r{len(rows.requests)}",
-                arrival=arrival,
-                prompt_tokens=_int_field(fields[i_prompt], header[i_prompt]),
-                output_tokens=_int_field(fields[i_output], header[i_output]),
-                prefix_ids=_ids_field(fields[i_ids]) if i_ids is not None else (),
+                arrival = _float_field(fields[i_time], names_of[0]) * time_scale
+            request = (
+                arrival,
+                _int_field(fields[i_prompt], names_of[1]),
+                _int_field(fields[i_output], names_of[2]),
+                _ids_field(fields[i_ids]) if i_ids is not None else (),
             )
         except (ValueError, TypeError, json.JSONDecodeError) as err:
-            rows.bad(line_no, str(err))
-            continue
-        rows.add(line_no, request, need_sorted=True)
-    return Workload(tuple(rows.requests), SECONDS, path, rows.skipped)
+            return rows.bad(line_no, str(err))
+        return rows.add(line_no, *request, None, need_sorted=True)
+
+    try:
+        if azure or i_ids is not None:
+            while True:
+                try:
+                    fields = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as err:
+                    rows.bad(reader.line_num, f"unreadable CSV row ({err})")
+                    continue
+                read_row(fields, reader.line_num)
+        else:
+            _read_plain_csv(reader, rows, (i_time, i_prompt, i_output), time_scale, width, read_row)
+    except UnicodeDecodeError as err:
+        raise _not_utf8(path, reader.line_num + 1, err) from None
+    return Workload(rows.columns, SECONDS, path, rows.skipped)
+
+
+def _read_plain_csv(
+    reader: Any,
+    rows: _Rows,
+    at: tuple[int, int, int],
+    time_scale: float,
+    width: int,
+    read_row: Callable[[list[str], int], None],
+) -> None:
+    """Rows of three numbers (nearly every row of a large trace) straight into the columns; any other
+    row, bad or blank, goes through `read_row` (the same checks and messages, one row at a time)."""
+    columns = rows.columns
+    assert columns.plain  # no prefix ids, no request ids: the three arrays are the whole row
+    add_arrival, add_prompt, add_output = (
+        columns.arrivals.append,
+        columns.prompts.append,
+        columns.outputs.append,
+    )
+    i_time, i_prompt, i_output = at
+    last = -math.inf
+    budget = _BUDGET_EVERY_ROWS
+    while True:
+        try:
+            for fields in reader:
+                try:
+                    arrival = float(fields[i_time]) * time_scale
+                    prompt = int(fields[i_prompt])
+                    output = int(fields[i_output])
+                except (ValueError, IndexError):
+                    rows.last_arrival = last
+                    read_row(fields, reader.line_num)
+                    last = rows.last_arrival if columns else last
+                    continue
+                if (
+                    arrival >= last
+                    and arrival - arrival == 0  # finite
+                    and 1 <= prompt <= _MAX_COUNT
+                    and 1 <= output <= _MAX_COUNT
+                    and len(fields) >= width
+                ):
+                    add_arrival(arrival)
+                    add_prompt(prompt)
+                    add_output(output)
+                    last = arrival
+                    budget -= 1
+                    if not budget:
+                        budget = _BUDGET_EVERY_ROWS
+                        rows.last_arrival = last
+                        rows.check_budget(reader.line_num)
+                else:
+                    rows.last_arrival = last
+                    read_row(fields, reader.line_num)
+                    last = rows.last_arrival if columns else last
+            return
+        except csv.Error as err:
+            rows.bad(reader.line_num, f"unreadable CSV row ({err})")
 
 
 def read_workload(path: str | Path, *, skip_bad_rows: bool = False) -> Workload:
-    """Read a trace file in any supported format; see the module docstring."""
+    """Read a trace file in any supported format (see the module docstring), streaming it into columns."""
     p = Path(path)
-    text = _read_text(p)
-    stripped = text.lstrip()
-    if not stripped:
-        raise InputFormatError(f"{p}: empty trace")
-    if stripped[0] in "{[":
-        if stripped[0] == "[":
+    with open_bounded(p, limit=MAX_TRACE_BYTES, what="trace", error=InputFormatError) as stream:
+        if b"\x00" in stream.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
+            raise InputFormatError(f"{p}: binary data, not a CSV or JSONL trace")
+        head, lines = _text_lines(stream, str(p))
+        first = "".join(head).lstrip()[:1]
+        if not first:
+            raise InputFormatError(f"{p}: empty trace")
+        if first == "[":
             raise InputFormatError(f"{p}:1: a JSON array; write one JSON object per line (JSONL)")
-        workload = _read_jsonl(text, str(p), skip_bad_rows)
-    else:
-        workload = _read_csv(text, str(p), skip_bad_rows)
+        reader = _read_jsonl if first == "{" else _read_csv
+        workload = reader(itertools.chain(head, lines), str(p), skip_bad_rows)
     if not workload.requests:
         detail = f" ({workload.skipped_rows} bad rows skipped)" if workload.skipped_rows else ""
         raise InputFormatError(f"{p}: empty trace, no requests{detail}")
@@ -435,34 +542,29 @@ def scale_rate(workload: Workload, factor: float) -> Workload:
     """Arrivals `factor` times as fast (the same requests, inter-arrival gaps divided by `factor`)."""
     if not (math.isfinite(factor) and factor > 0):  # NaN compares false to everything: say so here
         raise ValueError(f"rate factor must be a finite number > 0, got {factor}")
+    columns = workload.columns
+    arrivals = columns.arrivals
     if workload.clock == STEPS:
         return replace(
-            workload,
-            requests=tuple(
-                replace(r, arrival=float(math.floor(r.arrival / factor))) for r in workload.requests
-            ),
+            workload, requests=columns.with_arrivals(float(math.floor(a / factor)) for a in arrivals)
         )
-    start = workload.requests[0].arrival if workload.requests else 0.0
-    return replace(
-        workload,
-        requests=tuple(
-            TraceRequest(
-                r.rid, start + (r.arrival - start) / factor, r.prompt_tokens, r.output_tokens, r.prefix_ids
-            )
-            for r in workload.requests
-        ),
-    )
+    start = arrivals[0] if arrivals else 0.0
+    return replace(workload, requests=columns.with_arrivals(start + (a - start) / factor for a in arrivals))
 
 
 def window(workload: Workload, start: float | None, end: float | None) -> Workload:
     """Only the requests arriving in [start, end), re-based so the first arrives at 0."""
     lo = start if start is not None else -math.inf
     hi = end if end is not None else math.inf
-    kept = [r for r in workload.requests if lo <= r.arrival < hi]
-    if not kept:
+    columns = workload.columns
+    rows: Sequence[int] = array("q", (i for i, a in enumerate(columns.arrivals) if lo <= a < hi))
+    if not rows:
         raise ValueError(f"no request arrives in the window [{start}, {end})")
-    origin = kept[0].arrival if workload.clock == SECONDS else 0.0
-    return replace(workload, requests=tuple(replace(r, arrival=r.arrival - origin) for r in kept))
+    if rows[-1] - rows[0] == len(rows) - 1:  # increasing indices: a run of rows
+        rows = range(rows[0], rows[-1] + 1)
+    kept = columns.take(rows)
+    origin = kept.arrivals[0] if workload.clock == SECONDS else 0.0
+    return replace(workload, requests=kept.with_arrivals(a - origin for a in kept.arrivals))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ fixed by a version change or a restart, not by tuning; host memory is not GPU me
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -931,23 +932,26 @@ def evaluate(
     thresholds: Thresholds | None = None,
     models: Mapping[RankKey, str] | None = None,
     planned: PlannedCapacity | PlanSource | None = None,
+    history_from: float = -math.inf,
 ) -> list[Alert]:
     """Every detector over one history, most urgent first.
 
+    `history_from`: the history is complete only from then on (a restarted watcher still reading what it
+    stored); a detector whose window reaches further back waits, rather than judge a part of its window.
     A detector that fails on odd numbers (an overflow in a mean of huge values) costs its own alerts for
     this tick, logged, never the watcher: the next tick judges again."""
     t = thresholds or Thresholds()
-    runs: list[tuple[str, Callable[[], list[Alert]]]] = [
-        ("memory_leak", lambda: memory_leaks(history, now, t)),
-        ("host_memory", lambda: host_memory(history, now, t)),
-        ("host_memory_growth", lambda: host_memory_growth(history, now, t)),
-        ("kv_saturation", lambda: kv_saturation(history, now, t)),
-        ("queue_growth", lambda: queue_growth(history, now, t)),
-        ("preemptions", lambda: preemptions(history, now, t)),
-        ("dp_imbalance", lambda: dp_imbalance(history, now, t, models or {})),
-        ("restarts", lambda: restarts(history, now, t)),
-        ("target_down", lambda: targets_down(history, now, t)),
-        ("engine_missing", lambda: engines_missing(history, now, t)),
+    runs: list[tuple[str, float, Callable[[], list[Alert]]]] = [
+        ("memory_leak", t.leak_window_s, lambda: memory_leaks(history, now, t)),
+        ("host_memory", max(t.leak_window_s, t.restart_window_s), lambda: host_memory(history, now, t)),
+        ("host_memory_growth", t.leak_window_s, lambda: host_memory_growth(history, now, t)),
+        ("kv_saturation", t.kv_window_s, lambda: kv_saturation(history, now, t)),
+        ("queue_growth", t.queue_window_s, lambda: queue_growth(history, now, t)),
+        ("preemptions", t.preemption_window_s, lambda: preemptions(history, now, t)),
+        ("dp_imbalance", t.imbalance_window_s, lambda: dp_imbalance(history, now, t, models or {})),
+        ("restarts", t.restart_window_s, lambda: restarts(history, now, t)),
+        ("target_down", t.restart_window_s, lambda: targets_down(history, now, t)),
+        ("engine_missing", t.restart_window_s, lambda: engines_missing(history, now, t)),
     ]
     if planned is not None:
         plan = (
@@ -955,9 +959,11 @@ def evaluate(
             if isinstance(planned, PlanSource)
             else planned
         )
-        runs.append(("kv_pool_shortfall", lambda: kv_pool_shortfall(history, now, plan)))
+        runs.append(("kv_pool_shortfall", 0.0, lambda: kv_pool_shortfall(history, now, plan)))
     alerts: list[Alert] = []
-    for name, run in runs:
+    for name, window_s, run in runs:
+        if now - window_s < history_from:
+            continue
         try:
             alerts += run()
         except (ArithmeticError, ValueError, statistics.StatisticsError) as err:

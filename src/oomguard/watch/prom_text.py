@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from oomguard.errors import InputFormatError
@@ -51,6 +52,9 @@ _LABEL_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 # vLLM's longest lines (histogram buckets with every label) are a few hundred bytes; a line this long is
 # skipped unread rather than parsed (memory and time stay bounded by the body limit, not the line).
 MAX_LINE_BYTES = 64 << 10
+
+# The reason given for a body's last line when no newline ends it (a scrape cut short).
+CUT_SHORT = "body ends without a newline: last line was cut short"
 
 # Go's strconv.ParseFloat (what Prometheus uses) accepts these spellings besides ordinary numbers.
 _SPECIAL_VALUES = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
@@ -191,6 +195,24 @@ def _parse_labels(body: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
+# Scrapes repeat the same label sets (every engine, every bucket, every scrape): parsed once each. Bounded:
+# short bodies only, and the cache starts over when full.
+_LABEL_CACHE: dict[str, tuple[tuple[str, str], ...]] = {}
+_LABEL_CACHE_ENTRIES = 4096
+_LABEL_CACHE_BODY_CHARS = 512
+
+
+def _labels_of(body: str) -> tuple[tuple[str, str], ...]:
+    labels = _LABEL_CACHE.get(body)
+    if labels is None:
+        labels = _parse_labels(body)
+        if len(body) <= _LABEL_CACHE_BODY_CHARS:
+            if len(_LABEL_CACHE) >= _LABEL_CACHE_ENTRIES:
+                _LABEL_CACHE.clear()
+            _LABEL_CACHE[body] = labels
+    return labels
+
+
 def _parse_comment(line: str, builder: _Builder) -> str | None:
     """Handle a `#` line; returns a reason when it is a malformed HELP/TYPE line."""
     parts = line[1:].lstrip().split(None, 2)
@@ -214,51 +236,65 @@ def _parse_comment(line: str, builder: _Builder) -> str | None:
 def parse(body: bytes | str) -> Exposition:
     """Parse a whole exposition; bad lines are skipped and listed, a body cut mid-line loses that line."""
     raw = body if isinstance(body, bytes) else body.encode("utf-8", "surrogateescape")
-    truncated = bool(raw) and not raw.endswith(b"\n")
-    lines = raw.split(b"\n")
-    if truncated:
-        cut = lines.pop()
-        skipped = [
-            SkippedLine(
-                len(lines) + 1,
-                "body ends without a newline: last line was cut short",
-                cut[:80].decode("utf-8", "replace"),
-            )
-        ]
-    else:
-        lines.pop()  # the empty string after the final newline
-        skipped = []
     builder = _Builder()
-    for lineno, raw_line in enumerate(lines, start=1):
-        if len(raw_line) > MAX_LINE_BYTES:
-            skipped.append(
-                SkippedLine(
-                    lineno,
-                    f"line longer than {MAX_LINE_BYTES >> 10} KiB",
-                    raw_line[:80].decode("utf-8", "replace"),
-                )
-            )
-            continue
-        try:
-            line = raw_line.decode("utf-8")
-        except UnicodeDecodeError:
-            skipped.append(SkippedLine(lineno, "not valid UTF-8", raw_line[:80].decode("utf-8", "replace")))
-            continue
-        line = line.strip()
-        if not line:
-            continue
-        if line[0] == "#":
-            reason = _parse_comment(line, builder)
-            if reason:
-                skipped.append(SkippedLine(lineno, reason, line[:80]))
-            continue
-        reason = _parse_sample_line(line, builder, lineno)
-        if reason:
-            skipped.append(SkippedLine(lineno, reason, line[:80]))
+    skipped: list[SkippedLine] = []
+    for item in _walk((raw,), builder):
+        if isinstance(item, SkippedLine):
+            skipped.append(item)
+        else:
+            builder.samples[builder.family_of(item.name)].append(item)
+    truncated = bool(raw) and not raw.endswith(b"\n")
+    if truncated:
+        skipped.insert(0, skipped.pop())  # the cut line first: it says the whole body is in doubt
     return Exposition(builder.build(), tuple(skipped), truncated)
 
 
-def _parse_sample_line(line: str, builder: _Builder, lineno: int) -> str | None:
+def iter_exposition(chunks: Iterable[bytes]) -> Iterator[PromSample | SkippedLine]:
+    """The samples and skipped lines of an exposition given as line-aligned chunks (only the last may end
+    without a newline), in the order of their lines: a file of many scrapes streams in bounded memory. A
+    last line without its newline is skipped as cut short, after the lines before it."""
+    return _walk(chunks, _Builder())
+
+
+def _walk(chunks: Iterable[bytes], builder: _Builder) -> Iterator[PromSample | SkippedLine]:
+    lineno = 0
+    cut = b""
+    for chunk in chunks:
+        if cut:  # the chunk before ended mid-line: chunks were not line-aligned
+            chunk = cut + chunk
+        lines = chunk.split(b"\n")
+        cut = lines.pop()  # b"" after a final newline, else the line still open
+        for raw_line in lines:
+            lineno += 1
+            item = _read_line(raw_line, lineno, builder)
+            if item is not None:
+                yield item
+    if cut:
+        yield SkippedLine(lineno + 1, CUT_SHORT, cut[:80].decode("utf-8", "replace"))
+
+
+def _read_line(raw_line: bytes, lineno: int, builder: _Builder) -> PromSample | SkippedLine | None:
+    """One line: a sample, a skipped line, or None (blank, a comment, HELP/TYPE taken by `builder`)."""
+    if len(raw_line) > MAX_LINE_BYTES:
+        return SkippedLine(
+            lineno, f"line longer than {MAX_LINE_BYTES >> 10} KiB", raw_line[:80].decode("utf-8", "replace")
+        )
+    try:
+        line = raw_line.decode("utf-8")
+    except UnicodeDecodeError:
+        return SkippedLine(lineno, "not valid UTF-8", raw_line[:80].decode("utf-8", "replace"))
+    line = line.strip()
+    if not line:
+        return None
+    if line[0] == "#":
+        reason = _parse_comment(line, builder)
+        return SkippedLine(lineno, reason, line[:80]) if reason else None
+    sample = _parse_sample_line(line, lineno)
+    return SkippedLine(lineno, sample, line[:80]) if isinstance(sample, str) else sample
+
+
+def _parse_sample_line(line: str, lineno: int) -> PromSample | str:
+    """The sample of a line, or why it is not one."""
     exemplar = _EXEMPLAR.search(line)
     if exemplar is not None:
         line = line[: exemplar.start()]  # OpenMetrics exemplar: not a sample of ours
@@ -267,16 +303,14 @@ def _parse_sample_line(line: str, builder: _Builder, lineno: int) -> str | None:
         return "not a sample line (name{labels} value [timestamp])"
     name, label_body, value_text, ts_text = match.groups()
     try:
-        labels = _parse_labels(label_body) if label_body else ()
+        labels = _labels_of(label_body) if label_body else ()
     except ValueError as err:
         return str(err)
     try:
         value = parse_value(value_text)
     except ValueError:
         return f"value {value_text!r} is not a number"
-    sample = PromSample(name, labels, value, int(ts_text) if ts_text is not None else None, lineno)
-    builder.samples[builder.family_of(name)].append(sample)
-    return None
+    return PromSample(name, labels, value, int(ts_text) if ts_text is not None else None, lineno)
 
 
 def parse_strict(body: bytes | str) -> Exposition:

@@ -439,6 +439,33 @@ class Store:
         rows.extend(s for s in self._buffered_samples() if since <= s.ts <= end)
         return to_history(rows)
 
+    def stored_between(
+        self, since: float, until: float
+    ) -> Iterator[tuple[SeriesKey, list[float], list[float]]]:
+        """Stored samples with `since` <= ts < `until`, series by series (in the order they were first
+        stored), each in time order. Each series is one range read on the primary key: a slice of the
+        history costs its own rows, not the table's."""
+        for key, series_id in sorted(self._ids.items(), key=operator.itemgetter(1)):
+            rows = self._read(
+                "SELECT ts, value FROM samples WHERE series_id=? AND ts>=? AND ts<? ORDER BY ts",
+                (series_id, since, until),
+            )
+            if rows:
+                yield key, [ts for ts, _ in rows], [value for _, value in rows]
+
+    def newest_stored(self) -> float | None:
+        """The time of the newest stored sample (one primary-key read per series), None when none is."""
+        newest = None
+        for series_id in self._ids.values():
+            row = self._read("SELECT max(ts) FROM samples WHERE series_id=?", (series_id,))
+            if row and row[0][0] is not None and (newest is None or row[0][0] > newest):
+                newest = float(row[0][0])
+        return newest
+
+    def buffered_since(self, since: float) -> list[Sample]:
+        """Samples not yet stored (a spill file read back at start, this run's scrapes) from `since` on."""
+        return [s for s in self._buffered_samples() if s.ts >= since]
+
     def recent(self, since: float) -> dict[SeriesKey, tuple[list[float], list[float]]]:
         """Every stored and buffered sample from `since` on, per series in time order: the window's seed,
         read in one query."""

@@ -20,7 +20,7 @@ from oomguard.watch.samples import History, RankKey, Sample, SeriesKey
 from oomguard.watch.scrape import ScrapeOutcome, Scraper, up_sample
 from oomguard.watch.store import FlushResult, Gap, ScrapeRecord, Store
 from oomguard.watch.trend import counter_increase
-from oomguard.watch.window import Window
+from oomguard.watch.window import HistoryLoader, Window
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Watcher:
         self.last_outcome: dict[str, ScrapeOutcome] = {}
         self._callers = [BoundedCaller[list[Sample]](p.target, probe_deadline_s) for p in self.probes]
         self.window = Window(self.lookback_s)
-        self._seeded = False
+        self._history = HistoryLoader()
 
     @property
     def lookback_s(self) -> float:
@@ -168,12 +168,16 @@ class Watcher:
     def detect(self, now: float) -> tuple[list[Alert], History]:
         self.window.advance(now)
         history = self.window.history()
-        return evaluate(history, now, self.thresholds, self.store.ranks(), self.planned), history
+        alerts = evaluate(
+            history, now, self.thresholds, self.store.ranks(), self.planned, self._history.complete_from
+        )
+        return alerts, history
 
     def tick(self, now: float) -> TickResult:
-        if not self._seeded:  # what an earlier run stored still counts (a restart does not reset trends)
-            self.window.seed(self.store.recent(now - self.lookback_s))
-            self._seeded = True
+        if not self._history.done(now - self.lookback_s):
+            # What an earlier run stored still counts (a restart does not reset trends): read newest first,
+            # a bounded slice a tick, so a large history cannot stall the first ticks.
+            self._history.load(self.window, self.store, now)
         outcomes, notes = self.collect(now)
         flush = self.store.flush(now)
         alerts, history = self.detect(now)

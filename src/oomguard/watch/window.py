@@ -1,8 +1,10 @@
 """The detectors' recent history, kept in memory and updated incrementally instead of re-read every tick.
 
 Each tick appends what it scraped and drops what fell out of the lookback, so a tick costs the new samples
-plus the detectors, however many hours and ranks the database holds. The window is seeded once at start
-from the database (one query), so a restarted watcher judges with the history it had.
+plus the detectors, however many hours and ranks the database holds. The window is seeded from the database,
+so a restarted watcher judges with the history it had: newest first, at most `SEED_ROWS_PER_TICK` stored
+samples a tick (`HistoryLoader`), so even the first tick is bounded (an hour of 256 ranks is 1.66M samples,
+read over the first ticks; a deployment of a few ranks is read whole in the first).
 
 Bounded: at most `MAX_SERIES_PER_TARGET` series per target (a label that changes on every scrape would
 otherwise grow it without end); past that, the series not seen for longest are dropped from the window
@@ -13,7 +15,9 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from oomguard.watch.samples import Sample, Series, SeriesKey
 
@@ -89,6 +93,24 @@ class Window:
             points.ts, points.values = list(ts), list(values)
             self._per_target[key.target] = self._per_target.get(key.target, 0) + 1
 
+    def seed_older(self, key: SeriesKey, ts: list[float], values: list[float]) -> None:
+        """Stored points of one series (in time order), older than the ones it holds as a rule: a history
+        read newest first, slice by slice."""
+        if not ts:
+            return
+        points = self._points.get(key)
+        if points is None:
+            if self._per_target.get(key.target, 0) >= self.max_series_per_target:
+                self._evict_stalest(key.target)
+            points = self._points[key] = _Points()
+            self._per_target[key.target] = self._per_target.get(key.target, 0) + 1
+        if not points.ts or ts[-1] < points.ts[0]:
+            points.ts[:0], points.values[:0] = ts, values
+            points.cached = None
+        else:  # overlaps what is held (a buffered sample older than the slice): one by one, in order
+            for t, v in zip(ts, values):
+                points.add(t, v)
+
     def _evict_stalest(self, target: str) -> None:
         keys = [k for k in self._points if k.target == target]
         stalest = min(keys, key=lambda k: self._points[k].ts[-1] if self._points[k].ts else float("-inf"))
@@ -120,3 +142,74 @@ class Window:
 
     def __len__(self) -> int:
         return sum(len(p.ts) for p in self._points.values())
+
+
+# Stored samples read into the window per tick while it is seeded: ~0.5 s of CPU (SQLite rows to floats).
+SEED_ROWS_PER_TICK = 250_000
+FIRST_SLICE_S = 60.0  # the newest minute is read first, and its row rate sizes the next slices
+
+
+class StoredHistory(Protocol):
+    def stored_between(
+        self, since: float, until: float
+    ) -> Iterator[tuple[SeriesKey, list[float], list[float]]]: ...
+
+    def buffered_since(self, since: float) -> list[Sample]: ...
+
+    def newest_stored(self) -> float | None: ...
+
+
+class HistoryLoader:
+    """Reads a store's history into a window newest first, in time slices sized so that a tick reads about
+    `rows_per_tick` samples, until the window's lookback is covered."""
+
+    def __init__(self, rows_per_tick: int = SEED_ROWS_PER_TICK) -> None:
+        self.rows_per_tick = rows_per_tick
+        self.until = math.inf  # what is older than this is still to read
+        self.span = FIRST_SLICE_S
+        self.rows = 0
+        self.started = False
+        self.newest = math.inf  # the newest stored sample's time
+
+    @property
+    def complete_from(self) -> float:
+        """From when on the window holds the whole stored history (-inf once it is all read)."""
+        return self.until if self.until != -math.inf and self.started else -math.inf
+
+    def done(self, start: float) -> bool:
+        if self.started and self.until <= start:
+            self.until = -math.inf
+        return self.until == -math.inf
+
+    def load(self, window: Window, store: StoredHistory, now: float) -> int:
+        """Read the next slices (back to `now` - lookback at most); the samples read."""
+        start = now - window.lookback_s
+        if not self.started:
+            self.started = True
+            window.add(store.buffered_since(start))  # a spill read back at start is not on disk yet
+            newest = store.newest_stored()
+            if newest is None:
+                self.until = -math.inf  # nothing stored: nothing to read
+                return 0
+            self.newest = newest
+        budget = self.rows_per_tick
+        read = 0
+        while budget > self.rows_per_tick // 10 and not self.done(start):
+            top = min(self.until, self.newest)
+            lo = max(start, top - self.span)
+            rows = 0
+            for key, ts, values in store.stored_between(lo, self.until):
+                window.seed_older(key, ts, values)
+                rows += len(ts)
+            self.until = lo
+            budget -= rows
+            read += rows
+            left = (
+                budget if budget > self.rows_per_tick // 10 else self.rows_per_tick
+            )  # this tick, or the next
+            if rows < self.rows_per_tick // 100 or top <= lo:
+                self.span *= 4  # too few rows to size by (a gap, a lone sample): look further back
+            else:
+                self.span = left * (top - lo) / rows
+        self.rows += read
+        return read

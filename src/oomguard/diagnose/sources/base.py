@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import ClassVar
@@ -98,7 +99,13 @@ def _seconds(m: re.Match[str]) -> float | None:
 
 
 def split_prefix(text: str) -> Message:
-    body = text.strip("\r\n")
+    """The line without its decorations. Each line is split as itself and again as the line following
+    the one before (`continuation`): the last few splits are kept (Message is frozen)."""
+    return _split_body(text.strip("\r\n"))
+
+
+@functools.lru_cache(maxsize=64)
+def _split_body(body: str) -> Message:
     tag = level = ""
     time: float | None = None
     start = body

@@ -62,9 +62,13 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "kernel-oom-kill")
         elif (
             body.strip() in ("Killed", "Killed.")
-            or re.search(r"\bline \d+:\s*\d+ Killed\b", body)
+            # each pattern only where its word is: a search tries every position of every line (H6)
+            or ("Killed" in body and re.search(r"\bline \d+:\s*\d+ Killed\b", body))
             or re.match(r"^Killed\b(?! process)", body.strip())  # "Killed while loading weight"
-            or re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
+            or (
+                "SIGKILL" in body
+                and re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
+            )
         ):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:

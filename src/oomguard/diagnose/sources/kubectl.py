@@ -68,14 +68,15 @@ class Parser(LineParser):
             return
         if "OOMKill" in body:
             self.ctx.signal(line, body, "oom-killed")
-        m = _EXIT.search(body)
+        # each pattern's words first: a caseless search tries every position of every line (H6)
+        m = _EXIT.search(body) if "exit" in body.lower() else None
         if m and int(m.group("c")) == 137:
             self.ctx.signal(line, body, "exit-137")
         if "status=9/KILL" in body:
             self.ctx.signal(line, body, "exit-137")
         if "Evicted" in body and "memory" in body.lower():
             self.ctx.signal(line, body, "oom-killed")
-        r = _RESTARTS.search(body)
+        r = _RESTARTS.search(body) if "Restart Count:" in body else None
         if r:
             self.ctx.emit(
                 HostMemory(

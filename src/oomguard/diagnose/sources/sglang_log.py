@@ -111,7 +111,10 @@ class Parser(LineParser):
         if "leave no GPU memory for the KV cache" in body:
             # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
             self.ctx.signal(line, body, "sglang-not-enough-memory")
-        if "memory leak detected" in body and ("kv_pool" in body or "req_to_token_pool" in body):
+        if "memory leak detected" in body and (
+            "kv_pool" in body or "req_to_token_pool" in body or "pool memory leak" in body
+        ):
+            # Newer SGLang's invariant checker: "pool memory leak detected! [full] total=N, available=M".
             # The scheduler's idle self-check (check_memory): "token_to_kv_pool_allocator memory leak
             # detected! available_size=..., protected_size=..., self.max_total_num_tokens=...".
             m = _LEAK_CHECK.search(body)

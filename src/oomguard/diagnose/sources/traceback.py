@@ -45,7 +45,13 @@ _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens
 _KV_DRY = re.compile(
     r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
     r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
-    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks"
+    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks|"
+    # llama.cpp's decode finding no room in its KV cache for a batch (llama_decode returns 1), as llama.cpp
+    # and node-llama-cpp word it
+    r"failed to find (?:a )?(?:memory|KV cache) slot|failed to find free space in the KV cache|"
+    r"could not find a KV slot|"
+    # TensorRT-LLM's KV cache manager: "Can't allocate new blocks. No free blocks left."
+    r"No free blocks left"
 )
 # vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
 # host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
@@ -115,6 +121,10 @@ class Parser(LineParser):
             "No enough gpu memory for kv cache",
             "No enough cache entries",
             "KV cache exhausted",
+            "failed to find",
+            "could not find a KV slot",
+            "No free blocks left",
+            "Not enough host memory available",
             "RuntimeBuffers::reshape",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
@@ -239,7 +249,10 @@ class Parser(LineParser):
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
             or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
-            or re.search(r"\bMemoryError\b", body)
+            # SGLang's hierarchical cache sizing its host pool: "Not enough host memory available.
+            # Requesting 40.00 GB but only have 44.87 GB free."
+            or "Not enough host memory available" in body
+            or ("MemoryError" in body and re.search(r"\bMemoryError\b", body))
         ) and "CUDA" not in body:
             self.ctx.signal(line, body, "host-enomem")
             return

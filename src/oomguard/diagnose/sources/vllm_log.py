@@ -62,15 +62,16 @@ _CG_POOL = re.compile(
 _CG_TOOK = re.compile(rf"Graph capturing finished in\s*\d+\s*secs?, took\s*(?P<v>{_NUM})\s*GiB")
 _CG_EQUIV = log_format.UTILIZATION_EQUIVALENT
 _MAXLEN_V0 = re.compile(
-    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maximum\s*number\s*of\s*tokens"
+    r"max seq len\s*\((?P<L>\d+)\)\s*is\s*larger\s*than\s*the\s*maxi[mn]um\s*number\s*of\s*tokens"
     r"\s*that\s*can\s*be\s*stored"
-    r"\s*in\s*KV\s*cache\s*\((?P<kv>\d+)\)"
+    r"\s*in\s*KV\s*cache(?:\s*\((?P<kv>\d+)\))?"  # the count is missing from pastes that retyped it
 )
 _MAXLEN_V1 = re.compile(
     rf"max seq len\s*\((?P<L>\d+)\),?\s*\(?(?P<need>{_NUM})\s*GiB\s*KV\s*cache\s*is\s*needed,"
     r"\s*which\s*is\s*larger\s*than"
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
+_ASCEND_KV = re.compile(r"Available memory: (?P<a>-?\d+), total memory: (?P<t>\d+)\b")
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
 _SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
 _MM_PROFILE = re.compile(
@@ -145,10 +146,12 @@ class Parser(LineParser):
             "Model loading took",
             "Loading model weights took",
             "Starting to load model",
+            "Loading drafter model",
             "Loading model from scratch",
             "Loading safetensors checkpoint shards",
             "Loading weights took",
             "Available KV cache memory",
+            "Available memory:",  # vLLM Ascend's KV budget in bytes
             "KV cache size",
             "Maximum concurrency",
             "blocks:",
@@ -239,6 +242,8 @@ class Parser(LineParser):
             m = _WEIGHTS.search(body)
             self.ctx.startup_number(line, msg, "weights_bytes", _gib(m.group("v")) if m else None)
             self.ctx.signal(line, body, "milestone-weights-loaded")
+        elif "Loading drafter model" in body:
+            self.ctx.signal(line, body, "milestone-drafter-loading")
         elif (
             "Starting to load model" in body
             or "Loading model from scratch" in body
@@ -246,6 +251,19 @@ class Parser(LineParser):
             or "Loading weights took" in body
         ):
             self.ctx.signal(line, body, "milestone-weights-loading")
+
+    def _ascend_kv(self, line: Line, msg: Message) -> None:
+        """vLLM Ascend's worker (worker_v1.py) logs the KV budget in bytes: "Available memory: N, total
+        memory: M"; zero or less is no room for KV blocks."""
+        m = _ASCEND_KV.search(msg.body)
+        if not m:
+            return
+        available = int(m.group("a"))
+        self.ctx.startup_number(line, msg, "kv_available_bytes", available)
+        self.ctx.startup_number(line, msg, "gpu_total_bytes", int(m.group("t")))
+        self.ctx.signal(line, msg.body, "milestone-kv-sized")
+        if available <= 0:
+            self.ctx.signal(line, msg.body, "no-kv-cache-memory", kv_available_bytes=available)
 
     def _kv_sizing(self, line: Line, msg: Message) -> None:
         """The KV pool as sized: bytes, tokens, concurrency, blocks."""
@@ -257,6 +275,8 @@ class Parser(LineParser):
             if value is not None and value < 0:
                 self.ctx.signal(line, body, "negative-kv-memory", kv_available_bytes=value)
             self.ctx.signal(line, body, "milestone-kv-sized")
+        if "Available memory:" in body:
+            self._ascend_kv(line, msg)
         if "KV cache size" in body:
             m = _KV_TOKENS.search(body)
             self.ctx.startup_number(line, msg, "kv_cache_tokens", to_int(m.group("v")) if m else None)
@@ -269,8 +289,11 @@ class Parser(LineParser):
         if "blocks:" in body:
             m = _BLOCKS.search(body)
             if m:
-                self.ctx.startup_number(line, msg, "num_gpu_blocks", to_int(m.group("v")))
+                blocks = to_int(m.group("v"))
+                self.ctx.startup_number(line, msg, "num_gpu_blocks", blocks)
                 self.ctx.signal(line, body, "milestone-kv-sized")
+                if blocks == 0:  # V0 logged the count before refusing: no memory was left for KV blocks
+                    self.ctx.signal(line, body, "no-kv-cache-memory")
 
     def _profile(self, line: Line, msg: Message) -> None:
         """The memory profile's terms, every version's wording (V0 budget line, V1 debug line, free
@@ -360,7 +383,8 @@ class Parser(LineParser):
 
     def _sleep(self, line: Line, msg: Message) -> None:
         """Sleep mode (RL rollouts): what stays in use after each sleep; growth across cycles is a leak."""
-        m = _SLEEP.search(msg.body)
+        # the pattern's words first: the search itself tries every position of every line (H6)
+        m = _SLEEP.search(msg.body) if "still in use" in msg.body else None
         if m:
             self.ctx.signal(
                 line,
@@ -524,7 +548,7 @@ class Parser(LineParser):
                 text,
                 "max-model-len-exceeds-kv",
                 max_model_len=to_float(v0.group("L")),
-                kv_cache_tokens=to_float(v0.group("kv")),
+                kv_cache_tokens=to_float(v0.group("kv")) if v0.group("kv") else None,
             )
             return
         v1 = _MAXLEN_V1.search(text)

@@ -64,6 +64,10 @@ class RankEngine:
         self.step = 0
         self.usable = config.scheduler.num_gpu_blocks - 1
         self.cols: dict[str, list[Any]] = {c: [] for c in Timeline.COLUMNS}
+        cols = self.cols
+        self._published_cols = tuple(
+            cols[c] for c in ("time", "kv_blocks_used", "waiting", "running", "duration", "finished")
+        )
         self.ooms: list[OomEvent] = []
         self.notes: list[str] = []
         self.peak_value = -1
@@ -76,6 +80,9 @@ class RankEngine:
         self.steady = False
         self._decode_peaks: dict[int, int] = {}  # decode-only steps: requests -> activation peak
         self._pending: StepPlan | None = None
+        # The peak of the decode run cut at the last `advance_to` bound, while nothing else happened since:
+        # the next call resumes it without checking it again (other ranks' arrivals cut runs often).
+        self._resume_peak: int | None = None
 
     # ----- requests -------------------------------------------------------------------------------------
 
@@ -88,6 +95,7 @@ class RankEngine:
         self.sched.add_request(request)
         self.requests.append(request)
         self.steady = False
+        self._resume_peak = None
 
     def busy(self) -> bool:
         return self.sched.has_unfinished()
@@ -100,21 +108,20 @@ class RankEngine:
         """(waiting, running, KV usage) as the rank last published them before `at`: the counts of the last
         step that started at or before `at` (vLLM publishes at every step start), or the idle state after
         it."""
-        times = self.cols["time"]
+        times, kv_used, waiting, running, durations, finished = self._published_cols
         i = bisect_right(times, at) - 1
         if i < 0:
             return 0, 0, 0.0
-        cols = self.cols
-        kv = cols["kv_blocks_used"][i] / self.usable
-        waiting, running = int(cols["waiting"][i]), int(cols["running"][i])
-        if times[i] + cols["duration"][i] <= at:
-            running -= int(cols["finished"][i])  # published again after the step: finished ones gone
-        return waiting, running, kv
+        if times[i] + durations[i] <= at:  # published again after the step: finished ones gone
+            return int(waiting[i]), int(running[i]) - int(finished[i]), kv_used[i] / self.usable
+        return int(waiting[i]), int(running[i]), kv_used[i] / self.usable
 
     # ----- independent stepping -------------------------------------------------------------------------
 
     def advance_to(self, t: float) -> None:
         """Run every step of this rank that starts before `t`."""
+        if self._resume_peak is not None and self.now < t:
+            self._advance_run(t)  # the decode run cut at the last bound goes on
         while self.now < t and self.sched.has_unfinished():
             # As in `run.simulate`: after a steady step, or whenever the queue is empty.
             may_run = self.config.fast_forward and (self.steady or not self.sched.waiting)
@@ -151,33 +158,42 @@ class RankEngine:
         """One run of decode steps of the same requests, up to and through a finishing step: the steps run,
         and whether the last one finished members."""
         sched = self.sched
-        if not sched.decode_run_ready():
-            return 0, False
         cohort = sched.cohort
+        peak = self._resume_peak
+        self._resume_peak = None
+        rows: list[tuple[SimRequest, int]] = []
+        if peak is None:
+            if not sched.decode_run_ready():
+                return 0, False
+            assert cohort is not None
+            peak = 0
+            act = self.config.activation
+            if act is not None:
+                peak = decode_step_peak(self._decode_peaks, cohort.size, act, self.config.memory)
+                headroom = self.config.headroom_bytes
+                if headroom is not None and peak > headroom:
+                    return 0, False
+            if peak > self.peak_value:
+                rows = cohort.rows_after(cohort.steps)
         assert cohort is not None
         num = cohort.size
-        peak = 0
-        act = self.config.activation
-        if act is not None:
-            peak = decode_step_peak(self._decode_peaks, num, act, self.config.memory)
-            headroom = self.config.headroom_bytes
-            if headroom is not None and peak > headroom:
-                return 0, False
-        rows = cohort.rows_after(cohort.steps) if peak > self.peak_value else []
         max_steps = self.config.max_steps
         limit = 1 << 62 if not max_steps else max(0, max_steps - self.executed)
         step_time = None if self.by_steps else self.config.step_time
-        times, durations, kv_used = cohort.run_until(self.now, t, step_time, limit, True)
-        k = len(times)
+        cols = self.cols
+        times, durations = cols["time"], cols["duration"]
+        k = cohort.run_until(self.now, t, step_time, limit, times, durations, cols["kv_blocks_used"], True)
         if not k:
             return 0, False
         if peak > self.peak_value:
             self.peak_value, self.peak_index = peak, self.executed
             self.peak_rows = tuple(Row(1, before, True, True) for _, before in rows)
-        record_decode_run(self.cols, self.step, times, durations, kv_used, num, len(sched.waiting), peak)
+        record_decode_run(cols, self.step, k, num, len(sched.waiting), peak)
         self.now = times[-1] + durations[-1]
         self.step += k
         if cohort.steps not in cohort.finishes:
+            if self.now >= t:
+                self._resume_peak = peak  # cut by the bound alone: the same run goes on next time
             return k, False
         finished = sched.finish_cohort_step(self.now)  # update_from_output's part of the last step
         self.cols["finished"][-1] = len(finished)
@@ -197,6 +213,7 @@ class RankEngine:
         """Schedule the next step at `self.now`; None when nothing could be scheduled (a request that never
         fits the pool is dropped, as the single-engine simulator does)."""
         sched = self.sched
+        self._resume_peak = None
         plan = sched.schedule()
         if not plan.num_decodes and not plan.chunks:
             self.steady = False

@@ -18,8 +18,10 @@ each rank's usage over the trailing 5 minutes, as watch and rules compare them) 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 
 from oomguard.imbalance import (
     IMBALANCE_MIN_MEAN_KV,
@@ -142,7 +144,7 @@ def simulate_dp(workload: Workload, config: DpConfig) -> DpResult:
         rejected=rejected,
         imbalance=kv_imbalance(results),
         first_saturated=_first(results, _saturated_steps),
-        first_preemption=_first(results, lambda r: (i for i, p in enumerate(r.timeline.preempted) if p)),
+        first_preemption=_first(results, lambda r: compress(range(len(r.timeline)), r.timeline.preempted)),
         first_oom=_first(results, lambda r: (r.timeline.step.index(e.step) for e in r.oom_events[:1])),
         max_dispatch_bytes=dispatch[0],
         max_dispatch_step=dispatch[1],
@@ -249,13 +251,11 @@ def kv_usage_at(result: SimulationResult, times: Sequence[float]) -> list[float]
     tl = result.timeline
     usable = result.usable_blocks
     out = []
-    i = -1
-    n = len(tl)
+    starts, durations, used = tl.time, tl.duration, tl.kv_blocks_used
     for t in times:
-        while i + 1 < n and tl.time[i + 1] <= t:
-            i += 1
-        if i >= 0 and t < tl.time[i] + tl.duration[i]:
-            out.append(tl.kv_blocks_used[i] / usable)
+        i = bisect_right(starts, t) - 1  # the last step started by `t`
+        if i >= 0 and t < starts[i] + durations[i]:
+            out.append(used[i] / usable)
         else:
             out.append(0.0)
     return out
@@ -289,7 +289,11 @@ def kv_imbalance(
 def _saturated_steps(result: SimulationResult) -> list[int]:
     tl = result.timeline
     limit = SATURATED_KV_USAGE * result.usable_blocks
-    return [i for i in range(len(tl)) if tl.waiting[i] > 0 and tl.kv_blocks_used[i] >= limit][:1]
+    used = tl.kv_blocks_used
+    for i in compress(range(len(tl)), tl.waiting):  # the steps with requests waiting
+        if used[i] >= limit:
+            return [i]
+    return []
 
 
 def _first(
