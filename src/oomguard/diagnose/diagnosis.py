@@ -135,7 +135,7 @@ def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
     return tuple(out[:MAX_LINES])
 
 
-def _confidences(tally: Tally) -> dict[str, float]:
+def _confidences(tally: Tally) -> dict[CauseClass, float]:
     """Scores -> a distribution: each class's score raised to CONFIDENCE_POWER over the sum of all, plus
     CONFIDENCE_FLOOR (the share of 'none of these' that keeps confidence modest when little was found)."""
     scores = {c: max(0.0, tally.score(c)) ** CONFIDENCE_POWER for c in CLASSES}
@@ -144,8 +144,8 @@ def _confidences(tally: Tally) -> dict[str, float]:
 
 
 def rank(
-    scores: dict[str, float], conf: dict[str, float], shares: dict[str, float] | None
-) -> list[tuple[str, float]]:
+    scores: dict[CauseClass, float], conf: dict[CauseClass, float], shares: dict[str, float] | None
+) -> list[tuple[CauseClass, float]]:
     """The causes to list with the confidence shown for each. The first is the rules' (highest score) with
     their calibrated confidence; without a prior the rest are the other causes with rule weight, by score.
     With the prior's class shares, places 2.. are ordered by the blended score (the rules' confidence plus
@@ -162,7 +162,7 @@ def rank(
         (c for c in order[1:] if scores[c] > 0 or blended[c] >= MIN_PRIOR_ONLY),
         key=lambda c: (-blended[c], CLASSES.index(c)),
     )
-    shown = [(first, conf[first])]
+    shown: list[tuple[CauseClass, float]] = [(first, conf[first])]
     for c in rest[: TOP - 1]:
         shown.append((c, min(blended[c], shown[-1][1])))
     return shown
