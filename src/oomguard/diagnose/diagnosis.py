@@ -20,6 +20,7 @@ from oomguard.diagnose.evidence import (
     StartupNumber,
 )
 from oomguard.diagnose.planner import Ledger, activation_model, plan_setup
+from oomguard.diagnose.prior import features, shipped
 from oomguard.diagnose.remedies import Fix, advise
 from oomguard.diagnose.rules import CLASSES, FAILURE_SIGNALS, Situation, Tally, score
 from oomguard.diagnose.setup import EngineSetup, recover_setup
@@ -42,6 +43,9 @@ GPU_MEMORY_ERRORS = (
 )
 # How many causes the report lists.
 TOP = 5
+# A cause no rule points at is listed (from the prior alone) only when its blended score reaches this: a
+# 1-in-20 suspect is worth collecting evidence for, a 1% one is noise in the list.
+MIN_PRIOR_ONLY = 0.05
 # Scores add the weight of independent pieces of evidence, so a lead of a few points is more decisive than
 # its plain share says: squared shares with a floor for "none of these" are calibrated on the tuning corpus
 # (the first cause is right about as often as its confidence says in each band; plain shares were ~20 points
@@ -78,6 +82,8 @@ class Cause:
     verify: str
     next_evidence: str
     notes: tuple[str, ...]
+    # Listed by the learned prior (similar reports had it) with no rule evidence of its own.
+    from_prior: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,12 +135,37 @@ def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
     return tuple(out[:MAX_LINES])
 
 
-def _confidences(tally: Tally) -> dict[str, float]:
+def _confidences(tally: Tally) -> dict[CauseClass, float]:
     """Scores -> a distribution: each class's score raised to CONFIDENCE_POWER over the sum of all, plus
     CONFIDENCE_FLOOR (the share of 'none of these' that keeps confidence modest when little was found)."""
     scores = {c: max(0.0, tally.score(c)) ** CONFIDENCE_POWER for c in CLASSES}
     total = sum(scores.values()) + CONFIDENCE_FLOOR
     return {c: s / total for c, s in scores.items()}
+
+
+def rank(
+    scores: dict[CauseClass, float], conf: dict[CauseClass, float], shares: dict[str, float] | None
+) -> list[tuple[CauseClass, float]]:
+    """The causes to list with the confidence shown for each. The first is the rules' (highest score) with
+    their calibrated confidence; without a prior the rest are the other causes with rule weight, by score.
+    With the prior's class shares, places 2.. are ordered by the blended score (the rules' confidence plus
+    the prior's share of what the rules leave to 'none of these') and show it, capped at the place above so
+    the list reads in order (the prior may favour a later cause more than the rules favour the first). A
+    cause without rule weight is listed only from MIN_PRIOR_ONLY up."""
+    order = sorted(CLASSES, key=lambda c: (-scores[c], CLASSES.index(c)))
+    first = order[0]
+    if shares is None:
+        return [(first, conf[first])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
+    left = max(0.0, 1.0 - sum(conf.values()))
+    blended = {c: conf[c] + left * shares.get(c, 0.0) for c in CLASSES}
+    rest = sorted(
+        (c for c in order[1:] if scores[c] > 0 or blended[c] >= MIN_PRIOR_ONLY),
+        key=lambda c: (-blended[c], CLASSES.index(c)),
+    )
+    shown: list[tuple[CauseClass, float]] = [(first, conf[first])]
+    for c in rest[: TOP - 1]:
+        shown.append((c, min(blended[c], shown[-1][1])))
+    return shown
 
 
 def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
@@ -168,18 +199,16 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
     setup = recover_setup(evidence)
     step = failing_step(evidence, setup)
     tally, sit = score(evidence, setup, step)
-    conf = _confidences(tally)
-    ranked = sorted(CLASSES, key=lambda c: (-tally.score(c), CLASSES.index(c)))[:TOP]
+    scores = {c: tally.score(c) for c in CLASSES}
+    shares = shipped().shares(features(evidence, sit, setup))
     engine = identify(evidence, setup)
     causes: list[Cause] = []
-    for cls in ranked:
-        if tally.score(cls) <= 0 and causes:
-            continue
+    for i, (cls, confidence) in enumerate(rank(scores, _confidences(tally), shares)):
         advice = advise(cls, evidence, setup, step, engine)
         causes.append(
             Cause(
                 cls,
-                round(conf[cls], 3),
+                round(confidence, 3),
                 advice.explanation,
                 _lines(tally, cls, True),
                 _lines(tally, cls, False),
@@ -188,6 +217,7 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
                 advice.verify,
                 advice.next_evidence,
                 advice.notes,
+                from_prior=i > 0 and scores[cls] <= 0,
             )
         )
     ledger = plan_setup(setup)

@@ -8,6 +8,9 @@ from typing import Any
 
 from oomguard.diagnose.diagnosis import Cause, Diagnosis
 
+# Said of a cause the learned prior lists without any rule evidence for it.
+PRIOR_ONLY = "from similar reports, no direct evidence"
+
 
 def to_dict(d: Diagnosis) -> dict[str, Any]:
     return {
@@ -23,6 +26,7 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
                 "verify": c.verify,
                 "next_evidence": c.next_evidence,
                 "notes": list(c.notes),
+                "from_similar_reports_only": c.from_prior,
             }
             for c in d.causes
         ],
@@ -78,7 +82,7 @@ def render_text(d: Diagnosis) -> str:
         out += [f"  {k:<34} {v}" for k, v in d.memory]
     for i, c in enumerate(d.causes, 1):
         out.append("")
-        out.append(f"{i}. {c.cls}  {c.confidence:.0%}")
+        out.append(f"{i}. {c.cls}  {c.confidence:.0%}" + (f"  ({PRIOR_ONLY})" if c.from_prior else ""))
         if i > 1:
             out.append(f"   {c.explanation}")
         last_why = ""
@@ -112,6 +116,8 @@ def render_text(d: Diagnosis) -> str:
 
 def _md_cause(i: int, c: Cause) -> list[str]:
     lines = [f"### {i}. `{c.cls}` ({c.confidence:.0%})", "", c.explanation, ""]
+    if c.from_prior:
+        lines[2:2] = [f"_{PRIOR_ONLY[0].upper()}{PRIOR_ONLY[1:]}._", ""]
     if c.support:
         lines.append("Evidence for:")
         lines += [f"- `{e.where}` {e.why}" + (f": `{e.text[:160]}`" if e.text else "") for e in c.support]
