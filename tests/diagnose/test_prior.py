@@ -80,7 +80,9 @@ def test_a_cause_only_the_prior_lists_says_it_has_no_direct_evidence(run_diagnos
     code, data, _ = run_diagnose(text)
     assert code == 0
     flagged = [c for c in data["causes"] if c["from_similar_reports_only"]]
-    assert [c["class"] for c in flagged] == ["multimodal-encoder"]
+    # the shipped prior was trained on this report (a tune row): which other classes it adds may change with
+    # retraining, the vision encoder among them may not
+    assert "multimodal-encoder" in [c["class"] for c in flagged]
     assert not data["causes"][0]["from_similar_reports_only"]
     assert all(not c["evidence"] and c["confidence"] >= MIN_PRIOR_ONLY - 0.001 for c in flagged)
     code, out, _ = run_diagnose(text, args=())
