@@ -366,31 +366,20 @@ class _Replay:
             self.chunks.append(tuple((r.rid, k, before) for r, k, before in plan.scheduled))
         finished = self.sched.update_from_output(plan, now + duration)
         self.finished_count += len(finished)
-        self.steady = (
-            not plan.chunks
-            and not finished
-            and not plan.admitted
-            and not plan.preempted
-            and num_decodes == plan.num_running
+        self.steady = is_steady(plan, finished, num_decodes)
+        append_step(
+            self.cols,
+            self.step,
+            now,
+            duration,
+            plan,
+            finished,
+            peak,
+            tokens=tokens,
+            num_prefills=prefills,
+            num_decodes=num_decodes,
+            max_prefill=max_prefill,
         )
-        cols = self.cols
-        for name, value in (
-            ("step", self.step),
-            ("time", now),
-            ("duration", duration),
-            ("tokens", tokens),
-            ("num_prefills", prefills),
-            ("num_decodes", num_decodes),
-            ("max_prefill", max_prefill),
-            ("running", plan.num_running),
-            ("waiting", plan.num_waiting),
-            ("kv_blocks_used", plan.kv_blocks_used),
-            ("preempted", len(plan.preempted)),
-            ("admitted", len(plan.admitted)),
-            ("finished", len(finished)),
-            ("peak_bytes", peak),
-        ):
-            cols[name].append(value)
         self.executed += 1
         self.now = now + duration
         self.step += 1
@@ -622,3 +611,48 @@ def summarize(result: SimulationResult) -> Summary:
         unservable=rs.unservable,
         clock=result.clock,
     )
+
+
+def is_steady(plan: StepPlan, finished: Sequence[object], num_decodes: int) -> bool:
+    """A step in which nothing but decoding happened: the next ones can be fast-forwarded as a decode run."""
+    return (
+        not plan.chunks
+        and not finished
+        and not plan.admitted
+        and not plan.preempted
+        and num_decodes == plan.num_running
+    )
+
+
+def append_step(
+    cols: dict[str, list[Any]],
+    step: int,
+    start: float,
+    duration: float,
+    plan: StepPlan,
+    finished: Sequence[object],
+    peak: int,
+    *,
+    tokens: int,
+    num_prefills: int,
+    num_decodes: int,
+    max_prefill: int,
+) -> None:
+    """One executed step's row of the timeline's columns (the single-engine replay and every DP rank)."""
+    for name, value in (
+        ("step", step),
+        ("time", start),
+        ("duration", duration),
+        ("tokens", tokens),
+        ("num_prefills", num_prefills),
+        ("num_decodes", num_decodes),
+        ("max_prefill", max_prefill),
+        ("running", plan.num_running),
+        ("waiting", plan.num_waiting),
+        ("kv_blocks_used", plan.kv_blocks_used),
+        ("preempted", len(plan.preempted)),
+        ("admitted", len(plan.admitted)),
+        ("finished", len(finished)),
+        ("peak_bytes", peak),
+    ):
+        cols[name].append(value)

@@ -29,7 +29,9 @@ from oomguard.simulate.run import (
     SimulationConfig,
     SimulationResult,
     Timeline,
+    append_step,
     decode_step_peak,
+    is_steady,
     record_decode_run,
     step_rows,
 )
@@ -260,31 +262,20 @@ class RankEngine:
         for request in finished:
             self.finish_times.append(start + duration)
             self.finished.append(request)
-        self.steady = (
-            not plan.chunks
-            and not finished
-            and not plan.admitted
-            and not plan.preempted
-            and plan.num_decodes == plan.num_running
+        self.steady = is_steady(plan, finished, plan.num_decodes)
+        append_step(
+            self.cols,
+            self.step,
+            start,
+            duration,
+            plan,
+            finished,
+            peak,
+            tokens=plan.tokens,
+            num_prefills=len(plan.chunks),
+            num_decodes=plan.num_decodes,
+            max_prefill=max((k for _, k, _ in plan.chunks), default=0),
         )
-        cols = self.cols
-        for name, value in (
-            ("step", self.step),
-            ("time", start),
-            ("duration", duration),
-            ("tokens", plan.tokens),
-            ("num_prefills", len(plan.chunks)),
-            ("num_decodes", plan.num_decodes),
-            ("max_prefill", max((k for _, k, _ in plan.chunks), default=0)),
-            ("running", plan.num_running),
-            ("waiting", plan.num_waiting),
-            ("kv_blocks_used", plan.kv_blocks_used),
-            ("preempted", len(plan.preempted)),
-            ("admitted", len(plan.admitted)),
-            ("finished", len(finished)),
-            ("peak_bytes", peak),
-        ):
-            cols[name].append(value)
         self.now = start + duration
         self.step += 1
 
