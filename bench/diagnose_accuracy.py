@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from grep_baseline import rank as grep_rank
 
-from oomguard.diagnose.diagnosis import diagnose
-from oomguard.diagnose.evidence import Evidence
-from oomguard.diagnose.read import read_one, require_evidence
+from oomguard.diagnosis.diagnosis import diagnose
+from oomguard.diagnosis.evidence import Evidence
+from oomguard.diagnosis.read import read_one, require_evidence
 from oomguard.errors import InputFormatError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +101,9 @@ ROUND_OF_HARVESTER = {
     "harvest3-vllm": 3,
     "harvest3-other": 3,
     "harvest3-sglang": 3,
+    "harvest4-v0": 4,
+    "harvest4-v1": 4,
+    "harvest4-wrap": 4,
 }
 
 

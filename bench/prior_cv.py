@@ -1,7 +1,7 @@
 """How much the learned prior adds to `diagnose`, measured by cross-validation on reports it never saw.
 
 `diagnose` keeps the rules' first cause and orders places 2.. by the rules' confidence plus the prior's share
-of what the rules leave to "none of these" (`diagnosis.rank`; the prior: `oomguard/diagnose/prior.py`,
+of what the rules leave to "none of these" (`diagnosis.rank`; the prior: `oomguard/diagnosis/prior.py`,
 trained by bench/train_prior.py). Here the same training runs on the 39 development reports plus four of five
 stratified folds of the corpus's tuning part, and the held-out fold is ranked with and without that prior:
 rules alone against rules + prior at places 2+, top-1 and top-3, per fold and over all folds. Top-1 is the
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from train_prior import DEV, TUNE, Row, fit, load
 
-from oomguard.diagnose.diagnosis import rank
-from oomguard.diagnose.prior import Prior
+from oomguard.diagnosis.diagnosis import rank
+from oomguard.diagnosis.prior import Prior
 
 FOLDS = 5
 

@@ -24,11 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.simulate.cli import build_setup, split_argv
-from oomguard.simulate.dp.balancer import BalancerKind
-from oomguard.simulate.dp.run import DpConfig, DpResult, simulate_dp
-from oomguard.simulate.run import simulate, summarize
-from oomguard.simulate.workload import Workload, read_workload, scale_rate
+from oomguard.simulation.cli import build_setup, split_argv
+from oomguard.simulation.dp.balancer import BalancerKind
+from oomguard.simulation.dp.run import DpConfig, DpResult, simulate_dp
+from oomguard.simulation.run import simulate, summarize
+from oomguard.simulation.workload import Workload, read_workload, scale_rate
 
 TRACE = REPO.parent / "shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 MODEL = "Qwen/Qwen3-32B"

@@ -22,9 +22,9 @@ sys.path.insert(0, str(REPO / "src"))
 import argparse
 import json
 
-from oomguard.simulate.cli import build_setup, split_argv
-from oomguard.simulate.run import simulate, summarize
-from oomguard.simulate.workload import read_workload, scale_rate
+from oomguard.simulation.cli import build_setup, split_argv
+from oomguard.simulation.run import simulate, summarize
+from oomguard.simulation.workload import read_workload, scale_rate
 
 TRACE = REPO.parent / "shared/data/traces/azure_llm_inference_2023/AzureLLMInferenceTrace_conv.csv"
 TARGET_SIM_S_PER_S = 1000  # at 1x: simulated seconds per second

@@ -187,10 +187,10 @@ def simulate_oracle_workload(workload: Path, model_dir: Path, a: dict):  # type:
     """oomguard's scheduler on the oracle's workload; the KV groups from the planner's readers (models/ and
     engines/vllm/kv.py), as `oomguard simulate --num-gpu-blocks-override` gets them."""
     from oomguard.engines.vllm.flags import parse_serve_command
-    from oomguard.simulate.model_facts import read_model
-    from oomguard.simulate.run import SimulationConfig, simulate
-    from oomguard.simulate.scheduler import SchedulerConfig
-    from oomguard.simulate.workload import read_workload
+    from oomguard.simulation.model_facts import read_model
+    from oomguard.simulation.run import SimulationConfig, simulate
+    from oomguard.simulation.scheduler import SchedulerConfig
+    from oomguard.simulation.workload import read_workload
 
     serve = parse_serve_command(
         [

@@ -1,5 +1,5 @@
-"""Train the prior `diagnose` uses to order its causes after the first (src/oomguard/diagnose/prior.py) and
-write its weights to src/oomguard/diagnose/data/prior.json.
+"""Train the prior `diagnose` uses to order its causes after the first (src/oomguard/diagnosis/prior.py) and
+write its weights to src/oomguard/diagnosis/data/prior.json.
 
 Trained on the 39 development reports (../shared/data/validation/oom_reports_dev.jsonl) and the tuning part of
 the corpus (bench/data/oom_corpus/tune.jsonl); the frozen part is never read. A multinomial logistic
@@ -26,12 +26,12 @@ from typing import Any
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from oomguard.diagnose.diagnosis import _confidences, failing_step
-from oomguard.diagnose.evidence import Evidence
-from oomguard.diagnose.prior import features
-from oomguard.diagnose.read import read_one
-from oomguard.diagnose.rules import CLASSES, score
-from oomguard.diagnose.setup import recover_setup
+from oomguard.diagnosis.diagnosis import _confidences, failing_step
+from oomguard.diagnosis.evidence import Evidence
+from oomguard.diagnosis.prior import features
+from oomguard.diagnosis.read import read_one
+from oomguard.diagnosis.rules import CLASSES, score
+from oomguard.diagnosis.setup import recover_setup
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"

@@ -66,3 +66,15 @@ def test_the_public_names_are_listed_and_typed() -> None:
     for name in oomguard.__all__:
         assert getattr(oomguard, name) is not None
     assert (Path(oomguard.__file__).parent / "py.typed").is_file()
+
+
+def test_the_functions_and_the_subpackages_have_different_names() -> None:
+    # A subpackage named like an API function would rebind the name on first import (`import oomguard.x.y`).
+    code = (
+        "import oomguard.diagnosis.rules as rules, oomguard.simulation.run as run, oomguard\n"
+        "assert callable(oomguard.diagnose) and callable(oomguard.simulate)\n"
+        "print(rules.__name__, run.__name__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["oomguard.diagnosis.rules", "oomguard.simulation.run"]

@@ -176,7 +176,7 @@ def test_c9_a_deep_jsonl_trace_line_is_a_bad_row(tmp_path: Path) -> None:
 
 
 def test_w7_azure_timestamps_are_read_as_utc(monkeypatch: pytest.MonkeyPatch) -> None:
-    from oomguard.simulate.workload import _azure_timestamp
+    from oomguard.simulation.workload import _azure_timestamp
 
     before, after = "2024-11-03 05:50:00.0000000", "2024-11-03 06:50:00.0000000"  # across New York's DST end
     monkeypatch.setenv("TZ", "America/New_York")

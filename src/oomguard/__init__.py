@@ -82,14 +82,6 @@ __all__ = [
 ]
 
 
-# `diagnose` and `simulate` are also subpackages. Importing a subpackage for the first time binds its name
-# on this package, so both are loaded here (their __init__ are docstrings) and their names handed back to the
-# functions, which load on first use like every other name.
-for _package in ("diagnose", "simulate"):
-    importlib.import_module(f"oomguard.{_package}")
-    globals().pop(_package, None)
-
-
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:

@@ -185,7 +185,7 @@ def plan(
 class DiagnosisReport:
     """The ranked causes of an OOM, with their evidence and fixes."""
 
-    diagnosis: Any  # oomguard.diagnose.diagnosis.Diagnosis
+    diagnosis: Any  # oomguard.diagnosis.diagnosis.Diagnosis
 
     @property
     def causes(self) -> tuple[Any, ...]:
@@ -199,7 +199,7 @@ class DiagnosisReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The object `oomguard diagnose --json` prints."""
-        from oomguard.diagnose.render import render_json
+        from oomguard.diagnosis.render import render_json
 
         loaded: dict[str, Any] = json.loads(render_json(self.diagnosis))
         return loaded
@@ -213,9 +213,9 @@ def _is_path(item: str | PathLike[str]) -> bool:
 def diagnose(evidence: str | PathLike[str] | Sequence[str | PathLike[str]]) -> DiagnosisReport:
     """Diagnose from files, directories and archives (a path or a list of them), or from the text itself (a
     log excerpt, a traceback)."""
-    from oomguard.diagnose.diagnosis import diagnose as run_diagnosis
-    from oomguard.diagnose.evidence import Evidence
-    from oomguard.diagnose.read import read_evidence, read_one, require_evidence
+    from oomguard.diagnosis.diagnosis import diagnose as run_diagnosis
+    from oomguard.diagnosis.evidence import Evidence
+    from oomguard.diagnosis.read import read_evidence, read_one, require_evidence
 
     if not isinstance(evidence, (str, PathLike, Sequence)):
         raise InputFormatError(f"evidence must be a path, a text or a list of them, got {shown(evidence)}")
@@ -240,8 +240,8 @@ def diagnose(evidence: str | PathLike[str] | Sequence[str | PathLike[str]]) -> D
 class SimulationReport:
     """A traffic replay through the scheduler: OOM events, peaks, KV usage, preemptions."""
 
-    result: Any  # oomguard.simulate.run.SimulationResult
-    summary: Any  # oomguard.simulate.run.Summary
+    result: Any  # oomguard.simulation.run.SimulationResult
+    summary: Any  # oomguard.simulation.run.Summary
     setup: Mapping[str, Any]
 
     @property
@@ -250,7 +250,7 @@ class SimulationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The object `oomguard simulate --json` prints."""
-        from oomguard.simulate.report import summary_dict
+        from oomguard.simulation.report import summary_dict
 
         loaded: dict[str, Any] = json.loads(
             json.dumps(summary_dict(self.result, self.summary, dict(self.setup)))
@@ -262,7 +262,7 @@ def simulate(workload: str | PathLike[str] | None = None, **options: Any) -> Sim
     """Replay a trace (a file) or `synthetic="poisson:rate=2"` through vLLM's scheduler; keywords are the
     command's options and vLLM's settings by name (`model="Qwen/Qwen3-8B", gpu="H100", max_num_seqs=64`)."""
     from oomguard.engines.vllm.flags import is_known_flag
-    from oomguard.simulate import cli as sim
+    from oomguard.simulation import cli as sim
 
     own = sim._parser()._option_string_actions  # the command's own options (argparse's table)
     argv = [str(workload)] if workload is not None else []

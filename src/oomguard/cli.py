@@ -32,13 +32,14 @@ COMMANDS: dict[str, Command] = {
         "oomguard.planning.check_cli", "CI guard: fail when a command, YAML or k8s manifest would not start"
     ),
     "simulate": Command(
-        "oomguard.simulate.cli", "replay a traffic trace through vLLM's scheduler; find the step that OOMs"
+        "oomguard.simulation.cli", "replay a traffic trace through vLLM's scheduler; find the step that OOMs"
     ),
     "step": Command(
-        "oomguard.simulate.step_cli", "memory of one batch shape (packed vs padded activations, EP, sampler)"
+        "oomguard.simulation.step_cli",
+        "memory of one batch shape (packed vs padded activations, EP, sampler)",
     ),
     "diagnose": Command(
-        "oomguard.diagnose.cli", "root cause and fix from logs, tracebacks, nvidia-smi, dmesg, kubectl"
+        "oomguard.diagnosis.cli", "root cause and fix from logs, tracebacks, nvidia-smi, dmesg, kubectl"
     ),
     "watch": Command("oomguard.watch.cli", "watch live /metrics, NVML or Prometheus; alert before an OOM"),
     "rules": Command(

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from oomguard.diagnose.sources import vllm_log
+from oomguard.diagnosis.sources import vllm_log
 from oomguard.engines.vllm import log_format
 from oomguard.engines.vllm.plan import PlanRequest, plan
 from oomguard.planning import calibrate

@@ -1,0 +1,1737 @@
+"""The causes, as mechanisms: each rule looks at typed facts (never at a report's wording) and adds weight,
+for or against, to the cause classes the facts bear on.
+
+What separates the classes (the generic "Tried to allocate" appears in most of them):
+- the phase: which startup step had been reached (milestones), which frames were on the stack;
+- the allocator's own numbers: requested vs free, reserved-but-unallocated (fragmentation), other processes;
+- the KV usage at the crash (exhaustion vs a transient activation), the step shape (padding);
+- host signals: exit 137, OOMKilled, oom_kill counters, ENOMEM, NVRM on unified memory;
+- the engine's own errors and their numbers (free memory at start, KV needed vs available, CUDA-graph
+estimate);
+- configuration risks, weakly (gmu 0.99, huge batched tokens, 1024 sampler rows, VLM limits, spec decode).
+Weights: STRONG for a mechanism the evidence states, MEDIUM for one it implies, WEAK for config risks and
+priors.
+Each (class, reason) counts once, however many lines repeat it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from oomguard.diagnosis.causes import CauseClass
+from oomguard.diagnosis.evidence import (
+    HOST_SIGNALS,
+    Evidence,
+    Fact,
+    Frame,
+    GpuProcess,
+    HostMemory,
+    LoadSample,
+    OomMessage,
+    ScheduledStep,
+    Signal,
+    Snapshot,
+    StartupNumber,
+)
+from oomguard.diagnosis.setup import EngineSetup
+from oomguard.diagnosis.sources.allocator import AllocatorReport
+from oomguard.diagnosis.sources.allocator import outside_pytorch as _outside
+from oomguard.diagnosis.step_shape import StepAnalysis
+from oomguard.units import GiB as GIB
+from oomguard.units import MiB as MIB
+
+# The ranked classes in their tie-break order (the enum's).
+CLASSES: tuple[CauseClass, ...] = tuple(CauseClass)
+
+STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
+
+# KV usage at or above this at the crash means the pool was full (vLLM preempts from ~100%).
+KV_FULL = 0.90
+# At or below this the pool had room: an OOM then is not KV.
+KV_ROOMY = 0.60
+# Reserved-but-unallocated at least this and at least the request: the allocator had the bytes, not one piece.
+FRAGMENTED_MIN = 512 * MIB
+# Below this (or 10% of the request) reserved-but-unallocated rules fragmentation out.
+FRAGMENTED_NEGLIGIBLE = 256 * MIB
+# Memory in use outside the failing process's PyTorch allocator beyond what a CUDA context, NCCL and cuBLAS
+# workspaces take (~0.5-2.5 GiB per process): another process or a non-PyTorch library holds it.
+OUTSIDE_PYTORCH_MIN = 3 * GIB
+OUTSIDE_PYTORCH_SHARE = 0.10
+# The failing process's own memory outside PyTorch's allocator at this share of the device is no CUDA
+# context or workspace (those are ~0.5-2.5 GiB): an engine's weights allocated outside PyTorch.
+OWN_OUTSIDE_SHARE = 0.5
+# Residual memory after sleep growing by this much across cycles is memory not given back.
+RESIDUAL_GROWTH = 512 * MIB
+# Another process holding this much of the GPU is worth naming.
+OTHER_PROCESS_MIN = 1 * GIB
+# A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
+CUDAGRAPH_HUGE = 20 * GIB
+CUDAGRAPH_HUGE_SHARE = 0.30
+# One long chunk padding many short rows: padded rows x max length over real tokens.
+PADDING_RATIO = 4.0
+# A failure this long after the last startup step was at runtime: after KV sizing only graph capture and
+# warm-up remain, which take seconds to a few minutes (torch.compile runs before KV sizing, in the profile).
+SERVING_GAP_S = 15 * 60
+# The milestones the gap applies after (weight loading and the profile run can take far longer).
+AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone-cudagraph-done")
+# A step of this many tokens has more than 2^31 elements in the MLP's gate_up output (2 x intermediate per
+# token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
+INT32_RISK_TOKENS = 131072
+# Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
+NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
+# Causes that can only stop an engine from starting.
+STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
+# Causes that need traffic.
+RUNTIME_ONLY = ("kv-exhaustion-at-runtime", "memory-leak")
+# Configuration risks.
+HIGH_UTILIZATION = 0.97
+HUGE_BATCHED_TOKENS = 32768
+SAMPLER_ROWS_RISK = 1024
+# Model ids that carry a vision/audio encoder (multimodal profiling runs the encoder at its maximum input).
+MULTIMODAL_MODEL = re.compile(
+    r"(?i)(-vl\b|vl-|\bvl\b|vision|llava|mllama|pixtral|internvl|minicpm-?v|qwen\d?(\.\d)?-?vl|"
+    r"gemma-?3|gemma-?4|idefics|paligemma|phi-?\d?-?(mm|vision)|molmo|kimi-vl|glm-?4v|aria)"
+)
+
+# Frame categories: (category, substrings of function name or path), most specific first.
+FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "all2all",
+        (
+            "all2all",
+            "all_to_all",
+            "deep_ep",
+            "deepep",
+            "pplx",
+            "nvshmem",
+            "moe_a2a",
+            "prepare_finalize",
+            "mori",
+            "low_latency_dispatch",
+        ),
+    ),
+    (
+        "sampler",
+        (
+            "sampler.py",
+            "_dummy_sampler_run",
+            "compute_logits",
+            "logits_processor",
+            "apply_top_k_top_p",
+            "topk_topp",
+            "prompt_logprobs",
+            "gather_logprobs",
+            "compute_logprobs",
+            "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
+            "sampling_from_probs",
+        ),
+    ),
+    (
+        "encoder",
+        (
+            "visual",
+            "vision",
+            "_execute_mm_encoder",
+            "get_multimodal_embeddings",
+            "embed_multimodal",
+            "pixel",
+            "siglip",
+            "mm_encoder",
+            "patch_embed",
+            "image_encoder",
+            "encoder_runner",
+            "profile_encoder",
+            "vit_",
+            "/clip.py",
+            "vision_tower",
+            "mm_projector",
+            "image_features",
+            "embedding_func",
+            "mllama",
+            "qwen2_vl",
+            "qwen2_5_vl",
+            # vLLM model files' image/audio paths; SGLang's general_mm_embed_routine / embed_mm_inputs
+            "_process_image_input",
+            "_process_audio_input",
+            "audio_tower",
+            "get_image_feature",
+            "mm_embed",
+        ),
+    ),
+    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
+    ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
+    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
+    (
+        "spec-decode",
+        ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
+    ),
+    ("lora", ("lora", "punica")),
+    (
+        "cudagraph",
+        (
+            "capture_model",
+            "graph_capture",
+            "capture_graph",
+            "_capture",
+            "capture_begin",
+            "capture_end",
+            "cudagraph_capture",
+            "profile_cudagraph_memory",
+            "_init_minimal_kv_cache_for_profiling",
+            "init_cuda_graph",  # SGLang: init_cuda_graphs / the attention backend's init_cuda_graph_state
+        ),
+    ),
+    (
+        "kv-alloc",
+        (
+            "initialize_kv_cache",
+            "initialize_cache",  # V0 worker: raise_if_cache_size_invalid, then the cache engines
+            "raise_if_cache_size_invalid",
+            "allocate_kv_cache",
+            "_allocate_kv_cache",
+            "init_kv_cache",
+            "_check_enough_kv_cache_memory",
+            "get_kv_cache_config",
+            "_reshape_kv_cache",
+            "bind_kv_cache",
+        ),
+    ),
+    (
+        "profile",
+        (
+            "profile_run",
+            "determine_num_available_blocks",
+            "determine_available_memory",
+            "memory_profiling",
+            "_dummy_run",
+            "profile_",
+        ),
+    ),
+    (
+        "weights",
+        (
+            "load_model",
+            "load_weights",
+            "create_weight",  # vLLM's create_weights, TurboMind's _create_weight
+            # a `with torch.device(...)` context: vLLM and SGLang build the model's modules under one, so
+            # every parameter they create passes through it
+            "torch/utils/_device.py",
+            "weight_loader",
+            "model_loader",
+            "process_weights_after_loading",
+            "initialize_model",
+            "_initialize_model",
+            "weight_utils",
+            "safetensors",
+        ),
+    ),
+    (
+        "serving",
+        (
+            "serving_chat",
+            "serving_completion",
+            "api_server",
+            "async_llm",
+            "execute_model",
+            "step",
+            "run_engine_core",
+            "run_busy_loop",
+        ),
+    ),
+)
+
+
+# Engine functions that run several startup steps in turn (V0 LLMEngine and V1 EngineCore
+# `_initialize_kv_caches`: profile, KV allocation, graph capture): they place nothing by their name.
+UMBRELLA_STEPS = ("_initialize_kv_caches",)
+# A frame in a CUDA-graph module that is not capturing is replaying a captured graph: a runtime step.
+CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
+
+
+# The engines' per-step entry points for requests (vLLM's execute_model, SGLang's scheduler and model runner):
+# after the KV pool was sized, a stack through one of them is serving traffic, whatever startup line came last
+# (startup's own steps, the profile run and graph capture, have frames of their own that are checked first).
+REQUEST_STEP_FRAMES = (
+    "execute_model",
+    "forward_batch_generation",
+    "forward_extend",
+    "forward_decode",
+    "run_batch",
+    "event_loop_normal",
+    "event_loop_overlap",
+    "forward_thread_func",
+)
+
+
+# vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
+# compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
+_V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
+
+
+def frame_category(frame: Frame) -> str | None:
+    """The step a frame belongs to; the code line under it (the call it was making) decides first. A frame in
+    a CUDA-graph module counts as capture only when it is capturing (`capture_model`, `__exit__` of
+    torch.cuda.graph ending a capture); replaying a graph (`__call__`, `replay`) is serving."""
+    path, func = frame.path.lower(), frame.function
+    if _V0_WARM_UP.match(func) or _V0_WARM_UP.search(frame.code):
+        return "cudagraph"
+    capture_keys = dict(FRAME_CATEGORIES)["cudagraph"]
+    if any(k in func.lower() for k in capture_keys):
+        return "cudagraph"  # a capture function (any platform's: _capture_aclgraphs) whatever it calls
+    if any(m in path for m in CUDAGRAPH_MODULES) or "cudagraph" in func.lower():
+        code = frame.code.lower()
+        if "capture" in func.lower() or "capture" in code or func == "__exit__":
+            return "cudagraph"
+        if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
+            return "serving"
+    for text in (frame.code.lower(), f"{path} {func.lower()}"):
+        for umbrella in UMBRELLA_STEPS:
+            text = text.replace(umbrella, "")
+        for category, keys in FRAME_CATEGORIES:
+            if any(k in text for k in keys):
+                return category
+    if func == "__init__" and ("/models/" in path or "/layers/" in path):
+        return "weights"  # building a module allocates its parameters
+    if func == "forward" or "/models/" in path or "/layers/" in path or "torch/nn/" in path:
+        return "forward"
+    return None
+
+
+@dataclass
+class Contribution:
+    cls: CauseClass
+    weight: float
+    why: str
+    facts: list[Fact] = field(default_factory=list)
+
+
+@dataclass
+class Tally:
+    """Weights per (class, reason); the same reason counts once (its strongest weight)."""
+
+    parts: dict[tuple[CauseClass, str], Contribution] = field(default_factory=dict)
+
+    def add(self, cls: str, weight: float, why: str, *facts: Fact | None) -> None:
+        cause = CauseClass(cls)  # a class outside the taxonomy is a defect of the rule: ValueError
+        key = (cause, why)
+        have = self.parts.get(key)
+        real = [f for f in facts if f is not None]
+        if have is None:
+            self.parts[key] = Contribution(cause, weight, why, real)
+        else:
+            if abs(weight) > abs(have.weight):
+                have.weight = weight
+            have.facts.extend(f for f in real if f not in have.facts)
+
+    def score(self, cls: str) -> float:
+        return sum(c.weight for c in self.parts.values() if c.cls == cls)
+
+    def of(self, cls: str) -> list[Contribution]:
+        return [c for c in self.parts.values() if c.cls == cls]
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the facts say about when and where it failed, computed once for all rules."""
+
+    failures: list[Fact]
+    first_failure: Fact | None
+    # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph' | 'startup-warmup'
+    # | 'runtime' | 'host' | 'unknown'
+    phase: str
+    phase_why: str
+    phase_fact: Fact | None
+    categories: dict[str, list[Frame]]
+    kv_at_crash: LoadSample | None
+    gpu_failure: (
+        bool  # a GPU-side failure: an OOM message, an engine memory error, or a traceback (not a host kill)
+    )
+
+
+FAILURE_SIGNALS = {
+    "free-memory-below-utilization",
+    "engine-leak-check",
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "max-model-len-exceeds-kv",
+    "cannot-auto-fit",
+    "load-model-failed",
+    "sampler-warmup-oom",
+    "pooler-warmup-oom",
+    "profiling-memory-released",
+    "int32-index-math",
+    "illegal-memory-access",
+    "hsa-out-of-resources",
+    "deepep-error",
+    "nvshmem-alloc",
+    "sglang-negative-token-budget",
+    "sglang-not-enough-memory",
+    "sglang-kv-alloc-failed",
+    "engine-dead",
+    "ray-actor-died",
+    "prefill-tokens-dont-fit",
+    "sglang-cudagraph-failed",
+    "kv-pool-dry",
+    "lora-cache-full",
+} | HOST_SIGNALS
+MILESTONE_PHASE = {
+    "milestone-weights-loading": "startup-weights",
+    "milestone-drafter-loading": "startup-weights",
+    "milestone-weights-loaded": "startup-profile",
+    "milestone-profile": "startup-profile",
+    "milestone-mm-profile": "startup-profile",
+    "milestone-kv-sized": "startup-cudagraph",
+    "milestone-cudagraph-start": "startup-cudagraph",
+    "milestone-cudagraph-done": "startup-warmup",
+    "milestone-serving": "runtime",
+}
+# Engine errors raised at one known step.
+SIGNAL_PHASE = {
+    "free-memory-below-utilization": "startup-weights",
+    "load-model-failed": "startup-weights",
+    "no-kv-cache-memory": "startup-kv-alloc",
+    "negative-kv-memory": "startup-kv-alloc",
+    "max-model-len-exceeds-kv": "startup-kv-alloc",
+    "cannot-auto-fit": "startup-kv-alloc",
+    "sampler-warmup-oom": "startup-warmup",
+    "sglang-negative-token-budget": "startup-kv-alloc",
+    "sglang-not-enough-memory": "startup-kv-alloc",
+    "sglang-kv-alloc-failed": "runtime",
+    "prefill-tokens-dont-fit": "startup-profile",
+    "kv-pool-dry": "runtime",
+    "lora-cache-full": "runtime",
+    "engine-leak-check": "runtime",
+    "sglang-cudagraph-failed": "startup-cudagraph",
+    **{name: "host" for name in HOST_SIGNALS},
+}
+MILESTONE_ORDER = (
+    "milestone-weights-loading",
+    "milestone-drafter-loading",  # inside load_model, after the target's weights
+    "milestone-weights-loaded",
+    "milestone-profile",
+    "milestone-mm-profile",
+    "milestone-kv-sized",
+    "milestone-cudagraph-start",
+    "milestone-cudagraph-done",
+    "milestone-serving",
+)
+
+
+def situation(ev: Evidence) -> Situation:
+    failures: list[Fact] = [*ev.of(OomMessage), *[s for s in ev.of(Signal) if s.name in FAILURE_SIGNALS]]
+    failures.sort(key=lambda f: (f.where.source, f.where.line))
+    first = failures[0] if failures else None
+    categories: dict[str, list[Frame]] = {}
+    for frame in ev.of(Frame):
+        cat = frame_category(frame)
+        if cat:
+            categories.setdefault(cat, []).append(frame)
+    samples = ev.of(LoadSample)
+    kv_at_crash = None
+    with_kv = [s for s in samples if s.kv_usage is not None]
+    if with_kv:
+        kv_at_crash = with_kv[-1]
+        if first is not None:
+            before = [
+                s
+                for s in with_kv
+                if s.where.source == first.where.source and s.where.line <= first.where.line
+            ]
+            kv_at_crash = before[-1] if before else kv_at_crash
+    phase, why, fact = _phase(ev, first, categories, samples)
+    host_failure = any(isinstance(f, Signal) and f.name in HOST_SIGNALS for f in failures)
+    gpu_failure = any(not (isinstance(f, Signal) and f.name in HOST_SIGNALS) for f in failures) or (
+        bool(ev.of(Frame)) and not host_failure
+    )
+    return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
+
+
+def _phase(
+    ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], samples: list[LoadSample]
+) -> tuple[str, str, Fact | None]:
+    for cat, phase in (
+        ("cudagraph", "startup-cudagraph"),
+        ("kv-alloc", "startup-kv-alloc"),
+        ("profile", "startup-profile"),
+        ("weights", "startup-weights"),
+    ):
+        if cat in cats:
+            return phase, f"a {cat} frame is on the stack", cats[cat][0]
+    if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
+        return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
+    if first is not None:
+        milestones = [
+            m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
+        ]
+    if milestones:
+        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        step = _request_step(ev)
+        if step is not None and last.name in AFTER_KV_SIZING:
+            return (
+                "runtime",
+                (
+                    f"a request's step is on the stack ({step.function}) after the KV pool was sized "
+                    f"({last.name[10:]}): the server was serving"
+                ),
+                step,
+            )
+        gap = _gap(last, first)
+        if gap is not None and gap >= SERVING_GAP_S and last.name in AFTER_KV_SIZING:
+            return (
+                "runtime",
+                (
+                    f"the failure came {gap / 60:.0f} min after the last startup step "
+                    f"({last.name[10:]}): the server had been serving"
+                ),
+                first,
+            )
+        return (
+            MILESTONE_PHASE[last.name],
+            f"the last startup step logged before the failure: {last.name[10:]}",
+            last,
+        )
+    if isinstance(first, Signal) and first.name in SIGNAL_PHASE:
+        return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    if ev.has("engine-init-failed") and not ev.has("milestone-serving"):
+        return (
+            "startup",
+            "the engine reported that its initialization failed (step not in the evidence)",
+            (ev.signals("engine-init-failed")[0]),
+        )
+    if samples or "serving" in cats or "forward" in cats:
+        in_request = cats.get("serving") or cats.get("forward") or []
+        fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
+        return "runtime", "the server was serving (stats lines / request frames)", fact
+    return "unknown", "no startup step or serving line in the evidence", None
+
+
+def _request_step(ev: Evidence) -> Frame | None:
+    """The first frame of an engine's per-request step, if the stack has one."""
+    for frame in ev.of(Frame):
+        if frame.function.startswith(REQUEST_STEP_FRAMES):
+            return frame
+    return None
+
+
+def _gap(before: Fact, after: Fact | None) -> float | None:
+    """Seconds between two timestamped lines of one document (None when either has no timestamp)."""
+    if after is None or before.where.time is None or after.where.time is None:
+        return None
+    return after.where.time - before.where.time
+
+
+def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) -> tuple[Tally, Situation]:
+    tally = Tally()
+    sit = situation(ev)
+    _engine_errors(ev, setup, tally, sit)
+    _oom_messages(ev, setup, tally, sit)
+    _frames(ev, setup, tally, sit)
+    _phase_rules(ev, setup, tally, sit)
+    _runtime(ev, setup, tally, sit)
+    _step(ev, step, tally)
+    _host(ev, tally)
+    _processes(ev, tally)
+    _snapshot(ev, tally)
+    _dp_ranks(ev, tally)
+    _tp_ranks(ev, tally)
+    _config(setup, tally, sit)
+    _weights_vs_device(setup, tally, sit)
+    _prose(ev, tally)
+    _growth_before_kill(ev, tally)
+    _priors(ev, tally, sit)
+    return tally, sit
+
+
+def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    for s in ev.signals("free-memory-below-utilization"):
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "less memory was free at start than the utilization asks for: "
+            "something else holds part of the GPU",
+            s,
+        )
+    estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
+    total = setup.gpu_total_bytes
+    for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit"):
+        t.add("kv-cache-insufficient-at-startup", STRONG, "the engine found no memory left for KV blocks", s)
+        huge = [
+            e
+            for e in estimates
+            if e.value >= CUDAGRAPH_HUGE or (total and e.value >= CUDAGRAPH_HUGE_SHARE * total)
+        ]
+        decisive = _estimate_left_no_kv(ev, setup)
+        if decisive is not None:
+            estimate, kv = decisive
+            t.add(
+                "cuda-graph-capture",
+                STRONG + 1.0,
+                f"the {estimate.value / GIB:.2f} GiB CUDA-graph estimate is what "
+                f"left no KV: without it {(kv.value + estimate.value) / GIB:.2f} GiB would remain",
+                estimate,
+                kv,
+                s,
+            )
+        elif huge:
+            t.add(
+                "cuda-graph-capture",
+                STRONG + 1.0,
+                "the CUDA-graph memory estimate alone is a large share of the budget and left nothing for KV",
+                huge[0],
+                s,
+            )
+        weights = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes"]
+        budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
+        _empty_pool_not_from_weights(setup, t, s, weights, budgets)
+        if weights and budgets and weights[-1].value >= 0.9 * budgets[-1].value:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM,
+                "the weights alone take >= 90% of the budget",
+                weights[-1],
+                budgets[-1],
+            )
+    _pool_below_one_request(ev, setup, t)
+    _weights_measured_nothing(ev, t, sit)
+    if ev.of(OomMessage):
+        for s in ev.signals("trt-runtime-buffers")[:1]:
+            t.add(
+                "sampler-or-logits",
+                MEDIUM + 0.5,
+                "TensorRT-LLM's per-step runtime buffers failed to grow: their largest part is the logits, "
+                "a row of the vocabulary per sequence (and per token when generation logits are gathered), "
+                "outside the KV cache's fraction",
+                s,
+            )
+    for s in ev.signals("max-model-len-exceeds-kv"):
+        t.add(
+            "max-model-len-exceeds-kv",
+            STRONG + 0.5,
+            "one request at max_model_len needs more KV than the pool has",
+            s,
+        )
+        t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
+    for s in ev.signals("load-model-failed"):
+        t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
+    for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
+        t.add(
+            "sampler-or-logits",
+            STRONG + 0.5,
+            "the OOM happened in the sampler warm-up over max_num_seqs dummy requests x the vocabulary",
+            s,
+        )
+        if setup.v1 is not False and (setup.version is None or not setup.behaviour.cuda_graphs_in_budget):
+            t.add(
+                "cuda-graph-capture",
+                WEAK,
+                "before v0.21 the graph pool was outside the budget and the sampler "
+                "warm-up ran after capture",
+                s,
+            )
+    for s in ev.signals("profiling-memory-released"):
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "free memory changed during profiling: another process shares the GPU",
+            s,
+        )
+    for s in ev.signals("cudagraph-estimate-hint"):
+        t.add("cuda-graph-capture", STRONG, "the OOM text points at the CUDA-graph memory estimate", s)
+    for s in ev.signals("int32-index-math"):
+        t.add(
+            "int32-index-overflow",
+            STRONG + 1.0,
+            "a kernel's 32-bit index math overflowed (more than 2^31 elements)",
+            s,
+        )
+    mnbt = setup.flag_int("max_num_batched_tokens") or 0
+    for s in ev.signals("illegal-memory-access"):
+        t.add(
+            "int32-index-overflow",
+            MEDIUM,
+            "an illegal memory access in a kernel is how 32-bit offsets overflow silently",
+            s,
+        )
+        if sit.phase == "startup-profile":
+            t.add("int32-index-overflow", MEDIUM, "it happened in the profile run, the largest step shape", s)
+        if mnbt >= INT32_RISK_TOKENS:
+            t.add(
+                "int32-index-overflow",
+                MEDIUM,
+                f"max_num_batched_tokens {mnbt:,}: an MLP input of that many "
+                "tokens passes 2^31 elements for intermediate sizes >= 8,192",
+                s,
+            )
+    for s in ev.signals("deepep-error"):
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "DeepEP (expert-parallel all-to-all) failed: its buffers are allocated "
+            "outside PyTorch and surface as 'invalid argument' when the memory is not there",
+            s,
+        )
+    for s in ev.signals("nvshmem-alloc"):
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "an NVSHMEM allocation (the EP all-to-all buffer) failed or was probed",
+            s,
+        )
+    for s in ev.signals("nccl-error"):
+        t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            "SGLang's profiled KV token budget is zero or negative",
+            s,
+        )
+        t.add(
+            "weights-dont-fit",
+            WEAK,
+            "weights leave no room for the static pool at this mem_fraction_static",
+            s,
+        )
+    for s in ev.signals("sglang-unbalanced-memory"):
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "SGLang saw unequal free memory across GPUs: another process",
+            s,
+        )
+    for s in ev.signals("sglang-cudagraph-failed"):
+        t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
+    for s in ev.signals("sglang-retract"):
+        t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
+    for s in ev.signals("sglang-kv-alloc-failed"):
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG,
+            "SGLang could not allocate KV slots for the batch: the pool was full",
+            s,
+        )
+    for s in ev.signals("ray-actor-died"):
+        t.add(
+            "host-ram-oom",
+            MEDIUM,
+            "a Ray actor's worker process died without a Python error: Ray's first named cause is the "
+            "OOM killer (SIGKILL)",
+            s,
+        )
+    for s in ev.signals("prefill-tokens-dont-fit"):
+        t.add(
+            "activation-peak",
+            STRONG,
+            "the engine's warm-up could not fit one prefill batch of that many tokens",
+            s,
+        )
+    residual = ev.signals("sleep-residual")
+    budgets = [n for n in ev.of(StartupNumber) if n.quantity == "budget_bytes"]
+    rising = (
+        len(residual) >= 2
+        and (residual[-1].number("residual_bytes") or 0)
+        >= (residual[0].number("residual_bytes") or 0) + RESIDUAL_GROWTH
+    )
+    for r in residual[:1] if not rising else []:
+        kept = r.number("residual_bytes") or 0
+        own = budgets[-1].value if budgets else r.number("freed_bytes")
+        if own and kept > own:
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"after vLLM slept, {kept / GIB:.2f} GiB stayed in use, more than vLLM's own "
+                f"{own / GIB:.2f} GiB: another process or framework on the GPU holds it",
+                r,
+            )
+    if len(residual) >= 2:
+        first, last = residual[0].number("residual_bytes") or 0, residual[-1].number("residual_bytes") or 0
+        if last >= first + RESIDUAL_GROWTH:
+            t.add(
+                "memory-leak",
+                STRONG,
+                f"memory still in use after sleep grew from {first / GIB:.2f} to {last / GIB:.2f} GiB "
+                f"over {len(residual)} cycles",
+                residual[0],
+                residual[-1],
+            )
+    if "wake-up" not in sit.categories:
+        for s in ev.signals("sleep-mode-oom")[:1]:
+            t.add(
+                "other-process-or-shared-gpu",
+                MEDIUM + 0.5,
+                "the OOM came from the sleep-mode allocator, which maps memory back on wake-up: sleep mode "
+                "is how a GPU is shared with a trainer, and what the trainer holds is what is missing",
+                s,
+            )
+    for s in ev.signals("engine-leak-check"):
+        t.add(
+            "memory-leak",
+            STRONG + 1.0,
+            "the engine's own check found KV slots that finished requests never returned",
+            s,
+        )
+    for s in ev.signals("kv-pool-dry"):
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG + 0.5,
+            "the KV pool had no room left for the running requests",
+            s,
+        )
+    _platform_limit(ev, t)
+    for s in ev.signals("lora-cache-full"):
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG + 0.5,
+            "the LoRA adapter cache is too small for the adapters the requests need",
+            s,
+        )
+    for s in ev.signals("kv-preempted"):
+        t.add(
+            "kv-exhaustion-at-runtime",
+            MEDIUM + 0.5,
+            "the scheduler preempted requests for lack of KV space",
+            s,
+        )
+
+
+def _platform_limit(ev: Evidence, t: Tally) -> None:
+    """A limit of the platform other than free memory refused it: a buffer count or a core's scratch memory
+    outright; a per-allocation cap when the device had the memory for the request (splitting the tensor, or
+    the runtime's relaxed-limits setting, is the fix), else the request was too large anyway."""
+    for s in ev.signals("platform-limit")[:1]:
+        cap = s.number("limit_bytes")
+        if cap is None:
+            t.add("other", STRONG, "a limit of the platform refused it, not the device's free memory", s)
+            continue
+        requested, total = s.number("requested_bytes"), s.number("total_bytes")
+        if requested and total and requested <= total - (s.number("reserved_bytes") or 0):
+            room = total - (s.number("reserved_bytes") or 0)
+            t.add(
+                "other",
+                STRONG,
+                f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
+                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB",
+                s,
+            )
+            for cls in ("activation-peak", "other-process-or-shared-gpu", "weights-dont-fit"):
+                t.add(cls, -MEDIUM, "the device had the memory: a cap refused the request", s)
+
+
+# Weights this small against the budget cannot be what left the KV pool empty.
+SMALL_WEIGHTS_SHARE = 0.25
+SMALL_WEIGHTS = 1 * GIB
+# A utilization this low is what people set to share a GPU.
+SHARED_UTILIZATION = 0.5
+
+
+def _empty_pool_not_from_weights(
+    setup: EngineSetup, t: Tally, s: Signal, weights: list[StartupNumber], budgets: list[StartupNumber]
+) -> None:
+    """An empty KV pool with small weights, or at a utilization people use to share a GPU: the budget went
+    to something else on the device (vLLM sizes from the memory free at start)."""
+    total = setup.gpu_total_bytes
+    u = setup.flag_float("gpu_memory_utilization")
+    if weights:
+        w = weights[-1].value
+        budget = budgets[-1].value if budgets else (total * u if total and u else None)
+        if w <= SMALL_WEIGHTS or (budget and w <= SMALL_WEIGHTS_SHARE * budget):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 0.5,
+                f"the weights took only {w / GIB:.2f} GiB, yet nothing was left for KV: something else holds "
+                "the GPU's memory",
+                weights[-1],
+                s,
+            )
+    if u is not None and u <= SHARED_UTILIZATION:
+        # The other tenant is the cause and the empty pool its symptom: it ranks above the pool.
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG + 0.5,
+            f"gpu_memory_utilization {u} is how a GPU is shared between servers; the other one holds the "
+            "rest",
+            s,
+        )
+
+
+def _pool_below_one_request(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """Logged blocks x block size below max_model_len (old vLLM started anyway), or SGLang left with little
+    after loading its weights: the KV pool is too small at startup."""
+    length = setup.flag_int("max_model_len")
+    block = setup.flag_int("block_size") or 16
+    for n in ev.of(StartupNumber):
+        if n.quantity == "num_gpu_blocks" and length and 0 < n.value * block < length:
+            t.add(
+                "kv-cache-insufficient-at-startup",
+                STRONG,
+                f"{int(n.value)} blocks x {block} tokens hold {int(n.value) * block} tokens, below "
+                "max_model_len "
+                f"{length}",
+                n,
+            )
+            break
+    avail = [n for n in ev.of(StartupNumber) if n.quantity == "sglang_avail_after_load_bytes"]
+    used = [n for n in ev.of(StartupNumber) if n.quantity == "sglang_weights_bytes"]
+    if avail and used and avail[-1].value < SGLANG_LITTLE_LEFT * (avail[-1].value + used[-1].value):
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM + 0.5,
+            f"only {avail[-1].value / GIB:.2f} GiB was left after the weights ({used[-1].value / GIB:.2f} "
+            "GiB): "
+            "no room for SGLang's KV pool",
+            avail[-1],
+        )
+
+
+# vLLM logging weights below this measured no weights at all (a real model is far larger).
+WEIGHTS_NOT_SEEN = 16 * MIB
+
+
+def _weights_measured_nothing(ev: Evidence, t: Tally, sit: Situation) -> None:
+    """vLLM logs ~0 GiB of weights when its profile measured a device, or a process's memory, other than the
+    one the model is on (a trainer that builds the engine inside its own device context): the KV budget it
+    then takes ignores what the other holds on the GPU."""
+    zero = [n for n in ev.of(StartupNumber) if n.quantity == "weights_bytes" and n.value < WEIGHTS_NOT_SEEN]
+    if zero and (sit.failures or sit.gpu_failure):
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            f"vLLM measured {zero[0].value / GIB:.2f} GiB of weights: its profile did not see the memory on "
+            "the GPU, so its KV budget ignores what another process (the trainer) holds there",
+            zero[0],
+        )
+
+
+# SGLang with less than this share of the device left after loading has no room for its static KV pool.
+SGLANG_LITTLE_LEFT = 0.2
+
+
+def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
+    """(estimate, KV) when the logged KV memory is <= 0 but would be positive without the CUDA-graph estimate,
+    and the estimate was charged to the budget (v0.21+ by default; earlier only with the env var set to 1)."""
+    charged = setup.flag("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    # The version table says from which version the estimate is charged to the budget by default.
+    if charged == "0" or (not setup.behaviour.cuda_graphs_in_budget and charged != "1"):
+        return None
+    estimates = [n for n in ev.of(StartupNumber) if n.quantity == "cuda_graph_estimate_bytes"]
+    kvs = [n for n in ev.of(StartupNumber) if n.quantity == "kv_available_bytes"]
+    if not estimates or not kvs:
+        return None
+    estimate, kv = max(estimates, key=lambda n: n.value), min(kvs, key=lambda n: n.value)
+    return (estimate, kv) if kv.value <= 0 < kv.value + estimate.value else None
+
+
+def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    for o in ev.of(OomMessage):
+        if o.reserved_unallocated is not None and o.requested:
+            if o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested):
+                t.add(
+                    "fragmentation",
+                    STRONG,
+                    "reserved-but-unallocated memory exceeds the failed request: the "
+                    "bytes were there, not in one piece",
+                    o,
+                )
+            elif o.reserved_unallocated >= max(FRAGMENTED_MIN, o.requested / 2):
+                t.add(
+                    "fragmentation",
+                    MEDIUM,
+                    "reserved-but-unallocated memory is a large share of the request",
+                    o,
+                )
+            elif o.reserved_unallocated < max(FRAGMENTED_NEGLIGIBLE, o.requested / 10):
+                t.add(
+                    "fragmentation",
+                    -MEDIUM,
+                    "reserved-but-unallocated memory is small against the request: not fragmentation",
+                    o,
+                )
+        if o.flavor == "expandable-segments":
+            t.add(
+                "fragmentation",
+                -WEAK,
+                "expandable segments were on: segments grow in place, fragmentation is unlikely",
+                o,
+            )
+        if o.private_pools and o.private_pools >= 1 * GIB:
+            t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
+        if o.flavor in ("hsa",):
+            t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
+        _allocator_quantities(o, t, setup)
+        others = _other_process_bytes(o)
+        if others is not None and others >= OTHER_PROCESS_MIN:
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"other processes hold {others / GIB:.2f} GiB on the failing device",
+                o,
+            )
+        elif others == 0 and (o.this_process or len(o.processes) == 1):
+            t.add(
+                "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
+            )
+
+
+def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
+    """What the allocator's own numbers decide, whatever words surround them."""
+    if o.requested and o.total and o.requested >= o.total:
+        why = (
+            f"one allocation of {o.requested / GIB:.2f} GiB is larger than the whole "
+            f"{o.total / GIB:.2f} GiB device: the shape of one step, not memory held by anything else"
+        )
+        t.add("activation-peak", MEDIUM, why, o)  # the frames say whose step (encoder, sampler) when present
+        mm = multimodal_setup(setup)
+        if mm:
+            # The text layers run fused (flash / paged) attention that never holds a tokens x tokens matrix;
+            # a vision tower's fallback attention holds heads x patches x patches for its largest input.
+            t.add(
+                "multimodal-encoder",
+                STRONG,
+                f"{why}; {mm}: a vision encoder's attention without a fused kernel holds heads x patches^2 "
+                "scores for the largest image input",
+                o,
+            )
+        for cls in (
+            "fragmentation",
+            "other-process-or-shared-gpu",
+            "kv-exhaustion-at-runtime",
+            "memory-leak",
+        ):
+            t.add(cls, -STRONG, why, o)
+    if o.this_process is not None and o.allocated is not None and o.total:
+        own_outside = o.this_process - o.allocated - (o.reserved_unallocated or 0)
+        if own_outside >= OWN_OUTSIDE_SHARE * o.total:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM + 0.5,
+                f"the failing process holds {own_outside / GIB:.2f} GiB outside PyTorch's allocator "
+                f"(PyTorch itself {o.allocated / GIB:.2f} GiB): an engine that loads its weights outside "
+                "PyTorch (TurboMind, TensorRT) filled the device",
+                o,
+            )
+    outside = outside_pytorch(o)
+    if (
+        outside is not None
+        and o.this_process is None
+        and not o.processes
+        and o.total
+        and outside >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total)
+    ):
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            f"{outside / GIB:.2f} GiB of the device is in use outside this process's PyTorch allocator "
+            "(total - free - allocated - reserved): another process or non-PyTorch memory",
+            o,
+        )
+
+
+def outside_pytorch(o: OomMessage) -> int | None:
+    return _outside(
+        AllocatorReport(
+            o.flavor,
+            total=o.total,
+            free=o.free,
+            allocated=o.allocated,
+            reserved_unallocated=o.reserved_unallocated,
+        )
+    )
+
+
+def _other_process_bytes(o: OomMessage) -> int | None:
+    """Bytes held by processes other than the failing one, from the OOM message's process list, or, when the
+    message says what this process has in use, what the device's used memory leaves for the others
+    (total - free - this process): a container sees no other process's pid, so none is listed, yet their
+    memory is gone from the device all the same."""
+    if o.this_process is not None:
+        listed = sum(used for _, used in o.processes)
+        if o.total is None or o.free is None:
+            return listed
+        unseen = o.total - o.free - o.this_process  # with the others' CUDA contexts, a desktop's display
+        return max(
+            listed, unseen if unseen >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * o.total) else 0
+        )
+    if len(o.processes) >= 2:
+        ordered = sorted(used for _, used in o.processes)
+        return sum(ordered[:-1])  # the largest is the failing engine itself
+    if len(o.processes) == 1:
+        return 0
+    return None
+
+
+# Engine flags that only a multimodal deployment sets (vLLM, SGLang), as the evidence spelled them.
+MULTIMODAL_FLAGS = (
+    "limit_mm_per_prompt",
+    "mm_processor_kwargs",
+    "mm_encoder_tp_mode",
+    "mm_attention_backend",
+)
+
+
+def multimodal_setup(setup: EngineSetup) -> str:
+    """Why the recovered setup is a multimodal deployment ('' when nothing says so): the model id or the name
+    it is served under names a vision/audio model, or a flag only multimodal serving sets."""
+    for key in ("model", "served_model_name"):
+        name = setup.flag(key) or (setup.model if key == "model" else None) or ""
+        if MULTIMODAL_MODEL.search(name):
+            return f"{name} is a multimodal model"
+    for key in MULTIMODAL_FLAGS:
+        if setup.flag(key) not in (None, "None", "none", "null", "{}", ""):
+            return f"{key} is set"
+    return ""
+
+
+def _multimodal_profile(ev: Evidence, setup: EngineSetup) -> tuple[Fact | None, str] | None:
+    """What says the profile run was a multimodal model's (whose profile runs the encoder on its largest
+    inputs x the profile batch): the engine's own multimodal-profile line, else the model's name."""
+    mm = ev.signals("milestone-mm-profile")
+    if mm:
+        return mm[-1], "it failed in the multimodal profile run"
+    why = multimodal_setup(setup)
+    return (None, f"{why} and it failed in its profile run") if why else None
+
+
+def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    cats = sit.categories
+    has_oom = sit.gpu_failure and not (
+        sit.failures and all(isinstance(f, Signal) and f.name in NON_OOM_FAILURES for f in sit.failures)
+    )
+
+    def first(cat: str) -> Frame:
+        return cats[cat][0]
+
+    if "all2all" in cats:
+        t.add(
+            "ep-all2all-buffer",
+            STRONG,
+            "the stack is in the expert-parallel all-to-all (dispatch/combine)",
+            first("all2all"),
+        )
+    if "kv-slots" in cats and has_oom:
+        t.add(
+            "kv-exhaustion-at-runtime",
+            STRONG + 0.5,
+            "the allocation that failed is the KV pool's own slot allocator: the pool was full, whoever "
+            "asked for the slots",
+            first("kv-slots"),
+        )
+    if "wake-up" in cats and has_oom:
+        t.add(
+            "other-process-or-shared-gpu",
+            STRONG,
+            "it failed re-mapping the memory the engine released when it went to sleep: something else on "
+            "the GPU (a colocated trainer) took that memory meanwhile",
+            first("wake-up"),
+        )
+    if "sampler" in cats and has_oom:
+        t.add(
+            "sampler-or-logits", STRONG, "the stack is in the sampler / logits computation", first("sampler")
+        )
+    if "encoder" in cats and has_oom:
+        t.add("multimodal-encoder", STRONG, "the stack is in the vision/multimodal encoder", first("encoder"))
+    if "spec-decode" in cats and has_oom:
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG,
+            "the stack is in speculative decoding (draft model)",
+            first("spec-decode"),
+        )
+    if "lora" in cats and has_oom:
+        t.add("spec-decode-or-lora-extra", MEDIUM, "the stack is in LoRA", first("lora"))
+    if "cudagraph" in cats and has_oom:
+        t.add(
+            "cuda-graph-capture", STRONG, "the OOM happened while capturing CUDA graphs", first("cudagraph")
+        )
+    if "weights" in cats and has_oom and "cudagraph" not in cats and "profile" not in cats:
+        t.add(
+            "weights-dont-fit",
+            STRONG,
+            "the OOM happened while building or loading the model's weights",
+            first("weights"),
+        )
+    if (
+        "kv-alloc" in cats
+        and has_oom
+        and not any(isinstance(f, Signal) and f.name == "max-model-len-exceeds-kv" for f in sit.failures)
+    ):
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "the failure is in KV-cache sizing or allocation",
+            first("kv-alloc"),
+        )
+    if "profile" in cats and has_oom and not ({"sampler", "encoder", "cudagraph"} & cats.keys()):
+        mm = _multimodal_profile(ev, setup)
+        if mm:
+            t.add(
+                "multimodal-encoder",
+                STRONG,
+                mm[1] + ": the encoder runs on the largest inputs x the profile batch",
+                mm[0],
+                first("profile"),
+            )
+        t.add(
+            "activation-peak",
+            MEDIUM if mm else STRONG,
+            "the OOM happened in the profile run (max_num_batched_tokens through the model)",
+            first("profile"),
+        )
+    if (
+        "forward" in cats
+        and has_oom
+        and not ({"weights", "profile", "cudagraph", "encoder", "sampler"} & cats.keys())
+    ):
+        t.add(
+            "activation-peak",
+            MEDIUM,
+            "the OOM happened inside a layer's forward at runtime",
+            first("forward"),
+        )
+
+
+def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    fact = sit.phase_fact
+    if (
+        isinstance(fact, Signal)
+        and fact.name == "milestone-drafter-loading"
+        and (sit.failures or ev.of(Frame))
+    ):
+        # The target's weights were in; what failed next was the speculative draft's load.
+        # (On unified memory the same load surfaces as the driver's host-memory error: the step names the
+        # consumer, the error only where its memory lived.)
+        t.add(
+            "spec-decode-or-lora-extra",
+            STRONG + 0.5,
+            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            fact,
+        )
+    if sit.gpu_failure and sit.categories.keys() & {
+        "weights",
+        "profile",
+        "cudagraph",
+        "kv-alloc",
+        "sampler",
+        "encoder",
+    }:
+        return  # the stack already placed it
+    fact = sit.phase_fact
+    generic_oom = any(isinstance(f, OomMessage) for f in sit.failures) and not any(
+        isinstance(f, Signal)
+        and f.name
+        in (
+            "sampler-warmup-oom",
+            "no-kv-cache-memory",
+            "max-model-len-exceeds-kv",
+            "free-memory-below-utilization",
+            "load-model-failed",
+        )
+        for f in sit.failures
+    )
+    ended_here = (
+        not sit.failures
+    )  # the log stops at this step (a crash without its error text, or a bare stack)
+    if not (generic_oom or ended_here):
+        return
+    mm = _multimodal_profile(ev, setup)
+    if sit.phase == "startup-weights":
+        t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
+    elif sit.phase == "startup-profile":
+        if mm:
+            t.add(
+                "multimodal-encoder",
+                STRONG if generic_oom else MEDIUM,
+                mm[1] + " (the encoder at its largest input x the profile batch)",
+                mm[0] or fact,
+            )
+        t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-cudagraph":
+        t.add(
+            "cuda-graph-capture",
+            STRONG if generic_oom else MEDIUM,
+            "the KV pool was sized and the next step, CUDA-graph capture, did not finish",
+            fact,
+        )
+        t.add("sampler-or-logits", WEAK, "the sampler warm-up also runs after the KV pool is allocated", fact)
+    elif sit.phase == "startup-warmup":
+        t.add("sampler-or-logits", MEDIUM, "graphs were captured; the sampler warm-up follows", fact)
+
+
+def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    samples = [s for s in ev.of(LoadSample) if s.kv_usage is not None]
+    crash = sit.kv_at_crash
+    has_oom = any(isinstance(f, OomMessage) for f in sit.failures)
+    if crash is not None and crash.kv_usage is not None:
+        if crash.kv_usage >= KV_FULL:
+            t.add(
+                "kv-exhaustion-at-runtime",
+                STRONG,
+                f"KV usage was {crash.kv_usage:.0%} at the end: the pool was full",
+                crash,
+            )
+            if (crash.waiting or 0) > 0:
+                t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were waiting while KV was full", crash)
+            if has_oom:
+                t.add("activation-peak", WEAK, "an allocation failed while the KV pool was full", crash)
+        elif crash.kv_usage <= KV_ROOMY:
+            t.add(
+                "kv-exhaustion-at-runtime",
+                -STRONG,
+                f"KV usage was only {crash.kv_usage:.0%}: the pool had room",
+                crash,
+            )
+            if has_oom or any(o.flavor == "expandable-segments" for o in ev.of(OomMessage)):
+                t.add(
+                    "activation-peak",
+                    STRONG,
+                    f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient activation peak, not KV",
+                    crash,
+                )
+    preempt = [s for s in ev.of(LoadSample) if s.preemptions]
+    if preempt:
+        t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were preempted (KV over-subscribed)", preempt[-1])
+    # KV held with nothing running: blocks that are never freed.
+    for s in samples:
+        if s.running == 0 and (s.waiting or 0) == 0 and (s.kv_usage or 0) >= 0.5:
+            t.add(
+                "memory-leak", STRONG, "KV usage stays high with no request running: blocks are not freed", s
+            )
+            break
+    if (
+        len(samples) >= 3
+        and all((b.kv_usage or 0) >= (a.kv_usage or 0) for a, b in itertools.pairwise(samples))
+        and (samples[-1].kv_usage or 0) >= KV_FULL
+    ):
+        t.add(
+            "memory-leak",
+            WEAK,
+            "KV usage only ever rose until full (a leak if it does not fall when traffic stops)",
+            samples[-1],
+        )
+    for step in ev.of(ScheduledStep):
+        rows = len(step.tokens_per_request)
+        longest, real = max(step.tokens_per_request), sum(step.tokens_per_request)
+        if rows >= 2 and real and rows * longest / real >= PADDING_RATIO:
+            t.add(
+                "activation-peak",
+                STRONG,
+                f"the step packs {rows} requests with one {longest:,}-token chunk: "
+                f"padded to {rows * longest:,} token slots for {real:,} real tokens",
+                step,
+            )
+
+
+def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
+    """What the failing step's arithmetic says: a failed allocation the size of the padded tensor is
+    padding."""
+    if step is None:
+        return
+    w, s = step.widths.hidden_size, step.widths.dtype_bytes
+    rows, longest = step.padded.num_prefills, step.padded.max_prefill_len
+    if step.explains_oom and step.oom is not None and step.oom.requested:
+        t.add(
+            "activation-peak",
+            STRONG + 1.0,
+            f"the failed {step.oom.requested / GIB:.2f} GiB allocation is {rows} "
+            f"rows x {longest:,} tokens x {w:,} x {s:g} B: the step's rows were padded to its longest chunk "
+            f"({step.padded.padding_ratio:.1f}x its real tokens)",
+            step.oom,
+            step.step,
+        )
+    if step.padded.exceeds_int32_index and step.layout == "padded":
+        for sig in ev.signals("int32-index-math", "illegal-memory-access"):
+            t.add(
+                "int32-index-overflow",
+                MEDIUM,
+                f"the padded step tensor has {step.padded.max_tensor_elements:,} elements, above 2^31",
+                sig,
+                step.step,
+            )
+
+
+def _host(ev: Evidence, t: Tally) -> None:
+    names = {
+        "host-killed": "the process was killed (SIGKILL) with no Python traceback",
+        "exit-137": "exit code 137 = 128 + SIGKILL",
+        "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
+        "kernel-oom-kill": "the kernel's OOM killer killed the process",
+        "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
+        "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
+        "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
+        "allocations are host RAM there",
+        "ray-memory-kill": "Ray's memory monitor killed the worker: the node ran low on RAM",
+    }
+    # Exit 137, OOMKilled, the kernel's report and the cgroup counter are views of one kill: the clearest
+    # counts in full, the others corroborate.
+    seen = [(name, why, ev.signals(name)) for name, why in names.items() if ev.signals(name)]
+    for i, (name, why, sigs) in enumerate(seen):
+        weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
+        for s in sigs:
+            t.add("host-ram-oom", weight, why, s)
+    limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
+    currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
+    if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):
+        t.add("host-ram-oom", MEDIUM, "container memory is at its limit", currents[-1], limits[0])
+    avail = [h for h in ev.of(HostMemory) if h.quantity == "available"]
+    totals = [h for h in ev.of(HostMemory) if h.quantity == "total"]
+    if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
+        t.add("host-ram-oom", MEDIUM, "the host has under 3% memory available", avail[-1])
+    by_process: dict[str, list[HostMemory]] = {}
+    for h in ev.of(HostMemory):
+        if h.quantity == "rss":
+            by_process.setdefault(h.scope, []).append(h)
+    for rss in by_process.values():  # one process's resident memory, sample after sample
+        if (
+            len(rss) >= 3
+            and all(b.value >= a.value for a, b in itertools.pairwise(rss))
+            and rss[-1].value >= 1.2 * rss[0].value
+        ):
+            t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
+            if t.score("host-ram-oom") > 0:
+                t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+    if t.score("host-ram-oom") > 0:
+        for o in ev.of(OomMessage)[:1]:
+            t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
+
+
+def _processes(ev: Evidence, t: Tally) -> None:
+    procs = ev.of(GpuProcess)
+    by_gpu: dict[int | None, list[GpuProcess]] = {}
+    for p in procs:
+        by_gpu.setdefault(p.gpu, []).append(p)
+    for plist in by_gpu.values():
+        pids = {p.pid for p in plist}
+        if len(pids) >= 2:
+            ordered = sorted(plist, key=lambda p: -p.used)
+            others = sum(p.used for p in ordered[1:])
+            if others >= OTHER_PROCESS_MIN:
+                t.add(
+                    "other-process-or-shared-gpu",
+                    STRONG,
+                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    *ordered[:3],
+                )
+                for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
+                    # The tenant is the cause, the empty pool its symptom: it ranks above the pool.
+                    t.add(
+                        "other-process-or-shared-gpu",
+                        MEDIUM,
+                        "the KV pool found no room on a GPU another process holds memory on",
+                        s,
+                    )
+
+
+def _snapshot(ev: Evidence, t: Tally) -> None:
+    for s in ev.of(Snapshot):
+        free_in_pool = s.reserved - s.allocated
+        if s.failed_request and free_in_pool >= s.failed_request and s.largest_free_block < s.failed_request:
+            t.add(
+                "fragmentation",
+                STRONG + 1.0,
+                "the snapshot's cached free memory exceeds the failed request but "
+                "its largest free block is smaller",
+                s,
+            )
+        elif s.failed_request and s.largest_free_block >= s.failed_request:
+            t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
+
+
+_DP_RANK = re.compile(r"DP\d+")
+
+
+def _dp_ranks(ev: Evidence, t: Tally) -> None:
+    for quantity in ("num_gpu_blocks", "kv_cache_tokens", "kv_available_bytes"):
+        per_rank: dict[str, StartupNumber] = {}
+        for n in ev.of(StartupNumber):
+            rank = _DP_RANK.search(n.process_tag)
+            if n.quantity == quantity and rank:
+                per_rank[rank.group(0)] = n
+        values = [n.value for n in per_rank.values()]
+        if len(values) >= 2 and max(values) > 1.05 * min(values):
+            t.add(
+                "dp-replica-kv-accounting",
+                STRONG,
+                "data-parallel ranks sized different KV pools (each profiles its own)",
+                *per_rank.values(),
+            )
+
+
+_TP_RANK = re.compile(r"TP(\d+)")
+_GROUP_RANKS = re.compile(r"(DP|PP)(\d+)")
+
+
+def _tp_ranks(ev: Evidence, t: Tally) -> None:
+    """Tensor-parallel ranks of one engine hold equal shards and run the same profile, so their KV budgets
+    are equal but for what else holds memory on their GPUs: ranks whose logged KV memory differs by more than
+    a GiB had another process on the poorer one's GPU (pipeline and data-parallel ranks differ by design and
+    are compared only within their own group)."""
+    groups: dict[tuple[tuple[str, str], ...], dict[str, StartupNumber]] = {}
+    for n in ev.of(StartupNumber):
+        tp = _TP_RANK.search(n.process_tag)
+        if n.quantity == "kv_available_bytes" and tp:
+            key = tuple(sorted(_GROUP_RANKS.findall(n.process_tag)))
+            groups.setdefault(key, {}).setdefault(tp.group(1), n)
+    for ranks in groups.values():
+        if len(ranks) < 2:
+            continue
+        low = min(ranks.values(), key=lambda n: n.value)
+        high = max(ranks.values(), key=lambda n: n.value)
+        if high.value - low.value >= max(OTHER_PROCESS_MIN, TP_SPREAD_SHARE * abs(high.value)):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 0.5,
+                f"tensor-parallel ranks sized their KV from {low.value / GIB:.2f} to {high.value / GIB:.2f} "
+                "GiB: equal shards, so the poorer rank's GPU holds someone else's memory",
+                low,
+                high,
+            )
+
+
+# Tensor-parallel ranks' KV budgets this far apart (share of the larger) are not rounding.
+TP_SPREAD_SHARE = 0.1
+
+
+def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    where = setup.provenance
+    u = setup.flag_float("gpu_memory_utilization")
+    mnbt = setup.flag_int("max_num_batched_tokens")
+    seqs = setup.flag_int("max_num_seqs")
+    startup_only = sit.phase.startswith("startup")
+    fact = None
+    if u is not None and u >= HIGH_UTILIZATION:
+        t.add(
+            "activation-peak",
+            WEAK + 0.3,
+            f"gpu_memory_utilization {u} leaves almost no slack for peaks the profile did not see",
+            fact,
+        )
+        if not setup.flag_true("enforce_eager"):
+            t.add(
+                "cuda-graph-capture",
+                WEAK,
+                f"gpu_memory_utilization {u} leaves little room for graph capture",
+                fact,
+            )
+    if mnbt is not None and mnbt >= HUGE_BATCHED_TOKENS:
+        t.add(
+            "activation-peak",
+            MEDIUM,
+            f"max_num_batched_tokens {mnbt:,}: a step that large has a large activation peak",
+            fact,
+        )
+    if (
+        setup.flag("enable_chunked_prefill") in ("false", "False")
+        and (setup.flag_int("max_model_len") or 0) >= 16384
+    ):
+        t.add("activation-peak", MEDIUM, "chunked prefill is off: a whole long prompt runs in one step", fact)
+    if seqs is not None and seqs >= SAMPLER_ROWS_RISK and not startup_only:
+        t.add(
+            "sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler's logits rows scale with it", fact
+        )
+    elif seqs is not None and seqs >= SAMPLER_ROWS_RISK:
+        t.add(
+            "sampler-or-logits", WEAK, f"max_num_seqs {seqs}: the sampler warm-up runs that many rows", fact
+        )
+    if setup.flag_true("enforce_eager"):
+        t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
+    if any(
+        setup.flag(k) not in (None, "None", "none", "null")
+        for k in ("speculative_config", "speculative_model", "num_speculative_tokens")
+    ):
+        t.add(
+            "spec-decode-or-lora-extra",
+            MEDIUM if sit.failures else WEAK,
+            "speculative decoding is configured (a draft model and its KV, outside the profile in many "
+            "versions)",
+            fact,
+        )
+    if setup.flag_true("enable_lora"):
+        t.add(
+            "spec-decode-or-lora-extra",
+            MEDIUM if sit.failures else WEAK,
+            "LoRA is enabled (adapter buffers and LoRA activations outside the profile)",
+            fact,
+        )
+    mm = multimodal_setup(setup)
+    if mm:
+        # The encoder's profile on its largest input is the step a multimodal deployment adds: with a GPU
+        # failure no step placed, it is the likeliest one.
+        placed = sit.categories.keys() & {
+            "weights",
+            "cudagraph",
+            "kv-alloc",
+            "sampler",
+            "all2all",
+            "kv-slots",
+        }
+        unplaced = sit.phase in ("startup-profile", "unknown") and not placed
+        weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
+        t.add(
+            "multimodal-encoder",
+            weight,
+            f"{mm}: V1 profiles its encoder at the largest input",
+            fact,
+        )
+    if setup.parallel("data_parallel_size") > 1:
+        t.add("dp-replica-kv-accounting", WEAK, "data parallel: each DP rank sizes its own KV pool", fact)
+    if (
+        setup.flag_true("enable_expert_parallel")
+        or "deepep" in (setup.flag("all2all_backend") or "")
+        or "deepep" in (setup.flag("VLLM_ALL2ALL_BACKEND") or "")
+        or "deepep" in (setup.flag("moe_a2a_backend") or "")
+    ):
+        t.add(
+            "ep-all2all-buffer", WEAK + 0.3, "expert parallel: all-to-all buffers outside the KV budget", fact
+        )
+    if setup.engine == "sglang" and sit.phase in ("runtime", "unknown") and sit.failures:
+        t.add(
+            "cuda-graph-capture",
+            WEAK,
+            "SGLang keeps CUDA-graph buffers for large decode batches in the dynamic slack",
+            fact,
+        )
+        t.add("activation-peak", WEAK, "SGLang's prefill activations use the same dynamic slack", fact)
+    del where
+
+
+# Parameter counts in model ids: "Llama-3-70B", "Qwen3-30B-A3B" (total first), "Mixtral-8x7B" (experts share
+# attention: 8x7B is 46.7B, about 0.83 of 8 x 7).
+_PARAMS = re.compile(r"(?i)(?<![\w.])(?:(?P<n>\d+)x)?(?P<b>\d+(?:\.\d+)?)b(?![a-z0-9])")
+MOE_SHARED_FACTOR = 0.83
+# Bytes per parameter by the quantization the id or the flags name (4-bit formats carry scales: ~0.56).
+_FOUR_BIT = re.compile(r"(?i)\b(awq|gptq|int4|4bit|4-bit|nf4|bnb|mxfp4|nvfp4|w4a16|q4)")
+_EIGHT_BIT = re.compile(r"(?i)\b(fp8|int8|8bit|8-bit|w8a8|w8a16|q8)")
+# The most common large device (H100/A100 80GB as CUDA reports it).
+LARGEST_COMMON_DEVICE = 79 * GIB
+# Weights per GPU at or above this share of the device cannot leave room for anything else.
+WEIGHTS_FILL = 0.92
+# At or below this share the weights clearly fit: the failure is elsewhere.
+WEIGHTS_SMALL = 0.5
+
+
+def weights_per_gpu(setup: EngineSetup) -> float | None:
+    """Bytes of weights per GPU from the model id's parameter count, the quantization it names and the
+    TP x PP split; None when the id carries no count."""
+    model = (setup.model or "").rsplit("/", 1)[-1]
+    m = _PARAMS.search(model)
+    if not m:
+        return None
+    params = float(m.group("b")) * 1e9 * (int(m.group("n")) * MOE_SHARED_FACTOR if m.group("n") else 1)
+    named = f"{model} {setup.flag('quantization') or ''} {setup.flag('dtype') or ''}"
+    per_param = 0.56 if _FOUR_BIT.search(named) else 1.05 if _EIGHT_BIT.search(named) else 2.0
+    if "float32" in named:
+        per_param = 4.0
+    ranks = setup.parallel("tensor_parallel_size") * setup.parallel("pipeline_parallel_size")
+    return params * per_param / max(1, ranks)
+
+
+def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The model's weights per GPU against the device: a model that fills the device explains a load OOM; one
+    that takes under half of it rules weights out."""
+    weights, total = weights_per_gpu(setup), setup.gpu_total_bytes
+    # (Failure or not: the weights alone say it cannot load on one such device.)
+    if weights is not None and not total and weights >= LARGEST_COMMON_DEVICE:
+        t.add(
+            "weights-dont-fit",
+            MEDIUM,
+            f"{setup.model}: about {weights / GIB:.0f} GiB of weights per GPU, more than an 80 GB device "
+            "holds",
+            sit.first_failure,
+        )
+    if weights is not None and total and weights >= total:
+        # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
+        t.add(
+            "weights-dont-fit",
+            STRONG,
+            f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU, more than the "
+            f"{total / GIB:.1f} GiB device holds",
+            sit.first_failure,
+        )
+        return
+    if weights is None or not total or not sit.failures:
+        return
+    share = weights / total
+    why = f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU on a {total / GIB:.1f} GiB device"
+    if share >= WEIGHTS_FILL:
+        t.add("weights-dont-fit", STRONG, why + " (the parameter count in its name)", sit.first_failure)
+    elif share >= 0.8 and sit.phase in ("startup-weights", "unknown", "startup"):
+        t.add("weights-dont-fit", MEDIUM, why + ": little room is left", sit.first_failure)
+    elif share <= WEIGHTS_SMALL:
+        t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", sit.first_failure)
+
+
+PROSE = {
+    "prose-leak": ("memory-leak", STRONG - 0.5),
+    "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-fragmentation": ("fragmentation", STRONG - 0.5),
+    "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
+    "prose-activation": ("activation-peak", MEDIUM + 0.5),
+    "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
+    "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
+    "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),
+    "prose-dp-blocks-differ": ("dp-replica-kv-accounting", STRONG),
+    "prose-cudagraph": ("cuda-graph-capture", MEDIUM),
+    "prose-not-cudagraph": ("cuda-graph-capture", -STRONG),
+    "prose-library-regression": ("other", MEDIUM + 0.5),
+    "prose-logprobs": ("sampler-or-logits", STRONG - 0.5),
+    "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
+    "prose-multimodal": ("multimodal-encoder", MEDIUM),
+    "prose-int32": ("int32-index-overflow", STRONG - 0.5),
+    "prose-dp-attention": ("dp-replica-kv-accounting", MEDIUM + 0.5),
+}
+
+
+def _prose(ev: Evidence, t: Tally) -> None:
+    for s in ev.signals(*PROSE):
+        cls, weight = PROSE[s.name]
+        t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
+
+
+def _growth_before_kill(ev: Evidence, t: Tally) -> None:
+    """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
+    where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
+    grow)."""
+    growth = ev.signals("prose-growth", "prose-leak")
+    if not growth or t.score("host-ram-oom") <= 0:
+        return
+    why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
+    t.add("memory-leak", STRONG, why, growth[0])
+    t.add("host-ram-oom", -WEAK, why, growth[0])
+
+
+def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
+    """When little places the failure, the usual suspects in the order they usually are."""
+    t.add("other", PRIOR / 2, "none of the known mechanisms explains the evidence fully")
+    if not sit.failures:
+        for s in ev.signals("exception")[:2]:
+            t.add("other", PRIOR, "an exception with no memory mechanism recognised in it", s)
+        for s in ev.signals("failure-words")[:1]:
+            t.add("other", PRIOR, "a failure is named, in no form any reader recognised", s)
+    # The reporter's words are all there is.
+    said_oom = not sit.failures and (
+        ev.has("prose-oom") or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
+    if any(isinstance(f, OomMessage) for f in sit.failures) or said_oom:
+        for cls, w in (
+            ("activation-peak", PRIOR * 2),
+            ("other-process-or-shared-gpu", PRIOR * 1.5),
+            ("weights-dont-fit", PRIOR),
+            ("fragmentation", PRIOR * 0.5),
+            ("kv-exhaustion-at-runtime", PRIOR * 0.5),
+        ):
+            t.add(cls, w, "a GPU OOM with little context: a usual cause")
+    if sit.phase == "runtime":
+        for cls in STARTUP_ONLY:
+            t.add(
+                cls,
+                -MEDIUM,
+                "the server had been serving: this happens before the first request",
+                sit.phase_fact,
+            )
+    elif sit.phase.startswith("startup"):
+        for cls in RUNTIME_ONLY:
+            t.add(cls, -MEDIUM, "the engine never started serving: this needs traffic", sit.phase_fact)

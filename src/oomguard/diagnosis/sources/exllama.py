@@ -1,0 +1,43 @@
+"""ExLlamaV2 / ExLlamaV3 (and TabbyAPI over them): the cache allocation and the auto-split's refusal.
+
+ExLlama sizes its cache from `max_seq_len` (default: the model config's context, 131072 for Llama 3.1) times
+the batch size, not from the memory left, so an out-of-memory error raised while the cache's tensors are
+created (a traceback frame in exllamav2/cache.py or exllamav3/cache/) means the context asks more than the
+GPU holds: `max-model-len-exceeds-kv`, whose remedy is a smaller max_seq_len (or a quantized cache).
+"Insufficient VRAM in split for model and cache" is the auto-split loader giving up (exllamav2 model.py,
+exllamav3 model loader): an allocation failure with no sizes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import OomMessage
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.triggers import Triggers
+
+_CACHE_FRAME = re.compile(r'File "[^"]*exllamav[23]/cache\b')
+_OOM = ("out of memory", "OutOfMemoryError")
+_SPLIT = "Insufficient VRAM in split"
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(words=("exllamav2/cache", "exllamav3/cache", "Traceback", *_OOM, _SPLIT))
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.in_cache = False  # the traceback being read passed through the cache's allocation
+        self.said = False
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "Traceback" in body:
+            self.in_cache = False
+        if ("exllamav2/cache" in body or "exllamav3/cache" in body) and _CACHE_FRAME.search(body):
+            self.in_cache = True
+        if self.in_cache and not self.said and any(w in body for w in _OOM):
+            self.said = True
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv")
+        if _SPLIT in body:
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))

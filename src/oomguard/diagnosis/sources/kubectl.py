@@ -1,0 +1,161 @@
+"""`kubectl describe pod` (Last State, Reason, Exit Code, Restart Count, Limits) and `kubectl get events`
+(OOMKilling, Evicted, BackOff), plus the exit-status lines of docker and systemd."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from oomguard.diagnosis.evidence import Flags, HostMemory, Version
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.triggers import Triggers
+from oomguard.diagnosis.sources.vllm_log import parse_argv
+
+# Kubernetes quantities (binary and decimal suffixes).
+_QUANTITY = {
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "K": 10**3,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "": 1,
+}
+_MEM_LIMIT = re.compile(r"^\s*memory:\s*(?P<v>\d+(?:\.\d+)?)(?P<u>Ki|Mi|Gi|Ti|K|k|M|G|T)?\s*$")
+_EXIT = re.compile(
+    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*|\bexit[ =]|\(exit\s)(?P<c>\d+)",
+    re.IGNORECASE,
+)
+_RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
+
+
+# kubectl describe: "    Image:          vllm/vllm-openai:v0.10.2" (the tag is the engine's version).
+_IMAGE = re.compile(
+    r"^\s*Image:\s*(?P<image>\S*(?P<engine>vllm|sglang)\S*?):v?(?P<v>\d+\.\d+(?:\.\d+)?[\w.+-]*)\s*$"
+)
+_SPEC_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>Command|Args):\s*(?P<rest>.*)$")
+# Lines without one of these are not kubectl's or docker's (the section headers are among them).
+_WORDS = ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
+
+
+class Parser(LineParser):
+    # The container spec's "Image:", "Command:" and "Args:" open what _container_spec reads; inside the
+    # Command/Args block the parser is busy (every item line matters).
+    TRIGGERS = Triggers(words=(*_WORDS, "Image:", "Command:", "Args:"))
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.section = ""  # 'limits' | 'requests' while inside those blocks of kubectl describe
+        self.argv: list[str] = []  # the container's Command: and Args: items, in order
+        self.argv_start: Line | None = None
+        self.argv_indent = -1  # the indent of the items under Command:/Args:; -1 outside those blocks
+
+    def feed(self, line: Line, msg: Message) -> None:
+        if self._container_spec(line):
+            return
+        body = line.text.strip()
+        if not any(k in body for k in _WORDS):
+            return
+        if body.startswith("Limits:"):
+            self.section = "limits"
+            return
+        if body.startswith("Requests:"):
+            self.section = "requests"
+            return
+        if "OOMKill" in body:
+            self.ctx.signal(line, body, "oom-killed")
+        # each pattern's words first: a caseless search tries every position of every line (H6)
+        m = _EXIT.search(body) if "exit" in body.lower() else None
+        if m and int(m.group("c")) == 137:
+            self.ctx.signal(line, body, "exit-137")
+        if "status=9/KILL" in body:
+            self.ctx.signal(line, body, "exit-137")
+        if "Evicted" in body and "memory" in body.lower():
+            self.ctx.signal(line, body, "oom-killed")
+        r = _RESTARTS.search(body) if "Restart Count:" in body else None
+        if r:
+            self.ctx.emit(
+                HostMemory(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    quantity="restarts",
+                    value=int(r.group("n")),
+                )
+            )
+        lim = _MEM_LIMIT.match(line.text)
+        if lim and self.section == "limits":
+            value = float(lim.group("v")) * _QUANTITY[lim.group("u") or ""]
+            self.ctx.emit(
+                HostMemory(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    quantity="limit",
+                    value=value,
+                    scope="pod",
+                )
+            )
+
+    def finish(self) -> None:
+        self._flush_argv()
+
+    def busy(self) -> bool:
+        return self.argv_indent >= 0
+
+    def _container_spec(self, line: Line) -> bool:
+        """The container's image tag (the engine version) and its Command:/Args: lists (the server command,
+        one item per line), so the setup is read from `kubectl describe pod` alone."""
+        text = line.text.rstrip()
+        image = _IMAGE.match(text)
+        if image:
+            self.ctx.emit(
+                Version(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(text),
+                    engine=image.group("engine"),
+                    version=image.group("v"),
+                )
+            )
+            return True
+        key = _SPEC_KEY.match(text)
+        if key:
+            if key.group("key") == "Command":
+                self._flush_argv()
+            self.argv_start = self.argv_start or line
+            self.argv_indent = len(key.group("indent")) + 1
+            if key.group("rest"):
+                self.argv.extend(key.group("rest").split())
+            return True
+        if self.argv_indent >= 0:
+            indent = len(text) - len(text.lstrip())
+            if text.strip() and indent >= self.argv_indent and not re.match(r"^\s*[A-Z][\w ]*:(\s|$)", text):
+                self.argv.append(text.strip())
+                return True
+            self.argv_indent = -1
+        return False
+
+    def _flush_argv(self) -> None:
+        argv, start = self.argv, self.argv_start
+        self.argv, self.argv_start, self.argv_indent = [], None, -1
+        if not argv or start is None:
+            return
+        joined = " ".join(shlex.quote(a) for a in argv)
+        m = re.search(r"\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|sglang\.launch_server", joined)
+        rest = joined[m.end() :] if m else joined
+        if not m and not any(a.startswith("--") for a in argv):
+            return
+        flags = parse_argv(rest, positional_model=bool(m and "serve" in m.group(0)))
+        if m and "sglang" in m.group(0):
+            flags["engine"] = "sglang"
+        if flags:
+            self.ctx.emit(
+                Flags(
+                    where=self.ctx.where(start),
+                    text=self.ctx.clip(" ".join(argv)),
+                    origin="command-line",
+                    flags=tuple(flags.items()),
+                )
+            )

@@ -1,0 +1,290 @@
+"""llama.cpp's own startup and failure lines, as llama-server, ik_llama.cpp and ollama's runner print them:
+the step the failure came in (loading the model, creating the context, a vision encoder's warm-up, serving),
+the context size, the KV buffer, and the function ggml's CUDA check names.
+
+llama.cpp sizes its KV cache and compute buffers from the context (`-c` / `n_ctx`, times the parallel slots:
+ollama's `num_ctx` x `OLLAMA_NUM_PARALLEL`), not from the memory left, so an allocation that fails while the
+context is being created means the context asks more than the memory holds: the `max-model-len-exceeds-kv`
+signal, whose remedy is a smaller context. One that fails while the model's tensors are allocated is the
+weights (`load-model-failed`). The compute buffer is the exception within the context step: ggml reserves it
+for the worst-case micro-batch (`n_ubatch` tokens attending over the whole context, the "pp" graph), so when
+that reservation is what fails, and it asks more than the KV buffers already placed on the device, it is the
+activation peak (`prefill-tokens-dont-fit`: smaller `-ub` / flash attention), not the KV cache. At runtime, a
+batch that finds no free KV cells is the pool running dry (`kv-pool-dry`).
+Formats (llama.cpp src/llama-context.cpp, src/llama-kv-cache*.cpp, ggml/src/ggml-backend.cpp,
+ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
+- "llm_load_tensors: ..." / "load_tensors: loading model tensors, ..." (weights)
+- "llama_new_context_with_model: n_ctx = N" / "llama_context: n_ctx = N" / "llama_init_from_model: n_ctx"
+- "llama_kv_cache_unified: CUDA0 KV buffer size = 51200.00 MiB" (also llama_kv_cache_init / llama_kv_cache)
+- "llama_kv_cache_init: failed to allocate buffer for kv cache", "... llama_kv_cache_init() failed for ...",
+  "failed to create context with model", "failed to allocate compute buffers" (also "compute pp buffers",
+  "graph_reserve: failed to allocate compute buffers"), "ggml_gallocr_reserve_n...: failed to allocate CUDA0
+  buffer of size N", "... allocating X MiB on device N: cudaMalloc failed"
+- decode at runtime: "decode: failed to find a memory slot for batch of size N", "failed to find free space in
+  the KV cache, retrying with smaller batch size", "failed to find KV cache slot for ubatch of size N";
+  node-llama-cpp's "could not find a KV slot for the batch"
+- ollama's runner dying while it loads: "llama runner exited, you may not have enough available memory to run
+  this model" (ollama llm/server.go)
+- "error loading model: unable to allocate backend buffer", "llama_model_load: error loading model"
+- "warmup: warmup with image size = W x H" (the multimodal projector's warm-up)
+- "main: server is listening on ...", "slot launch_slot_: ...", ollama's "llama runner started in"
+- ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
+- ollama's planner: "memory layout cannot be allocated"
+- ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from dataclasses import dataclass
+
+from oomguard.diagnosis.evidence import Frame, OomMessage, Signal, Where
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources import metal
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, log_size
+from oomguard.diagnosis.sources.triggers import Triggers
+
+
+class Step(enum.Enum):
+    """The startup step llama.cpp had reached, as its own lines say."""
+
+    NONE = "none"
+    LOAD = "load"  # allocating and reading the model's tensors
+    CONTEXT = "context"  # creating the context: KV cache and compute buffers, sized by n_ctx
+    MM_WARMUP = "mm-warmup"  # the multimodal projector's warm-up on its largest image
+    SERVING = "serving"
+
+
+_N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
+_KV_BUFFER = re.compile(r"(?P<dev>[\w-]+) KV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
+# KV buffers in host memory (no GPU offload of the cache): they take nothing from the device.
+_HOST_BUFFERS = ("CPU", "_Host")
+_CUDA_ALLOC = re.compile(r"allocating (?P<v>[\d.]+\s*[KMG]iB) on device (?P<dev>\d+): \w*[Mm]alloc failed")
+_BUFFER_OF_SIZE = re.compile(r"failed to allocate (?:(?P<dev>\w+) )?buffer of size (?P<v>\d+)")
+# ggml's reservation of the compute graph's buffer (llama-context.cpp graph_reserve / sched_reserve).
+_COMPUTE_FAILED = ("failed to allocate compute",)
+_VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
+_IN_FUNCTION = re.compile(r"current device: \d+, in function (?P<func>\w+) at (?P<path>[^\s:]+):(?P<no>\d+)")
+
+# Lines that say an allocation of llama.cpp failed (the step decides what it means).
+_ALLOC_FAILED = (
+    "cudaMalloc failed",
+    "hipMalloc failed",
+    "failed to allocate buffer",  # ggml_backend_cpu/metal: "failed to allocate buffer of size N"
+    "buffer of size",  # ggml_gallocr_reserve_n, alloc_tensor_range: "failed to allocate CUDA0 buffer of size"
+    "unable to allocate",
+    "failed to allocate compute",
+    "Device memory allocation of size",  # ggml_vulkan: "Device memory allocation of size N failed."
+)
+_LOAD_FAILED = ("error loading model", "failed to load model")
+_CONTEXT_FAILED = (
+    "failed to create context",
+    "failed to initialize the context",
+    "llama_kv_cache_init() failed",
+)
+# A decode that finds no free cells in the KV cache (llama-context.cpp decode, the server's retry, old
+# llama.cpp and its bindings).
+_NO_KV_SLOT = (
+    "failed to find a memory slot for batch",
+    "failed to find free space in the KV cache",
+    "failed to find KV cache slot",
+    "find a KV slot for the batch",
+)
+# ollama's runner exited before it was ready (it was loading the model).
+_RUNNER_LOAD_EXIT = "you may not have enough available memory to run this model"
+# Once per start or per request, not per batch (a day's log holds millions of "update_slots" lines).
+_SERVING = ("server is listening", "all slots are idle", "launch_slot_", "llama runner started in")
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A failed allocation (or any line a signal is emitted at): where, its text and what it asked for."""
+
+    where: Where
+    body: str
+    requested: int | None
+    device: str  # the ggml buffer type ("CUDA0", "ROCm0") when the line named it
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "load_tensors:",
+            *_LOAD_FAILED,
+            "n_ctx",
+            "KV buffer size",
+            "llama_kv_cache",
+            *_CONTEXT_FAILED,
+            *_ALLOC_FAILED,
+            "warmup with image size",
+            *_SERVING,
+            "current device:",
+            *_NO_KV_SLOT,
+            _RUNNER_LOAD_EXIT,
+            metal.IOGPU_OOM,
+        ),
+        caseless=("memory layout cannot be allocated",),
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.step = Step.NONE
+        self.n_ctx: int | None = None
+        self.kv_bytes = 0  # KV buffers placed on devices (not host memory) before the failure
+        self.kv_by_device: dict[str, int] = {}
+        self.said: set[str] = set()  # signals and milestones already emitted (once per document)
+        # An allocation that failed while the context was created, held until the lines after it say which
+        # buffer it was (the KV cache, or the compute buffer) or the text ends.
+        self.pending: _Failure | None = None
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        self._steps(line, body)
+        if "KV buffer size" in body:
+            m = _KV_BUFFER.search(body)
+            if m and "failed" not in body and not any(h in m.group("dev") for h in _HOST_BUFFERS):
+                size = log_size(m.group("v")) or 0
+                self.kv_bytes += size
+                self.kv_by_device[m.group("dev")] = self.kv_by_device.get(m.group("dev"), 0) + size
+        if any(w in body for w in _NO_KV_SLOT):
+            self._once(line, body, "kv-pool-dry", n_ctx=self.n_ctx)
+        if _RUNNER_LOAD_EXIT in body and self.step in (Step.NONE, Step.LOAD):
+            self._once(line, body, "load-model-failed")
+        if "current device:" in body:
+            self._ggml_check(line, body)
+        if "memory layout cannot be allocated" in body.lower():
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+        if "Device memory allocation of size" in body:
+            m = _VULKAN_ALLOC.search(body)
+            if m:
+                self.ctx.emit(
+                    OomMessage(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        flavor="engine",
+                        requested=int(m.group("v")),
+                    )
+                )
+        if any(w in body for w in _LOAD_FAILED + _CONTEXT_FAILED) or (
+            any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
+        ):
+            self._failure(line, body)
+        elif metal.IOGPU_OOM in body and self.step is Step.CONTEXT and self.pending is None:
+            # The Metal backend runs the warm-up decode right after creating the context and reports the
+            # working set running out there, without a size: a failure of the context step.
+            self.pending = self._failed_here(line, body, None, "")
+
+    def _steps(self, line: Line, body: str) -> None:
+        """Follow the startup steps; the first line of each step is its milestone."""
+        if "load_tensors:" in body and self.step is Step.NONE:
+            self.step = Step.LOAD
+            self._once(line, body, "milestone-weights-loading")
+        if "n_ctx" in body or "llama_kv_cache" in body:
+            m = _N_CTX.search(body)
+            if m:
+                self.n_ctx = int(m.group("n"))
+            if m or "KV buffer size" in body:
+                self.step = Step.CONTEXT
+        if "warmup with image size" in body:
+            self.step = Step.MM_WARMUP
+            self._once(line, body, "milestone-mm-profile")
+        if any(w in body for w in _SERVING):
+            self.step = Step.SERVING
+            self._once(line, body, "milestone-serving")
+
+    def _failure(self, line: Line, body: str) -> None:
+        """An allocation or load failure: what it means depends on the step it came in and on the buffer."""
+        requested, device = None, ""
+        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body) or _VULKAN_ALLOC.search(body)
+        if m:
+            requested = log_size(m.group("v"))
+            device = (m.groupdict().get("dev") or "") if m.re is _BUFFER_OF_SIZE else ""
+        if any(w in body for w in _COMPUTE_FAILED):
+            self._compute_failed(line, body)
+            return
+        if self.said & {"max-model-len-exceeds-kv", "prefill-tokens-dont-fit"}:
+            return  # the server's "failed to load model" after the context failed: the same failure
+        kv_words = "kv cache" in body or "llama_kv_cache" in body
+        if any(w in body for w in _LOAD_FAILED) or (
+            self.step is Step.LOAD and not any(w in body for w in _CONTEXT_FAILED)
+        ):
+            self._once(line, body, "load-model-failed", requested_bytes=requested)
+        elif any(w in body for w in _CONTEXT_FAILED) or kv_words:
+            pending, self.pending = self.pending, None
+            here = pending is None
+            failure = pending or self._failed_here(line, body, requested, device)
+            self._context(failure, kv_needed=requested if kv_words and here else None)
+        elif self.pending is None and self.step in (Step.NONE, Step.CONTEXT):
+            # A bare allocation: the next lines say which buffer (ggml names the compute buffer after it).
+            self.pending = self._failed_here(line, body, requested, device)
+        elif self.pending is not None and device and not self.pending.device:
+            # ggml's allocator repeating the failure with the buffer type's name ("CUDA0", "ROCm0").
+            self.pending = dataclasses.replace(self.pending, device=device)
+
+    def _failed_here(self, line: Line, body: str, requested: int | None, device: str) -> _Failure:
+        return _Failure(self.ctx.where(line), body, requested, device)
+
+    def _compute_failed(self, line: Line, body: str) -> None:
+        """The compute buffer could not be reserved: the worst-case micro-batch's activations, unless the KV
+        buffers already on that device are larger than what it asked (then the context is what filled it)."""
+        if self.step not in (Step.NONE, Step.CONTEXT):
+            return  # the projector's warm-up or a request: read by the step, not as the context's reservation
+        failure = self.pending or self._failed_here(line, body, None, "")
+        self.pending = None
+        kv = self.kv_by_device.get(failure.device, 0) if failure.device else self.kv_bytes
+        if failure.requested is not None and kv > failure.requested:
+            self._context(failure, kv_needed=None)
+            return
+        if "max-model-len-exceeds-kv" not in self.said:
+            self._once_at(
+                failure,
+                "prefill-tokens-dont-fit",
+                requested_bytes=failure.requested,
+                kv_buffer_bytes=kv or None,
+                max_model_len=self.n_ctx,
+            )
+
+    def _context(self, failure: _Failure, kv_needed: int | None) -> None:
+        self._once_at(
+            failure,
+            "max-model-len-exceeds-kv",
+            max_model_len=self.n_ctx,  # the context is what llama.cpp sizes the KV cache by
+            kv_needed_bytes=kv_needed,
+            kv_buffer_bytes=self.kv_bytes or None,  # KV buffers allocated before the failure
+            requested_bytes=failure.requested,
+        )
+
+    def finish(self) -> None:
+        """An allocation that failed while the context was created, with no line after it naming the buffer:
+        the KV cache and the compute buffer are both sized by the context."""
+        if self.pending is not None and self.step is Step.CONTEXT:
+            self._context(self.pending, kv_needed=None)
+        self.pending = None
+
+    def _ggml_check(self, line: Line, body: str) -> None:
+        """ggml's CUDA_CHECK names the function whose call failed: the engine's own stack frame."""
+        m = _IN_FUNCTION.search(body)
+        if not m:
+            return
+        after = line.following()
+        self.ctx.emit(
+            Frame(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(body),
+                path=m.group("path"),
+                lineno=int(m.group("no")),
+                function=m.group("func"),
+                code=after[0].strip()[:200] if after else "",
+            )
+        )
+
+    def _once(self, line: Line, body: str, name: str, **numbers: float | None) -> None:
+        self._once_at(_Failure(self.ctx.where(line), body, None, ""), name, **numbers)
+
+    def _once_at(self, at: _Failure, name: str, **numbers: float | None) -> None:
+        if name not in self.said:
+            self.said.add(name)
+            nums = tuple((k, float(v)) for k, v in numbers.items() if v is not None)
+            self.ctx.emit(Signal(where=at.where, text=self.ctx.clip(at.body), name=name, numbers=nums))

@@ -1,0 +1,254 @@
+"""Narrative text around the logs (issue bodies, notes, chat pastes): statements of mechanism.
+
+People describe what they saw ("memory keeps increasing until the pod is OOMKilled", "only with a draft
+model"). Each statement is reduced to one mechanism signal; a negated one ("not related to CUDA graph
+capture") is kept as its negation. Only read in small documents: a server log is not prose. Boilerplate
+that every PyTorch OOM message carries ("to avoid fragmentation", "expandable_segments") is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import Signal
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import Context, LineParser, Message
+
+# Text that appears inside tool output and says nothing about this failure.
+BOILERPLATE = (
+    "to avoid fragmentation",
+    "reserved but unallocated memory is large",
+    "Tried to allocate",
+    "If you are running out of memory",
+    "CUDA graphs can take additional",
+    "To disable, set",
+    "See documentation for Memory Management",
+    "is reserved by PyTorch",
+    "allocated in private pools",  # the allocator message wrapped over lines is still the allocator's
+    "allocated by PyTorch",
+)
+
+_NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
+_OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
+_MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
+
+# (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
+# Every pattern is bounded by \b on both sides (stems list their endings): "provisioning" is not "vision",
+# "scheduled_spec_decode_tokens" is not "spec decode".
+RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
+    ("prose-leak", re.compile(r"\bleak(s|ed|ing|age)?\b|不会释放|没有释放|未释放|不释放|泄漏|泄露"), None),
+    (
+        "prose-growth",
+        re.compile(
+            r"\b(keeps?|continu\w*|steadily|gradually|slowly|monotonic\w*|constantly)\s+(\w+\s+)?"
+            r"(ris\w*|increas\w*|grow\w*|climb\w*)\b"
+            r"|\b(ris\w*|increas\w*|grow\w*|climb\w*)\s+(\w+\s+)?(over time|continuously|steadily|until|"
+            r"without bound)\b"
+            r"|\b(does|did)\s*(not|n't)\s+(fall|drop|go down|decrease|come down)\b"
+            r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
+            r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
+            r"|\b(keeps?|continu\w*)\s+(\w+\s+)?ramp\w*\b"
+        ),
+        None,
+    ),
+    ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
+    (
+        "prose-host-memory",
+        re.compile(
+            r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|"
+            r"memory limit|memory monitor|unified.memory|physical (memory|limit)|ray)\b|内存"
+        ),
+        re.compile(rf"{_OOM}|\blimit\b|\booms\b|爆"),
+    ),
+    (
+        "prose-activation",
+        re.compile(r"\b(activations?|workspace|intermediate tensors?|padding|padded|prefill peak)\b"),
+        re.compile(_MEM),
+    ),
+    (
+        "prose-spec-decode",
+        re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
+        re.compile(_MEM),
+    ),
+    ("prose-lora", re.compile(r"\blora\b"), re.compile(_MEM)),
+    (
+        "prose-ep-buffer",
+        re.compile(
+            r"\b(deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|"
+            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*)\b"
+        ),
+        None,
+    ),
+    (
+        "prose-dp-blocks-differ",
+        re.compile(r"\bblocks?\b|\bkv cache\b"),
+        re.compile(
+            r"\b(ranks?|replicas?|dp\d*)\b.*\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b"
+            r"|\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b.*\b(ranks?|replicas?|dp\d*)\b"
+        ),
+    ),
+    ("prose-cudagraph", re.compile(r"\b(cuda ?graphs?|graph capture|capturing)\b"), re.compile(_MEM)),
+    (
+        "prose-library-regression",
+        re.compile(
+            r"\b(nccl|cublas|driver|rebuild|regression|regressed|after upgrad\w*|torch \d|pytorch \d)\b"
+        ),
+        re.compile(_MEM),
+    ),
+    (
+        "prose-logprobs",
+        re.compile(
+            r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*|lm_eval|lm-eval|loglikelihood)\b"
+        ),
+        None,
+    ),
+    (
+        "prose-kv-full",
+        re.compile(r"\bkv[ -]cache\b"),
+        re.compile(r"\bfull\b|\bexhaust\w*|\b100%|\bsaturat\w*|\bpreempt\w*"),
+    ),
+    (
+        "prose-other-process",
+        re.compile(
+            r"\b(another process|other process(es)?|second (llm|model|instance|engine)|same gpu|shared gpu|"
+            r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple "
+            r"(processes|instances)|"
+            r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
+        ),
+        None,
+    ),
+    (
+        "prose-int32",
+        re.compile(r"\b(u?int32(_t)?|32-bit|2\^31|2\*\*31|2\^32|int_max|integer overflow)\b"),
+        None,
+    ),
+    (
+        "prose-dp-attention",
+        re.compile(
+            r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
+        ),
+        None,
+    ),
+    ("prose-oom", re.compile(rf"{_OOM}|报错|显存不足"), None),
+    (
+        "prose-multimodal",
+        re.compile(
+            r"\b(images?|vision|visual|pixels?|max_pixels|videos?|multimodal|multi-modal|encoder|vit|"
+            r"qwen\d?(\.\d)?[-_ ]?vl\w*|llava|internvl\w*|minicpm-?v\w*)\b"
+        ),
+        re.compile(_MEM),
+    ),
+)
+
+# Machine text, never prose: a table row or header (cells, column runs), a key=value or dict dump, a stack
+# frame or exception line, a log line with a level or a process tag, a dmesg/kernel line.
+_TABLE = re.compile(r"^\s*[|+]|\|.*\||\S {3,}\S.* {3,}\S")
+_DUMP = re.compile(
+    r"\w\(\w+=|\w=\{|\w=\[|[{\[]\s*'\w+'\s*:.*'\w+'\s*:|(\b\w+=\S+[,\s]+){4,}|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}"
+)
+_MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
+_WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
+_URL = re.compile(r"\(?https?://\S+\)?")
+# A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).
+# (A URL is kept: the words of a linked page's address are the reporter's pick.)
+_PATH = re.compile(r"(?<![\w:/.~-])[.~]{0,2}(?:/[\w.-]+){2,}(?::\d+)?")
+# A sentence has at least this many words.
+MIN_WORDS = 4
+# Words of a failure in any line, machine text or prose: a document none of whose lines any reader
+# recognised still gets an answer when one of them says this, or gives a memory quantity (exit 2 only when
+# none does). "memory" as a word, not a setting's name (gpu-memory-utilization).
+_FAILURE = re.compile(
+    r"(?i)\b(out of memory|oom(s|ed|killed)?|killed|kill(s|ing)?|sigkill|enomem|vram|exceptions?|errors?|"
+    r"crash\w*|traceback|panic\w*|segfault)\b|(?<![\w-])memory(?![\w-])|显存|内存|报错"
+    r"|\b\d+(\.\d+)?\s?[kmgt]i?b\b"  # a memory quantity (a table of usage, a buffer's size)
+)
+_OUT_OF_MEMORY = re.compile(r"(?i)\b(out of memory|oom(s|ed|killed)?|enomem)\b|显存不足|爆显存")
+
+
+# Chinese and Japanese text writes Latin words and numbers with no space around them ("推理时报OOM",
+# "报ray oom的错"); \b sees no boundary between two word characters, so one is put there before matching.
+_CJK_LATIN = re.compile(
+    r"(?<=[\u3040-\u30ff\u4e00-\u9fff])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[\u3040-\u30ff\u4e00-\u9fff])"
+)
+
+
+def spaced(text: str) -> str:
+    """The text with a space between CJK characters and the Latin words or numbers they touch."""
+    return _CJK_LATIN.sub(" ", text)
+
+
+# Code quoted inside a sentence ("if I set limit_mm_per_prompt={"image": 12}, vLLM will reserve ..."): the
+# sentence around it is judged without it.
+_INLINE = re.compile(r"\s*(?:`[^`]*`|\{[^{}]*\})\s*")
+
+
+def is_prose(line: Line, msg: Message) -> bool:
+    """A reporter's sentence: no log level or process tag, not a table, dump, frame or exception line, and
+    mostly words (code quoted inside the sentence aside)."""
+    if msg.level or msg.tag or _MACHINE.match(line.text.strip()):
+        return False
+    text = _INLINE.sub(" ", line.text.strip())
+    if _TABLE.search(text) or _DUMP.search(text):
+        return False
+    words = _WORD.findall(text)
+    plain = _URL.sub("", text).replace(" ", "")
+    return len(words) >= MIN_WORDS and sum(map(len, _WORD.findall(_URL.sub("", text)))) >= 0.5 * len(plain)
+
+
+class Parser(LineParser):
+    # Prose is only read in small documents (read whole), never through the gates.
+    GATES = ()
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.seen: set[str] = set()
+        self.failure: tuple[Line, str] | None = None  # the first line with a failure word (the fallback)
+
+    def feed(self, line: Line, msg: Message) -> None:
+        raw = line.text.strip()
+        text = spaced(raw)  # matched with CJK/Latin boundaries marked; shown as written
+        if self.failure is None and _FAILURE.search(text):
+            self.failure = (line, text)
+        elif (
+            self.failure is not None
+            and not _OUT_OF_MEMORY.search(self.failure[1])
+            and _OUT_OF_MEMORY.search(text)
+        ):
+            self.failure = (line, text)  # an out-of-memory line says more than an earlier "error"
+        if len(text) < 12 or len(text) > 4000 or any(b in text for b in BOILERPLATE):
+            return
+        if not is_prose(line, msg):
+            return  # engine and tool output describe nothing about the failure in words
+        low = _PATH.sub(" ", text.lower())
+        for name, first, second in RULES:
+            if second is not None and not second.search(low):
+                continue
+            # Any mention said without a negation counts ("no leak in the forward ... the leaking memory");
+            # for CUDA graphs the first mention decides, a negated one kept as its negation ("not related to
+            # CUDA graphs, disabling CUDA graphs did not help").
+            found = [bool(_NEG.search(low[: m.start()])) for m in first.finditer(low)]
+            if not found:
+                continue
+            if name == "prose-cudagraph" and found[0]:
+                self._emit(line, raw, "prose-not-cudagraph")
+            elif not all(found):
+                self._emit(line, raw, name)
+
+    def _emit(self, line: Line, text: str, name: str) -> None:
+        self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
+
+    def finish(self) -> None:
+        """Nothing in the document was recognised, yet a line names a failure: say so (one fact), so the
+        diagnosis answers with the usual causes and the evidence to collect instead of refusing."""
+        if self.ctx.facts or self.failure is None:
+            return
+        line, text = self.failure
+        oom = 1.0 if _OUT_OF_MEMORY.search(text) else 0.0
+        self.ctx.emit(
+            Signal(
+                where=self.ctx.where_no(line.no),
+                text=self.ctx.clip(line.text.strip()),
+                name="failure-words",
+                numbers=(("out_of_memory", oom),),
+            )
+        )

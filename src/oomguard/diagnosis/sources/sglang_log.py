@@ -1,0 +1,179 @@
+"""SGLang server logs: the weight-load and memory-pool lines, the CUDA-graph lines, the batch lines (running,
+queue, token usage), the server-args line, its memory errors (its "GB" is GiB) and its KV allocator's own leak
+check."""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import Flags, LoadSample, Version
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import LineParser, Message, to_float
+from oomguard.diagnosis.sources.triggers import Triggers
+from oomguard.diagnosis.sources.vllm_log import clean_value, parse_argv
+from oomguard.units import GiB as _GIB
+
+_LOAD_END = re.compile(
+    r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
+)
+_PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
+_TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
+_BATCH = re.compile(
+    r"#running-req:\s*(?P<run>\d+).*?token usage:\s*(?P<u>\d+(?:\.\d+)?)(?:.*?#queue-req:\s*(?P<q>\d+))?"
+)
+_ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
+_ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
+_VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
+_LEAK_CHECK = re.compile(r"available_size=(?P<avail>\d+).*?max_total_num_tokens=(?P<total>\d+)")
+_LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "#running-req",
+            "Load weight end",
+            "Load weight begin",
+            "profiled value",
+            "max_total_num_tokens",
+            "KV Cache is allocated",
+            "Memory pool end",
+            "Capture cuda graph begin",
+            "Capture cuda graph end",
+            "apture cuda graph failed",
+            "apture CUDA graph failed",
+            "Prefill out of memory",
+            "Decode out of memory",
+            "Not enough memory",
+            "memory capacity is unbalanced",
+            "leave no GPU memory for the KV cache",
+            "memory leak detected",
+            "Retract",
+            "retract",
+            "ServerArgs(",
+            "sglang",
+        )
+    )
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "token usage" in body and "#running-req" in body:
+            m = _BATCH.search(body)
+            if m:
+                self.ctx.emit(
+                    LoadSample(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        running=int(m.group("run")),
+                        waiting=int(m.group("q")) if m.group("q") else None,
+                        kv_usage=float(m.group("u")),
+                        engine=msg.tag,
+                    )
+                )
+            return
+        if "Load weight end" in body:
+            m = _LOAD_END.search(body)
+            if m:
+                self.ctx.startup_number(
+                    line, msg, "sglang_avail_after_load_bytes", float(m.group("avail")) * _GIB
+                )
+                self.ctx.startup_number(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
+            self.ctx.signal(line, body, "milestone-weights-loaded")
+        if "Load weight begin" in body:
+            self.ctx.signal(line, body, "milestone-weights-loading")
+        if "profiled value" in body:
+            m = _PROFILED.search(body)
+            if m and int(m.group("v")) <= 0:
+                self.ctx.signal(
+                    line, body, "sglang-negative-token-budget", profiled_tokens=float(m.group("v"))
+                )
+        if "max_total_num_tokens" in body:
+            m = _TOTAL_TOKENS.search(body)
+            if m:
+                value = int(m.group("v"))
+                self.ctx.startup_number(line, msg, "sglang_max_total_tokens", value)
+                if value <= 0:
+                    self.ctx.signal(line, body, "sglang-negative-token-budget", profiled_tokens=value)
+            elif "negative" in body.lower():
+                self.ctx.signal(line, body, "sglang-negative-token-budget")
+        if "KV Cache is allocated" in body or "Memory pool end" in body:
+            self.ctx.signal(line, body, "milestone-kv-sized")
+        if "Capture cuda graph begin" in body:
+            self.ctx.signal(line, body, "milestone-cudagraph-start")
+        if "Capture cuda graph end" in body:
+            self.ctx.signal(line, body, "milestone-cudagraph-done")
+        if ("apture cuda graph failed" in body or "apture CUDA graph failed" in body) and "memory" in body:
+            self.ctx.signal(line, body, "sglang-cudagraph-failed")
+        if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:
+            self.ctx.signal(line, body, "sglang-kv-alloc-failed")
+        if "Not enough memory" in body and "mem-fraction-static" in body:
+            self.ctx.signal(line, body, "sglang-not-enough-memory")
+        if "leave no GPU memory for the KV cache" in body:
+            # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
+            self.ctx.signal(line, body, "sglang-not-enough-memory")
+        if "memory leak detected" in body and (
+            "kv_pool" in body or "req_to_token_pool" in body or "pool memory leak" in body
+        ):
+            # Newer SGLang's invariant checker: "pool memory leak detected! [full] total=N, available=M".
+            # The scheduler's idle self-check (check_memory): "token_to_kv_pool_allocator memory leak
+            # detected! available_size=..., protected_size=..., self.max_total_num_tokens=...".
+            m = _LEAK_CHECK.search(body)
+            self.ctx.signal(
+                line,
+                body,
+                "engine-leak-check",
+                available_tokens=to_float(m.group("avail")) if m else None,
+                total_tokens=to_float(m.group("total")) if m else None,
+            )
+        if "memory capacity is unbalanced" in body:
+            self.ctx.signal(line, body, "sglang-unbalanced-memory")
+        if ("Retract" in body or "retract" in body) and (
+            "KV cache pool is full" in body or "#retracted" in body or "Retract requests" in body
+        ):
+            self.ctx.signal(line, body, "sglang-retract")
+        if "ServerArgs(" in body:
+            m = _ARGS.search(body)
+            if m:
+                items = tuple((a.group("k"), clean_value(a.group("v"))) for a in _ARG.finditer(m.group("a")))
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="sglang-args",
+                        flags=items + (("engine", "sglang"),),
+                    )
+                )
+        if "sglang" in body:
+            m = _LAUNCH.search(body)
+            if m:
+                flags = parse_argv(m.group("rest"), positional_model=False)
+                self.ctx.emit(
+                    Flags(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        origin="command-line",
+                        flags=tuple(flags.items()) + (("engine", "sglang"),),
+                    )
+                )
+            v = _VERSION.search(body)
+            if v:
+                self.ctx.emit(
+                    Version(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        engine="sglang",
+                        version=v.group("v"),
+                    )
+                )
+        if (
+            "[" in line.text[:3]
+            and " TP" in line.text[:40]
+            and msg.tag.startswith(("TP", "DP"))
+            and "Decode batch" not in body
+        ):
+            pass  # SGLang's own prefix ("[2025-07-02 07:41:58 DP0 TP0]"): recognised by split_prefix
+
+
+def to_bytes_gib(text: str) -> float | None:
+    value = to_float(text)
+    return None if value is None else value * _GIB

@@ -1,0 +1,180 @@
+"""TensorRT-LLM's own lines (C++ runtime, its Triton backend): the KV pool it sized, the check that the pool
+holds one sequence, and the executor step a runtime failure came in.
+
+Formats (TensorRT-LLM cpp/tensorrt_llm/batch_manager, tensorrtllm_backend):
+- "[TensorRT-LLM][INFO] Using 693 tokens in paged KV cache."
+- "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 0.10 GiB for max tokens in paged KV cache (2112)."
+- "maxTokensInPagedKvCache must be large enough to process at least 1 sequence to completion (i.e. must
+  be larger than beam_width * tokensPerBlock * maxBlocksPerSeq)": the pool is below one engine-max-length
+  sequence, which is what `max-model-len-exceeds-kv` means (the engine's max input + output length is the max
+  model len).
+- "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: ...": the failure came in a step of
+  the running executor, not at startup.
+- "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left."
+  (batch_manager/kvCacheManager.cpp): a running request found the paged KV pool empty (`kv-pool-dry`).
+- "Error storing task=1 in PEFT cache -- ...": the LoRA (PEFT) cache cannot hold the adapter
+  (`lora-cache-full`); "Using N bytes for LoRA host cache" / "LoRA device cache" give its sizes.
+- The PyTorch backend's executor creation (tensorrt_llm/_torch/pyexecutor/py_executor_creator.py): "Executor
+  creation failed due to insufficient GPU memory." then "The following component could not be created: C",
+  "Total GPU memory (GiB): T" and one "Component: free before / free after" line per component created before
+  it. The component is the step: "Model" the weights, "Sampler" the sampler's buffers, "Initial KV cache" and
+  "KV cache" the KV pool, "Additional executor resources" the warm-up of the largest batch (activations and
+  CUDA graphs), "Drafter" / "Draft model" the speculative decoder.
+And TensorRT's own allocator (engine build and execution-context creation, which TensorRT-LLM engines go
+through): "Requested amount of GPU memory (3887181312 bytes) could not be allocated. There may not be enough
+free memory for allocation to succeed." and "Error Code 2: OutOfMemory (Requested size was N bytes.)" / "(no
+further information)"; and its builder skipping a kernel tactic whose workspace does not fit: "Tactic Device
+request: 41472MB Available: 40338MB. Device memory is insufficient to use tactic." (the engine's largest
+shapes, set by max_batch_size x max_input_len at build time, need that much activation memory).
+The memory figures of "Memory usage when calculating max tokens in paged kv cache" and the CUDA runtime errors
+are read by the allocator reader (traceback.py, allocator.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import OomMessage
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.triggers import Triggers
+from oomguard.units import GiB as GIB
+
+_USING_TOKENS = re.compile(r"Using (?P<n>\d+) tokens in paged KV cache")
+_ALLOCATED = re.compile(r"Allocated (?P<v>[\d.]+ [KMG]iB) for max tokens in paged KV cache \((?P<n>\d+)\)")
+_BELOW_ONE_SEQUENCE = "must be large enough to process at least 1 sequence"
+_NO_FREE_BLOCKS = "No free blocks left"
+# batch_manager/peftCacheManager.cpp: "Error storing task=1 in PEFT cache -- <why>" (the pages are full).
+_PEFT_FULL = re.compile(r"Error storing task=\S+ in PEFT cache")
+_LORA_CACHE = re.compile(r"Using (?P<n>\d+) bytes for LoRA (?P<where>host|device) cache")
+_CREATION_FAILED = "Executor creation failed due to insufficient GPU memory"
+_COMPONENT = re.compile(r"The following component could not be created: (?P<c>[^\n(]+)")
+_TOTAL_GIB = re.compile(r"Total GPU memory \(GiB\): (?P<v>[\d.]+)")
+_MODEL_STEP = re.compile(r"^Model: (?P<before>[\d.]+) / (?P<after>[\d.]+)\s*$")
+# What the executor's component that failed to be created means, as the signal whose class it is.
+_COMPONENT_SIGNAL = (
+    ("Initial KV cache", "no-kv-cache-memory"),
+    ("KV cache", "no-kv-cache-memory"),
+    ("Additional executor resources", "prefill-tokens-dont-fit"),
+    ("Sampler", "sampler-warmup-oom"),
+)
+# The report's lines after its first: the component, the total, one line per component created before it.
+_CREATION_REPORT_LINES = 12
+_TACTIC = re.compile(r"Tactic Device request: (?P<req>\d+)MB Available: (?P<free>\d+)MB")
+_TRT_REQUESTED = re.compile(
+    r"Requested amount of GPU memory \((?P<n>\d+) bytes\) could not be allocated|"
+    r"Error Code 2: OutOfMemory \((?:Requested size was (?P<size>\d+) bytes)?"
+)
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "tokens in paged KV cache",
+            "for max tokens in paged KV cache",
+            _BELOW_ONE_SEQUENCE,
+            "error in forwardAsync",
+            "Requested amount of GPU memory",
+            "Error Code 2: OutOfMemory",
+            _NO_FREE_BLOCKS,
+            "PEFT cache",
+            "for LoRA",
+            _CREATION_FAILED,
+            "Tactic Device request",
+        )
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.kv_tokens: int | None = None
+        self.serving = False
+        self.report_lines = 0  # lines left of the PyTorch executor's creation-failure report
+        self.lora_cache: dict[str, int] = {}
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if "tokens in paged KV cache" in body:
+            m = _USING_TOKENS.search(body)
+            if m:
+                self.kv_tokens = int(m.group("n"))
+                self.ctx.startup_number(line, msg, "kv_cache_tokens", self.kv_tokens)
+        if "for max tokens in paged KV cache" in body:
+            m = _ALLOCATED.search(body)
+            if m:
+                self.kv_tokens = int(m.group("n"))
+                self.ctx.startup_number(line, msg, "kv_cache_tokens", self.kv_tokens)
+        if _BELOW_ONE_SEQUENCE in body:
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv", kv_cache_tokens=self.kv_tokens)
+        if "Requested amount of GPU memory" in body or "Error Code 2: OutOfMemory" in body:
+            m = _TRT_REQUESTED.search(body)
+            if m:
+                size = m.group("n") or m.group("size")
+                self.ctx.emit(
+                    OomMessage(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        flavor="engine",
+                        requested=int(size) if size else None,
+                    )
+                )
+        if _NO_FREE_BLOCKS in body:
+            self.ctx.signal(line, body, "kv-pool-dry", kv_cache_tokens=self.kv_tokens)
+        if "for LoRA" in body:
+            m = _LORA_CACHE.search(body)
+            if m:
+                self.lora_cache[m.group("where")] = int(m.group("n"))
+        if "PEFT cache" in body and _PEFT_FULL.search(body):
+            self.ctx.signal(
+                line,
+                body,
+                "lora-cache-full",
+                host_cache_bytes=self.lora_cache.get("host"),
+                device_cache_bytes=self.lora_cache.get("device"),
+            )
+        self._executor_creation(line, msg)
+        if "Tactic Device request" in body:
+            m = _TACTIC.search(body)
+            if m:
+                self.ctx.emit(
+                    OomMessage(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(body),
+                        flavor="engine",
+                        requested=int(m.group("req")) << 20,
+                        free=int(m.group("free")) << 20,
+                    )
+                )
+        if "error in forwardAsync" in body and not self.serving:
+            self.serving = True  # the executor's step loop: the server had been running requests
+            self.ctx.signal(line, body, "milestone-serving")
+
+    def busy(self) -> bool:
+        return self.report_lines > 0
+
+    def _executor_creation(self, line: Line, msg: Message) -> None:
+        """The PyTorch executor's report of the component it could not create, and the memory before it."""
+        body = msg.body.strip()
+        if _CREATION_FAILED in body:
+            self.report_lines = _CREATION_REPORT_LINES
+            return
+        if not self.report_lines:
+            return
+        self.report_lines -= 1
+        if "could not be created:" in body:
+            m = _COMPONENT.search(body)
+            if m:
+                component = m.group("c").strip()
+                names = [n for prefix, n in _COMPONENT_SIGNAL if component.startswith(prefix)]
+                if component == "Model":
+                    names = ["load-model-failed"]
+                if names:
+                    self.ctx.signal(line, body, names[0])
+        elif "Total GPU memory (GiB)" in body:
+            m = _TOTAL_GIB.search(body)
+            if m:
+                self.ctx.startup_number(line, msg, "gpu_total_bytes", float(m.group("v")) * GIB)
+        elif body.startswith("Model: "):
+            m = _MODEL_STEP.match(body)
+            if m:
+                weights = (float(m.group("before")) - float(m.group("after"))) * GIB
+                self.ctx.startup_number(line, msg, "weights_bytes", weights)

@@ -1,0 +1,82 @@
+"""Text Generation Inference (and its forks, LoRAX): the launcher's steps and how its processes ended.
+
+TGI starts a shard (downloads and loads the weights), waits for it to be ready, warms it up (a prefill of
+`--max-batch-prefill-tokens` through the model: its profile run), sizes the KV blocks from what is left, and
+serves through the router. Formats (text-generation-inference launcher/src/main.rs, router/src, server/):
+- "Starting shard rank=0" / "Starting download process." (weights)
+- "Shard ready in 12.3s rank=0" / "Shard 0 ready in ..." (the weights are in; warm-up next)
+- "Warming up model" (router) / "Method Warmup encountered an error." (server)
+- "Connected" (the router is serving) and request spans "batch{batch_size=1}:prefill" / ":decode"
+- "Shard 0 failed to start" / "Error: ShardCannotStart": with an out-of-memory error before it and no shard
+  ready, the weights did not load (`load-model-failed`).
+- "... process was signaled to shutdown with signal 9" (SIGKILL: the OOM killer) and "... signal 7" (SIGBUS:
+  a write past the end of /dev/shm, too small in a container without `--shm-size`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.triggers import Triggers
+
+_SIGNALED = re.compile(r"process was signaled to shutdown with signal (?P<sig>\d+)")
+_READY = re.compile(r"\bShard (?:\d+ )?ready in\b")
+_FAILED_TO_START = ("failed to start", "ShardCannotStart")
+_OOM = ("out of memory", "OutOfMemoryError")
+_REQUEST_SPAN = re.compile(r"\bbatch\{batch_size=\d+\}:(?:prefill|decode)")
+SIGKILL, SIGBUS = 9, 7
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            "Starting shard",
+            "Starting download process",
+            "ready in",
+            "Warming up model",
+            "Method Warmup",
+            "Connected",
+            "batch{batch_size=",
+            *_FAILED_TO_START,
+            *_OOM,
+            "signaled to shutdown",
+        )
+    )
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.oom_seen = False
+        self.ready = False
+        self.said: set[str] = set()
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if any(w in body for w in _OOM):
+            self.oom_seen = True
+        if "Starting shard" in body or "Starting download process" in body:
+            self._once(line, body, "milestone-weights-loading")
+        if "ready in" in body and _READY.search(body):
+            self.ready = True
+            self._once(line, body, "milestone-weights-loaded")
+        if "Warming up model" in body or "Method Warmup" in body:
+            self.ready = True
+            self._once(line, body, "milestone-profile")
+        if ("Connected" in body and "text_generation_router" in body) or (
+            "batch{batch_size=" in body and _REQUEST_SPAN.search(body)
+        ):
+            self._once(line, body, "milestone-serving")
+        if any(w in body for w in _FAILED_TO_START) and self.oom_seen and not self.ready:
+            self._once(line, body, "load-model-failed")
+        if "signaled to shutdown" in body:
+            m = _SIGNALED.search(body)
+            if m and int(m.group("sig")) == SIGKILL:
+                self.ctx.signal(line, body, "host-killed")
+            elif m and int(m.group("sig")) == SIGBUS:
+                self.ctx.signal(line, body, "host-enomem")  # shared memory (/dev/shm) exhausted
+
+    def _once(self, line: Line, body: str, name: str) -> None:
+        if name not in self.said:
+            self.said.add(name)
+            self.ctx.signal(line, body, name)

@@ -1,0 +1,355 @@
+"""Python tracebacks and allocator errors: PyTorch's OutOfMemoryError with all its parts, the
+expandable-segments mapper, ROCm's HSA error, XPU, CUDA runtime errors, int32 index math, illegal memory
+access, DeepEP/NVSHMEM/NCCL failures, host ENOMEM; and the stack frames with the code under them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import Frame, OomMessage
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources import allocator
+from oomguard.diagnosis.sources.base import LineParser, Message, continuation, log_size
+from oomguard.diagnosis.sources.triggers import Triggers
+
+
+def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
+    return log_size(m.group(group)) if m else None
+
+
+_HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
+# (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
+_BARE_WORD = re.compile(r"^[\w]+$")
+
+
+# Out-of-memory words that start an allocator message worth reading whole.
+_OOM_WORDS = ("out of memory", "OutOfMemory", "Tried to allocate", "memory mapping failed")
+# Other engines' explicit memory errors: TGI's warm-up ("Not enough memory to handle N prefill tokens"),
+# TensorRT-LLM's ("[TensorRT-LLM][ERROR] ... out of memory" / "OutOfMemory"), llama.cpp-style "failed to
+# allocate ... buffer".
+# TensorRT-LLM: "Memory usage when calculating max tokens in paged kv cache: total: 22.19 GiB, available: 0.11
+# GiB"
+_TRT_KV = re.compile(
+    r"max tokens in paged kv cache: total: (?P<total>[\d.]+ [KMG]iB), available: (?P<avail>[\d.]+ [KMG]iB)"
+)
+# Below this (or 2% of the device) TensorRT-LLM's KV pool has next to nothing.
+TRT_KV_TINY = 1 << 29
+_PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
+# TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
+_TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
+# The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool,
+# TGI's block allocator ("Out of available cache blocks: asked 107, only 4 free blocks"), TurboMind's sequence
+# cache ("[TM][ERROR] No enough cache entries"), atlas's ("KV cache exhausted: no free blocks").
+_KV_DRY = re.compile(
+    r"lack of CPU swap space|No space left for only one request|available_size\(\)=[\d.]+ < need_size|"
+    r"not enough KV cache space|Out of memory\. Please try to increase --mem-fraction-static|"
+    r"Out of available cache blocks|No enough cache entries|KV cache exhausted: no free blocks|"
+    # llama.cpp's decode finding no room in its KV cache for a batch (llama_decode returns 1), as llama.cpp
+    # and node-llama-cpp word it
+    r"failed to find (?:a )?(?:memory|KV cache) slot|failed to find free space in the KV cache|"
+    r"could not find a KV slot|"
+    # TensorRT-LLM's KV cache manager: "Can't allocate new blocks. No free blocks left."
+    r"No free blocks left"
+)
+# vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
+# host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
+# space."
+_SWAP_TOO_LARGE = re.compile(
+    r"Too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
+    r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
+)
+_ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
+# An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
+# Ray: an actor died (its worker process exited, often SIGKILLed by the OOM killer) and the raylet's report
+# of workers killed for memory pressure.
+_RAY_ACTOR_DIED = (
+    "ActorDiedError",
+    "The actor died unexpectedly",
+    "actor is dead because its worker process",
+)
+_RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(
+        words=(
+            'File "',
+            "ray.exceptions.OutOfMemoryError",
+            "running low on memory",
+            "out of memory",
+            "OutOfMemory",
+            "Tried to allocate",
+            "memory mapping failed",
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
+            "HSA_STATUS_ERROR_OUT_OF_MEMORY",
+            "OUT_OF_DEVICE_MEMORY",
+            "canUse32BitIndexMath",
+            "INT32_MAX",
+            "illegal memory access",
+            "NCCL error",
+            "Cannot allocate memory",
+            "bad_alloc",
+            "DefaultCPUAllocator: not enough memory",
+            "MemoryError",
+            "requires more system memory",
+            "HostRegister failed",
+            "Too large swap space",
+            # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
+            "Error",
+            "Exception",
+            "The actor died unexpectedly",
+            "actor is dead because",
+            "killed due to memory pressure",
+            # CUDA runtime allocation failures of C++ code (allocator.RUNTIME_OOM) and other engines' errors
+            "cudaMalloc",
+            "CUBLAS_STATUS_ALLOC_FAILED",
+            "cudaErrorMemory",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            "hipErrorOutOfMemory",
+            "Not enough memory to handle",
+            "exceeds the memory usage threshold",
+            "NCCL WARN Cuda failure",
+            "max tokens in paged kv cache",
+            "lack of CPU swap space",
+            "No space left for only one request",
+            "need_size",
+            "not enough KV cache space",
+            "Out of available cache blocks",
+            "No enough gpu memory for kv cache",
+            "No enough cache entries",
+            "KV cache exhausted",
+            "failed to find",
+            "could not find a KV slot",
+            "No free blocks left",
+            "Not enough host memory available",
+            "RuntimeBuffers::reshape",
+        ),
+        caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
+    )
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if 'File "' in body:
+            self._frame(line, msg)
+            return
+        if self._ray(line, body):
+            return
+        self._allocator(line, msg)
+        self._engine_memory_errors(line, body)
+        self._kernel_errors(line, body)
+        self._host_enomem(line, body)
+        self._exception(line, body)
+
+    def _ray(self, line: Line, body: str) -> bool:
+        """Ray's memory monitor (host RAM, not the GPU) and its actor deaths."""
+        if (
+            "ray.exceptions.OutOfMemoryError" in body
+            or "running low on memory" in body
+            or "exceeds the memory usage threshold" in body
+            or _RAY_PRESSURE.search(body)
+        ):
+            self.ctx.signal(line, body, "ray-memory-kill")
+            return True
+        if any(k in body for k in _RAY_ACTOR_DIED):
+            self.ctx.signal(line, body, "ray-actor-died")
+            return True
+        return False
+
+    def _allocator(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        if not any(w in body for w in _OOM_WORDS) and not allocator.runtime_oom(body):
+            return
+        if "warming up" in body:
+            return  # vLLM's own sampler/pooler warm-up message, read by the vLLM parser
+        text = _join_head(body, line)
+        report = allocator.read(text)
+        if report is None:
+            if not (
+                "CUDA out of memory" in body
+                or "OutOfMemoryError" in body
+                or "HIP out of memory" in body
+                or re.search(r"(?i)\b(GPU|CUDA|HIP|device)\b.{0,40}\bout of memory\b", body)
+            ):
+                return
+            report = allocator.AllocatorReport("torch")
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(text),
+                flavor=report.flavor,
+                requested=report.requested,
+                device=report.device,
+                total=report.total,
+                free=report.free,
+                this_process=report.this_process,
+                processes=report.processes,
+                allocated=report.allocated,
+                private_pools=report.private_pools,
+                reserved_unallocated=report.reserved_unallocated,
+                process_tag=msg.tag,
+            )
+        )
+        if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
+            self.ctx.signal(line, text, "cudagraph-estimate-hint")
+        if "cumem_allocator" in text:
+            self.ctx.signal(line, text, "sleep-mode-oom")
+
+    def _engine_memory_errors(self, line: Line, body: str) -> None:
+        """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
+        if "HSA_STATUS_ERROR_OUT_OF_RESOURCES" in body or "HSA_STATUS_ERROR_OUT_OF_MEMORY" in body:
+            free = _size(_HSA_FREE.search(body))
+            self.ctx.emit(
+                OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="hsa", free=free)
+            )
+            self.ctx.signal(line, body, "hsa-out-of-resources")
+        if "OUT_OF_DEVICE_MEMORY" in body:
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu"))
+        m = _TRT_KV.search(body)
+        if m:
+            total, available = log_size(m.group("total")), log_size(m.group("avail"))
+            if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
+                self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
+        if "No enough gpu memory for kv cache" in body:  # LMDeploy's PyTorch engine sizing its blocks
+            self.ctx.signal(line, body, "no-kv-cache-memory")
+        m = _TOTAL_TOKENS.search(body)
+        if m:
+            self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
+        if _KV_DRY.search(body):
+            self.ctx.signal(line, body, "kv-pool-dry")
+        if "RuntimeBuffers::reshape" in body:
+            self.ctx.signal(line, body, "trt-runtime-buffers")
+        m = _PREFILL_TOKENS.search(body)
+        if m:
+            self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
+        if _ALLOC_BUFFER.search(body):
+            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+
+    def _kernel_errors(self, line: Line, body: str) -> None:
+        if "canUse32BitIndexMath" in body or "INT32_MAX" in body:
+            self.ctx.signal(line, body, "int32-index-math")
+        if "illegal memory access" in body:
+            self.ctx.signal(line, body, "illegal-memory-access")
+        low = body.lower()
+        if ("deep_ep" in low or "deepep" in low) and any(
+            w in low for w in ("error", "invalid", "fail", "assert")
+        ):
+            self.ctx.signal(line, body, "deepep-error")
+        if "nvshmem" in low and any(w in low for w in ("alloc", "fail", "error", "out of")):
+            self.ctx.signal(line, body, "nvshmem-alloc")
+        if "NCCL error" in body or "NCCL WARN Cuda failure" in body:
+            self.ctx.signal(line, body, "nccl-error")
+
+    def _host_enomem(self, line: Line, body: str) -> None:
+        if (
+            "Cannot allocate memory" in body
+            or "bad_alloc" in body
+            or "DefaultCPUAllocator: not enough memory" in body
+            or "requires more system memory" in body
+            or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
+            # SGLang's hierarchical cache sizing its host pool: "Not enough host memory available.
+            # Requesting 40.00 GB but only have 44.87 GB free."
+            or "Not enough host memory available" in body
+            or ("MemoryError" in body and re.search(r"\bMemoryError\b", body))
+        ) and "CUDA" not in body:
+            self.ctx.signal(line, body, "host-enomem")
+            return
+        swap = _SWAP_TOO_LARGE.search(body)
+        if swap:  # the engine refused pinned CPU swap blocks larger than the host's memory
+            self.ctx.signal(
+                line,
+                body,
+                "host-enomem",
+                swap_bytes=log_size(swap.group("swap")),
+                host_total_bytes=log_size(swap.group("total")),
+            )
+
+    def _exception(self, line: Line, body: str) -> None:
+        """Any exception line is a failure: with nothing else recognised it still gets an answer ('other',
+        with the evidence to collect)."""
+        m = _EXCEPTION.match(body.strip())
+        if m:
+            self.ctx.signal(line, body, "exception")
+
+    def _frame(self, line: Line, msg: Message) -> None:
+        m = _FRAME.search(msg.body)
+        if not m:
+            return
+        func = m.group("func") or ""
+        after = line.following()
+        code = ""
+        if after:
+            nxt = split_body(after[0])
+            if func.endswith("_") and _BARE_WORD.match(nxt):  # "in get_" wrapped onto "kv_cache_configs"
+                func += nxt
+                after = after[1:]
+                nxt = split_body(after[0]) if after else ""
+            if (
+                nxt
+                and not nxt.startswith(("File ", "Traceback"))
+                and ":" not in nxt[:40].split("(")[0]
+                or nxt
+                and not nxt.startswith(("File ", "Traceback"))
+                and "=" in nxt
+            ):
+                code = nxt.strip()[:200]
+        self.ctx.emit(
+            Frame(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(msg.body),
+                path=m.group("path"),
+                lineno=int(m.group("no")) if m.group("no").isdigit() else 0,
+                function=func,
+                code=code,
+            )
+        )
+
+
+def split_body(raw: str) -> str:
+    from oomguard.diagnosis.sources.base import split_prefix
+
+    return split_prefix(raw).body.strip()
+
+
+def _join_head(body: str, line: Line) -> str:
+    """The message plus its wrapped continuation lines (joined without a separator; regexes allow \\s*)."""
+    parts = [body.rstrip()]
+    for raw in line.following()[:3]:
+        nxt = split_body(raw)
+        if (
+            not nxt
+            or nxt.startswith(("File ", "Traceback"))
+            or "Tried to allocate" in nxt
+            or "OutOfMemory" in nxt
+        ):
+            break  # a new message (another rank's OOM), not a continuation
+        if any(
+            k in nxt
+            for k in (
+                "is free",
+                "memory in use",
+                "by PyTorch",
+                "private pools",
+                "capacity",
+                "which",
+                "bytes",
+                "total:",
+                "unallocated",
+            )
+        ) or not split_prefix_flag(raw):
+            parts.append(nxt)
+        else:
+            break
+    return "".join(parts) if len(parts) > 1 else body
+
+
+def split_prefix_flag(raw: str) -> bool:
+    from oomguard.diagnosis.sources.base import split_prefix
+
+    m = split_prefix(raw)
+    return bool(m.level or m.tag)
+
+
+__all__ = ["Parser", "continuation"]

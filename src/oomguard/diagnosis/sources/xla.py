@@ -1,0 +1,71 @@
+"""XLA's allocator on TPUs (vLLM's TPU backends, tpu-inference, sglang-jax, JAX): what it asked for and what
+was free, and the compiler running out of a core's scratch memory (not the device's HBM).
+
+Formats (XLA's PJRT TPU client, as torch_xla and JAX raise them; sizes in XLA's short binary units: "896.00M",
+"1.2G", "0B"):
+- "RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 896.00M. That was not possible.
+  There are 295.08M free.; (0x0x0_HBM0)"
+- "RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 12.34G at the bottom of memory. That was
+  not possible. There are 10.20G free, 0B reserved, and 10.20G reservable."
+- "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.20G."
+- "XLA:TPU compile permanent error. Ran out of memory in memory space smem. Used 1.00M of 1.00M smem." (also
+  vmem): a kernel's parameters or temporaries overflow the core's small scalar/vector memory while it is
+  compiled; no HBM is missing, so it is a limit of the platform (`platform-limit`), not an allocation failure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnosis.evidence import OomMessage
+from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sources.base import LineParser, Message
+from oomguard.diagnosis.sources.triggers import Triggers
+
+_SIZE = r"(?P<{}>[\d.]+)(?P<{}_unit>[KMGTP]?)B?"
+_ALLOCATE = re.compile(
+    r"Attempting to (?:allocate|reserve) "
+    + _SIZE.format("req", "req")
+    + r"\b.{0,60}?That was not possible\. There are "
+    + _SIZE.format("free", "free")
+    + r" free"
+)
+_TRYING = re.compile(r"Out of memory while trying to allocate " + _SIZE.format("req", "req"))
+_SCRATCH = re.compile(r"Ran out of memory in memory space (?P<space>\w+)")
+# XLA prints sizes with binary prefixes (tsl::strings::HumanReadableNumBytes).
+_UNIT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
+def _bytes(m: re.Match[str], name: str) -> int:
+    return round(float(m.group(name)) * _UNIT[m.group(f"{name}_unit")])
+
+
+class Parser(LineParser):
+    TRIGGERS = Triggers(words=("RESOURCE_EXHAUSTED", "Ran out of memory in memory space"))
+
+    def feed(self, line: Line, msg: Message) -> None:
+        body = msg.body
+        scratch = _SCRATCH.search(body)
+        if scratch:
+            self.ctx.signal(line, body, "platform-limit")
+            return
+        if "RESOURCE_EXHAUSTED" not in body:
+            return
+        m = _ALLOCATE.search(body)
+        if m:
+            requested, free = _bytes(m, "req"), _bytes(m, "free")
+        else:
+            m = _TRYING.search(body)
+            if not m:
+                return
+            requested, free = _bytes(m, "req"), None
+        self.ctx.emit(
+            OomMessage(
+                where=self.ctx.where(line),
+                text=self.ctx.clip(body),
+                flavor="engine",
+                requested=requested,
+                free=free,
+                process_tag=msg.tag,
+            )
+        )
