@@ -101,6 +101,9 @@ ROUND_OF_HARVESTER = {
     "harvest3-vllm": 3,
     "harvest3-other": 3,
     "harvest3-sglang": 3,
+    "harvest4-v0": 4,
+    "harvest4-v1": 4,
+    "harvest4-wrap": 4,
 }
 
 

@@ -7,6 +7,10 @@ Run once per round, when its rows land and before any diagnose rule is changed a
 30% of each root-cause class goes to `frozen.jsonl` (`round(0.3 x n)`, drawn with `random.Random(seed).sample`
 over that class's reports sorted by id), the rest to `tune.jsonl`; the harvest files are removed. The rows are
 moved, never printed: nobody reads the frozen ones.
+
+`--hold NAME` writes the two parts to NAME-tune.jsonl and NAME-frozen.jsonl beside the corpus instead: a round
+held out of every change (rules and the learned prior alike) until it is scored as never-seen reports; the
+parts are appended to tune.jsonl and frozen.jsonl after that.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def split(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--hold", metavar="NAME", help="write NAME-tune.jsonl / NAME-frozen.jsonl instead")
     parser.add_argument("harvests", nargs="+", type=Path)
     args = parser.parse_args()
     rows = [
@@ -58,12 +63,17 @@ def main() -> int:
         print("split_corpus: duplicate ids in the harvest", file=sys.stderr)
         return 2
     tune, frozen = split(fresh, args.seed)
-    for name, part in (("tune.jsonl", tune), ("frozen.jsonl", frozen)):
+    names = (
+        (f"{args.hold}-tune.jsonl", f"{args.hold}-frozen.jsonl")
+        if args.hold
+        else ("tune.jsonl", "frozen.jsonl")
+    )
+    for name, part in zip(names, (tune, frozen), strict=True):
         with (CORPUS / name).open("a") as out:
             out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in part)
     for path in args.harvests:
         path.unlink()
-    print(f"{len(fresh)} reports: {len(tune)} to tune.jsonl, {len(frozen)} to frozen.jsonl")
+    print(f"{len(fresh)} reports: {len(tune)} to {names[0]}, {len(frozen)} to {names[1]}")
     return 0
 
 
