@@ -219,13 +219,13 @@ def test_u4_every_cli_error_is_one_line_of_bounded_length() -> None:
 )
 def test_w2_a_sweep_over_a_name_the_simulation_ignores_is_refused(sweep: str, words: tuple[str, ...]) -> None:
     result = oomguard("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
-                  "--gpu", "H100", "--sweep", sweep)  # fmt: skip
+                      "--gpu", "H100", "--sweep", sweep)  # fmt: skip
     _one_line_error(result, *words)
 
 
 def test_w2_a_sweep_value_that_serves_nothing_is_not_safe() -> None:
     result = oomguard("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
-                  "--gpu", "H100", "--sweep", "max_model_len=1,10", "--json")  # fmt: skip
+                      "--gpu", "H100", "--sweep", "max_model_len=1,10", "--json")  # fmt: skip
     assert result.returncode == 1, result.stderr
     runs = json.loads(result.stdout)
     assert runs["largest_safe"] is None and all(r["finished"] == 0 for r in runs["runs"]), runs
