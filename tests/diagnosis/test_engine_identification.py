@@ -18,6 +18,7 @@ from oomguard.diagnosis.engine_marks import count_marks
 from oomguard.diagnosis.evidence import Evidence
 from oomguard.diagnosis.read import read_one
 from oomguard.diagnosis.remedies import NEUTRAL_SPELLED, Fix
+from oomguard.diagnosis.render import render_json, render_text
 from oomguard.diagnosis.setup import recover_setup
 
 # https://github.com/vllm-project/vllm/issues/15617 (vLLM's V1 logger line and its own KV error text)
@@ -93,7 +94,17 @@ VLLM_EP = (
     "2025-09-24T03:57:04.477874283Z (EngineCore_DP4 pid=1675) Last error:"
 )
 
+# https://github.com/rllm-org/rllm/issues/62 (verl's vLLM rollout: the wrapper's module names its backend)
+VERL_ROLLOUT = (
+    "RuntimeError: Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this "
+    "error.\n(WorkerDict pid=1157807) Traceback (most recent call last):\n"
+    '(WorkerDict pid=1157807)   File "/home/deepscaler-main/verl/verl/workers/rollout/vllm_rollout/'
+    'vllm_rollout.py", line 205, in generate_sequences\n'
+    "(WorkerDict pid=1157807)     output = self.inference_engine.generate("
+)
+
 CASES = {
+    "verl-vllm-rollout": (VERL_ROLLOUT, Engine.VLLM),
     "vllm-kv-error": (VLLM_KV, Engine.VLLM),
     "vllm-process-names": (VLLM_TAGS, Engine.VLLM),
     "sglang-batch-lines": (SGLANG_BATCH, Engine.SGLANG),
@@ -208,3 +219,13 @@ def test_no_unlabelled_vllm_flag_for_unknown_engines_across_the_tuning_corpus() 
             assert not fix.flags or fix.engine or set(fix.flags) == TORCH, (line[:60], fix)
             assert not VLLM_FLAG.search(_unlabelled(fix.summary)), (line[:60], fix.summary)
     assert neutral >= 50  # bare allocator messages, kernel kills, prose
+
+
+def test_the_report_says_which_engine_its_fixes_are_for() -> None:
+    neutral = json.loads(render_json(diagnose(_read(BARE_OOM))))
+    assert neutral["engine"] == "unknown"
+    assert "engine-neutral fixes" in render_text(diagnose(_read(BARE_OOM)))
+    vllm = json.loads(render_json(diagnose(_read(VLLM_KV))))
+    assert vllm["engine"] == "vllm"
+    flagged = [f for c in vllm["causes"] for f in c["fixes"] if f["flags"]]
+    assert flagged and all(f["engine"] == "vllm" for f in flagged)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.engine_levers import identify
+from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
     Evidence,
@@ -119,6 +120,8 @@ class Diagnosis:
     read: tuple[str, ...]
     skipped: tuple[str, ...]
     incidents: tuple[Incident, ...] = ()  # set when the inputs hold several incidents, each diagnosed alone
+    # The engine the evidence comes from (engine_levers.identify), whose options the fixes are in.
+    engine: Engine = Engine.UNKNOWN
 
 
 def _lines(tally: Tally, cls: str, positive: bool) -> tuple[EvidenceLine, ...]:
@@ -239,6 +242,7 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
         ledger=ledger,
         read=tuple(f"{d.name} ({d.kind}, {d.lines:,} lines, {d.facts} facts)" for d in evidence.documents),
         skipped=tuple(mixed_incidents(evidence) + evidence.skipped),
+        engine=engine,
     )
 
 

@@ -106,6 +106,8 @@ MARKS: tuple[Mark, ...] = tuple(
         ("vllm serve", r"\bvllm serve\b"),
         "-m vllm.entrypoints",
         ("vllm", r"\b(?:from|import) vllm\b|\bvllm\.LLM\("),
+        # a wrapper's module for its vLLM backend (verl's rollout, OpenRLHF's engine, FastChat's worker)
+        ("vllm_", r"\bvllm_(?:rollout|engine|worker|backend)\b"),
         ("vLLM Version", r"\bvLLM Version\s*:"),
         "SamplingParams(",
         ("Processed prompts:", r"Processed prompts:.*est\. speed input"),

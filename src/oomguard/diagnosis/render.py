@@ -7,7 +7,13 @@ import json
 from typing import Any
 
 from oomguard.diagnosis.diagnosis import Cause, Diagnosis
+from oomguard.diagnosis.engine_marks import Engine
 
+# The identified engine when the setup did not name it (its fixes are in that engine's options).
+_ENGINE_SHOWN = {
+    Engine.UNKNOWN: "engine ? (engine-neutral fixes)",
+    Engine.OTHER: "an engine without levers here (engine-neutral fixes)",
+}
 # Said of a cause the learned prior lists without any rule evidence for it.
 PRIOR_ONLY = "from similar reports, no direct evidence"
 
@@ -33,6 +39,7 @@ def to_dict(d: Diagnosis) -> dict[str, Any]:
         "phase": d.phase,
         "phase_why": d.phase_why,
         "setup": d.setup.as_dict(),
+        "engine": d.engine.value,
         "memory": [{"item": k, "value": v} for k, v in d.memory],
         "questions": [{"question": q, "answer": a} for q, a in d.questions],
         "separate_top_causes_by": list(d.separate_by),
@@ -49,7 +56,7 @@ def render_json(d: Diagnosis) -> str:
 def _setup_line(d: Diagnosis) -> str:
     s = d.setup
     parts = [
-        s.engine if s.engine != "unknown" else "engine ?",
+        s.engine if s.engine != "unknown" else _ENGINE_SHOWN.get(d.engine, d.engine.value),
         f"v{s.version}" if s.version else "",
         s.model or "model ?",
         s.gpu_name or (f"{s.gpu_total_bytes / (1 << 30):.2f} GiB GPU" if s.gpu_total_bytes else "GPU ?"),
