@@ -36,7 +36,7 @@ from oomguard.diagnosis.setup import recover_setup
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "validation" / "oom_reports_dev.jsonl"
 TUNE = ROOT / "bench" / "data" / "oom_corpus" / "tune.jsonl"
-OUT = ROOT / "src" / "oomguard" / "diagnose" / "data" / "prior.json"
+OUT = ROOT / "src" / "oomguard" / "diagnosis" / "data" / "prior.json"
 # Inverse regularisation strength (bench/prior_cv.py --c compares others).
 C = 0.3
 # A feature must appear in this many training reports to get a weight.
