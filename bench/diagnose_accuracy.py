@@ -104,6 +104,7 @@ ROUND_OF_HARVESTER = {
     "harvest4-v0": 4,
     "harvest4-v1": 4,
     "harvest4-wrap": 4,
+    "harvest4-more": 4,
 }
 
 
