@@ -1,76 +1,95 @@
-"""How much the learned prior adds to `diagnose`, measured by cross-validation on reports it never saw.
+"""How good the learned prior is, alone and blended with the rules, on reports it never saw: cross-validation
+on the tuning part of the corpus.
 
-`diagnose` keeps the rules' first cause and orders places 2.. by the rules' confidence plus the prior's share
-of what the rules leave to "none of these" (`diagnosis.rank`; the prior: `oomguard/diagnosis/prior.py`,
-trained by bench/train_prior.py). Here the same training runs on the 39 development reports plus four of five
-stratified folds of the corpus's tuning part, and the held-out fold is ranked with and without that prior:
-rules alone against rules + prior at places 2+, top-1 and top-3, per fold and over all folds. Top-1 is the
-same by construction. The frozen split is never read here. Needs scikit-learn (the `bench` extra).
+The same training as bench/train_prior.py (the model and its cross-validated temperature) runs on the 39
+development reports plus four of five stratified folds of the tuning part, and the held-out fold is ranked
+three ways: the rules alone, the prior alone (its classes by probability), and `diagnosis.rank`'s blend at
+each weight of --w (at 0 the first cause is the rules' and the prior orders places 2..). Top-1 / top-3 over
+all folds, and how often the first cause is right in each confidence band (for the prior alone, its
+probability). The rules were tuned on these reports, so their numbers here are
+optimistic and the weight is not chosen here: bench/blend_validate.py measures the blend on reports neither
+has seen. The frozen split is never read. Needs scikit-learn (the `bench` extra).
 
-Usage: python bench/prior_cv.py [--seeds 0,1] [--c 0.3,1]
+Usage: python bench/prior_cv.py [--seeds 0,1] [--c 1,3] [--w 0,0.2,0.4]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from sklearn.model_selection import StratifiedKFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_prior import DEV, TUNE, Row, fit, load
+from train_prior import DEV, TUNE, Row, load, train
 
 from oomguard.diagnosis.diagnosis import rank
 from oomguard.diagnosis.prior import Prior
 
 FOLDS = 5
+# Confidence bands of the first cause (bench/diagnose_accuracy.py's), lower bounds.
+BANDS = (0.7, 0.5, 0.3, 0.0)
+
+Ranked = list[tuple[str, float]]
+Ranker = Callable[[Row, Prior], Ranked]
 
 
-def ranked(row: Row, prior: Prior | None) -> list[str]:
-    """The causes `diagnose` would list for the row, with or without the prior."""
-    if not row.answered:
-        return []
-    shares = prior.shares(row.feats) if prior is not None else None
-    return [c for c, _ in rank(row.scores, row.conf, shares)]
+def rules_alone(row: Row, prior: Prior) -> Ranked:
+    return list(rank(row.scores, row.conf, None)) if row.answered else []
 
 
-def hits(rows: list[Row], ranks: list[list[str]], k: int) -> int:
-    return sum(r.want in rk[:k] for r, rk in zip(rows, ranks, strict=True))
+def prior_alone(row: Row, prior: Prior) -> Ranked:
+    return sorted(prior.shares(row.feats).items(), key=lambda kv: -kv[1]) if row.answered else []
 
 
-def fold_line(name: str, r: list[int]) -> str:
-    n = r[0]
-    return (
-        f"  {name:<7} n={n:<4} rules alone {r[1] / n:6.1%} {r[2] / n:6.1%}"
-        f"   rules + prior at places 2+ {r[3] / n:6.1%} {r[4] / n:6.1%}"
-    )
+def blend(weight: float) -> Ranker:
+    def ranked(row: Row, prior: Prior) -> Ranked:
+        return list(rank(row.scores, row.conf, prior.shares(row.feats), weight)) if row.answered else []
+
+    return ranked
+
+
+def band(confidence: float) -> int:
+    return next(i for i, low in enumerate(BANDS) if confidence >= low)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0", help="comma-separated fold seeds")
-    parser.add_argument("--c", default="0.3", help="comma-separated inverse regularisation strengths")
+    parser.add_argument("--c", default="1", help="comma-separated inverse regularisation strengths")
+    parser.add_argument("--w", default="0", help="comma-separated blend weights")
     args = parser.parse_args(argv)
     dev = [Row(r) for r in load(DEV)]
     tune = [Row(r) for r in load(TUNE)]
-    print(f"train: {len(dev)} dev + 4/5 of {len(tune)} tune; score the held-out fifth (top-1 top-3)")
+    rankers: dict[str, Ranker] = {"rules alone": rules_alone, "prior alone": prior_alone}
+    rankers |= {f"blend w={w}": blend(float(w)) for w in args.w.split(",")}
+    print(f"train: {len(dev)} dev + 4/5 of {len(tune)} tune; score the held-out fifth")
+    print(f"{'':24} {'top-1':>6} {'top-3':>6}   first right / listed at >=70% 50-70% 30-50% <30%")
     for c in [float(x) for x in args.c.split(",")]:
         for seed in [int(x) for x in args.seeds.split(",")]:
+            top1 = dict.fromkeys(rankers, 0)
+            top3 = dict.fromkeys(rankers, 0)
+            bands = {name: [[0, 0] for _ in BANDS] for name in rankers}
             folds = StratifiedKFold(FOLDS, shuffle=True, random_state=seed)
-            totals = [0, 0, 0, 0, 0]
-            print(f"\nC={c} fold seed={seed}")
-            for n, (train_i, test_i) in enumerate(folds.split(tune, [r.want for r in tune]), 1):
-                prior = Prior.from_payload(fit(dev + [tune[i] for i in train_i], c))
-                test = [tune[i] for i in test_i]
-                alone = [ranked(r, None) for r in test]
-                both = [ranked(r, prior) for r in test]
-                row = [len(test), hits(test, alone, 1), hits(test, alone, 3)]
-                row += [hits(test, both, 1), hits(test, both, 3)]
-                totals = [a + b for a, b in zip(totals, row, strict=True)]
-                print(fold_line(f"fold {n}", row))
-            print(fold_line("all", totals))
+            for train_i, test_i in folds.split(tune, [r.want for r in tune]):
+                prior = Prior.from_payload(train(dev, [tune[i] for i in train_i], c))
+                for name, ranker in rankers.items():
+                    for row in (tune[i] for i in test_i):
+                        ranked = ranker(row, prior)
+                        names = [c for c, _ in ranked]
+                        top1[name] += names[:1] == [row.want]
+                        top3[name] += row.want in names[:3]
+                        if ranked:
+                            counts = bands[name][band(ranked[0][1])]
+                            counts[0] += names[0] == row.want
+                            counts[1] += 1
+            print(f"C={c} fold seed={seed}")
+            for name in rankers:
+                shown = "  ".join(f"{f'{k}/{n}':>7}" for k, n in bands[name])
+                print(f"  {name:<22} {top1[name] / len(tune):6.1%} {top3[name] / len(tune):6.1%}   {shown}")
     return 0
 
 

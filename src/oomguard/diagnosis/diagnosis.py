@@ -144,25 +144,31 @@ def _confidences(tally: Tally) -> dict[CauseClass, float]:
 
 
 def rank(
-    scores: dict[CauseClass, float], conf: dict[CauseClass, float], shares: dict[str, float] | None
+    scores: dict[CauseClass, float],
+    conf: dict[CauseClass, float],
+    shares: dict[str, float] | None,
+    weight: float = 0.0,
 ) -> list[tuple[CauseClass, float]]:
-    """The causes to list with the confidence shown for each. The first is the rules' (highest score) with
-    their calibrated confidence; without a prior the rest are the other causes with rule weight, by score.
-    With the prior's class shares, places 2.. are ordered by the blended score (the rules' confidence plus
-    the prior's share of what the rules leave to 'none of these') and show it, capped at the place above so
-    the list reads in order (the prior may favour a later cause more than the rules favour the first). A
-    cause without rule weight is listed only from MIN_PRIOR_ONLY up."""
+    """The causes to list with the confidence shown for each. Without a prior: the rules' causes by score,
+    each with its calibrated confidence. With the prior's class shares, each cause's mix is the rules'
+    confidence and the prior's share blended by `weight` ((1 - w) x confidence + w x share): the first cause
+    is the highest mix and shows it (at w = 0 the rules' first with their confidence); places 2.. are ordered
+    by the mix plus the prior's share of what the mix leaves to 'none of these', and show that, capped at the
+    place above so the list reads in order. A cause without rule weight is listed only from MIN_PRIOR_ONLY up.
+    The rules and the prior are about equally right on reports neither has seen and wrong on different ones;
+    the weight is chosen on such reports (bench/blend_validate.py) and shipped with the prior."""
     order = sorted(CLASSES, key=lambda c: (-scores[c], CLASSES.index(c)))
-    first = order[0]
     if shares is None:
-        return [(first, conf[first])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
-    left = max(0.0, 1.0 - sum(conf.values()))
-    blended = {c: conf[c] + left * shares.get(c, 0.0) for c in CLASSES}
+        return [(order[0], conf[order[0]])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
+    mix = {c: (1.0 - weight) * conf[c] + weight * shares.get(c, 0.0) for c in CLASSES}
+    first = min(order, key=lambda c: -mix[c])  # ties keep the rules' order
+    left = max(0.0, 1.0 - sum(mix.values()))
+    blended = {c: mix[c] + left * shares.get(c, 0.0) for c in CLASSES}
     rest = sorted(
-        (c for c in order[1:] if scores[c] > 0 or blended[c] >= MIN_PRIOR_ONLY),
+        (c for c in order if c != first and (scores[c] > 0 or blended[c] >= MIN_PRIOR_ONLY)),
         key=lambda c: (-blended[c], CLASSES.index(c)),
     )
-    shown: list[tuple[CauseClass, float]] = [(first, conf[first])]
+    shown: list[tuple[CauseClass, float]] = [(first, mix[first])]
     for c in rest[: TOP - 1]:
         shown.append((c, min(blended[c], shown[-1][1])))
     return shown
@@ -200,10 +206,11 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
     step = failing_step(evidence, setup)
     tally, sit = score(evidence, setup, step)
     scores = {c: tally.score(c) for c in CLASSES}
-    shares = shipped().shares(features(evidence, sit, setup))
+    prior = shipped()
+    shares = prior.shares(features(evidence, sit, setup))
     engine = identify(evidence, setup)
     causes: list[Cause] = []
-    for i, (cls, confidence) in enumerate(rank(scores, _confidences(tally), shares)):
+    for i, (cls, confidence) in enumerate(rank(scores, _confidences(tally), shares, prior.blend_weight)):
         advice = advise(cls, evidence, setup, step, engine)
         causes.append(
             Cause(
@@ -217,7 +224,7 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
                 advice.verify,
                 advice.next_evidence,
                 advice.notes,
-                from_prior=i > 0 and scores[cls] <= 0,
+                from_prior=scores[cls] <= 0 and (i > 0 or prior.blend_weight > 0),
             )
         )
     ledger = plan_setup(setup)

@@ -962,7 +962,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
         _allocator_quantities(o, t, setup)
-        others = _other_process_bytes(o)
+        others = other_process_bytes(o)
         if others is not None and others >= OTHER_PROCESS_MIN:
             t.add(
                 "other-process-or-shared-gpu",
@@ -1042,7 +1042,7 @@ def outside_pytorch(o: OomMessage) -> int | None:
     )
 
 
-def _other_process_bytes(o: OomMessage) -> int | None:
+def other_process_bytes(o: OomMessage) -> int | None:
     """Bytes held by processes other than the failing one, from the OOM message's process list, or, when the
     message says what this process has in use, what the device's used memory leaves for the others
     (total - free - this process): a container sees no other process's pid, so none is listed, yet their
