@@ -126,7 +126,10 @@ def catalog_match(text: str) -> CatalogEntry | None:
         entry = catalog.get(candidate.lower())
         if entry is not None:
             return entry
-    name = re.sub(r"\.(gguf|ggml|bin|safetensors)$", "", parts[-1].lower())  # a model file's name
+    # A model file's name; an ollama tag ("qwen3:4b") names the model with a colon.
+    name = re.sub(r"\.(gguf|ggml|bin|safetensors)$", "", parts[-1].lower()).replace(":", "-")
+    if name in catalog:
+        return catalog[name]
     best: tuple[int, CatalogEntry] | None = None
     for tail, entry in _by_first_letters().get(name[:3], ()):
         if len(name) <= len(tail) or not name.startswith(tail) or name[len(tail)] not in "-_":
