@@ -307,3 +307,14 @@ def test_the_context_against_the_room_the_weights_leave_uses_the_planners_kv_lay
         line.startswith("+ max_model_len=131072")
         and "gpu_memory_utilization=0.9 leaves about 5.1 GiB" in line
     )
+
+
+def test_a_hugging_face_cache_directory_names_its_model() -> None:
+    # huggingface_hub's cache layout: <cache>/models--{org}--{name}/snapshots/{revision}
+    entry = catalog_match(
+        "/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/9c925d64d72725edaf899c6"
+    )
+    assert entry is not None and entry.id == "Qwen/Qwen3-8B"
+    # https://github.com/vllm-project/vllm/issues/10517 serves one under a renamed cache directory
+    size = model_size("/mnt/models/models--meta-llama--llama-3-1-70b-instruct", {})
+    assert size is not None and size.name == "llama-3-1-70b-instruct" and size.params == 70e9

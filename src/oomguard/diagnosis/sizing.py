@@ -136,7 +136,11 @@ def context_kv(size: ModelSize, flags: dict[str, str], split: Split, total: int)
 
 
 def _name(model: str) -> str:
-    return model.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    """The model's own name in an id or a path (a Hugging Face cache directory read as its 'org/name')."""
+    from oomguard.models.resolve import hub_cache_parts
+
+    parts = hub_cache_parts([p for p in model.replace("\\", "/").split("/") if p])
+    return parts[-1] if parts else model
 
 
 def _precision(text: str) -> tuple[float, str] | None:
