@@ -257,3 +257,64 @@ def test_model_sizes_from_the_catalog_first_then_the_name() -> None:
     assert gguf is not None and gguf.precision.startswith("GGUF q4_k_m")
     bnb = model_size("meta-llama/Llama-3.1-70B-Instruct", {"load_in_4bit": "True"})
     assert bnb is not None and bnb.precision == "4-bit (load_in_4bit)" and bnb.bytes < 45 * GiB
+
+
+# https://github.com/vllm-project/vllm/issues/8731: a 32B model over four 40 GB GPUs (vLLM's `-tp`), a
+# 1,000-token context, a draft model beside it.
+SPEC_DECODE_TP4 = (
+    "CUDA_VISIBLE_DEVICES=0,1,2,3 python -m vllm.entrypoints.openai.api_server --host 0.0.0.0 --port 9000 "
+    "--model Qwen2.5-32B-Instruct -tp 4 --max-model-len 1000 --speculative_model Qwen2.5-7B-Instruct "
+    "--use-v2-block-manager --num_speculative_tokens 5  --speculative-max-model-len 1000 "
+    "--gpu_memory_utilization 0.9\n"
+    "\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 72.00 MiB. GPU 0 has a total capacity of "
+    "39.56 GiB of which 60.81 MiB is free. Process 3179876 has 1.62 GiB memory in use. Process 3179877 has "
+    "1.62 GiB memory in use. Including non-PyTorch memory, this process has 34.61 GiB memory in use. Process "
+    "3179875 has 1.62 GiB memory in use. Of the allocated memory 28.75 GiB is allocated by PyTorch, with "
+    "28.60 MiB allocated in private pools (e.g., CUDA Graphs), and 384.74 MiB is reserved by PyTorch but "
+    "unallocated."
+)
+
+
+def context_lines(text: str) -> list[str]:
+    evidence = read(text)
+    tally, _ = score(evidence, recover_setup(evidence))
+    return [f"{'+' if c.weight > 0 else '-'} {c.why}" for c in tally.of("max-model-len-exceeds-kv")]
+
+
+def test_vllms_short_tp_flag_splits_the_weights() -> None:
+    s = setup_of(SPEC_DECODE_TP4)
+    assert s.flag("tensor_parallel_size") == "4"
+    assert s.weights is not None and s.weights.split.ranks == 4
+    assert 15 * GiB < s.weights.bytes < 16 * GiB  # 61 GiB of bf16 over four, not all of it on one 40 GB GPU
+    assert not [w for w in weights_lines(SPEC_DECODE_TP4) if w.startswith("+")]
+
+
+def test_the_context_against_the_room_the_weights_leave_uses_the_planners_kv_layout() -> None:
+    s = setup_of(SPEC_DECODE_TP4)
+    assert s.context is not None and s.context.tokens == 1000
+    # Qwen2.5-32B: 64 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 256 KiB a token, a quarter per GPU.
+    assert 60 * 1000 * 1024 < s.context.bytes < 70 * 1000 * 1024
+    (line,) = context_lines(SPEC_DECODE_TP4)
+    assert line.startswith("- max_model_len=1000: one 1,000-token request needs about 0.1 GiB of KV per GPU")
+    assert line.endswith("the context fits many times")
+    # The same command on two GPUs at 131,072 tokens: 16 GiB of KV per GPU where 5 GiB are left.
+    long = SPEC_DECODE_TP4.replace("-tp 4 --max-model-len 1000", "-tp 2 --max-model-len 131072")
+    s = setup_of(long)
+    assert s.context is not None and 15.5 * GiB < s.context.bytes < 16.5 * GiB
+    (line,) = context_lines(long)
+    assert (
+        line.startswith("+ max_model_len=131072")
+        and "gpu_memory_utilization=0.9 leaves about 5.1 GiB" in line
+    )
+
+
+def test_a_hugging_face_cache_directory_names_its_model() -> None:
+    # huggingface_hub's cache layout: <cache>/models--{org}--{name}/snapshots/{revision}
+    entry = catalog_match(
+        "/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/snapshots/9c925d64d72725edaf899c6"
+    )
+    assert entry is not None and entry.id == "Qwen/Qwen3-8B"
+    # https://github.com/vllm-project/vllm/issues/10517 serves one under a renamed cache directory
+    size = model_size("/mnt/models/models--meta-llama--llama-3-1-70b-instruct", {})
+    assert size is not None and size.name == "llama-3-1-70b-instruct" and size.params == 70e9

@@ -540,6 +540,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
+    _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
@@ -1608,6 +1609,8 @@ WEIGHTS_SMALL = 0.5
 # for its activations and a KV pool: what is left of the budget below this share of the device cannot start.
 DEFAULT_BUDGET_SHARE = 0.9
 MIN_ROOM_SHARE = 0.1
+# A context whose one request takes at most this share of the room beside the weights is not the problem.
+CONTEXT_SMALL = 0.25
 # The flags that set the engine's budget as a share of the device (vLLM, SGLang).
 BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
@@ -1673,6 +1676,38 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
         unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
         if unsplit <= WEIGHTS_SMALL * total:
             t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
+
+
+def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The KV one request at the setup's context length needs (the planner's layout for a catalog model)
+    against what the engine's budget leaves beside the weights: a context the pool cannot hold once is the
+    context length, not the traffic; one that takes a small part of the room rules it out. (Activations also
+    take from the room, so the room is an upper bound and the rule errs towards not firing.)"""
+    ctx, w = setup.context, setup.weights
+    if ctx is None or w is None or w.device is None or sit.phase == "runtime":
+        return
+    failed = (
+        bool(sit.failures)
+        or ev.has("prose-oom")
+        or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
+    if not failed:
+        return
+    total = w.device.total
+    budget, flag = _budget_share(setup)
+    room = budget * total - w.bytes
+    if room < MIN_ROOM_SHARE * total:
+        return  # the weights leave (next to) nothing: that is theirs (_weights_vs_device)
+    left = f"{flag} leaves" if flag else "the engine's budget leaves"
+    why = (
+        f"{ctx.describe(w.model.catalog_id or w.model.name)}; {left} about {room / GIB:.1f} GiB of the "
+        f"{total / GIB:.0f} GiB device beside {w.bytes / GIB:.1f} GiB of weights"
+    )
+    facts = (w.model.fact, w.device.fact, sit.first_failure)
+    if ctx.bytes >= room:
+        t.add("max-model-len-exceeds-kv", STRONG if ctx.bytes >= total else MEDIUM, why, *facts)
+    elif ctx.bytes <= CONTEXT_SMALL * room:
+        t.add("max-model-len-exceeds-kv", -WEAK, why + ": the context fits many times", *facts)
 
 
 PROSE = {

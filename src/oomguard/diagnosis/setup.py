@@ -18,7 +18,15 @@ from oomguard.diagnosis.evidence import (
     Version,
     Where,
 )
-from oomguard.diagnosis.sizing import Device, ModelSize, WeightsPerGpu, model_size, split_of
+from oomguard.diagnosis.sizing import (
+    ContextKv,
+    Device,
+    ModelSize,
+    WeightsPerGpu,
+    context_kv,
+    model_size,
+    split_of,
+)
 from oomguard.engines.vllm.versions import Behaviour, behaviour_or_newest
 from oomguard.errors import InputFormatError
 
@@ -45,6 +53,12 @@ FLAG_ALIASES = {
     "num_shard": "tensor_parallel_size",
     "torch_dtype": "dtype",
     "quantize": "quantization",
+    # the context one request may hold (ollama/llama.cpp, LMDeploy, TGI)
+    "num_ctx": "max_model_len",
+    "n_ctx": "max_model_len",
+    "ctx_size": "max_model_len",
+    "session_len": "max_model_len",
+    "max_total_tokens": "max_model_len",
     "device_memory_utilization": "gpu_memory_utilization",
     "kv_cache_memory": "kv_cache_memory_bytes",
     "expert_parallel_size": "expert_parallel_size",
@@ -75,6 +89,8 @@ class EngineSetup:
     gpus_named: int | None = None
     # The weights one GPU must hold (model size, precision, split, device), when the model's size is known.
     weights: WeightsPerGpu | None = None
+    # The KV one request at the setup's context length needs per GPU, when the model is a catalog one.
+    context: ContextKv | None = None
 
     def flag(self, name: str) -> str | None:
         return self.flags.get(name)
@@ -171,6 +187,7 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     commanded = model is not None and size is not None and size.fact is model_fact
     split = split_of(flags, gpus_named, command=commanded)
     weights = WeightsPerGpu(size, split, device) if size is not None else None
+    context = context_kv(size, flags, split, device.total) if size is not None and device else None
     return EngineSetup(
         engine=engine,
         version=version,
@@ -186,6 +203,7 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
         device=device,
         gpus_named=gpus_named,
         weights=weights,
+        context=context,
     )
 
 

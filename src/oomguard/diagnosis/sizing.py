@@ -10,13 +10,15 @@ Three phases, each a typed read that keeps where it came from, so the diagnosis 
    when it states no split (then only an assumption, used where it can only make the weights look smaller);
 3. the device (`Device`): its total, from the engine's own line, the allocator message, nvidia-smi, or the
    GPU the report names, through the GPU table of `oomguard.hardware`.
-`WeightsPerGpu` puts them together and says it in one line.
+`WeightsPerGpu` puts them together and says it in one line. A fourth quantity, where the model is a catalog
+one and the setup sets a context length (`ContextKv`): what one request of that length needs of one GPU's KV
+pool, by the planner's own KV layout and fit arithmetic (`engines/vllm/kv.py`), not a second one.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from oomguard.diagnosis.evidence import Fact
@@ -52,6 +54,7 @@ class ModelSize:
     precision: str  # "16-bit", "4-bit (gptq in its name)", "fp8 (the catalog's config)", "GGUF q4_k_m"
     source: str  # "the catalog's Qwen/Qwen3-30B-A3B" | "the 70B in its name"
     fact: Fact | None = None  # the line the model was read from
+    catalog_id: str | None = None  # the catalog model it is (a copy of)
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,40 @@ class WeightsPerGpu:
         return f"{text} [{'; '.join(how)}]"
 
 
+@dataclass(frozen=True)
+class ContextKv:
+    """Phase 4: what one request at the context length the setup sets needs of one GPU's KV pool (the
+    planner's KV layout for the catalog model, at the setup's split and cache dtype)."""
+
+    tokens: int
+    bytes: int
+    flag: str  # the flag that set the length, as the evidence spelled it ("max_model_len=131072")
+
+    def describe(self, model: str) -> str:
+        return (
+            f"{self.flag}: one {self.tokens:,}-token request needs about {self.bytes / GIB:.1f} GiB of KV "
+            f"per GPU (the planner's KV layout for {model})"
+        )
+
+
+def context_kv(size: ModelSize, flags: dict[str, str], split: Split, total: int) -> ContextKv | None:
+    """Phase 4, when the model is a catalog one, the split is stated and the setup sets a context length."""
+    tokens = _int(flags.get("max_model_len"))
+    if size.catalog_id is None or not split.stated or tokens is None:
+        return None
+    kv_flags = dict(flags)
+    if "tensor_parallel_size" not in flags and "pipeline_parallel_size" not in flags and split.ranks > 1:
+        kv_flags["tensor_parallel_size"] = str(split.ranks)  # a model-parallel checkpoint's ranks
+    need = kv_for_context(size.catalog_id, kv_flags, total)
+    return ContextKv(tokens, need, f"max_model_len={tokens}") if need else None
+
+
 def _name(model: str) -> str:
-    return model.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+    """The model's own name in an id or a path (a Hugging Face cache directory read as its 'org/name')."""
+    from oomguard.models.resolve import hub_cache_parts
+
+    parts = hub_cache_parts([p for p in model.replace("\\", "/").split("/") if p])
+    return parts[-1] if parts else model
 
 
 def _precision(text: str) -> tuple[float, str] | None:
@@ -191,10 +226,11 @@ def model_size(model: str | None, flags: dict[str, str], fact: Fact | None = Non
     if catalog is not None:
         cid, params, stored, precision, dtype_bytes = catalog
         if stated is None or dtype_bytes is None:
-            return ModelSize(name, params, stored, precision, f"the catalog's {cid}", fact)
+            return ModelSize(name, params, stored, precision, f"the catalog's {cid}", fact, cid)
         per_param, how = stated
         # The catalog holds the unquantized original; the name or a flag says this copy is quantized.
-        return ModelSize(name, params, stored * per_param / dtype_bytes, how, f"the catalog's {cid}", fact)
+        bytes_ = stored * per_param / dtype_bytes
+        return ModelSize(name, params, bytes_, how, f"the catalog's {cid}", fact, cid)
     counted = params_in_name(model)
     if counted is None:
         return None
@@ -229,3 +265,41 @@ def _int(value: str | None) -> int | None:
     except ValueError:
         return None
     return n if n and n > 0 else None
+
+
+# The flags the KV of one request depends on (besides the model): its length, the split, the cache dtype.
+KV_FLAGS = ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype")
+
+
+def kv_for_context(model: str, flags: dict[str, str], gpu_total_bytes: int) -> int | None:
+    """Bytes the KV pool of one GPU needs to hold one request of the setup's `max_model_len`: the planner's
+    own KV layout (`engines/vllm/kv.py`) for `model` (a catalog id) at the setup's TP/PP and cache dtype, and
+    its fit check's arithmetic. None when the model cannot be resolved offline or a flag does not parse."""
+    try:
+        from oomguard.engines.vllm import kv
+        from oomguard.engines.vllm.config import resolve_engine_config
+        from oomguard.engines.vllm.flags import args_from_mapping
+        from oomguard.engines.vllm.parallel import distinct_ranks
+        from oomguard.engines.vllm.plan import kv_need_bytes
+        from oomguard.models.resolve import resolve_model
+        from oomguard.planning import PlanRequest
+
+        parsed = args_from_mapping({k: flags[k] for k in KV_FLAGS if k in flags}, where="")
+        spec = resolve_model(model, dtype=parsed.get("dtype"))  # a catalog id: resolved offline
+        # The layout does not depend on the length: let one past the model's limit through, as vLLM's
+        # VLLM_ALLOW_LONG_MAX_MODEL_LEN does.
+        args = replace(parsed, env={**parsed.env, "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+        engine = resolve_engine_config(
+            args,
+            spec,
+            gpu_total_bytes=gpu_total_bytes,
+            gpu_name="",
+            compute_capability=None,
+            vllm_version=PlanRequest.vllm_version,
+        )
+        rank = distinct_ranks(spec, engine)[0]
+        layout = kv.group_layers(kv.layer_specs(spec, engine, rank.layer_indices))
+        need: int = kv_need_bytes(engine.max_model_len, layout, engine)
+        return need
+    except Exception:  # noqa: BLE001 - the planner's any failure costs this quantity, never the diagnosis
+        return None

@@ -112,6 +112,20 @@ def _by_first_letters(path: Path = CATALOG_PATH) -> dict[str, list[tuple[str, Ca
     return index
 
 
+# A model in huggingface_hub's cache: ".../hub/models--Qwen--Qwen3-8B/snapshots/<revision>".
+_HUB_CACHE_DIR = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)")
+
+
+def hub_cache_parts(parts: list[str]) -> list[str]:
+    """A path's parts, with a Hugging Face cache directory read as the 'org/name' it holds (what follows it,
+    snapshots/<revision>, is no name)."""
+    for i, part in enumerate(parts):
+        m = _HUB_CACHE_DIR.fullmatch(part)
+        if m:
+            return [*parts[:i], m.group("org"), m.group("name")]
+    return parts
+
+
 @functools.lru_cache(maxsize=1024)
 def catalog_match(text: str) -> CatalogEntry | None:
     """The catalog model a checkpoint's name or path is a copy of, as reports write it: 'org/name', a local
@@ -119,14 +133,19 @@ def catalog_match(text: str) -> CatalogEntry | None:
     name extends a catalog name by parts that keep the architecture and size (`_SAME_MODEL_PART`); the
     longest such catalog name wins. None when no catalog model is named."""
     catalog = load_catalog()
-    parts = [p for p in _strip_prefix(text).replace("\\", "/").split("/") if p and p not in (".", "..", "~")]
+    parts = hub_cache_parts(
+        [p for p in _strip_prefix(text).replace("\\", "/").split("/") if p and p not in (".", "..", "~")]
+    )
     if not parts:
         return None
     for candidate in ("/".join(parts[-2:]), parts[-1]):
         entry = catalog.get(candidate.lower())
         if entry is not None:
             return entry
-    name = re.sub(r"\.(gguf|ggml|bin|safetensors)$", "", parts[-1].lower())  # a model file's name
+    # A model file's name; an ollama tag ("qwen3:4b") names the model with a colon.
+    name = re.sub(r"\.(gguf|ggml|bin|safetensors)$", "", parts[-1].lower()).replace(":", "-")
+    if name in catalog:
+        return catalog[name]
     best: tuple[int, CatalogEntry] | None = None
     for tail, entry in _by_first_letters().get(name[:3], ()):
         if len(name) <= len(tail) or not name.startswith(tail) or name[len(tail)] not in "-_":

@@ -75,6 +75,10 @@ _PARALLEL_ARG = re.compile(
     r"""(?<![\w.-])['"]?(?P<k>tensor_parallel_size|tensor_parallel|tp_size|tp|num_shard|"""
     r"""pipeline_parallel_size|pp_size|pp)['"]?\s*[:=]\s*(?P<v>\d+)\b"""
 )
+_CONTEXT_ARG = re.compile(
+    r"""(?<![\w.-])['"]?(?P<k>num_ctx|n_ctx|ctx_size|context_length|max_model_len|max_seq_len|session_len|"""
+    r"""max_total_tokens)['"]?\s*[:=]\s*(?P<v>\d+)\b"""
+)
 _PRECISION_ARG = re.compile(
     r"""(?<![\w.-])(?:(?P<flag>load_in_4bit|load_in_8bit)\s*=\s*True\b|['"]?(?P<k>quantization|quantize|dtype|"""
     r"""torch_dtype)['"]?\s*[:=]\s*(?:torch\.)?['"]?(?P<v>[A-Za-z][\w.]*))"""
@@ -204,6 +208,7 @@ def command_flags(body: str) -> dict[str, str]:
     elif not _HEAD.fullmatch(tokens[0].rsplit("/", 1)[-1]):
         return {}  # not a command (an error message that names a flag, a sentence)
     flags: dict[str, str] = {}
+    llama_cpp = tokens[0].rsplit("/", 1)[-1].startswith(("llama-", "main", "server"))
     if positional:
         flags["model"] = positional.group("model")
     i = 0
@@ -217,6 +222,9 @@ def command_flags(body: str) -> dict[str, str]:
             elif value is not None:
                 i += 1
             flags[key.replace("-", "_")] = value if value is not None else "true"
+        elif tok == "-c" and value is not None and llama_cpp:
+            flags["ctx_size"] = value  # llama.cpp's context size
+            i += 1
         elif tok in _SHORT_FLAGS and value is not None:
             if tok != "-m" or _MODEL_FILE.search(value):
                 flags[_SHORT_FLAGS[tok]] = value
@@ -287,8 +295,9 @@ class Parser(LineParser):
                 value = m.group("v") or self.strings.get(m.group("var") or "", "")
                 if value and _MODELISH.search(value) and "model" not in flags:
                     flags["model"] = value
-        for m in _PARALLEL_ARG.finditer(body):
-            flags[m.group("k")] = m.group("v")
+        for pattern in (_PARALLEL_ARG, _CONTEXT_ARG):
+            for m in pattern.finditer(body):
+                flags[m.group("k")] = m.group("v")
         for m in _PRECISION_ARG.finditer(body):
             if m.group("flag"):
                 flags[m.group("flag")] = "true"
