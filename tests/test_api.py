@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.run_oomguard import oomguard as oomguard_cli
 
 import oomguard
 
@@ -21,12 +22,7 @@ def _api_examples() -> list[str]:
 
 
 def _cli_json(*args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "oomguard", "plan", "--json", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = oomguard_cli("plan", "--json", *args)
     loaded: dict[str, object] = json.loads(done.stdout)
     return loaded
 

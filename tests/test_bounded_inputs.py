@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from tests.run_oomguard import oomguard
 
 from oomguard import inputs, yaml_input
 from oomguard.errors import ConfigError, InputFormatError
@@ -31,17 +31,6 @@ QWEN3 = {
     "max_position_embeddings": 40960,
     "torch_dtype": "bfloat16",
 }
-
-
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
 
 
 def _one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -70,7 +59,7 @@ def test_h4_an_endless_stream_is_refused_at_the_limit_not_buffered() -> None:
         read_bounded("/dev/zero", limit=1 << 20, what="config file", error=ConfigError)
     for args in (["check", "/dev/zero"], ["plan", "--gpu", "H100", "--", "vllm", "serve", "--config", "/dev/zero"],  # noqa: E501
                  ["plan", "Qwen/Qwen3-0.6B", "--gpu", "H100", "--nvidia-smi", "/dev/zero"]):  # fmt: skip
-        _one_line_error(_cli(*args), "more than")
+        _one_line_error(oomguard(*args), "more than")
 
 
 def test_h4_a_process_substitution_still_reads(tmp_path: Path) -> None:
@@ -87,14 +76,14 @@ def test_h7_a_large_yaml_is_refused_by_its_size_before_parsing(tmp_path: Path) -
     big = tmp_path / "big.yaml"
     big.write_text("model: Qwen/Qwen3-0.6B\nx: [" + ", ".join(["1"] * 3_000_000) + "]\n")
     start = time.monotonic()
-    _one_line_error(_cli("plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(big)), "MiB")
+    _one_line_error(oomguard("plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(big)), "MiB")
     assert time.monotonic() - start < 20
 
 
 def test_h7_a_vllm_config_is_refused_past_one_mib(tmp_path: Path) -> None:
     keys = tmp_path / "keys.yaml"
     keys.write_text("model: Qwen/Qwen3-0.6B\n" + "".join(f"k{i}: {i}\n" for i in range(120_000)))
-    _one_line_error(_cli("plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(keys)), "1 MiB")
+    _one_line_error(oomguard("plan", "--gpu", "H100", "--", "vllm", "serve", "--config", str(keys)), "1 MiB")
 
 
 def test_h7_a_manifest_with_too_many_values_is_refused_before_it_is_built(
@@ -142,13 +131,13 @@ def test_c9_c10_plan_refuses_hostile_config_json(tmp_path: Path) -> None:
     for name, text in cases.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(text)
-        _one_line_error(_cli("plan", str(tmp_path / name), "--gpu", "H100"))
+        _one_line_error(oomguard("plan", str(tmp_path / name), "--gpu", "H100"))
 
 
 def test_c9_a_deep_json_flag_is_a_one_line_error() -> None:
     deep = "[" * 20_000 + "]" * 20_000
     _one_line_error(
-        _cli("plan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--hf-overrides", deep)
+        oomguard("plan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B", "--hf-overrides", deep)
     )
 
 
@@ -167,7 +156,7 @@ def test_c9_a_deep_jsonl_trace_line_is_a_bad_row(tmp_path: Path) -> None:
     trace.write_text(
         '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 5}\n' + "[" * 100_000 + "]" * 100_000 + "\n"
     )
-    result = _cli("simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100")
+    result = oomguard("simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100")
     assert (
         result.returncode == 2
         and "nested too deeply" in result.stderr
@@ -197,14 +186,16 @@ def test_w8_a_nan_concurrency_threshold_is_refused_not_ignored() -> None:
     with pytest.raises(ConfigError):
         check_command("vllm serve Qwen/Qwen3-0.6B", gpu="H100", min_concurrency="8")  # type: ignore[arg-type]
     _one_line_error(
-        _cli("check", "--min-concurrency", "nan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B")
+        oomguard(
+            "check", "--min-concurrency", "nan", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-0.6B"
+        )
     )
 
 
 def test_u4_a_huge_value_in_an_error_is_cut_not_echoed(tmp_path: Path) -> None:
     trace = tmp_path / "ids.csv"
     trace.write_text("arrival_s,prompt_tokens,output_tokens,prefix_ids\n0,10,5," + "9" * 5000 + "\n")
-    result = _cli("simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100")
+    result = oomguard("simulate", str(trace), "--model", "Qwen/Qwen3-0.6B", "--gpu", "H100")
     _one_line_error(result, "prefix id", "5,002 characters")
     assert len(result.stderr) < 300
 
@@ -227,14 +218,14 @@ def test_u4_every_cli_error_is_one_line_of_bounded_length() -> None:
     ],
 )
 def test_w2_a_sweep_over_a_name_the_simulation_ignores_is_refused(sweep: str, words: tuple[str, ...]) -> None:
-    result = _cli("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
-                  "--gpu", "H100", "--sweep", sweep)  # fmt: skip
+    result = oomguard("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
+                      "--gpu", "H100", "--sweep", sweep)  # fmt: skip
     _one_line_error(result, *words)
 
 
 def test_w2_a_sweep_value_that_serves_nothing_is_not_safe() -> None:
-    result = _cli("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
-                  "--gpu", "H100", "--sweep", "max_model_len=1,10", "--json")  # fmt: skip
+    result = oomguard("simulate", "--synthetic", "poisson:rate=5,duration=5", "--model", "Qwen/Qwen3-0.6B",
+                      "--gpu", "H100", "--sweep", "max_model_len=1,10", "--json")  # fmt: skip
     assert result.returncode == 1, result.stderr
     runs = json.loads(result.stdout)
     assert runs["largest_safe"] is None and all(r["finished"] == 0 for r in runs["runs"]), runs

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from tests.run_oomguard import oomguard
 
 from oomguard import cli
 
@@ -24,7 +22,6 @@ def test_help_prints_usage_to_stdout_and_exits_0(capsys: pytest.CaptureFixture[s
 
 
 def test_the_installed_entry_point_exits_2_without_a_command() -> None:
-    argv = [sys.executable, "-m", "oomguard"]
-    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+    done = oomguard()
     assert done.returncode == 2
     assert "usage: oomguard COMMAND" in done.stderr and done.stdout == ""

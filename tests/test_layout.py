@@ -4,6 +4,7 @@ every engine folder has the same roles."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "oomguard"
@@ -69,3 +70,32 @@ def test_every_engine_folder_has_the_same_roles() -> None:
     assert {p.name for p in engines} >= {"vllm", "sglang"}
     for folder in engines:
         assert ENGINE_ROLES <= {p.stem for p in folder.glob("*.py")}, folder.name
+
+
+def _readme_layout() -> list[str]:
+    """The lines of the README's Layout block (the code block under '## Layout')."""
+    readme = (SRC.parents[1] / "README.md").read_text()
+    block = readme.split("\n## Layout\n", 1)[1].split("```\n", 2)[1]
+    return block.splitlines()
+
+
+def test_every_path_the_readme_layout_names_exists_and_names_every_top_level_module() -> None:
+    engines = [p for p in (SRC / "engines").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    named: set[str] = set()
+    for line in _readme_layout():
+        indent = len(line) - len(line.lstrip())
+        m = re.match(r"[\w./<>]+(?:, [\w./<>]+)*", line.strip())  # the path column, before the description
+        first = m.group(0) if m else ""
+        if indent == 2 and first:  # an entry of src/oomguard/: "errors.py, units.py", "engines/<name>/"
+            for name in first.split(", "):
+                paths = (
+                    [SRC / name.replace("<name>", e.name) for e in engines]
+                    if "<name>" in name
+                    else [SRC / name]
+                )
+                assert all(p.exists() for p in paths), name
+                named.add(name.split("/")[0])
+        elif indent == 4 and first.endswith(".py"):  # an engine role: in at least one engine folder
+            assert any((e / first).exists() for e in engines), first
+    top_level = {p.name for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+    assert top_level - named == set(), "README Layout does not name these"

@@ -4,9 +4,9 @@ KServe InferenceService), docker commands, --host-memory, the `host` JSON object
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.run_oomguard import oomguard as oomguard_cli
 
 import oomguard
 from oomguard.host.ledger import HostStep, HostVerdict
@@ -14,18 +14,6 @@ from oomguard.planning.check import check_deployment, deployments_in_file
 from oomguard.units import GiB, MiB
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "host"
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
 
 
 def test_deployment_guide_fits_its_20g_limit_and_2gi_shm() -> None:
@@ -75,7 +63,7 @@ def test_docker_run_file_carries_its_limits(tmp_path: Path) -> None:
 
 
 def test_check_json_has_the_host_object() -> None:
-    done = _cli("check", str(DATA / "kserve_inferenceservice.yaml"), "--gpu", "H100", "--json")
+    done = oomguard_cli("check", str(DATA / "kserve_inferenceservice.yaml"), "--gpu", "H100", "--json")
     assert done.returncode == 1
     host = json.loads(done.stdout)["host"]
     assert host["shm_fits"] is False and host["limits"]["memory_limit_gib"] == 48.0
@@ -83,12 +71,12 @@ def test_check_json_has_the_host_object() -> None:
 
 def test_plan_host_memory_sets_the_exit_code_and_the_json_host_object() -> None:
     command = ["--", "vllm", "serve", "Qwen/Qwen3-32B", "-tp", "2", "--enable-sleep-mode"]
-    done = _cli("plan", "--gpu", "H100", "--host-memory", "40GiB", "--json", *command)
+    done = oomguard_cli("plan", "--gpu", "H100", "--host-memory", "40GiB", "--json", *command)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert report["fits"] is True  # the GPUs are fine
     assert report["host"]["verdict"] == "will be OOM-killed" and report["host"]["dies_at"] == "sleep"
-    assert _cli("plan", "--gpu", "H100", "--host-memory", "256GiB", *command).returncode == 0
+    assert oomguard_cli("plan", "--gpu", "H100", "--host-memory", "256GiB", *command).returncode == 0
 
 
 def test_python_api_returns_the_same_host_object_as_json() -> None:
@@ -96,7 +84,7 @@ def test_python_api_returns_the_same_host_object_as_json() -> None:
         "vllm serve Qwen/Qwen3-32B -tp 2", gpu="H100", host_memory="16GiB", shm_size="64MiB"
     )
     assert report.host is not None and report.host.shm_fits is False
-    done = _cli(
+    done = oomguard_cli(
         "plan",
         "--gpu",
         "H100",

@@ -4,25 +4,13 @@ size, the GPU from nodeSelector / affinity / resource names or a FAIL, KServe hu
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.run_oomguard import oomguard
 
 from oomguard.planning.check import deployments_in_file, expand_env_refs, image_vllm_version
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 K8S = Path(__file__).resolve().parent / "data" / "k8s"
-
-
-def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
 
 
 def _by_name(out: str) -> dict[str, dict[str, object]]:

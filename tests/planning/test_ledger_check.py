@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from tests.run_oomguard import oomguard
 
 from oomguard.errors import ConfigError
 from oomguard.planning.ledger_check import check_ledger
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 GiB = 1 << 30
 INCIDENT = "weights=20GiB,kv=25GiB/replica,dp=2,ep_buffer=12GiB"
-
-
-def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
 
 
 def test_the_incident_ledger_fails_82_over_80_with_the_degraded_setting() -> None:

@@ -4,25 +4,11 @@ that aims at the band's edge, pairs capacity changes with the longest length, an
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-# This checkout's code, not whichever copy is installed.
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from tests.run_oomguard import oomguard
+
 GiB = 1 << 30
 L4_32K = ["meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4", "--max-model-len", "32768"]
-
-
-def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
 
 
 def test_a_fit_inside_the_bands_is_marginal_in_text_and_json() -> None:

@@ -4,26 +4,11 @@ contract."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.run_oomguard import oomguard
+
 GiB = 1 << 30
-
-# This checkout's code, not whichever copy is installed.
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def oomguard(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
 
 
 def test_plan_prints_the_ledger_and_exits_0_when_it_fits() -> None:

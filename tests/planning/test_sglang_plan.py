@@ -4,9 +4,8 @@ the CLI dispatch, and the same JSON contract as the vLLM planner's."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+
+from tests.run_oomguard import oomguard
 
 from oomguard.engines.sglang.engine import PLANNER as SGLANG
 from oomguard.engines.sglang.engine import to_result
@@ -15,17 +14,6 @@ from oomguard.planning.fix_search import search_fixes
 
 GiB = 1 << 30
 LAUNCH = "python -m sglang.launch_server --model-path"
-
-
-def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
-    )
 
 
 def test_pool_is_the_static_share_of_free_memory_minus_weights_over_the_cell() -> None:
@@ -180,28 +168,8 @@ def test_weights_larger_than_free_memory_fail_at_load() -> None:
 
 def test_json_names_the_engine_sglang_and_carries_no_vllm_key() -> None:
     import json
-    import subprocess
-    import sys
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "oomguard",
-            "plan",
-            "--json",
-            "--gpu",
-            "H100",
-            "--",
-            *LAUNCH.split(),
-            "Qwen/Qwen3-32B",
-            "--tp",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = oomguard("plan", "--json", "--gpu", "H100", "--", *LAUNCH.split(), "Qwen/Qwen3-32B", "--tp", "2")
     engine = json.loads(done.stdout)["engine"]
     assert engine["name"] == "sglang" and engine["settings"]["tp_size"] == 2
     assert "mem_fraction_static" in engine["settings"]

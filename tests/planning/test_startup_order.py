@@ -5,24 +5,9 @@ total."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-# This checkout's code, not whichever copy is installed.
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def oomguard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
-
+from tests.run_oomguard import oomguard
 
 MIXTRAL_EP = [
     "VLLM_DEEPEP_BUFFER_SIZE_MB=12288",

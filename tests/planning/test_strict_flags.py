@@ -5,24 +5,9 @@ errors."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-# This checkout's code, not whichever copy is installed.
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-
-def oomguard(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": SRC},
-    )
+from tests.run_oomguard import oomguard
 
 
 def test_a_flag_vllm_does_not_have_makes_plan_exit_2_naming_the_closest_flag() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from oomguard.simulation.chart import nice_top, step_path
 from oomguard.simulation.fix_search import StepFlag, ladder
-from oomguard.simulation.html_report import nice_top, slice_timeline, step_path
+from oomguard.simulation.html_report import slice_timeline
 from oomguard.simulation.parallel import parallel_map
 from oomguard.simulation.run import Timeline
 

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from tests.simulation.conftest import seed002_args, seed002_trace
 
 from oomguard.cli import main as oomguard
 
@@ -28,7 +29,6 @@ pytestmark = pytest.mark.skipif(
     BROWSER is None, reason="no headless Chromium on PATH (Debian: apt-get install chromium-headless-shell)"
 )
 
-ORACLE_LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
 # Each series' stroke in the page's style.
 COLOURS = {
     "kv": (0x1F, 0x77, 0xB4),
@@ -49,34 +49,11 @@ class Page:
 def page(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Page:
     """Seed 002's traffic (a 153,853-token prompt among short requests), padded layout: one OOM step."""
     tmp = tmp_path_factory.mktemp("html")
-    rows = [{"arrival_s": 0.05 * i, "prompt_tokens": 600 + 37 * i, "output_tokens": 200} for i in range(30)]
-    rows.append({"arrival_s": 0.5, "prompt_tokens": 153_853, "output_tokens": 50})
-    rows.sort(key=lambda r: r["arrival_s"])
-    trace = tmp / "agentic.jsonl"
-    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = tmp / "sim.html"
     out = tmp / "summary.json"
     argv = [
         "simulate",
-        str(trace),
-        "--model",
-        str(shared_data.parent / ORACLE_LLAMA),
-        "--num-gpu-blocks-override",
-        "30000",
-        "--max-num-batched-tokens",
-        "32768",
-        "--max-num-seqs",
-        "64",
-        "--max-model-len",
-        "163840",
-        "--hidden-size",
-        "10240",
-        "--layout",
-        "padded",
-        "--headroom",
-        "11.8GiB",
-        "--step-time",
-        "20,0.05,0.01",
+        *seed002_args(shared_data, seed002_trace(tmp), "padded"),
         "--html",
         str(html),
         "--json",

@@ -8,22 +8,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from tests.simulation.conftest import seed002_args, seed002_trace
 
 from oomguard.cli import main as oomguard
 from oomguard.simulation.kv_pool import KvCacheManager, KvGroupSpec
 from oomguard.simulation.scheduler import KeyInterner, SimRequest
-
-LLAMA = "tools/vllm_oracle/configs/Llama-3.1-8B"
-
-
-def _seed002_trace(tmp_path: Path) -> Path:
-    """Seed 002's traffic: a 153,853-token prompt arriving among short multi-turn requests."""
-    rows = [{"arrival_s": 0.05 * i, "prompt_tokens": 600 + 37 * i, "output_tokens": 200} for i in range(30)]
-    rows.append({"arrival_s": 0.5, "prompt_tokens": 153_853, "output_tokens": 50})
-    rows.sort(key=lambda r: r["arrival_s"])
-    path = tmp_path / "agentic.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def _simulate(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict:
@@ -31,34 +20,10 @@ def _simulate(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> 
     return json.loads(capsys.readouterr().out)
 
 
-def _seed002_args(shared_data: Path, trace: Path, layout: str) -> list[str]:
-    return [
-        str(trace),
-        "--model",
-        str(shared_data.parent / LLAMA),
-        "--num-gpu-blocks-override",
-        "30000",
-        "--max-num-batched-tokens",
-        "32768",
-        "--max-num-seqs",
-        "64",
-        "--max-model-len",
-        "163840",
-        "--hidden-size",
-        "10240",
-        "--layout",
-        layout,
-        "--headroom",
-        "11.8GiB",
-        "--step-time",
-        "20,0.05,0.01",
-    ]
-
-
 def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "padded"), code=1)
+    out = _simulate(capsys, *seed002_args(shared_data, seed002_trace(tmp_path), "padded"), code=1)
     assert out["oom_events"] >= 1
     first = out["oom_event_list"][0]
     assert first["peak_bytes"] > first["headroom_bytes"]
@@ -73,7 +38,7 @@ def test_a_trace_with_seed002s_shape_finds_the_padded_oom(
 def test_the_oom_line_carries_the_fix_and_it_is_clean(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    argv = seed002_args(shared_data, seed002_trace(tmp_path), "padded")
     assert oomguard(["simulate", *argv]) == 1
     text = capsys.readouterr().out
     oom_line = text.index("OOM events")
@@ -93,7 +58,7 @@ def test_the_oom_line_carries_the_fix_and_it_is_clean(
 def test_the_same_trace_packed_has_no_oom(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = _simulate(capsys, *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"))
+    out = _simulate(capsys, *seed002_args(shared_data, seed002_trace(tmp_path), "packed"))
     assert out["oom_events"] == 0 and out["fixes"] is None
     assert out["peak_bytes"] < 11.8 * 2**30
 
@@ -101,7 +66,7 @@ def test_the_same_trace_packed_has_no_oom(
 def test_a_packed_run_prints_no_padding(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert oomguard(["simulate", *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed")]) == 0
+    assert oomguard(["simulate", *seed002_args(shared_data, seed002_trace(tmp_path), "packed")]) == 0
     text = capsys.readouterr().out
     assert "layout packed)" in text and "padding" not in text
 
@@ -151,7 +116,7 @@ def test_html_page_is_self_contained_and_well_formed(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page = tmp_path / "sim.html"
-    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    argv = seed002_args(shared_data, seed002_trace(tmp_path), "padded")
     _simulate(capsys, *argv, "--html", str(page), "--no-fix-search", code=1)
 
     class Checker(HTMLParser):
@@ -198,7 +163,7 @@ def test_timeline_csv_and_png_are_written(
     csv_path, png = tmp_path / "t.csv", tmp_path / "t.png"
     out = _simulate(
         capsys,
-        *_seed002_args(shared_data, _seed002_trace(tmp_path), "packed"),
+        *seed002_args(shared_data, seed002_trace(tmp_path), "packed"),
         "--timeline",
         str(csv_path),
         "--plot",
@@ -212,7 +177,7 @@ def test_timeline_csv_and_png_are_written(
 def test_sweep_names_the_largest_safe_value(
     shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    argv = _seed002_args(shared_data, _seed002_trace(tmp_path), "padded")
+    argv = seed002_args(shared_data, seed002_trace(tmp_path), "padded")
     out = _simulate(capsys, *argv, "--sweep", "max_num_batched_tokens=2048,8192,32768")
     by_value = {run["value"]: run for run in out["runs"]}
     assert by_value["32768"]["oom_events"] > 0

@@ -15,6 +15,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from tests.run_oomguard import SRC, oomguard
 
 from oomguard.watch.detectors import Alert, Thresholds, evaluate
 from oomguard.watch.metrics import vllm_samples
@@ -46,19 +47,6 @@ def hostile() -> Hostile:
     server.stop()
 
 
-def _cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def _count(db: Path, table: str) -> int:
     return int(sqlite3.connect(db).execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
@@ -68,11 +56,11 @@ def _count(db: Path, table: str) -> int:
 
 def test_d1_a_nan_sample_is_dropped_and_every_later_write_succeeds(hostile: Hostile, tmp_path: Path) -> None:
     db = tmp_path / "p.sqlite"
-    first = _cli(
+    first = oomguard(
         "watch", "--once", "--no-nvml", "--no-host", "--db", str(db), f"{hostile.base}/static/poison"
     )
     assert first.returncode in (0, 1), first.stderr
-    again = _cli(
+    again = oomguard(
         "watch", "--count", "3", "--interval", "0.1s", "--no-nvml", "--no-host", "--db", str(db),
         f"{hostile.base}/static/healthy",
     )  # fmt: skip
@@ -234,10 +222,10 @@ def test_h1_a_dripping_prometheus_is_abandoned_at_the_deadline(hostile: Hostile)
 
 def test_h2_a_blocking_nvml_call_does_not_freeze_the_watcher(hostile: Hostile, tmp_path: Path) -> None:
     db = tmp_path / "n.sqlite"
-    result = _cli(
+    result = oomguard(
         "watch", "--no-host", "--interval", "0.2s", "--count", "10", "--timeout", "0.5s", "--json",
         "--db", str(db), f"{hostile.base}/static/healthy",
-        env={"FAKE_NVML": "hang", "PYTHONPATH": f"{FAKE_NVML}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        env={"FAKE_NVML": "hang", "PYTHONPATH": f"{FAKE_NVML}{os.pathsep}{SRC}"},
         timeout=30,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -356,7 +344,7 @@ def test_c5_huge_values_on_two_engines_cannot_crash_a_tick(hostile: Hostile, tmp
     )
     db = tmp_path / "h.sqlite"
     for name in ("huge", "healthy"):  # the restart against a healthy endpoint must not crash either
-        result = _cli(
+        result = oomguard(
             "watch", "--once", "--no-nvml", "--no-host", "--db", str(db), f"{hostile.base}/static/{name}"
         )
         assert result.returncode in (0, 1) and "internal error" not in result.stderr, result.stderr
@@ -393,7 +381,7 @@ def test_c6_a_null_values_list_is_an_empty_series(hostile: Hostile) -> None:
 
 def test_c6_the_prometheus_loop_retries_a_malformed_answer(hostile: Hostile) -> None:
     hostile.static["prombad"] = PROM_SHAPES[2].encode()
-    result = _cli(
+    result = oomguard(
         "watch", "--prometheus", f"{hostile.base}/static/prombad", "--interval", "0.1s", "--count", "2"
     )
     assert result.returncode == 0 and "internal error" not in result.stderr, result.stderr
@@ -407,7 +395,7 @@ def test_c11_a_corrupted_database_is_a_one_line_error(hostile: Hostile, tmp_path
     with open(db, "r+b") as f:
         f.seek(4096 + 100)
         f.write(os.urandom(8192))
-    result = _cli(
+    result = oomguard(
         "watch", "--once", "--no-nvml", "--no-host", "--db", str(db), f"{hostile.base}/static/healthy"
     )
     assert result.returncode == 2 and "internal error" not in result.stderr
@@ -436,7 +424,7 @@ def test_w3_the_host_probe_does_not_overwrite_the_endpoint_start_time() -> None:
 
 
 def test_w4_label_values_reach_the_terminal_escaped(hostile: Hostile, tmp_path: Path) -> None:
-    result = _cli(
+    result = oomguard(
         "watch", "--count", "1", "--no-nvml", "--no-host", "--db", str(tmp_path / "f.sqlite"),
         f"{hostile.base}/forge",
     )  # fmt: skip
@@ -481,7 +469,7 @@ def test_w10_a_body_shorter_than_its_content_length_is_a_failed_scrape(hostile: 
 def test_w9_rules_refuse_windows_and_selectors_promtool_would_reject() -> None:
     for args in (["--leak-window", "1ms"], ["--leak-window", "0"], ["--kv-window", "0.1s"],
                  ["--selector", 'job=~"(?=x)"'], ["--selector", "job=vllm"], ["--selector", 'job="a" x']):  # fmt: skip  # noqa: E501
-        result = _cli("rules", *args)
+        result = oomguard("rules", *args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 
 
@@ -489,10 +477,10 @@ def test_w9_rules_refuse_windows_and_selectors_promtool_would_reject() -> None:
 
 
 def test_u2_a_zero_timeout_is_refused_in_one_line() -> None:
-    result = _cli("watch", "--once", "--timeout", "0", "localhost:1")
+    result = oomguard("watch", "--once", "--timeout", "0", "localhost:1")
     assert result.returncode == 2 and "--timeout" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
 def test_a_bad_flag_is_one_line_not_the_whole_usage() -> None:
-    result = _cli("watch", "--no-such-flag")
+    result = oomguard("watch", "--no-such-flag")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.run_oomguard import oomguard
 
 from oomguard.watch.detectors import Thresholds
 from oomguard.watch.prom_rules import RuleOptions, rules_yaml
@@ -85,13 +86,7 @@ def dcgm_history(end: float) -> tuple[str, float]:
 @pytest.fixture(scope="module")
 def rules_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("rules") / "oomguard-rules.yml"
-    result = subprocess.run(
-        [sys.executable, "-m", "oomguard", "rules", "-o", str(path), *RULE_ARGS],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = oomguard("rules", "-o", str(path), *RULE_ARGS)
     assert result.returncode == 0, result.stderr
     return path
 

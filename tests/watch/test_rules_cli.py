@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from tests.run_oomguard import oomguard
 
 
 def _rules(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", "rules", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return oomguard("rules", *args)
 
 
 def _by_name(text: str) -> dict[str, dict]:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.run_oomguard import oomguard
 
 from oomguard.watch.detectors import Thresholds
 from oomguard.watch.host import HostProbe, cgroup_memory, mem_total
@@ -102,22 +103,12 @@ def test_a_replayed_leak_is_detected_within_20_percent_of_the_truth(tmp_path: Pa
     assert "RSS of the API-server process" in leaks[0].summary
 
 
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oomguard", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) -> None:
     full = ServerState(engines={"0": EngineState(kv_usage=0.98, running=64, waiting=12)})
     with Exporter(lambda n: full) as exporter:
         # three quick runs build a short history in the database; --once judges it
         for _ in range(3):
-            result = _cli(
+            result = oomguard(
                 "watch", exporter.url, "--once", "--json", "--db", str(tmp_path / "w.sqlite"), "--no-host"
             )
     assert result.returncode == 1, result.stderr
@@ -128,7 +119,7 @@ def test_once_with_json_prints_one_alert_per_line_and_exits_1(tmp_path: Path) ->
 
 def test_once_on_a_quiet_server_exits_0_and_says_which_trends_still_need_samples(tmp_path: Path) -> None:
     with Exporter(lambda n: steady(n)) as exporter:
-        result = _cli("watch", exporter.url, "--once", "--db", str(tmp_path / "w.sqlite"))
+        result = oomguard("watch", exporter.url, "--once", "--db", str(tmp_path / "w.sqlite"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines and all(line.startswith("PENDING") for line in lines)
@@ -144,7 +135,7 @@ def test_a_fresh_database_and_one_scrape_of_a_full_server_exits_1_with_level_ale
         process_start=time.time() - 600,  # up 10 minutes: 153 preemptions a minute
     )
     with Exporter(lambda n: full) as exporter:
-        result = _cli("watch", exporter.url, "--once", "--no-host", "--db", str(tmp_path / "w.sqlite"))
+        result = oomguard("watch", exporter.url, "--once", "--no-host", "--db", str(tmp_path / "w.sqlite"))
     assert result.returncode == 1, result.stderr
     by_detector = {
         line.split()[1]: line for line in result.stdout.splitlines() if not line.startswith("PENDING")
@@ -161,7 +152,7 @@ def test_a_bounded_run_against_a_dead_endpoint_logs_and_does_not_crash(tmp_path:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = _cli(
+    result = oomguard(
         "watch",
         f"127.0.0.1:{port}",
         "--count",
@@ -189,7 +180,7 @@ def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
         ["watch", "localhost:1", "--interval", "soon"],
         ["watch", "localhost:1", "--db", str(tmp_path)],
     ):
-        result = _cli(*args)
+        result = oomguard(*args)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 
 
@@ -199,7 +190,7 @@ def test_once_on_a_dead_endpoint_reports_it_down_and_exits_1(tmp_path: Path) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    result = _cli("watch", f"127.0.0.1:{port}", "--once", "--json", "--db", str(tmp_path / "w.sqlite"))
+    result = oomguard("watch", f"127.0.0.1:{port}", "--once", "--json", "--db", str(tmp_path / "w.sqlite"))
     assert result.returncode == 1
     [alert] = [json.loads(line) for line in result.stdout.splitlines()]
     assert alert["detector"] == "target_down" and alert["subject"] == f"http://127.0.0.1:{port}/metrics"
@@ -271,7 +262,7 @@ def test_a_server_with_clearly_fewer_kv_blocks_than_planned_is_flagged(tmp_path:
     for blocks, expect in ((planned, False), (int(planned * 0.7), True)):
         state = ServerState(num_gpu_blocks=blocks)
         with Exporter(lambda n, state=state: state) as exporter:
-            result = _cli(
+            result = oomguard(
                 "watch",
                 exporter.url,
                 "--once",

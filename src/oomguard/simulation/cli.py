@@ -31,7 +31,7 @@ from oomguard.simulation.report import (
 )
 from oomguard.simulation.run import ProgressFn, SimulationResult, Summary, simulate, summarize
 from oomguard.simulation.setup import Setup, SetupOptions, setup_of
-from oomguard.simulation.step_cli import positive_int
+from oomguard.simulation.step_cli import dtype_bytes, positive_int, width_flags
 from oomguard.simulation.step_memory import (
     DEFAULT_TENSORS_ALIVE,
 )
@@ -226,19 +226,9 @@ def build_setup(
 
 
 def _widths(args: argparse.Namespace) -> dict[str, Any]:
-    """Model widths given as flags (over the model's)."""
-    widths: dict[str, Any] = {
-        name: value
-        for name, value in (
-            ("hidden_size", args.hidden_size),
-            ("intermediate_size", args.intermediate_size),
-            ("vocab_size", args.vocab_size),
-        )
-        if value
-    }
+    """Model widths and dtype given as flags (over the model's)."""
+    widths: dict[str, Any] = width_flags(args)
     if args.dtype:
-        from oomguard.simulation.step_cli import dtype_bytes
-
         widths["dtype_bytes"] = dtype_bytes(args.dtype)
     return widths
 

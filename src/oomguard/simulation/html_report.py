@@ -1,11 +1,6 @@
-"""The `--html` page: the summary and one chart per series, drawn so that the chart cannot mislead.
+"""The `--html` page: the summary and one chart per series, drawn as `chart` draws (step-drawn over equal
+time slices, each the maximum of the steps it overlaps, so no spike is lost).
 
-- Step-drawn: a step's value holds for the step's own duration, then jumps (no line interpolated between
-  two steps, so a one-step spike is as wide as that step, not as wide as the gap to the next one).
-- No spike lost: the time axis is cut into `BUCKETS` equal slices (two per drawn unit of the plot's width);
-  each slice shows the maximum over every step that overlaps it, so a single step's peak is drawn however
-  short it is; the stroke does not scale with the page, so it stays visible at any width or zoom. Time with
-  no step (an idle engine) is drawn as 0: nothing runs, waits, holds KV blocks or allocates activations.
 - One series per chart, each on its own axis with its unit: KV cache used (% of usable blocks), running
   requests, waiting requests, the step's activation peak (GiB) against the headroom.
 - Nothing cut: text wraps instead of scrolling sideways (the summary's OOM line is the one that matters).
@@ -17,20 +12,27 @@ from __future__ import annotations
 
 import html
 import json
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from oomguard.simulation.chart import (
+    BUCKETS,
+    CHART_H,
+    CHART_PAD,
+    CHART_W,
+    OVERFLOW_SCRIPT,
+    STYLE,
+    chart_svg,
+    limit_line,
+    nice_top,
+    slices_overlapped,
+    step_path,
+)
 from oomguard.simulation.fix_search import FixSearch
 from oomguard.simulation.report import summary_dict, summary_text
 from oomguard.simulation.run import SimulationResult, Summary, Timeline
 from oomguard.simulation.workload import STEPS
 from oomguard.units import GiB, format_gib
-
-CHART_W, CHART_H, CHART_PAD = 900, 160, 56  # SVG user units: plot width/height, the y-axis labels' room
-CHART_MARGIN = 10  # room for tick labels at the plot's edges
-BUCKETS = 2 * CHART_W  # time slices per chart: two per unit of plot width
 
 
 @dataclass(frozen=True)
@@ -69,16 +71,11 @@ def slice_timeline(tl: Timeline, usable_blocks: int, buckets: int = BUCKETS) -> 
     wait = [0] * count
     peak = [0] * count
     step_of = [-1] * count
-    last = count - 1
     times, durations = tl.time, tl.duration
     kv_col, run_col, wait_col, peak_col = tl.kv_blocks_used, tl.running, tl.waiting, tl.peak_bytes
     for i in range(n):
-        t = times[i]
-        lo = min(last, int((t - x0) * scale))
-        # The slice holding the step's last instant (a step ending on a slice boundary stays out of it).
-        hi = min(last, max(lo, math.ceil((t + durations[i] - x0) * scale) - 1))
         k_v, r_v, w_v, p_v = kv_col[i], run_col[i], wait_col[i], peak_col[i]
-        for k in range(lo, hi + 1):
+        for k in slices_overlapped(times[i], durations[i], x0, scale, count):
             kv[k] = max(kv[k], k_v)
             run[k] = max(run[k], r_v)
             wait[k] = max(wait[k], w_v)
@@ -96,91 +93,6 @@ def slice_timeline(tl: Timeline, usable_blocks: int, buckets: int = BUCKETS) -> 
     )
 
 
-def slice_max(
-    times: Sequence[float],
-    durations: Sequence[float],
-    values: Sequence[float],
-    x0: float,
-    x1: float,
-    buckets: int = BUCKETS,
-) -> list[float]:
-    """`values` (each holding over [time, time + duration)) cut into `buckets` equal slices of [x0, x1): per
-    slice the maximum over every value that overlaps it, 0 where none does (as `slice_timeline`)."""
-    out = [0.0] * buckets
-    if x1 <= x0:
-        return out
-    scale = buckets / (x1 - x0)
-    last = buckets - 1
-    for t, d, v in zip(times, durations, values):
-        lo = min(last, max(0, int((t - x0) * scale)))
-        hi = min(last, max(lo, math.ceil((t + d - x0) * scale) - 1))
-        for k in range(lo, hi + 1):
-            out[k] = max(out[k], v)
-    return out
-
-
-def step_path(values: Sequence[float], x0: float, width: float, span: float, top: float) -> str:
-    """An SVG path drawing `values` as steps: each slice a horizontal run, joined by vertical jumps."""
-    sx = CHART_W / span if span > 0 else 1.0
-    sy = CHART_H / top if top > 0 else 1.0
-    parts: list[str] = []
-    previous: float | None = None
-    for k, v in enumerate(values):
-        x = CHART_PAD + k * width * sx
-        y = CHART_H - v * sy
-        if previous is None:
-            parts.append(f"M{x:.2f},{y:.2f}")
-        elif v != previous:
-            parts.append(f"H{x:.2f}V{y:.2f}")
-        previous = v
-    if previous is not None:
-        parts.append(f"H{CHART_PAD + len(values) * width * sx:.2f}")
-    return "".join(parts)
-
-
-def nice_top(value: float) -> float:
-    """The smallest 1, 2 or 5 x 10^k at or above `value` (axis maximum)."""
-    if value <= 0:
-        return 1.0
-    decade = 10.0 ** math.floor(math.log10(value))
-    for m in (1.0, 2.0, 5.0):
-        if m * decade >= value * (1 - 1e-12):
-            return m * decade
-    return 10.0 * decade
-
-
-def _axes(x0: float, x1: float, top: float, x_unit: str, fmt: str, y_unit: str = "") -> str:
-    """Frame, y ticks (0, half, top) with the axis unit, x ticks (start, middle, end) with theirs."""
-    parts = [f'<rect class="frame" x="{CHART_PAD}" y="0" width="{CHART_W}" height="{CHART_H}"/>']
-    for frac in (0.0, 0.5, 1.0):
-        y = CHART_H - frac * CHART_H
-        parts.append(
-            f'<text class="tick" x="{CHART_PAD - 4}" y="{y + 4:.1f}" text-anchor="end">'
-            f"{format(frac * top, fmt)}</text>"
-        )
-        x = CHART_PAD + frac * CHART_W
-        anchor = "start" if frac == 0 else ("end" if frac == 1 else "middle")
-        parts.append(
-            f'<text class="tick" x="{x:.1f}" y="{CHART_H + 16}" text-anchor="{anchor}">'
-            f"{x0 + frac * (x1 - x0):,.0f} {x_unit}</text>"
-        )
-    if y_unit:
-        parts.append(
-            f'<text class="unit" x="4" y="{CHART_H / 2:.0f}" text-anchor="middle" '
-            f'transform="rotate(-90 8 {CHART_H / 2:.0f})">{html.escape(y_unit)}</text>'
-        )
-    return "".join(parts)
-
-
-# Equal-count step buckets for the data-parallel JSON series (simulation/dp/report.py).
-HTML_POINTS = 2000  # buckets per series; each keeps its bucket's maximum so no spike is lost
-
-
-def _buckets(n: int, limit: int = HTML_POINTS) -> list[range]:
-    size = max(1, -(-n // limit))
-    return [range(i, min(n, i + size)) for i in range(0, n, size)]
-
-
 @dataclass(frozen=True)
 class Chart:
     key: str  # element id and CSS class
@@ -193,18 +105,15 @@ class Chart:
 
 
 def _chart_svg(chart: Chart, s: Slices, x_unit: str) -> str:
-    view = f"0 -{CHART_MARGIN} {CHART_PAD + CHART_W + 3 * CHART_MARGIN} {CHART_H + 2 * CHART_MARGIN + 14}"
     path = step_path(chart.values, s.x0, s.width, s.x1 - s.x0, chart.top)
-    return (
-        f'<h2>{html.escape(chart.title)}</h2>\n<svg id="{chart.key}-chart" class="chart" viewBox="{view}" '
-        f'role="img" aria-label="{html.escape(chart.title)} over {x_unit}">'
-        f"{_axes(s.x0, s.x1, chart.top, x_unit, chart.fmt, chart.y_unit)}"
-        f'<path class="series {chart.key}" d="{path}"/>{chart.extra}</svg>'
+    body = f'<path class="series {chart.key}" d="{path}"/>{chart.extra}'
+    return chart_svg(
+        f"{chart.key}-chart", chart.title, chart.y_unit, chart.top, chart.fmt, body, s.x0, s.x1, x_unit
     )
 
 
-# The page's only script: a crosshair and a readout over every chart, starting at the peak slice, and a
-# record of any element wider than its box (the browser test reads it). The charts are plain SVG without it.
+# The page's own script: a crosshair and a readout over every chart, starting at the peak slice (then
+# `chart.OVERFLOW_SCRIPT`). The charts are plain SVG without it.
 _SCRIPT = """
 (function () {
   "use strict";
@@ -242,28 +151,15 @@ _SCRIPT = """
     });
   });
   if (data.kv.length) { show(data.start); }
-  var wide = [];
-  Array.prototype.forEach.call(document.querySelectorAll("body *"), function (el) {
-    if (el instanceof HTMLElement && el.scrollWidth > el.clientWidth + 1) { wide.push(el.id || el.tagName); }
-  });
-  if (document.documentElement.scrollWidth > window.innerWidth + 1) { wide.push("page"); }
-  document.documentElement.dataset.overflow = wide.join(" ");
-  document.documentElement.dataset.chart = "ready";
 })();
 """
 
+# The page's own style, after `chart.STYLE`.
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1000px;padding:0 1em}
-pre{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}
-svg.chart{width:100%;height:auto;background:#fff;display:block}
-.frame{fill:none;stroke:#ccc} .tick{font-size:11px;fill:#555} .unit{font-size:11px;fill:#333}
 .series{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}
 .kv{stroke:#1f77b4} .running{stroke:#9467bd} .waiting{stroke:#ff7f0e} .peak{stroke:#2ca02c}
 .oom{fill:#d62728}
-.head{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;
-shape-rendering:crispEdges}
 .cross{stroke:#888;stroke-width:0.6}
-h2{font-size:1.05em;margin:1.2em 0 0.3em}
 #readout{font-family:ui-monospace,monospace;min-height:1.4em;overflow-wrap:anywhere}
 table{border-collapse:collapse;table-layout:fixed;width:100%} td,th{border:1px solid #ccc;padding:2px 6px;
 overflow-wrap:anywhere;text-align:left}
@@ -281,13 +177,7 @@ def render_html(
     peak_top = nice_top(max(max(s.peak_gib, default=0.0), head_gib or 0.0) * 1.05)
     span = s.x1 - s.x0
     sx = CHART_W / span if span > 0 else 1.0
-    extra = ""
-    if head_gib is not None:
-        y = CHART_H - head_gib * CHART_H / peak_top
-        extra += (
-            f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}">'
-            f"<title>headroom {head_gib:.2f} GiB</title></line>"
-        )
+    extra = limit_line(head_gib, peak_top, f"headroom {head_gib:.2f} GiB") if head_gib is not None else ""
     extra += "".join(
         f'<circle class="oom" cx="{CHART_PAD + (e.time - s.x0) * sx:.1f}" '
         f'cy="{CHART_H - e.peak_bytes / GiB * CHART_H / peak_top:.1f}" r="3">'
@@ -336,7 +226,7 @@ def render_html(
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>oomguard simulate</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>{_STYLE}</style></head><body>
+<style>{STYLE}{_STYLE}</style></head><body>
 <h1>oomguard simulate</h1>
 <pre id="summary">{text}</pre>
 <p id="readout"></p>
@@ -348,6 +238,6 @@ def render_html(
 {rows}</table>
 <details><summary>JSON</summary><pre>{data}</pre></details>
 <script type="application/json" id="timeline-data">{data_json}</script>
-<script>{_SCRIPT}</script>
+<script>{_SCRIPT}{OVERFLOW_SCRIPT}</script>
 </body></html>
 """

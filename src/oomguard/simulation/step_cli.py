@@ -164,9 +164,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
-    """The step's activation costs and, with --model, the planner's headroom for them."""
-    flags = {
+def width_flags(args: argparse.Namespace) -> dict[str, int]:
+    """The model widths given as flags (--hidden-size, --intermediate-size, --vocab-size), those set: they
+    override the model's (`oomguard step` and `oomguard simulate` take the same three)."""
+    return {
         name: value
         for name, value in (
             ("hidden_size", args.hidden_size),
@@ -175,6 +176,11 @@ def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
         )
         if value
     }
+
+
+def _activation(args: argparse.Namespace) -> tuple[ActivationModel, int | None]:
+    """The step's activation costs and, with --model, the planner's headroom for them."""
+    flags = width_flags(args)
     if args.model:
         from oomguard.planning import PlanRequest, plan
         from oomguard.simulation.model_facts import binding_rank

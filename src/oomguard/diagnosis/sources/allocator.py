@@ -20,9 +20,11 @@ Formats read (all sizes in PyTorch's binary units):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from oomguard.diagnosis.sources.base import SIZE, log_size, to_int
+
+# Re-exported: what this module reads a message into (rules.py builds one from an OomMessage).
+from oomguard.diagnosis.sources.base import AllocatorReport as AllocatorReport  # noqa: PLC0414
 
 _S = SIZE
 _TRIED = re.compile(rf"Tried\s*to\s*allocate\s*(?P<v>{_S})", re.IGNORECASE)
@@ -61,22 +63,6 @@ RUNTIME_OOM = re.compile(
     r"CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemory|hipErrorOutOfMemory",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True)
-class AllocatorReport:
-    """The quantities of one allocator message (bytes; None where the format does not say)."""
-
-    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'cuda-runtime' | 'engine'
-    requested: int | None = None
-    device: int | None = None
-    total: int | None = None
-    free: int | None = None
-    this_process: int | None = None
-    processes: tuple[tuple[int, int], ...] = ()
-    allocated: int | None = None
-    private_pools: int | None = None
-    reserved_unallocated: int | None = None
 
 
 def _size(m: re.Match[str] | None, group: str = "v") -> int | None:

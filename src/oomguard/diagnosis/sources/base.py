@@ -7,9 +7,30 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-from oomguard.diagnosis.evidence import Evidence, Fact, Signal, StartupNumber, Where, clip
+from oomguard.diagnosis.evidence import Evidence, Fact, OomMessage, Signal, StartupNumber, Where, clip
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.triggers import Series, Triggers
+
+
+@dataclass(frozen=True)
+class AllocatorReport:
+    """The quantities of one out-of-memory message (bytes; None where the format does not say): the
+    allocator's (allocator.py reads every PyTorch format), or an engine's own."""
+
+    flavor: str  # 'torch' | 'torch-old' | 'expandable-segments' | 'cuda-runtime' | 'hsa' | 'xpu' | 'engine'
+    requested: int | None = None
+    device: int | None = None
+    total: int | None = None
+    free: int | None = None
+    this_process: int | None = None
+    processes: tuple[tuple[int, int], ...] = ()
+    allocated: int | None = None
+    private_pools: int | None = None
+    reserved_unallocated: int | None = None
+
+
+# An out-of-memory message that says nothing but that an engine ran out (no size, no device).
+ENGINE_OOM = AllocatorReport("engine")
 
 
 class Context:
@@ -49,6 +70,26 @@ class Context:
                     process_tag=msg.tag,
                 )
             )
+
+    def oom(self, line: Line, text: str, report: AllocatorReport, process_tag: str = "") -> None:
+        """An OomMessage at `line` with the report's quantities."""
+        self.emit(
+            OomMessage(
+                where=self.where(line),
+                text=clip(text),
+                flavor=report.flavor,
+                requested=report.requested,
+                device=report.device,
+                total=report.total,
+                free=report.free,
+                this_process=report.this_process,
+                processes=report.processes,
+                allocated=report.allocated,
+                private_pools=report.private_pools,
+                reserved_unallocated=report.reserved_unallocated,
+                process_tag=process_tag,
+            )
+        )
 
     def clip(self, text: str) -> str:
         return clip(text)

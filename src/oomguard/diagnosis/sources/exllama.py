@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import OomMessage
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import ENGINE_OOM, Context, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _CACHE_FRAME = re.compile(r'File "[^"]*exllamav[23]/cache\b')
@@ -40,4 +39,4 @@ class Parser(LineParser):
             self.said = True
             self.ctx.signal(line, body, "max-model-len-exceeds-kv")
         if _SPLIT in body:
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+            self.ctx.oom(line, body, ENGINE_OOM)

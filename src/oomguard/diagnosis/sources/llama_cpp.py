@@ -40,10 +40,17 @@ import enum
 import re
 from dataclasses import dataclass
 
-from oomguard.diagnosis.evidence import Frame, OomMessage, Signal, Where
+from oomguard.diagnosis.evidence import Frame, Signal, Where
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources import metal
-from oomguard.diagnosis.sources.base import Context, LineParser, Message, log_size
+from oomguard.diagnosis.sources.base import (
+    ENGINE_OOM,
+    AllocatorReport,
+    Context,
+    LineParser,
+    Message,
+    log_size,
+)
 from oomguard.diagnosis.sources.triggers import Triggers
 
 
@@ -155,18 +162,11 @@ class Parser(LineParser):
         if "current device:" in body:
             self._ggml_check(line, body)
         if "memory layout cannot be allocated" in body.lower():
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+            self.ctx.oom(line, body, ENGINE_OOM)
         if "Device memory allocation of size" in body:
             m = _VULKAN_ALLOC.search(body)
             if m:
-                self.ctx.emit(
-                    OomMessage(
-                        where=self.ctx.where(line),
-                        text=self.ctx.clip(body),
-                        flavor="engine",
-                        requested=int(m.group("v")),
-                    )
-                )
+                self.ctx.oom(line, body, AllocatorReport("engine", requested=int(m.group("v"))))
         if any(w in body for w in _LOAD_FAILED + _CONTEXT_FAILED) or (
             any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
         ):

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import OomMessage
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import LineParser, Message
+from oomguard.diagnosis.sources.base import AllocatorReport, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _MALLOC = re.compile(r"\[metal::malloc\] Attempting to allocate (?P<req>\d+) bytes")
@@ -42,8 +41,4 @@ class Parser(LineParser):
             requested = int(m.group("req"))
         elif IOGPU_OOM not in body:
             return
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine", requested=requested
-            )
-        )
+        self.ctx.oom(line, body, AllocatorReport("engine", requested=requested))

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import OomMessage
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.units import GiB as GIB
 
@@ -109,14 +108,7 @@ class Parser(LineParser):
             m = _TRT_REQUESTED.search(body)
             if m:
                 size = m.group("n") or m.group("size")
-                self.ctx.emit(
-                    OomMessage(
-                        where=self.ctx.where(line),
-                        text=self.ctx.clip(body),
-                        flavor="engine",
-                        requested=int(size) if size else None,
-                    )
-                )
+                self.ctx.oom(line, body, AllocatorReport("engine", requested=int(size) if size else None))
         if _NO_FREE_BLOCKS in body:
             self.ctx.signal(line, body, "kv-pool-dry", kv_cache_tokens=self.kv_tokens)
         if "for LoRA" in body:
@@ -135,15 +127,8 @@ class Parser(LineParser):
         if "Tactic Device request" in body:
             m = _TACTIC.search(body)
             if m:
-                self.ctx.emit(
-                    OomMessage(
-                        where=self.ctx.where(line),
-                        text=self.ctx.clip(body),
-                        flavor="engine",
-                        requested=int(m.group("req")) << 20,
-                        free=int(m.group("free")) << 20,
-                    )
-                )
+                requested, free = int(m.group("req")) << 20, int(m.group("free")) << 20  # MiB
+                self.ctx.oom(line, body, AllocatorReport("engine", requested=requested, free=free))
         if "error in forwardAsync" in body and not self.serving:
             self.serving = True  # the executor's step loop: the server had been running requests
             self.ctx.signal(line, body, "milestone-serving")

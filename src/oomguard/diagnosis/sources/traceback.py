@@ -7,10 +7,17 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import Frame, OomMessage
+from oomguard.diagnosis.evidence import Frame
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources import allocator
-from oomguard.diagnosis.sources.base import LineParser, Message, continuation, log_size
+from oomguard.diagnosis.sources.base import (
+    ENGINE_OOM,
+    AllocatorReport,
+    LineParser,
+    Message,
+    continuation,
+    log_size,
+)
 from oomguard.diagnosis.sources.triggers import Triggers
 
 
@@ -174,24 +181,8 @@ class Parser(LineParser):
                 or re.search(r"(?i)\b(GPU|CUDA|HIP|device)\b.{0,40}\bout of memory\b", body)
             ):
                 return
-            report = allocator.AllocatorReport("torch")
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line),
-                text=self.ctx.clip(text),
-                flavor=report.flavor,
-                requested=report.requested,
-                device=report.device,
-                total=report.total,
-                free=report.free,
-                this_process=report.this_process,
-                processes=report.processes,
-                allocated=report.allocated,
-                private_pools=report.private_pools,
-                reserved_unallocated=report.reserved_unallocated,
-                process_tag=msg.tag,
-            )
-        )
+            report = AllocatorReport("torch")
+        self.ctx.oom(line, text, report, process_tag=msg.tag)
         if "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" in text:
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
         if "cumem_allocator" in text:
@@ -201,12 +192,10 @@ class Parser(LineParser):
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
         if "HSA_STATUS_ERROR_OUT_OF_RESOURCES" in body or "HSA_STATUS_ERROR_OUT_OF_MEMORY" in body:
             free = _size(_HSA_FREE.search(body))
-            self.ctx.emit(
-                OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="hsa", free=free)
-            )
+            self.ctx.oom(line, body, AllocatorReport("hsa", free=free))
             self.ctx.signal(line, body, "hsa-out-of-resources")
         if "OUT_OF_DEVICE_MEMORY" in body:
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="xpu"))
+            self.ctx.oom(line, body, AllocatorReport("xpu"))
         m = _TRT_KV.search(body)
         if m:
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
@@ -225,7 +214,7 @@ class Parser(LineParser):
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
         if _ALLOC_BUFFER.search(body):
-            self.ctx.emit(OomMessage(where=self.ctx.where(line), text=self.ctx.clip(body), flavor="engine"))
+            self.ctx.oom(line, body, ENGINE_OOM)
 
     def _kernel_errors(self, line: Line, body: str) -> None:
         if "canUse32BitIndexMath" in body or "INT32_MAX" in body:

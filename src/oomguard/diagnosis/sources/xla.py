@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import OomMessage
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import LineParser, Message
+from oomguard.diagnosis.sources.base import AllocatorReport, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _SIZE = r"(?P<{}>[\d.]+)(?P<{}_unit>[KMGTP]?)B?"
@@ -59,13 +58,6 @@ class Parser(LineParser):
             if not m:
                 return
             requested, free = _bytes(m, "req"), None
-        self.ctx.emit(
-            OomMessage(
-                where=self.ctx.where(line),
-                text=self.ctx.clip(body),
-                flavor="engine",
-                requested=requested,
-                free=free,
-                process_tag=msg.tag,
-            )
+        self.ctx.oom(
+            line, body, AllocatorReport("engine", requested=requested, free=free), process_tag=msg.tag
         )

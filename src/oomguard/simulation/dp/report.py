@@ -8,19 +8,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from oomguard.simulation.dp.run import DpResult, RankEvent
-from oomguard.simulation.html_report import (
+from oomguard.simulation.chart import (
     BUCKETS,
-    CHART_H,
-    CHART_MARGIN,
-    CHART_PAD,
-    CHART_W,
-    _axes,
-    _buckets,
+    OVERFLOW_SCRIPT,
+    STYLE,
+    chart_svg,
+    limit_line,
     nice_top,
     slice_max,
     step_path,
 )
+from oomguard.simulation.dp.run import DpResult, RankEvent
 from oomguard.simulation.report import _num
 from oomguard.simulation.report import summary_dict as rank_dict
 from oomguard.simulation.run import SimulationResult, Summary, summarize
@@ -37,9 +35,16 @@ def _event(event: RankEvent | None) -> dict[str, Any] | None:
     return {"rank": event.rank, "time": _num(event.time), "step": event.step}
 
 
+def _step_buckets(n: int, limit: int) -> list[range]:
+    """`n` steps cut into at most `limit` equal-count buckets, in order."""
+    size = max(1, -(-n // limit))
+    return [range(i, min(n, i + size)) for i in range(0, n, size)]
+
+
 def _series(result: SimulationResult, points: int) -> dict[str, list[Any]]:
+    """Each rank's JSON series: per bucket of steps its first time, its maxima, the preemptions so far."""
     tl = result.timeline
-    buckets = _buckets(len(tl), points)
+    buckets = _step_buckets(len(tl), points)
     preempted = 0
     cumulative = []
     for b in buckets:
@@ -206,8 +211,8 @@ def summaries_of(result: DpResult) -> list[Summary]:
 def _rank_paths(
     result: DpResult, column: str, percent: bool, x0: float, x1: float, top: float
 ) -> tuple[str, float]:
-    """Each rank's series drawn as steps over the same time slices (`html_report.slice_max`), and the
-    highest value drawn."""
+    """Each rank's series drawn as steps over the same time slices (`chart.slice_max`), and the highest
+    value drawn."""
     parts = []
     highest = 0.0
     width = (x1 - x0) / BUCKETS
@@ -226,36 +231,18 @@ def _rank_paths(
     return "".join(parts), highest
 
 
-def _chart(
-    key: str, title: str, y_unit: str, top: float, fmt: str, body: str, x0: float, x1: float, unit: str
-) -> str:
-    view = f"0 -{CHART_MARGIN} {CHART_PAD + CHART_W + 3 * CHART_MARGIN} {CHART_H + 2 * CHART_MARGIN + 14}"
-    return (
-        f'<h2>{html.escape(title)}</h2>\n<svg class="chart" id="{key}" viewBox="{view}" role="img" '
-        f'aria-label="{html.escape(title)} over {unit}">{_axes(x0, x1, top, unit, fmt, y_unit)}{body}</svg>'
-    )
-
-
-# Records any element wider than its box (the browser test reads it), as the single-engine page does.
-_SCRIPT = """
-(function () {
-  "use strict";
-  var wide = [];
-  Array.prototype.forEach.call(document.querySelectorAll("body *"), function (el) {
-    if (el instanceof HTMLElement && el.scrollWidth > el.clientWidth + 1) { wide.push(el.id || el.tagName); }
-  });
-  if (document.documentElement.scrollWidth > window.innerWidth + 1) { wide.push("page"); }
-  document.documentElement.dataset.overflow = wide.join(" ");
-  document.documentElement.dataset.chart = "ready";
-})();
+# The page's own style, after `chart.STYLE`: a step-drawn line per rank and the imbalance series.
+_STYLE = """
+.rank,.imb{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}
+.imb{stroke:#444}
 """
 
 
 def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any]) -> str:
     """A self-contained page: the summary, then per-rank KV usage, running and waiting requests, and the
-    imbalance series against the 15% line. Drawn as the single-engine page draws (`html_report`): every
-    series step-drawn over equal time slices, each slice the maximum of the steps it overlaps, so a one-step
-    spike stays visible at any width; each chart on its own axis with its unit; text wraps."""
+    imbalance series against the 15% line. Drawn as `chart` draws: every series step-drawn over equal time
+    slices, each slice the maximum of the steps it overlaps, so a one-step spike stays visible at any width;
+    each chart on its own axis with its unit; text wraps."""
     unit = "steps" if result.clock == STEPS else "s"
     starts = [r.timeline.time[0] for r in result.ranks if len(r.timeline)]
     ends = [r.timeline.time[-1] + r.timeline.duration[-1] for r in result.ranks if len(r.timeline)]
@@ -274,19 +261,17 @@ def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
             highest = max((max(getattr(r.timeline, column), default=0) for r in result.ranks), default=0)
             top = nice_top(max(2, highest))
         paths, _ = _rank_paths(result, column, percent, x0, x1, top)
-        charts.append(_chart(key, title, y_unit, top, ".0f" if percent else ",g", paths, x0, x1, unit))
+        charts.append(chart_svg(key, title, y_unit, top, ".0f" if percent else ",g", paths, x0, x1, unit))
     imb = result.imbalance
     values = [v * 100 for v in imb.values]
     sliced = slice_max(imb.times, [imb.sample_s] * len(values), values, x0, x1)
     top = nice_top(max(max(sliced, default=0.0), imb.threshold * 100) * 1.05)
-    y = CHART_H - imb.threshold * 100 * CHART_H / top
     body = (
-        f'<line class="head" x1="{CHART_PAD}" x2="{CHART_PAD + CHART_W}" y1="{y:.1f}" y2="{y:.1f}">'
-        f"<title>{imb.threshold:.0%}</title></line>"
-        f'<path class="imb" d="{step_path(sliced, x0, (x1 - x0) / BUCKETS, x1 - x0, top)}"/>'
+        limit_line(imb.threshold * 100, top, f"{imb.threshold:.0%}")
+        + f'<path class="imb" d="{step_path(sliced, x0, (x1 - x0) / BUCKETS, x1 - x0, top)}"/>'
     )
     title = f"KV imbalance across ranks, (max - min) / mean, against {imb.threshold:.0%} (dashed red)"
-    charts.append(_chart("chart-imbalance", title, "%", top, ".0f", body, x0, x1, unit))
+    charts.append(chart_svg("chart-imbalance", title, "%", top, ".0f", body, x0, x1, unit))
     legend = " ".join(
         f'<span style="color:{RANK_COLOURS[k % len(RANK_COLOURS)]}">&#9632; rank {k}</span>'
         for k in range(len(result.ranks))
@@ -295,23 +280,13 @@ def dp_html(result: DpResult, summaries: Sequence[Summary], setup: dict[str, Any
     data = html.escape(json.dumps(dp_dict(result, summaries, setup), indent=1))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>oomguard simulate: data parallel</title>
-<style>
-body{{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1000px;padding:0 1em}}
-pre{{background:#f6f6f6;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}}
-svg.chart{{width:100%;height:auto;background:#fff;display:block}} .frame{{fill:none;stroke:#ccc}}
-.tick{{font-size:11px;fill:#555}} .unit{{font-size:11px;fill:#333}}
-h2{{font-size:1.05em;margin:1.2em 0 0.3em}}
-.rank,.imb{{fill:none;stroke-width:1.5;vector-effect:non-scaling-stroke;shape-rendering:crispEdges}}
-.imb{{stroke:#444}}
-.head{{stroke:#d62728;stroke-width:2;stroke-dasharray:6 4;vector-effect:non-scaling-stroke;
-shape-rendering:crispEdges}}
-</style></head><body>
+<style>{STYLE}{_STYLE}</style></head><body>
 <h1>oomguard simulate: data parallel</h1>
 <pre id="summary">{text}</pre>
 <p id="legend">{legend}</p>
 {chr(10).join(charts)}
 <details><summary>JSON</summary><pre>{data}</pre></details>
-<script>{_SCRIPT}</script>
+<script>{OVERFLOW_SCRIPT}</script>
 </body></html>
 """
 
