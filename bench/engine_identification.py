@@ -103,13 +103,19 @@ OWNERS, PREFIXES = _owners()
 ENGINE_NAMES = r"vLLM|SGLang|llama\.cpp|ollama|TensorRT-LLM|TGI|LMDeploy|ExLlama|transformers|DeepSpeed-MII"
 # A spelling labelled with its engine: "vLLM: --max-model-len 8192" or "SGLang --context-length 8192".
 LABELLED = re.compile(rf"\b(?:{ENGINE_NAMES})(?:'s)?:? (?:`)?--[a-z][\w-]*")
-FLAG_WORD = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]+)")
+FLAG_WORD = re.compile(r"(?<![\w-])--([a-z][a-z0-9_-]+)")
 ENV_WORD = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)=")
+
+
+# A fix that says whose it is: "vLLM: --kv-cache-dtype fp8: ..." (engine-neutral advice's vLLM-only fixes).
+OWNED_FIX = re.compile(rf"^(?:{ENGINE_NAMES}): ")
 
 
 def flag_owners(fix: Fix) -> list[set[str]]:
     """For each flag a fix names unlabelled, the engines that accept it (empty set: any engine)."""
     named: list[set[str]] = []
+    if OWNED_FIX.match(fix.summary):
+        return named
     words = [*fix.flags, *FLAG_WORD.findall(LABELLED.sub("", fix.summary))]
     words += ENV_WORD.findall(LABELLED.sub("", fix.summary))
     for word in words:

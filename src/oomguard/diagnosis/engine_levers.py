@@ -15,7 +15,20 @@ are the engines' documented options:
   (https://huggingface.co/docs/text-generation-inference/reference/launcher);
 - LMDeploy: `lmdeploy serve api_server` options (TurbomindEngineConfig / PytorchEngineConfig fields);
 - ExLlama: TabbyAPI's config.yml (config_sample.yml) and exllamav2's cache classes;
-- SGLang: its server arguments and troubleshooting page (https://docs.sglang.io/references/faq.html).
+- SGLang: its server arguments and troubleshooting page (https://docs.sglang.io/references/faq.html);
+- vLLM: `vllm serve --help` (its spellings here are for engine-neutral advice, which names vLLM's and
+  SGLang's side by side; a vLLM report gets the vLLM advisors' own fixes);
+- transformers / accelerate: from_pretrained's device_map and max_memory
+  (https://huggingface.co/docs/accelerate/usage_guides/big_modeling), bitsandbytes' load_in_4bit
+  (https://huggingface.co/docs/transformers/quantization/bitsandbytes), generate()'s max_new_tokens and
+  cache_implementation="quantized" (https://huggingface.co/docs/transformers/kv_cache), attn_implementation;
+- DeepSpeed-MII: ModelConfig's tensor_parallel and max_length (DeepSpeed-MII mii/config.py) and the
+  inference engine's state manager (DeepSpeed deepspeed/inference/v2/ragged/manager_configs.py:
+  max_ragged_batch_size 768, max_ragged_sequence_count 512, memory_config mode "reserve" with size 1e9 bytes
+  left free after the KV cache).
+
+Engines recognised by their marks that have none of these (MLX servers, mistral.rs, LightLLM, ...) are
+Engine.OTHER; with it and with Engine.UNKNOWN the advice is engine-neutral (remedies.py).
 """
 
 from __future__ import annotations
@@ -24,24 +37,13 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import Evidence, Frame, Signal
 from oomguard.diagnosis.setup import EngineSetup
 
-
-class Engine(Enum):
-    VLLM = "vllm"
-    SGLANG = "sglang"
-    LLAMA_CPP = "llama.cpp"
-    OLLAMA = "ollama"
-    TENSORRT_LLM = "tensorrt-llm"
-    TGI = "tgi"
-    LMDEPLOY = "lmdeploy"
-    EXLLAMA = "exllama"
-    UNKNOWN = "unknown"
-
-
-# Each engine's own marks in its lines and frames (log tags, C function names, module paths).
-_MARKS: dict[Engine, re.Pattern[str]] = {
+# Each engine's name and own words in machine facts (log tags, C function names, module paths); the
+# document heads' structural marks (engine_marks.py) are counted with them.
+_NAMES: dict[Engine, re.Pattern[str]] = {
     Engine.OLLAMA: re.compile(r"(?i)\bollama\b"),
     Engine.LLAMA_CPP: re.compile(
         r"\bllama_(?:new_context|kv_cache|model_load|init_from_model|context|decode)\w*|\bggml_\w+|"
@@ -55,26 +57,33 @@ _MARKS: dict[Engine, re.Pattern[str]] = {
     ),
     Engine.LMDEPLOY: re.compile(r"(?i)\blmdeploy\b|\bturbomind\b|\[TM\]\["),
     Engine.EXLLAMA: re.compile(r"(?i)\bexllamav[23]\b|\btabbyapi\b"),
+    Engine.DEEPSPEED_MII: re.compile(r"(?i)\bdeepspeed[-_]mii\b|/mii/"),
     Engine.SGLANG: re.compile(r"(?i)\bsglang\b"),
     Engine.VLLM: re.compile(r"(?i)\bvllm\b|\bVLLM_\w+"),
 }
 # Signals only one engine's reader emits (its own error text, recognised by meaning).
-_SIGNAL_ENGINE = {
-    "prefill-tokens-dont-fit": Engine.TGI,
-    "trt-runtime-buffers": Engine.TENSORRT_LLM,
-}
+_SIGNAL_ENGINE = {"trt-runtime-buffers": Engine.TENSORRT_LLM}
 # A wrapper names the engine it runs: ollama's runner prints llama.cpp's lines, so ollama wins over
-# llama.cpp when both appear; any other engine's marks win over vLLM's or SGLang's (a vLLM wrapper path
-# appears in few lines, a foreign engine's own log tag in many).
+# llama.cpp when both appear.
 _WRAPS = {Engine.OLLAMA: Engine.LLAMA_CPP}
+# Which marks win when several engines' appear. First the engines that are not vLLM or SGLang: their own
+# marks are specific to them, while their logs may carry a vLLM or SGLang path (a kernel borrowed from vLLM,
+# a wrapper that can run either). Then vLLM and SGLang, by count. Transformers last: vLLM and SGLang load
+# configs and tokenizers through it and training frameworks that roll out with vLLM run its models, so its
+# marks name the engine only when no serving engine's do.
+_SERVING = (Engine.VLLM, Engine.SGLANG)
+_LIBRARY = (Engine.TRANSFORMERS,)
 
 
 def identify(ev: Evidence, setup: EngineSetup) -> Engine:
-    """The engine whose lines the evidence holds most of (ties to the recovered setup's engine). The
-    machine lines decide; a reporter's sentences (which may compare engines) only when they are all there
-    is."""
-    machine: dict[Engine, int] = dict.fromkeys(_MARKS, 0)
-    prose: dict[Engine, int] = dict.fromkeys(_MARKS, 0)
+    """The engine whose marks the evidence holds most of (ties to the recovered setup's engine): the marks of
+    the documents' heads (engine_marks.py) and the engine names in the machine facts. The machine lines
+    decide; a reporter's sentences (which may compare engines) only when they are all there is. OTHER when
+    the marks are an engine's that has no levers here, UNKNOWN when there are none."""
+    machine: dict[Engine, int] = dict.fromkeys(Engine, 0)
+    prose: dict[Engine, int] = dict.fromkeys(Engine, 0)
+    for engine, n in ev.engine_marks.items():
+        machine[engine] += n
     seen: set[str] = set()
     for fact in ev:
         text = fact.path if isinstance(fact, Frame) else fact.text
@@ -87,7 +96,7 @@ def identify(ev: Evidence, setup: EngineSetup) -> Engine:
         if text in seen:
             continue
         seen.add(text)
-        for engine, pattern in _MARKS.items():
+        for engine, pattern in _NAMES.items():
             if pattern.search(text):
                 counts[engine] += 1
     found = _decide(machine, setup)
@@ -99,13 +108,19 @@ def _decide(counts: dict[Engine, int], setup: EngineSetup) -> Engine:
     for wrapper, inner in _WRAPS.items():
         if counts[wrapper]:
             counts[wrapper] += counts.pop(inner)
-    foreign = {e: n for e, n in counts.items() if n and e not in (Engine.VLLM, Engine.SGLANG)}
+    foreign = {
+        e: n
+        for e, n in counts.items()
+        if n and e not in _SERVING and e not in _LIBRARY and e is not Engine.UNKNOWN
+    }
     if foreign:
         return max(foreign, key=lambda e: foreign[e])
     if counts[Engine.SGLANG] > counts[Engine.VLLM] or setup.engine == "sglang":
         return Engine.SGLANG
     if counts[Engine.VLLM] or setup.engine == "vllm":
         return Engine.VLLM
+    if counts[Engine.TRANSFORMERS]:
+        return Engine.TRANSFORMERS
     return Engine.UNKNOWN
 
 
@@ -119,6 +134,7 @@ class Lever(Enum):
     SHARDS = "more GPUs for the model"
     GRAPHS = "the CUDA graphs captured"
     FLASH_ATTN = "flash attention"
+    WEIGHT_BITS = "fewer bytes per weight"
 
 
 @dataclass(frozen=True)
@@ -137,8 +153,20 @@ class Spelling:
 
 _C, _K, _S, _N = Lever.CONTEXT, Lever.KV_SHARE, Lever.STEP_TOKENS, Lever.CONCURRENCY
 _D, _L, _T, _G, _F = Lever.KV_DTYPE, Lever.GPU_LAYERS, Lever.SHARDS, Lever.GRAPHS, Lever.FLASH_ATTN
+_W = Lever.WEIGHT_BITS
+# DeepSpeed-MII's state manager, inside the inference_engine_config argument of mii.pipeline / mii.serve.
+_MII_STATE = "in inference_engine_config={'state_manager': {...}}"
 
 SPELLINGS: dict[Engine, dict[Lever, Spelling]] = {
+    Engine.VLLM: {
+        _C: Spelling("max_model_len", "--max-model-len {v}"),
+        _K: Spelling("gpu_memory_utilization", "--gpu-memory-utilization {v}", 0.9),
+        _S: Spelling("max_num_batched_tokens", "--max-num-batched-tokens {v}"),
+        _N: Spelling("max_num_seqs", "--max-num-seqs {v}"),
+        _D: Spelling("kv_cache_dtype", "--kv-cache-dtype {v}"),
+        _T: Spelling("tensor_parallel_size", "--tensor-parallel-size {v}"),
+        _G: Spelling("enforce_eager", "--enforce-eager", note="or a smaller max_cudagraph_capture_size"),
+    },
     Engine.SGLANG: {
         _C: Spelling("context-length", "--context-length {v}"),
         _K: Spelling("mem-fraction-static", "--mem-fraction-static {v}"),
@@ -224,9 +252,58 @@ SPELLINGS: dict[Engine, dict[Lever, Spelling]] = {
         _D: Spelling("cache_mode", "cache_mode: {v}", note="Q8 or Q4 (TabbyAPI); ExLlamaV2Cache_Q4"),
         _T: Spelling("gpu_split_auto", "gpu_split_auto: {v}", note="TabbyAPI, with more GPUs visible"),
     },
+    Engine.TRANSFORMERS: {
+        _C: Spelling(
+            "max_new_tokens",
+            "max_new_tokens={v}",
+            note="generate(): the KV cache holds the prompt and the new tokens; truncate long prompts too",
+        ),
+        _N: Spelling("batch_size", "batch_size={v}", note="the pipeline's, or the rows passed to generate()"),
+        _D: Spelling(
+            "cache_implementation",
+            'cache_implementation="{v}"',
+            note="generate(), with cache_config={'backend': 'quanto', 'nbits': 4}",
+        ),
+        _L: Spelling(
+            "max_memory",
+            "max_memory={v}",
+            note="from_pretrained(device_map='auto', max_memory={0: '<GiB>', 'cpu': '<GiB>'}): the layers "
+            "past the cap run from host memory",
+        ),
+        _T: Spelling(
+            "device_map", 'device_map="{v}"', note="from_pretrained(): layers spread over every visible GPU"
+        ),
+        _F: Spelling("attn_implementation", 'attn_implementation="{v}"', note='from_pretrained(); or "sdpa"'),
+        _W: Spelling(
+            "load_in_4bit",
+            "quantization_config=BitsAndBytesConfig(load_in_4bit={v})",
+            note="from_pretrained(); bitsandbytes, about a quarter of the bf16 weight bytes",
+        ),
+    },
+    Engine.DEEPSPEED_MII: {
+        _C: Spelling("max_length", "max_length={v}", note="mii.pipeline() / mii.serve(): prompt plus output"),
+        _K: Spelling(
+            "memory_config.size",
+            "state_manager.memory_config.size={v}",
+            1_000_000_000,
+            note=f"bytes left free after the KV cache (mode 'reserve'), {_MII_STATE}",
+        ),
+        _S: Spelling(
+            "max_ragged_batch_size", "state_manager.max_ragged_batch_size={v}", 768, note=_MII_STATE
+        ),
+        _N: Spelling(
+            "max_ragged_sequence_count",
+            "state_manager.max_ragged_sequence_count={v}",
+            512,
+            note=_MII_STATE,
+        ),
+        _T: Spelling("tensor_parallel", "tensor_parallel={v}", note="mii.pipeline() / mii.serve()"),
+    },
 }
 # The KV cache type each engine calls its 8-bit (or FP8) cache.
 KV_TYPE = {
+    Engine.VLLM: "fp8",
+    Engine.TRANSFORMERS: "quantized",
     Engine.SGLANG: "fp8_e5m2",
     Engine.LLAMA_CPP: "q8_0",
     Engine.OLLAMA: "q8_0",
@@ -236,9 +313,20 @@ KV_TYPE = {
     Engine.EXLLAMA: "Q8",
 }
 # Engines whose GPU memory goes through PyTorch's caching allocator (PYTORCH_CUDA_ALLOC_CONF applies).
-PYTORCH_ENGINES = frozenset({Engine.VLLM, Engine.SGLANG, Engine.TGI, Engine.LMDEPLOY, Engine.EXLLAMA})
+PYTORCH_ENGINES = frozenset(
+    {
+        Engine.VLLM,
+        Engine.SGLANG,
+        Engine.TGI,
+        Engine.LMDEPLOY,
+        Engine.EXLLAMA,
+        Engine.TRANSFORMERS,
+        Engine.DEEPSPEED_MII,
+    }
+)
 # Env-variable prefixes that belong to each engine (its own variables in a fix are kept).
 ENV_PREFIXES = {
+    Engine.VLLM: ("VLLM_",),
     Engine.SGLANG: ("SGLANG_",),
     Engine.LLAMA_CPP: ("GGML_", "LLAMA_"),
     Engine.OLLAMA: ("OLLAMA_", "GGML_"),
@@ -246,4 +334,6 @@ ENV_PREFIXES = {
     Engine.TGI: (),
     Engine.LMDEPLOY: ("LMDEPLOY_",),
     Engine.EXLLAMA: ("EXL3_",),
+    Engine.TRANSFORMERS: (),
+    Engine.DEEPSPEED_MII: (),
 }

@@ -7,10 +7,12 @@ trend), so memory does not grow with the input.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
+
+from oomguard.diagnosis.engine_marks import Engine
 
 # How many facts of one kind are kept from the start and from the end of the evidence.
 KEEP_FIRST = 64
@@ -368,6 +370,8 @@ class Evidence:
         self._kept: dict[type, _Kept] = {}
         self.documents: list[Document] = []
         self.skipped: list[str] = []
+        # Each engine's marks in the heads of the text documents read (engine_marks.py).
+        self.engine_marks: Counter[Engine] = Counter()
 
     def add(self, fact: Fact) -> None:
         kept = self._kept.get(type(fact))
@@ -402,6 +406,7 @@ class Evidence:
             for fact in kept.last:
                 mine.add(fact)
         self.documents += other.documents
+        self.engine_marks.update(other.engine_marks)
 
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:

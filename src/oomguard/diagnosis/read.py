@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from types import ModuleType
 from typing import BinaryIO
 
-from oomguard.diagnosis import detect, gated, parallel_read, progress, scan
+from oomguard.diagnosis import detect, engine_marks, gated, parallel_read, progress, scan
 from oomguard.diagnosis.evidence import Document, Evidence
 from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
@@ -195,6 +195,7 @@ def _read_metrics(name: str, first: bytes, stream: BinaryIO, evidence: Evidence,
 def _read_text(
     name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document, how: Reading
 ) -> None:
+    evidence.engine_marks.update(engine_marks.count_marks(first[: engine_marks.HEAD_BYTES]))
     ctx = Context(name, evidence)
     parsers: list[LineParser] = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from oomguard.diagnosis.engine_levers import (
     ENV_PREFIXES,
     KV_TYPE,
     PYTORCH_ENGINES,
     SPELLINGS,
-    Engine,
     Lever,
     Spelling,
 )
+from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
 from oomguard.diagnosis.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnosis.setup import EngineSetup
@@ -41,9 +41,17 @@ class Fix:
     # 'engine' (the engine's own computed value, e.g. vLLM's estimated maximum model length), 'planner'
     # (re-planned and verified), 'evidence' (derived from logged numbers, not verified), 'mechanism'
     basis: str
+    # The engine whose options `flags` are (an Engine value); "" for a fix without flags, or an
+    # engine-neutral one that names each engine's spelling in its summary.
+    engine: str = ""
 
     def as_dict(self) -> dict[str, object]:
-        return {"flags": dict(self.flags), "summary": self.summary, "basis": self.basis}
+        return {
+            "flags": dict(self.flags),
+            "summary": self.summary,
+            "basis": self.basis,
+            "engine": self.engine,
+        }
 
 
 @dataclass(frozen=True)
@@ -96,20 +104,43 @@ def advise(
     engine: Engine = Engine.UNKNOWN,
 ) -> Advice:
     """The advice for one cause; `step` is the failing step's arithmetic when a scheduler dump was found;
-    `engine` the engine the evidence comes from (its own options replace vLLM's where it is another)."""
+    `engine` the engine the evidence comes from: vLLM's flags for vLLM, another engine's own options where
+    it is another, and engine-neutral advice (the mechanism, each engine's spelling labelled) where the
+    engine is not known or has no levers here."""
     builder = ADVISORS.get(cls, _other)
     advice = builder(ev, setup, step)
-    if engine in SPELLINGS:
-        return for_engine(cls, advice, engine, ev, setup)
+    if engine in SPELLINGS and engine is not Engine.VLLM:
+        return _flags_of(for_engine(cls, advice, engine, ev, setup), engine)
     planned = _planned(cls, setup)
-    fixes = merge_fixes(planned, list(advice.fixes), setup_known=bool(planned) or plannable(setup))
-    return Advice(
+    own = [f for f in advice.fixes if not _foreign_variable(f, Engine.VLLM)]
+    fixes = merge_fixes(planned, own, setup_known=bool(planned) or plannable(setup))
+    vllm = Advice(
         advice.explanation,
         fixes,
         without_contradictions(advice.not_helpful, fixes),
         advice.verify,
         advice.next_evidence,
         advice.notes,
+    )
+    if engine is Engine.VLLM:
+        return _flags_of(vllm, Engine.VLLM)
+    return engine_neutral(cls, vllm, ev, setup)
+
+
+def _flags_of(advice: Advice, engine: Engine) -> Advice:
+    """The advice with each fix that sets flags marked as that engine's."""
+    fixes = tuple(replace(f, engine=engine.value) if f.flags and not f.engine else f for f in advice.fixes)
+    return replace(advice, fixes=fixes)
+
+
+def _foreign_variable(fix: Fix, engine: Engine) -> bool:
+    """A fix setting another engine's own variable (an advisor may offer SGLang's next to vLLM's when the
+    setup did not say which engine ran)."""
+    return any(
+        key.startswith(prefixes)
+        for other, prefixes in ENV_PREFIXES.items()
+        if other is not engine and prefixes
+        for key in fix.flags
     )
 
 
@@ -1150,6 +1181,7 @@ CLASS_LEVERS: dict[str, tuple[tuple[Lever, str, str], ...]] = {
 }
 # The name each engine goes by in the advice's text.
 ENGINE_NAMES = {
+    Engine.VLLM: "vLLM",
     Engine.SGLANG: "SGLang",
     Engine.LLAMA_CPP: "llama.cpp",
     Engine.OLLAMA: "ollama",
@@ -1157,20 +1189,32 @@ ENGINE_NAMES = {
     Engine.TGI: "TGI",
     Engine.LMDEPLOY: "LMDeploy",
     Engine.EXLLAMA: "ExLlama",
+    Engine.TRANSFORMERS: "transformers",
+    Engine.DEEPSPEED_MII: "DeepSpeed-MII",
 }
 # Text that only makes sense for vLLM: its flags, variables and name.
 _VLLM_ONLY = re.compile(r"--[a-z]|\bVLLM_|\bvllm serve\b")
 # GGUF engines load no safetensors and run layers on the CPU: their host memory is weights and KV there.
 GGUF_ENGINES = (Engine.LLAMA_CPP, Engine.OLLAMA)
 # Levers of one engine for one cause, where the mechanism is that engine's own.
-ENGINE_CLASS_LEVERS: dict[tuple[Engine, str], tuple[tuple[Lever, str, str], ...]] = {
-    (engine, "host-ram-oom"): (
-        (Lever.CONTEXT, "down", "less KV in host memory for the layers that run on the CPU"),
-        (Lever.KV_DTYPE, "on", "half the bytes per KV token, wherever the layer runs"),
-        (Lever.CONCURRENCY, "down", "fewer slots, each with its own context"),
-    )
-    for engine in GGUF_ENGINES
+_LEVERS = tuple[tuple[Lever, str, str], ...]
+_GGUF_HOST: _LEVERS = (
+    (Lever.CONTEXT, "down", "less KV in host memory for the layers that run on the CPU"),
+    (Lever.KV_DTYPE, "on", "half the bytes per KV token, wherever the layer runs"),
+    (Lever.CONCURRENCY, "down", "fewer slots, each with its own context"),
+)
+ENGINE_CLASS_LEVERS: dict[tuple[Engine, str], _LEVERS] = {
+    **{(engine, "host-ram-oom"): _GGUF_HOST for engine in GGUF_ENGINES},
+    # transformers loads the weights itself: quantizing them and offloading layers are its levers.
+    (Engine.TRANSFORMERS, "weights-dont-fit"): (
+        (Lever.WEIGHT_BITS, "down", "a quarter of the weight bytes"),
+        (Lever.SHARDS, "up", "the weights split over every visible GPU"),
+        (Lever.GPU_LAYERS, "down", "fewer layers' weights on the GPU"),
+    ),
 }
+# Engines whose memory share is a reserve left free (ollama's overhead, TabbyAPI's autosplit reserve,
+# DeepSpeed-MII's memory_config.size): it only goes one way, and its value is bytes or MiB, not a fraction.
+RESERVE_SHARE = (Engine.OLLAMA, Engine.EXLLAMA, Engine.DEEPSPEED_MII)
 
 
 def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: EngineSetup) -> Advice:
@@ -1187,7 +1231,7 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
     for lever, direction, why in ENGINE_CLASS_LEVERS.get((engine, cls), CLASS_LEVERS.get(cls, ())):
         spelling = spelled.get(lever)
         # ollama's and TabbyAPI's memory share is a reserve left free: it only goes one way.
-        reserve_only = lever is Lever.KV_SHARE and engine in (Engine.OLLAMA, Engine.EXLLAMA)
+        reserve_only = lever is Lever.KV_SHARE and engine in RESERVE_SHARE
         if spelling is not None and not (reserve_only and direction == "up"):
             fix = _lever_fix(lever, direction, why, spelling, engine, ev, setup)
             if fix is not None:
@@ -1248,7 +1292,15 @@ def _lever_value(
     if lever is Lever.KV_DTYPE:
         return KV_TYPE[engine], "mechanism", ""
     if lever is Lever.FLASH_ATTN:
-        return ("on" if engine is Engine.LLAMA_CPP else "1"), "mechanism", ""
+        return (
+            {Engine.LLAMA_CPP: "on", Engine.TRANSFORMERS: "flash_attention_2"}.get(engine, "1"),
+            "mechanism",
+            "",
+        )
+    if lever is Lever.WEIGHT_BITS:
+        return "True", "mechanism", ""
+    if lever is Lever.GPU_LAYERS and engine is Engine.TRANSFORMERS:
+        return None, "mechanism", ""
     if lever is Lever.GRAPHS:
         if engine is Engine.TGI:
             return 0, "mechanism", ""
@@ -1262,6 +1314,8 @@ def _lever_value(
             return "1,1", "mechanism", ""
         if engine is Engine.EXLLAMA:
             return "true", "mechanism", ""
+        if engine is Engine.TRANSFORMERS:
+            return "auto", "mechanism", ""
         return setup.parallel("tensor_parallel_size") * 2, "mechanism", ""
     if lever is Lever.KV_SHARE:
         return _share_value(direction, spelling, engine, ev, setup)
@@ -1323,14 +1377,14 @@ def _share_value(
     direction: str, spelling: Spelling, engine: Engine, ev: Evidence, setup: EngineSetup
 ) -> tuple[object | None, str, str]:
     oom = _first_oom(ev)
-    if engine in (Engine.OLLAMA, Engine.EXLLAMA):
+    if engine in RESERVE_SHARE:
         if direction != "down":
             return None, "mechanism", ""
         # A reserve (bytes for ollama, MB per GPU for TabbyAPI) at least the failed allocation.
         need = oom.requested if oom and oom.requested else None
         gib = max(1, -(-(need or 0) // GIB)) if need else 1
         source = f" (the failed allocation was {_g(need)})" if need else ""
-        value: object = gib * GIB if engine is Engine.OLLAMA else gib * 1024
+        value: object = gib * 1024 if engine is Engine.EXLLAMA else gib * GIB
         return value, "evidence" if need else "mechanism", source
     now = _current(Lever.KV_SHARE, spelling, setup)
     base, where = (now, "") if now is not None else (spelling.default, "the default ")
@@ -1341,3 +1395,100 @@ def _share_value(
     if value == base:
         return None, "mechanism", ""
     return value, "evidence" if now is not None else "mechanism", f" (from {where}{base:g})"
+
+
+# What a lever does, said without any engine's option name (engine-neutral advice).
+MECHANISMS: dict[tuple[Lever, str], str] = {
+    (Lever.CONTEXT, "down"): "cap the context the KV cache must hold",
+    (Lever.KV_SHARE, "up"): "give the engine a larger share of the GPU memory for its KV cache",
+    (Lever.KV_SHARE, "down"): "leave more GPU memory outside the engine's KV cache",
+    (Lever.STEP_TOKENS, "down"): "cap the tokens of one prefill step",
+    (Lever.CONCURRENCY, "down"): "cap the requests running at once",
+    (Lever.KV_DTYPE, "on"): "store the KV cache in 8 bits",
+    (Lever.GPU_LAYERS, "down"): "keep fewer layers on the GPU (offload the rest)",
+    (Lever.SHARDS, "up"): "shard the model over more GPUs",
+    (Lever.GRAPHS, "down"): "capture fewer CUDA graphs, or none",
+    (Lever.FLASH_ATTN, "on"): "use a flash-attention kernel",
+    (Lever.WEIGHT_BITS, "down"): "load the weights quantized",
+}
+# The engines whose spellings engine-neutral advice names, labelled (the two oomguard plans).
+NEUTRAL_SPELLED = (Engine.VLLM, Engine.SGLANG)
+
+
+def engine_neutral(cls: str, advice: Advice, ev: Evidence, setup: EngineSetup) -> Advice:
+    """The advice when the engine is not known (or has no levers here): the vLLM advisor's fixes that hold
+    for any engine; each lever of the cause as its mechanism, with vLLM's and SGLang's spellings labelled
+    (vLLM's value is the advisor's, read from the evidence, where it set that flag); then the advisor's other
+    vLLM fixes (and the planner's re-planned values) labelled as vLLM's. No unlabelled flag: a vLLM flag is
+    noise to a TGI or llama.cpp user."""
+    # PyTorch's allocator settings hold for whatever engine it is when the OOM was PyTorch's allocator's.
+    torch = any(o.flavor.startswith(("torch", "expandable")) for o in ev.of(OomMessage))
+    kept = [f for f in advice.fixes if not f.flags and not _VLLM_ONLY.search(f.summary)]
+    allocator = [f for f in advice.fixes if torch and set(f.flags) == {"PYTORCH_CUDA_ALLOC_CONF"}]
+    # The advisor's own value of a vLLM flag, where one fix sets that flag alone.
+    own = {
+        k: (v, f)
+        for f in advice.fixes
+        if len(f.flags) == 1 and f.basis != "planner"
+        for k, v in f.flags.items()
+    }
+    folded: set[int] = set()
+    levers: list[Fix] = []
+    for lever, direction, why in CLASS_LEVERS.get(cls, ()):
+        if (lever, direction) not in MECHANISMS:
+            continue
+        vllm_key = SPELLINGS[Engine.VLLM][lever].key if lever in SPELLINGS[Engine.VLLM] else ""
+        found = own.get(vllm_key)
+        if found is not None:
+            folded.add(id(found[1]))
+        levers.append(_neutral_lever(lever, direction, why, ev, setup, found))
+    vllm = [
+        replace(f, summary=f"vLLM: {f.summary}", engine=Engine.VLLM.value if f.flags else "")
+        for f in advice.fixes
+        if f not in kept
+        and f not in allocator
+        and id(f) not in folded
+        and set(f.flags) != {"PYTORCH_CUDA_ALLOC_CONF"}
+    ]
+    not_helpful = tuple(
+        f"vLLM: {n}" if _VLLM_ONLY.search(n) else n.replace("vLLM", "the engine") for n in advice.not_helpful
+    )
+    return Advice(
+        advice.explanation.replace("vLLM", "the engine"),
+        tuple(kept + allocator + levers + vllm),
+        not_helpful,
+        advice.verify.replace("vLLM", "the engine"),
+        advice.next_evidence.replace("vLLM", "the engine"),
+        advice.notes,
+    )
+
+
+def _neutral_lever(
+    lever: Lever,
+    direction: str,
+    why: str,
+    ev: Evidence,
+    setup: EngineSetup,
+    vllm_fix: tuple[str, Fix] | None = None,
+) -> Fix:
+    """One lever as its mechanism, with each neutral engine's spelling (and value, where the evidence
+    gives one) labelled with the engine's name; `vllm_fix` is the vLLM advisor's value for it and its fix."""
+    spelled: list[str] = []
+    basis = "mechanism"
+    for engine in NEUTRAL_SPELLED:
+        spelling = SPELLINGS[engine].get(lever)
+        if spelling is None:
+            continue
+        if engine is Engine.VLLM and vllm_fix is not None:
+            value: object | None = vllm_fix[0]
+            how, where = vllm_fix[1].basis, ""
+        else:
+            value, how, where = _lever_value(lever, direction, spelling, engine, ev, setup)
+        if value is None:
+            shown = spelling.form.replace(" {v}", "").replace("{v}", "")
+        else:
+            shown = spelling.written(value) + where
+            basis = how if how != "mechanism" else basis
+        spelled.append(f"{ENGINE_NAMES[engine]}: {shown}")
+    names = f" ({'; '.join(spelled)})" if spelled else ""
+    return Fix({}, f"{MECHANISMS[(lever, direction)]}: {why}{names}", basis)
