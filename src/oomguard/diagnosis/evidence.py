@@ -251,6 +251,26 @@ class Flags(Fact):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModelNamed(Fact):
+    """A model the report names in words ("I load the Qwen3-30B-A3B-GPTQ-Int4 model", "Model: Qwen3-32B");
+    `text` is the name as written. Launch commands and code give the model as a flag (`Flags`)."""
+
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceNamed(Fact):
+    """GPUs the report names in words or setting lines ("a 4090 24GB", "8*A6000(48G)", "2x H100 NVL 94GB",
+    "8 GPU with 23GB VRAM each"): bytes per device (the GPU table's CUDA total for the part, else the size
+    written beside it) and how many, where it says."""
+
+    name: str  # the part as written ("4090", "A6000", "H100 NVL")
+    part: str | None  # the GPU table's name for it ("NVIDIA GeForce RTX 4090"), None when it has none
+    total: int | None
+    count: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Version(Fact):
     engine: str  # 'vllm' | 'sglang' | 'torch' | 'nccl'
     version: str

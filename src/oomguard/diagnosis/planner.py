@@ -215,7 +215,25 @@ def _ledger(result: PlanResult, planned_measured: Collection[str], logged: dict[
 
 
 def plannable(setup: EngineSetup) -> bool:
-    return setup.engine != "sglang" and bool(setup.model) and bool(setup.gpu_total_bytes or setup.gpu_name)
+    return (
+        setup.engine != "sglang"
+        and bool(setup.model)
+        and bool(setup.gpu_total_bytes or setup.gpu_name)
+        and _offline_model(setup.model or "")
+    )
+
+
+def _offline_model(model: str) -> bool:
+    """The planner can resolve the model offline: a local directory or config.json, or a catalog name (the
+    Hub is never asked from here, so anything else would only fail, after a search for close names)."""
+    from oomguard.models.resolve import HUB_PREFIXES, load_catalog
+
+    if os.path.exists(os.path.expanduser(model)):
+        return True
+    name = planner_model(model).strip().lower()
+    for prefix in HUB_PREFIXES:
+        name = name.removeprefix(prefix)
+    return name.strip("/") in load_catalog()
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,14 @@ from importlib import resources
 from typing import Any
 
 from oomguard.diagnosis.evidence import (
+    DeviceNamed,
     Evidence,
     Flags,
     Frame,
     GpuProcess,
     HostMemory,
     LoadSample,
+    ModelNamed,
     OomMessage,
     ScheduledStep,
     Signal,
@@ -144,6 +146,10 @@ def _setup_features(setup: EngineSetup) -> list[str]:
         out.append(f"setup:gpu-gib-band={_band(total / GIB, (20, 30, 50, 90))}")
         for term, value in sorted(setup.measured.items()):
             out.append(f"setup:{term}/total={_share_band(value, total, (0.05, 0.2, 0.5, 0.8))}")
+        weights = setup.weights
+        if weights is not None and (weights.split.stated or weights.split.ranks > 1):
+            # The weights one GPU holds (sizing.py: model size, precision, split) against the device.
+            out.append(f"setup:weights/total={_share_band(weights.bytes, total, (0.5, 0.8, 0.92, 1.0))}")
         if setup.other_processes_bytes:
             out.append(
                 f"setup:others/total={_share_band(setup.other_processes_bytes, total, (0.02, 0.1, 0.3))}"
@@ -156,11 +162,18 @@ def value(feature: str) -> float:
     return WORD_VALUE if feature.startswith("w:") else 1.0
 
 
+# Facts of the setup a report states in words (model and GPU names): their names are the reporter's, not the
+# mechanism's.
+STATED_SETUP = (ModelNamed, DeviceNamed)
+
+
 def features(ev: Evidence, sit: Situation, setup: EngineSetup) -> list[str]:
     """The features of one diagnosis: words of the facts' lines (each line once) and typed facts."""
     found: set[str] = set()
     seen_lines: set[str] = set()
     for fact in ev:
+        if isinstance(fact, STATED_SETUP):
+            continue  # the setup a report states enters as its quantities (_setup_features), not its words
         if fact.text not in seen_lines:
             seen_lines.add(fact.text)
             found.update(f"w:{w}" for w in words(fact.text))

@@ -32,6 +32,7 @@ from oomguard.diagnosis.sources import (
     nvidia_smi,
     prose,
     ps,
+    setting,
     sglang_log,
     tensorrt_llm,
     tgi,
@@ -201,7 +202,9 @@ def _read_text(
     stats = scan.ReadStats()
 
     if complete and how is Reading.AUTO:
-        parsers.append(prose.Parser(ctx))
+        # The reporter's words, and the setup a pasted report states (after prose: it emits only beside
+        # what the other readers found).
+        parsers += [prose.Parser(ctx), setting.Parser(ctx)]
         stats.bytes = len(first)
         for line in scan.lines_of_small(first, stats):
             gated.feed_line(ctx, parsers, line)

@@ -539,7 +539,8 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
     _config(setup, tally, sit)
-    _weights_vs_device(setup, tally, sit)
+    _weights_vs_device(ev, setup, tally, sit)
+    _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
@@ -1597,70 +1598,116 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     del where
 
 
-# Parameter counts in model ids: "Llama-3-70B", "Qwen3-30B-A3B" (total first), "Mixtral-8x7B" (experts share
-# attention: 8x7B is 46.7B, about 0.83 of 8 x 7).
-_PARAMS = re.compile(r"(?i)(?<![\w.])(?:(?P<n>\d+)x)?(?P<b>\d+(?:\.\d+)?)b(?![a-z0-9])")
-MOE_SHARED_FACTOR = 0.83
-# Bytes per parameter by the quantization the id or the flags name (4-bit formats carry scales: ~0.56).
-_FOUR_BIT = re.compile(r"(?i)\b(awq|gptq|int4|4bit|4-bit|nf4|bnb|mxfp4|nvfp4|w4a16|q4)")
-_EIGHT_BIT = re.compile(r"(?i)\b(fp8|int8|8bit|8-bit|w8a8|w8a16|q8)")
 # The most common large device (H100/A100 80GB as CUDA reports it).
 LARGEST_COMMON_DEVICE = 79 * GIB
 # Weights per GPU at or above this share of the device cannot leave room for anything else.
 WEIGHTS_FILL = 0.92
 # At or below this share the weights clearly fit: the failure is elsewhere.
 WEIGHTS_SMALL = 0.5
+# The share of the device an engine may use when the command does not say (vLLM's --gpu-memory-utilization
+# and SGLang's --mem-fraction-static default to about this), and the least room it needs beyond the weights
+# for its activations and a KV pool: what is left of the budget below this share of the device cannot start.
+DEFAULT_BUDGET_SHARE = 0.9
+MIN_ROOM_SHARE = 0.1
+# A context whose one request takes at most this share of the room beside the weights is not the problem.
+CONTEXT_SMALL = 0.25
+# The flags that set the engine's budget as a share of the device (vLLM, SGLang).
+BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 def weights_per_gpu(setup: EngineSetup) -> float | None:
-    """Bytes of weights per GPU from the model id's parameter count, the quantization it names and the
-    TP x PP split; None when the id carries no count."""
-    model = (setup.model or "").rsplit("/", 1)[-1]
-    m = _PARAMS.search(model)
-    if not m:
-        return None
-    params = float(m.group("b")) * 1e9 * (int(m.group("n")) * MOE_SHARED_FACTOR if m.group("n") else 1)
-    named = f"{model} {setup.flag('quantization') or ''} {setup.flag('dtype') or ''}"
-    per_param = 0.56 if _FOUR_BIT.search(named) else 1.05 if _EIGHT_BIT.search(named) else 2.0
-    if "float32" in named:
-        per_param = 4.0
-    ranks = setup.parallel("tensor_parallel_size") * setup.parallel("pipeline_parallel_size")
-    return params * per_param / max(1, ranks)
+    """Bytes of weights per GPU (model size at its precision over the TP x PP split; see sizing.py); None
+    when neither the catalog nor the model's name says its size."""
+    return setup.weights.bytes if setup.weights is not None else None
 
 
-def _weights_vs_device(setup: EngineSetup, t: Tally, sit: Situation) -> None:
-    """The model's weights per GPU against the device: a model that fills the device explains a load OOM; one
-    that takes under half of it rules weights out."""
-    weights, total = weights_per_gpu(setup), setup.gpu_total_bytes
-    # (Failure or not: the weights alone say it cannot load on one such device.)
-    if weights is not None and not total and weights >= LARGEST_COMMON_DEVICE:
-        t.add(
-            "weights-dont-fit",
-            MEDIUM,
-            f"{setup.model}: about {weights / GIB:.0f} GiB of weights per GPU, more than an 80 GB device "
-            "holds",
-            sit.first_failure,
-        )
-    if weights is not None and total and weights >= total:
+def _budget_share(setup: EngineSetup) -> tuple[float, str]:
+    """The share of the device the engine may use, and the flag that set it ('' for the default)."""
+    for flag in BUDGET_FLAGS:
+        value = setup.flag_float(flag)
+        if value is not None and 0 < value <= 1:
+            return value, f"{flag}={value:g}"
+    return DEFAULT_BUDGET_SHARE, ""
+
+
+def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The model's weights per GPU against the device (sizing.py reads each quantity and where it came from):
+    weights that exceed the device cannot load; weights that leave less of the engine's budget than its
+    activations and a KV pool need explain a startup OOM; weights that take under half of the device rule
+    weights out. The split is used as stated; GPUs the report names without a split are assumed to share the
+    weights only where that can only make them look smaller (for the weights, never against them)."""
+    w = setup.weights
+    if w is None or not (w.split.stated or w.split.ranks > 1):
+        return  # a model named with no command and no GPUs: nothing says how many GPUs share it
+    why = w.describe()
+    facts = (w.model.fact, w.device.fact if w.device else None, sit.first_failure)
+    per_gpu = w.bytes
+    # A failure the evidence shows, or the reporter's "it ran out of memory".
+    failed = (
+        bool(sit.failures)
+        or ev.has("prose-oom")
+        or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
+    if w.device is None:
+        # (Failure or not: the weights alone say it cannot load on one such device.)
+        if per_gpu >= LARGEST_COMMON_DEVICE:
+            t.add("weights-dont-fit", MEDIUM, why + ": more than an 80 GB device holds", *facts)
+        elif failed and per_gpu >= WEIGHTS_FILL * LARGEST_COMMON_DEVICE and sit.phase != "runtime":
+            t.add("weights-dont-fit", MEDIUM, why + ": they fill even an 80 GB device", *facts)
+        return
+    total = w.device.total
+    if per_gpu >= total:
         # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
-        t.add(
-            "weights-dont-fit",
-            STRONG,
-            f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU, more than the "
-            f"{total / GIB:.1f} GiB device holds",
-            sit.first_failure,
-        )
+        t.add("weights-dont-fit", STRONG, why + ": more than the device holds", *facts)
         return
-    if weights is None or not total or not sit.failures:
+    if not failed or sit.phase == "runtime":
         return
-    share = weights / total
-    why = f"{setup.model}: about {weights / GIB:.1f} GiB of weights per GPU on a {total / GIB:.1f} GiB device"
+    share = per_gpu / total
+    budget, flag = _budget_share(setup)
+    room = budget * total - per_gpu
     if share >= WEIGHTS_FILL:
-        t.add("weights-dont-fit", STRONG, why + " (the parameter count in its name)", sit.first_failure)
-    elif share >= 0.8 and sit.phase in ("startup-weights", "unknown", "startup"):
-        t.add("weights-dont-fit", MEDIUM, why + ": little room is left", sit.first_failure)
-    elif share <= WEIGHTS_SMALL:
-        t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", sit.first_failure)
+        t.add("weights-dont-fit", STRONG, why + ": nothing else fits beside them", *facts)
+    elif room < 0 and flag:
+        t.add("weights-dont-fit", MEDIUM + 0.5, why + f": more than the engine may use ({flag})", *facts)
+    elif room < MIN_ROOM_SHARE * total and sit.phase in ("startup-weights", "unknown", "startup"):
+        left = f"{flag} leaves" if flag else "the engine's budget leaves"
+        t.add("weights-dont-fit", MEDIUM, why + f": {left} {max(room, 0) / GIB:.1f} GiB beside them", *facts)
+    elif w.split.stated or w.split.ranks == 1:
+        unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
+        if unsplit <= WEIGHTS_SMALL * total:
+            t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
+
+
+def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The KV one request at the setup's context length needs (the planner's layout for a catalog model)
+    against what the engine's budget leaves beside the weights: a context the pool cannot hold once is the
+    context length, not the traffic; one that takes a small part of the room rules it out. (Activations also
+    take from the room, so the room is an upper bound and the rule errs towards not firing.)"""
+    ctx, w = setup.context, setup.weights
+    if ctx is None or w is None or w.device is None or sit.phase == "runtime":
+        return
+    failed = (
+        bool(sit.failures)
+        or ev.has("prose-oom")
+        or any(s.number("out_of_memory") for s in ev.signals("failure-words"))
+    )
+    if not failed:
+        return
+    total = w.device.total
+    budget, flag = _budget_share(setup)
+    room = budget * total - w.bytes
+    if room < MIN_ROOM_SHARE * total:
+        return  # the weights leave (next to) nothing: that is theirs (_weights_vs_device)
+    left = f"{flag} leaves" if flag else "the engine's budget leaves"
+    why = (
+        f"{ctx.describe(w.model.catalog_id or w.model.name)}; {left} about {room / GIB:.1f} GiB of the "
+        f"{total / GIB:.0f} GiB device beside {w.bytes / GIB:.1f} GiB of weights"
+    )
+    facts = (w.model.fact, w.device.fact, sit.first_failure)
+    if ctx.bytes >= room:
+        t.add("max-model-len-exceeds-kv", STRONG if ctx.bytes >= total else MEDIUM, why, *facts)
+    elif ctx.bytes <= CONTEXT_SMALL * room:
+        t.add("max-model-len-exceeds-kv", -WEAK, why + ": the context fits many times", *facts)
 
 
 PROSE = {

@@ -7,14 +7,25 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnosis.evidence import (
+    DeviceNamed,
     Evidence,
     Fact,
     Flags,
     GpuMemory,
+    ModelNamed,
     OomMessage,
     StartupNumber,
     Version,
     Where,
+)
+from oomguard.diagnosis.sizing import (
+    ContextKv,
+    Device,
+    ModelSize,
+    WeightsPerGpu,
+    context_kv,
+    model_size,
+    split_of,
 )
 from oomguard.engines.vllm.versions import Behaviour, behaviour_or_newest
 from oomguard.errors import InputFormatError
@@ -31,6 +42,23 @@ FLAG_ALIASES = {
     "context_length": "max_model_len",
     "model_path": "model",
     "model_tag": "model",
+    # other engines' and wrappers' spellings (TGI, DeepSpeed-MII, LMDeploy, Transformers, checkpoints' demos)
+    "model_id": "model",
+    "model_name_or_path": "model",
+    "pretrained_model_name_or_path": "model",
+    "model_dir": "model",
+    "ckpt_path": "model",
+    "checkpoint_path": "model",
+    "tensor_parallel": "tensor_parallel_size",
+    "num_shard": "tensor_parallel_size",
+    "torch_dtype": "dtype",
+    "quantize": "quantization",
+    # the context one request may hold (ollama/llama.cpp, LMDeploy, TGI)
+    "num_ctx": "max_model_len",
+    "n_ctx": "max_model_len",
+    "ctx_size": "max_model_len",
+    "session_len": "max_model_len",
+    "max_total_tokens": "max_model_len",
     "device_memory_utilization": "gpu_memory_utilization",
     "kv_cache_memory": "kv_cache_memory_bytes",
     "expert_parallel_size": "expert_parallel_size",
@@ -56,6 +84,13 @@ class EngineSetup:
     other_processes_bytes: int = 0
     # "Available KV cache memory" as the engine logged it (what the plan must reproduce), bytes.
     logged_kv_bytes: int | None = None
+    # The device one GPU is, with where its total was read; the GPUs the report names (None: not said).
+    device: Device | None = None
+    gpus_named: int | None = None
+    # The weights one GPU must hold (model size, precision, split, device), when the model's size is known.
+    weights: WeightsPerGpu | None = None
+    # The KV one request at the setup's context length needs per GPU, when the model is a catalog one.
+    context: ContextKv | None = None
 
     def flag(self, name: str) -> str | None:
         return self.flags.get(name)
@@ -102,6 +137,8 @@ class EngineSetup:
             "v1": self.v1,
             "flags": dict(self.flags),
             "measured_gib": {k: round(v / (1 << 30), 2) for k, v in self.measured.items()},
+            "weights_per_gpu_gib": round(self.weights.bytes / (1 << 30), 2) if self.weights else None,
+            "weights_per_gpu": self.weights.describe() if self.weights else None,
             "provenance": {k: str(v) for k, v in self.provenance.items()},
         }
 
@@ -110,6 +147,7 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     flags: dict[str, str] = {}
     provenance: dict[str, Where] = {}
     engine = "unknown"
+    model_fact: Fact | None = None
     for fact in sorted(evidence.of(Flags), key=lambda f: _ORIGIN_ORDER.get(f.origin, 0)):
         for key, value in fact.flags:
             if key == "engine":
@@ -120,6 +158,8 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
                 continue
             flags[key] = value
             provenance[key] = fact.where
+            if key == "model":
+                model_fact = fact
         if fact.origin == "sglang-args":
             engine = "sglang"
     version = None
@@ -137,22 +177,47 @@ def recover_setup(evidence: Evidence) -> EngineSetup:
     if "VLLM_USE_V1" in flags:
         v1 = flags["VLLM_USE_V1"] not in ("0", "false", "False")
     model = flags.get("model")
-    gpu_name, total = _gpu(evidence, provenance)
+    device = _gpu(evidence, provenance)
     if model:
         provenance.setdefault("model", provenance.get("model", Where("?", 0)))
+    # The model's size, from the model the engine runs, else (sizing only) the one the reporter names.
+    size = _model_size(model, model_fact, evidence.of(ModelNamed), flags)
+    counts = [d.count for d in evidence.of(DeviceNamed) if d.count]
+    gpus_named = max(counts) if counts else None
+    commanded = model is not None and size is not None and size.fact is model_fact
+    split = split_of(flags, gpus_named, command=commanded)
+    weights = WeightsPerGpu(size, split, device) if size is not None else None
+    context = context_kv(size, flags, split, device.total) if size is not None and device else None
     return EngineSetup(
         engine=engine,
         version=version,
         model=model,
-        gpu_name=gpu_name,
-        gpu_total_bytes=total,
+        gpu_name=_first_name(evidence),
+        gpu_total_bytes=device.total if device else None,
         flags=flags,
         provenance=provenance,
         v1=v1,
         measured=_measured(evidence, provenance),
         other_processes_bytes=_other_processes(evidence),
         logged_kv_bytes=_logged_kv(evidence),
+        device=device,
+        gpus_named=gpus_named,
+        weights=weights,
+        context=context,
     )
+
+
+def _model_size(
+    model: str | None, fact: Fact | None, named: list[ModelNamed], flags: dict[str, str]
+) -> ModelSize | None:
+    """Phase 1 on the model the setup runs: its own name first; when that states no size (a local directory
+    such as '/models/llm'), the model the report names in words, the largest when it names several (the one
+    that could fail; the others are what worked)."""
+    size = model_size(model, flags, fact)
+    if size is not None:
+        return size
+    sizes = [s for s in (model_size(n.name, flags, n) for n in named) if s is not None]
+    return max(sizes, key=lambda s: s.bytes) if sizes else None
 
 
 # Startup quantities the planner accepts as measured terms (PlanRequest.measured keys).
@@ -191,28 +256,57 @@ def _other_processes(evidence: Evidence) -> int:
     return 0
 
 
-def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> tuple[str | None, int | None]:
-    """The GPU's name and the total vLLM sized its budget from, best source first: the engine's own logged
-    total, the OOM message's (CUDA's), the catalog's CUDA total for nvidia-smi's name, nvidia-smi's
-    memory.total (0.3-0.6% above what CUDA reports on data-centre parts)."""
+# Where a device total was read, best first (the engine's own line is what it sized its budget from).
+_TOTAL_SOURCES = (
+    "the engine's startup line",
+    "the allocator message",
+    "nvidia-smi (its CUDA total)",
+    "nvidia-smi",
+    "the GPU the report names",
+)
+
+
+def _gpu(evidence: Evidence, provenance: dict[str, Where]) -> Device | None:
+    """The device (phase 3 of sizing): its name and the total vLLM sized its budget from, best source first:
+    the engine's own logged total, the OOM message's (CUDA's), the catalog's CUDA total for nvidia-smi's
+    name, nvidia-smi's memory.total (0.3-0.6% above what CUDA reports on data-centre parts), the GPU the
+    report names in words (the GPU table's total for the part, else the size written beside it)."""
     name: str | None = None
-    candidates: list[tuple[int, int, Where]] = []
+    candidates: list[tuple[int, int, Fact]] = []
     for n in evidence.of(StartupNumber):
         if n.quantity == "gpu_total_bytes" and n.value > 0:
-            candidates.append((0, round(n.value), n.where))
-    candidates += [(1, o.total, o.where) for o in evidence.of(OomMessage) if o.total]
+            candidates.append((0, round(n.value), n))
+    candidates += [(1, o.total, o) for o in evidence.of(OomMessage) if o.total]
     for g in evidence.of(GpuMemory):
         if name is None and g.name:
             name = g.name
             provenance["gpu"] = g.where
         if g.cuda_total:
-            candidates.append((2, g.cuda_total, g.where))
-        candidates.append((3, g.total, g.where))
+            candidates.append((2, g.cuda_total, g))
+        candidates.append((3, g.total, g))
+    for d in evidence.of(DeviceNamed):
+        if name is None and d.part:
+            name = d.part
+            provenance["gpu"] = d.where
+        if d.total:
+            candidates.append((4, d.total, d))
     if not candidates:
-        return name, None
-    _, total, where = min(candidates, key=lambda c: c[0])
-    provenance["gpu_total"] = where
-    return name, total
+        return None
+    rank, total, fact = min(candidates, key=lambda c: c[0])
+    provenance["gpu_total"] = fact.where
+    shown = fact.name if isinstance(fact, DeviceNamed) else name  # as the report writes it ("4090")
+    return Device(total, shown, _TOTAL_SOURCES[rank], fact)
+
+
+def _first_name(evidence: Evidence) -> str | None:
+    """The GPU's name as the GPU table knows it: nvidia-smi's, else the part the report names."""
+    for g in evidence.of(GpuMemory):
+        if g.name:
+            return g.name
+    for d in evidence.of(DeviceNamed):
+        if d.part:
+            return d.part
+    return None
 
 
 # Later, more authoritative sources override earlier ones: the engine's own config line beats a command.
@@ -220,6 +314,7 @@ _ORIGIN_ORDER = {
     "user-supplied": -1,  # --command: fills what the evidence lacks, never overrides what it shows
     "environment": 0,
     "command-line": 1,
+    "code": 1,  # a Python call, assignment or config dict in the report
     "non-default-args": 2,
     "llm-kwargs": 2,
     "sglang-args": 3,

@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import os
+import re
 import socket
 import urllib.parse
 from collections.abc import Mapping
@@ -88,6 +89,75 @@ def load_catalog(path: Path = CATALOG_PATH) -> dict[str, CatalogEntry]:
 
 def catalog_ids() -> list[str]:
     return sorted({entry.id for entry in load_catalog().values()})
+
+
+# Parts of a checkpoint's name that leave its architecture and size as they were: tuning and chat variants,
+# quantization and file formats, release dates and revisions ("DeepSeek-V3-0324", "Qwen3-30B-A3B-GPTQ-Int4",
+# "Meta-Llama-3-70B-Instruct-AWQ", "...-Q4_K_M"). A part outside these ("-multimodal", "-Coder") names
+# another model.
+_SAME_MODEL_PART = re.compile(
+    r"(instruct|chat|it|base|hf|sft|dpo|rlhf|demo|awq|gptq|int4|int8|int|fp8|fp16|bf16|fp4|nvfp4|mxfp4|"
+    r"w4a16|w8a8|w8a16|w4a8|w4a4|gguf|ggml|exl2|exl3|mlx|bnb|nf4|\d+bit|dynamic|quantized|i?q\d\w*|k|m|s|l|"
+    r"xs|xl|v\d+(\.\d+)*|\d{4}|\d{6}|\d+bpw\w*)"
+)
+
+
+@functools.lru_cache(maxsize=4)
+def _by_first_letters(path: Path = CATALOG_PATH) -> dict[str, list[tuple[str, CatalogEntry]]]:
+    """The catalog's names (an id's last part, an alias) by their first three letters."""
+    index: dict[str, list[tuple[str, CatalogEntry]]] = {}
+    for key, entry in load_catalog(path).items():
+        tail = key.rsplit("/", 1)[-1]
+        index.setdefault(tail[:3], []).append((tail, entry))
+    return index
+
+
+# A model in huggingface_hub's cache: ".../hub/models--Qwen--Qwen3-8B/snapshots/<revision>".
+_HUB_CACHE_DIR = re.compile(r"models--(?P<org>[^/]+?)--(?P<name>[^/]+)")
+
+
+def hub_cache_parts(parts: list[str]) -> list[str]:
+    """A path's parts, with a Hugging Face cache directory read as the 'org/name' it holds (what follows it,
+    snapshots/<revision>, is no name)."""
+    for i, part in enumerate(parts):
+        m = _HUB_CACHE_DIR.fullmatch(part)
+        if m:
+            return [*parts[:i], m.group("org"), m.group("name")]
+    return parts
+
+
+@functools.lru_cache(maxsize=1024)
+def catalog_match(text: str) -> CatalogEntry | None:
+    """The catalog model a checkpoint's name or path is a copy of, as reports write it: 'org/name', a local
+    path ending in the model's directory ('/data/models/Qwen/Qwen3-8B/'), or a renamed or quantized copy whose
+    name extends a catalog name by parts that keep the architecture and size (`_SAME_MODEL_PART`); the
+    longest such catalog name wins. None when no catalog model is named."""
+    catalog = load_catalog()
+    parts = hub_cache_parts(
+        [p for p in _strip_prefix(text).replace("\\", "/").split("/") if p and p not in (".", "..", "~")]
+    )
+    if not parts:
+        return None
+    for candidate in ("/".join(parts[-2:]), parts[-1]):
+        entry = catalog.get(candidate.lower())
+        if entry is not None:
+            return entry
+    # A model file's name; an ollama tag ("qwen3:4b") names the model with a colon.
+    name = re.sub(r"\.(gguf|ggml|bin|safetensors)$", "", parts[-1].lower()).replace(":", "-")
+    if name in catalog:
+        return catalog[name]
+    best: tuple[int, CatalogEntry] | None = None
+    for tail, entry in _by_first_letters().get(name[:3], ()):
+        if len(name) <= len(tail) or not name.startswith(tail) or name[len(tail)] not in "-_":
+            continue
+        rest = [p for p in re.split(r"[-_]", name[len(tail) + 1 :]) if p]
+        if (
+            rest
+            and all(_SAME_MODEL_PART.fullmatch(p) for p in rest)
+            and (best is None or len(tail) > best[0])
+        ):
+            best = (len(tail), entry)
+    return best[1] if best else None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -690,6 +690,10 @@ def parse_llm_call(rest: str) -> dict[str, str]:
     return flags
 
 
+# vLLM's short spellings of the parallel sizes (vLLM v0.33, vllm/engine/arg_utils.py: -tp, -pp, -dp).
+SHORT_FLAGS = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size"}
+
+
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
     """`MODEL --tensor-parallel-size 2 --enforce-eager ...` -> {'model': MODEL, 'tensor_parallel_size': '2',
     ...}."""
@@ -704,6 +708,10 @@ def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
         i = 1
     while i < len(tokens):
         tok = tokens[i]
+        if tok in SHORT_FLAGS and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+            flags[SHORT_FLAGS[tok]] = tokens[i + 1]
+            i += 2
+            continue
         if tok.startswith("--") and len(tok) > 2:
             key, eq, value = tok[2:].partition("=")
             key = key.replace("-", "_")
