@@ -61,7 +61,7 @@ def weights_of(text: str) -> list[float]:
 
 def line(name: str, ranked: list[list[tuple[str, float]]], rows: list[Row]) -> str:
     n = len(rows)
-    top1 = sum(r[:1] and r[0][0] == row.want for r, row in zip(ranked, rows, strict=True))
+    top1 = sum(bool(r) and r[0][0] == row.want for r, row in zip(ranked, rows, strict=True))
     top3 = sum(row.want in [c for c, _ in r[:3]] for r, row in zip(ranked, rows, strict=True))
     bands: list[str] = []
     high = 1.01

@@ -318,3 +318,13 @@ def test_a_hugging_face_cache_directory_names_its_model() -> None:
     # https://github.com/vllm-project/vllm/issues/10517 serves one under a renamed cache directory
     size = model_size("/mnt/models/models--meta-llama--llama-3-1-70b-instruct", {})
     assert size is not None and size.name == "llama-3-1-70b-instruct" and size.params == 70e9
+
+
+def test_a_tensors_dtype_in_a_tracebacks_code_line_is_not_the_models() -> None:
+    # A frame's code line from a PyTorch traceback (torch/nn/modules/module.py), beside a real launch command.
+    text = (
+        FASTCHAT_WORKER_TP2 + '\n  File "x.py", line 3, in f\n    buf = torch.empty(n, dtype=torch.float)\n'
+    )
+    s = setup_of(text)
+    assert "dtype" not in s.flags
+    assert s.weights is not None and s.weights.model.precision == "8-bit (int8) in its name"

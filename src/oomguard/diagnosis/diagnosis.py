@@ -154,17 +154,21 @@ def rank(
 ) -> list[tuple[CauseClass, float]]:
     """The causes to list with the confidence shown for each. Without a prior: the rules' causes by score,
     each with its calibrated confidence. With the prior's class shares, each cause's mix is the rules'
-    confidence and the prior's share blended by `weight` ((1 - w) x confidence + w x share): the first cause
-    is the highest mix and shows it (at w = 0 the rules' first with their confidence); places 2.. are ordered
-    by the mix plus the prior's share of what the mix leaves to 'none of these', and show that, capped at the
-    place above so the list reads in order. A cause without rule weight is listed only from MIN_PRIOR_ONLY up.
-    The rules and the prior are about equally right on reports neither has seen and wrong on different ones;
-    the weight is chosen on such reports (bench/blend_validate.py) and shipped with the prior."""
+    confidence and the prior's share blended by `weight` ((1 - w) x confidence + w x share). The first
+    cause is the highest mix among the causes the rules found evidence for (any cause when they found none)
+    and shows it: at w = 0 the rules' first with their confidence; above, the prior arbitrates between the
+    mechanisms the evidence supports, never names one the evidence's quantities argue against because
+    similar reports had it, and the first cause always has rule evidence. Places 2.. are ordered by
+    the mix plus the prior's share of what the mix leaves to 'none of these', and show that, capped at the
+    place above so the list reads in order; a cause without rule weight is listed only from MIN_PRIOR_ONLY up.
+    The rules and the prior are about equally right on reports neither has seen and wrong on different
+    ones; the weight is chosen on such reports (bench/blend_validate.py) and shipped with the prior."""
     order = sorted(CLASSES, key=lambda c: (-scores[c], CLASSES.index(c)))
     if shares is None:
         return [(order[0], conf[order[0]])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
     mix = {c: (1.0 - weight) * conf[c] + weight * shares.get(c, 0.0) for c in CLASSES}
-    first = min(order, key=lambda c: -mix[c])  # ties keep the rules' order
+    supported = [c for c in order if scores[c] > 0] or order
+    first = min(supported, key=lambda c: -mix[c])  # ties keep the rules' order
     left = max(0.0, 1.0 - sum(mix.values()))
     blended = {c: mix[c] + left * shares.get(c, 0.0) for c in CLASSES}
     rest = sorted(

@@ -79,9 +79,12 @@ _CONTEXT_ARG = re.compile(
     r"""(?<![\w.-])['"]?(?P<k>num_ctx|n_ctx|ctx_size|context_length|max_model_len|max_seq_len|session_len|"""
     r"""max_total_tokens)['"]?\s*[:=]\s*(?P<v>\d+)\b"""
 )
+# (A bare `dtype=` is a tensor's as often as the model's, in the code lines of a traceback: only a loader's
+# `torch_dtype` and a config dict's quoted "dtype" key count.)
 _PRECISION_ARG = re.compile(
-    r"""(?<![\w.-])(?:(?P<flag>load_in_4bit|load_in_8bit)\s*=\s*True\b|['"]?(?P<k>quantization|quantize|dtype|"""
-    r"""torch_dtype)['"]?\s*[:=]\s*(?:torch\.)?['"]?(?P<v>[A-Za-z][\w.]*))"""
+    r"""(?<![\w.-])(?:(?P<flag>load_in_4bit|load_in_8bit)\s*=\s*True\b|['"]?(?P<k>quantization|quantize|"""
+    r"""torch_dtype)['"]?\s*[:=]\s*(?:torch\.)?['"]?(?P<v>[A-Za-z][\w.]*)|['"](?P<dk>dtype)['"]\s*:\s*"""
+    r"""['"](?P<dv>[A-Za-z][\w.]*))"""
 )
 # A string that names a model (not a task such as "text-generation", not a variable's text).
 _MODELISH = re.compile(r"/|\d|\.gguf$", re.IGNORECASE)
@@ -301,6 +304,8 @@ class Parser(LineParser):
         for m in _PRECISION_ARG.finditer(body):
             if m.group("flag"):
                 flags[m.group("flag")] = "true"
+            elif m.group("dk"):
+                flags["dtype"] = m.group("dv")
             else:
                 flags[m.group("k")] = m.group("v")
         return flags
