@@ -52,7 +52,7 @@ MIN_REPORTS = 2
 # Decimals kept per weight.
 DECIMALS = 3
 # The prior's weight against the rules' confidence in `diagnosis.rank` (0: the first cause is the rules').
-BLEND_WEIGHT = 0.0
+BLEND_WEIGHT = 0.1
 # Folds of the cross-validation that fits the temperature, and the temperatures tried (log-spaced, 0.25-4).
 FOLDS = 5
 TEMPERATURES = tuple(round(2 ** (k / 8), 3) for k in range(-16, 17))
