@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+from tests.test_hardware import SMI_TABLE_H100
+
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, Signal
 from oomguard.diagnosis.read import read_one
@@ -16,28 +18,8 @@ def prose_signals(text: str) -> list[str]:
     return [s.name for s in evidence.of(Signal) if s.name.startswith("prose-")]
 
 
-# nvidia-smi of an empty GPU, as the driver prints it (the header carries "MIG M.").
-SMI_EMPTY = """\
-+-----------------------------------------------------------------------------------------+
-| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
-|-----------------------------------------+------------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
-|                                         |                        |               MIG M. |
-|=========================================+========================+======================|
-|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |                    0 |
-| N/A   31C    P0             69W /  700W |       0MiB /  81559MiB |      0%      Default |
-|                                         |                        |             Disabled |
-+-----------------------------------------+------------------------+----------------------+
-
-+-----------------------------------------------------------------------------------------+
-| Processes:                                                                              |
-|  GPU   GI   CI        PID   Type   Process name                              GPU Memory |
-|        ID   ID                                                               Usage      |
-|=========================================================================================|
-|  No running processes found                                                             |
-+-----------------------------------------------------------------------------------------+
-"""
+# nvidia-smi of empty GPUs, as the driver prints it (the header carries "MIG M.").
+SMI_EMPTY = SMI_TABLE_H100
 
 # Ray's memory monitor (https://github.com/vllm-project/vllm/issues/1160): "Consider provisioning more
 # memory".
