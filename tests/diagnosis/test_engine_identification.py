@@ -229,3 +229,16 @@ def test_the_report_says_which_engine_its_fixes_are_for() -> None:
     assert vllm["engine"] == "vllm"
     flagged = [f for c in vllm["causes"] for f in c["fixes"] if f["flags"]]
     assert flagged and all(f["engine"] == "vllm" for f in flagged)
+
+
+def test_the_open_questions_name_what_to_collect_in_the_engines_own_words() -> None:
+    def answers(text: str) -> list[str]:
+        return [answer for _, answer in diagnose(_read(text)).questions]
+
+    sglang, vllm, unknown = answers(SGLANG_DECODE), answers(VLLM_KV), answers(BARE_OOM)
+    assert "sglang:token_usage" in sglang[1] and "vllm:" not in " ".join(sglang)
+    assert sglang[2].endswith("context_length")
+    assert vllm[2].endswith("max_model_len") and "sglang" not in " ".join(vllm)
+    # Not known: the generic words, with both engines' names labelled.
+    assert "vLLM: vllm:kv_cache_usage_perc" in unknown[1] and "SGLang: sglang:token_usage" in unknown[1]
+    assert unknown[2].endswith("the context limit (vLLM: max_model_len; SGLang: context_length)")

@@ -240,7 +240,7 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
         setup=setup,
         phase=sit.phase,
         phase_why=sit.phase_why,
-        questions=_questions(evidence, sit),
+        questions=_questions(evidence, sit, engine),
         separate_by=tuple(c.next_evidence for c in causes[:3]),
         memory=_memory(evidence, ledger, step),
         ledger=ledger,
@@ -332,8 +332,20 @@ def mixed_incidents(evidence: Evidence) -> list[str]:
     return [warning]
 
 
-def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
-    """The triage guide's four questions, answered from the evidence where it can."""
+# Where each engine shows its KV-cache usage and names its context limit, for the questions the evidence
+# leaves open (vLLM: the vllm:kv_cache_usage_perc metric and its periodic stats line; SGLang: the "token
+# usage" of its batch lines and the sglang:token_usage metric).
+_KV_USAGE_SOURCE = {
+    Engine.VLLM: "vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line)",
+    Engine.SGLANG: "sglang:token_usage (or 'token usage' in the batch lines)",
+}
+_CONTEXT_LIMIT = {Engine.VLLM: "max_model_len", Engine.SGLANG: "context_length"}
+_ENGINE_LABEL = {Engine.VLLM: "vLLM", Engine.SGLANG: "SGLang"}
+
+
+def _questions(ev: Evidence, sit: Situation, engine: Engine) -> tuple[tuple[str, str], ...]:
+    """The triage guide's four questions, answered from the evidence where it can, in the identified
+    engine's names (both vLLM's and SGLang's, labelled, when the engine is not known)."""
     phase = {
         "runtime": "runtime (the server was serving)",
         "unknown": "unknown: collect the first traceback and the last 50 log lines",
@@ -342,8 +354,7 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
     kv = (
         f"{crash.kv_usage:.0%} at {crash.where}"
         if crash and crash.kv_usage is not None
-        else "unknown: collect vllm:kv_cache_usage_perc (or the 'GPU KV cache usage' stats line) at the "
-        "failure"
+        else f"unknown: collect {_named(_KV_USAGE_SOURCE, engine, 'its KV-cache usage')} at the failure"
     )
     host = ev.has(*HOST_SIGNALS)
     gpu = bool(ev.of(OomMessage)) or ev.has(*GPU_MEMORY_ERRORS)
@@ -361,10 +372,22 @@ def _questions(ev: Evidence, sit: Situation) -> tuple[tuple[str, str], ...]:
         ("2. KV cache usage at the failure?", kv),
         (
             "3. All requests or only long ones?",
-            ("not in the evidence: compare prompt+output lengths of the failing requests with max_model_len"),
+            "not in the evidence: compare prompt+output lengths of the failing requests with "
+            + _named(_CONTEXT_LIMIT, engine, "the context limit"),
         ),
         ("4. GPU OOM or node memory?", node),
     )
+
+
+def _named(names: dict[Engine, str], engine: Engine, generic: str) -> str:
+    """The engine's own name for a thing; for an engine without one here, the generic words with vLLM's and
+    SGLang's names labelled (an unknown engine is most often one of the two)."""
+    if engine in names:
+        return names[engine]
+    if engine in (Engine.UNKNOWN, Engine.OTHER):
+        labelled = "; ".join(f"{_ENGINE_LABEL[e]}: {n}" for e, n in names.items())
+        return f"{generic} ({labelled})"
+    return generic
 
 
 def _memory(ev: Evidence, ledger: Ledger | None, step: StepAnalysis | None) -> tuple[tuple[str, str], ...]:
