@@ -1615,12 +1615,6 @@ CONTEXT_SMALL = 0.25
 BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
-def weights_per_gpu(setup: EngineSetup) -> float | None:
-    """Bytes of weights per GPU (model size at its precision over the TP x PP split; see sizing.py); None
-    when neither the catalog nor the model's name says its size."""
-    return setup.weights.bytes if setup.weights is not None else None
-
-
 def _budget_share(setup: EngineSetup) -> tuple[float, str]:
     """The share of the device the engine may use, and the flag that set it ('' for the default)."""
     for flag in BUDGET_FLAGS:

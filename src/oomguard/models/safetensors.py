@@ -8,13 +8,11 @@ and carries `metadata.total_size`. A headers-only copy of a shard (the first 8 +
 
 from __future__ import annotations
 
-import json
 import re
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from oomguard.errors import InputFormatError
 from oomguard.inputs import loads_json
@@ -306,10 +304,3 @@ def apply_checkpoint(spec: ModelSpec, checkpoint: Checkpoint) -> ModelSpec:
         weights_source=checkpoint.source,
         notes=tuple(notes),
     )
-
-
-def header_bytes(tensors: Mapping[str, Any]) -> bytes:
-    """Serialize a header dict the way safetensors does (8-byte length + JSON), for headers-only copies."""
-    raw = json.dumps(tensors, separators=(",", ":")).encode("utf-8")
-    raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw

@@ -77,10 +77,6 @@ def summary_dict(
     }
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n:,} {one if n == 1 else many}"
-
-
 def summary_text(
     result: SimulationResult, summary: Summary, setup: dict[str, Any], fixes: FixSearch | None = None
 ) -> str:

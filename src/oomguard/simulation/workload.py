@@ -355,14 +355,6 @@ def _azure_timestamp(text: str, last: dict[str, float] | None = None) -> float:
     return base + fraction
 
 
-def _whole(text: str, name: str) -> int:
-    """A token count field: `int()` first (nearly every row), `_int_field`'s forms and errors otherwise."""
-    try:
-        return int(text)
-    except ValueError:
-        return _int_field(text, name)
-
-
 def _seconds(text: str, name: str) -> float:
     try:
         number = float(text)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oomguard.imbalance import IMBALANCE_MIN_MEAN_KV, IMBALANCE_WARN, IMBALANCE_WINDOW_S, imbalance
@@ -24,11 +24,9 @@ from oomguard.watch.growth import GrowthRule
 from oomguard.watch.planned import PlannedCapacity, PlanSource
 from oomguard.watch.samples import History, RankKey, Series, SeriesKey
 from oomguard.watch.trend import (
-    Trend,
     counter_increase,
     recent_level,
     sustained_rise,
-    theil_sen,
     time_to_reach,
 )
 
@@ -974,14 +972,3 @@ def evaluate(
 def _urgency(alert: Alert) -> tuple[int, float]:
     eta = alert.eta_seconds if alert.eta_seconds is not None else float("inf")
     return (0 if alert.severity == CRITICAL else 1, eta)
-
-
-def latest_trends(
-    history: History, metric: str, window_s: float, now: float
-) -> Iterable[tuple[SeriesKey, Trend]]:
-    """Theil-Sen trend of every series of `metric` over the window (for views)."""
-    for key in sorted(k for k in history if k.metric == metric):
-        series = history[key].since(now - window_s)
-        trend = theil_sen(series)
-        if trend is not None:
-            yield key, trend

@@ -172,8 +172,3 @@ class Parser(LineParser):
             and "Decode batch" not in body
         ):
             pass  # SGLang's own prefix ("[2025-07-02 07:41:58 DP0 TP0]"): recognised by split_prefix
-
-
-def to_bytes_gib(text: str) -> float | None:
-    value = to_float(text)
-    return None if value is None else value * _GIB

@@ -450,18 +450,6 @@ def mamba2_state(
     )
 
 
-def mamba1_state(
-    intermediate: int, state_size: int, conv_kernel: int, ssm_dtype: str = STATE_DTYPE_AUTO
-) -> MambaState:
-    """Mamba1 per-sequence state (mamba1_state_shape): conv (conv_kernel - 1) x intermediate and SSM
-    intermediate x N, both split by TP along the intermediate dim."""
-    return MambaState(
-        state_shapes=((conv_kernel - 1, intermediate), (intermediate, state_size)),
-        state_dtypes=(STATE_DTYPE_AUTO, ssm_dtype),
-        tp_split_dims=(1, 0),
-    )
-
-
 def mamba2_mixer(
     inv: Inventory,
     layer: int,
