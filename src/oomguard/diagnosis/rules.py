@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
+    DeviceNamed,
     Evidence,
     Fact,
     Frame,
@@ -535,6 +536,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _step(ev, step, tally)
     _host(ev, tally)
     _processes(ev, tally)
+    _held_before_start(ev, setup, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -1423,6 +1425,73 @@ def _processes(ev: Evidence, t: Tally) -> None:
                         "the KV pool found no room on a GPU another process holds memory on",
                         s,
                     )
+
+
+# Memory a device holds before any engine touched it: a CUDA context, a desktop's display, NCCL's buffers.
+NOTHING_HELD = 1 * GIB
+# Held by others at this share of the device, it is what the engine then lacked, whatever failed next.
+HELD_LARGE_SHARE = 0.25
+# The engines' errors of a KV pool left with no room at startup.
+EMPTY_POOL = (
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "cannot-auto-fit",
+    "sglang-not-enough-memory",
+    "sglang-negative-token-budget",
+)
+
+
+def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
+    "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
+    context and NCCL's buffers (OUTSIDE_PYTORCH_MIN, or 10% of the device), someone else holds the rest.
+    The first reading of each process and device counts (a draft model loads later, beside the target's
+    weights)."""
+    if ev.has("free-memory-below-utilization"):
+        return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    totals = {
+        (n.where.source, n.where.line): n.value
+        for n in ev.of(StartupNumber)
+        if n.quantity == "gpu_total_bytes"
+    }
+    named = {(d.where.source, d.where.line): d.total for d in ev.of(DeviceNamed) if d.total}
+    seen: set[tuple[str, str]] = set()
+    empty: StartupNumber | None = None
+    for n in ev.of(StartupNumber):
+        if n.quantity != "free_at_start_bytes" or (n.where.source, n.process_tag) in seen:
+            continue
+        seen.add((n.where.source, n.process_tag))
+        at = (n.where.source, n.where.line)
+        total = totals.get(at) or named.get(at) or setup.gpu_total_bytes
+        if not total or n.value > total:
+            continue  # no total, or unified memory (free counts the host's RAM)
+        held = total - n.value
+        if held >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * total):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 1.0 if held >= HELD_LARGE_SHARE * total else STRONG,
+                f"{held / GIB:.2f} GiB of the {total / GIB:.2f} GiB device was in use before the engine "
+                "placed anything on it: another process holds it",
+                n,
+            )
+            for s in ev.signals(*EMPTY_POOL)[:1]:
+                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
+                t.add(
+                    "other-process-or-shared-gpu",
+                    MEDIUM + 0.5,
+                    "the engine found no room for its KV pool on a device someone else held memory on",
+                    s,
+                )
+            return
+        if held < NOTHING_HELD and empty is None:
+            empty = n
+    if empty is not None:
+        t.add(
+            "other-process-or-shared-gpu",
+            -WEAK,
+            "the device was all but empty when the engine started: nobody else held memory then",
+            empty,
+        )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:
