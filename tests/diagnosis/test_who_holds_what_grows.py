@@ -79,3 +79,29 @@ def test_free_at_start_is_read_from_every_spelling_and_not_from_the_host():
     pci = [n for n in read(LLAMA_CPP_PCI).of(StartupNumber) if n.quantity == "free_at_start_bytes"]
     assert [n.value for n in pci] == [8720 << 20]
     assert not [n for n in read(OLLAMA_CPU).of(StartupNumber) if n.quantity == "free_at_start_bytes"]
+
+
+# PyTorch lists every process on the device (c10/cuda/CUDACachingAllocator.cpp reportProcessMemoryInfo);
+# inside a container its own pid is not the host's, so it is a "Process N" too. Here PyTorch holds 600 MiB
+# in the failing process: it is the 1022 MiB one, and the 30.51 GiB one is someone else
+# (https://github.com/Alibaba-NLP/ZeroSearch/issues/11).
+TWO_PROCESSES = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 148.00 MiB. GPU 0 has a total capacity of "
+    "31.60 GiB of which 87.44 MiB is free. Process 441650 has 30.51 GiB memory in use. Process 449657 has "
+    "1022.00 MiB memory in use. Of the allocated memory {allocated} is allocated by PyTorch, and 5.99 MiB is "
+    "reserved by PyTorch but unallocated."
+)
+# https://github.com/vllm-project/vllm/issues/10637: the one listed process is the failing one.
+ONE_PROCESS = (
+    "CUDA out of memory. Tried to allocate 524.00 MiB. GPU 0 has a total capacity of 15.77 GiB of which "
+    "137.12 MiB is free. Process 6513 has 15.63 GiB memory in use. Of the allocated memory 13.81 GiB is "
+    "allocated by PyTorch, with 106.00 MiB allocated in private pools (e.g., CUDA Graphs), and 121.43 MiB is "
+    "reserved by PyTorch but unallocated."
+)
+
+
+def test_the_failing_process_is_the_listed_one_that_holds_what_pytorch_reserved():
+    assert ranked(TWO_PROCESSES.format(allocated="594.01 MiB"))[0] == "other-process-or-shared-gpu"
+    # PyTorch holding 29.8 GiB makes the large process the failing one: the other holds under a GiB.
+    assert ranked(TWO_PROCESSES.format(allocated="29.80 GiB"))[0] != "other-process-or-shared-gpu"
+    assert ranked(ONE_PROCESS)[0] != "other-process-or-shared-gpu"

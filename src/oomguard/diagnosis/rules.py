@@ -1060,7 +1060,12 @@ def other_process_bytes(o: OomMessage) -> int | None:
         )
     if len(o.processes) >= 2:
         ordered = sorted(used for _, used in o.processes)
-        return sum(ordered[:-1])  # the largest is the failing engine itself
+        # The failing process holds at least what PyTorch reserved in it; inside a container its own pid is
+        # not the host's, so PyTorch lists it as "Process N" too: it is the smallest listed process that
+        # holds that much (the largest when PyTorch's numbers are missing).
+        reserved = (o.allocated or 0) + (o.reserved_unallocated or 0) if o.allocated is not None else None
+        mine = next((u for u in ordered if reserved is not None and u >= reserved), ordered[-1])
+        return sum(ordered) - mine
     if len(o.processes) == 1:
         return 0
     return None
