@@ -1678,9 +1678,10 @@ LARGEST_COMMON_DEVICE = 79 * GIB
 WEIGHTS_FILL = 0.92
 # At or below this share the weights clearly fit: the failure is elsewhere.
 WEIGHTS_SMALL = 0.5
-# The share of the device an engine may use when the command does not say (vLLM's --gpu-memory-utilization
-# and SGLang's --mem-fraction-static default to about this), and the least room it needs beyond the weights
-# for its activations and a KV pool: what is left of the budget below this share of the device cannot start.
+# The share of the device an engine may use when neither the command nor a logged vLLM version says (vLLM's
+# --gpu-memory-utilization default before 0.21; SGLang's --mem-fraction-static defaults near it), and the
+# least room it needs beyond the weights for its activations and a KV pool: what is left of the budget below
+# this share of the device cannot start.
 DEFAULT_BUDGET_SHARE = 0.9
 MIN_ROOM_SHARE = 0.1
 # A context whose one request takes at most this share of the room beside the weights is not the problem.
@@ -1690,11 +1691,14 @@ BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 def _budget_share(setup: EngineSetup) -> tuple[float, str]:
-    """The share of the device the engine may use, and the flag that set it ('' for the default)."""
+    """The share of the device the engine may use, and the flag that set it ('' for a default): the flag, else
+    the logged vLLM version's own default (the planner's version rules), else DEFAULT_BUDGET_SHARE."""
     for flag in BUDGET_FLAGS:
         value = setup.flag_float(flag)
         if value is not None and 0 < value <= 1:
             return value, f"{flag}={value:g}"
+    if setup.engine == "vllm" and setup.version:
+        return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
 
 
