@@ -105,3 +105,34 @@ def test_the_failing_process_is_the_listed_one_that_holds_what_pytorch_reserved(
     # PyTorch holding 29.8 GiB makes the large process the failing one: the other holds under a GiB.
     assert ranked(TWO_PROCESSES.format(allocated="29.80 GiB"))[0] != "other-process-or-shared-gpu"
     assert ranked(ONE_PROCESS)[0] != "other-process-or-shared-gpu"
+
+
+# SGLang's sleep mode (torch_memory_saver) mapping its memory back when verl resumes the rollout: the driver
+# said CUDA_ERROR_OUT_OF_MEMORY (2) because the trainer still held the memory
+# (https://github.com/sgl-project/sglang/issues/14092); result 1 at teardown is no memory error at all
+# (torch_memory_saver csrc/core.cpp free, as a slime PPO teardown log quotes it).
+MEMORY_SAVER_OOM = (
+    "(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of memory)  "
+    "file=csrc/utils.h func=cu_mem_create line=194\n"
+    "(WorkerDict pid=209740) WARNING:2025-11-28 16:00:45,396:Async request to resume_memory_occupation timed "
+    "out (attempt 1)\n"
+)
+MEMORY_SAVER_OLD = "[torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp " + (
+    "func=cu_mem_create line=104\n"
+)
+MEMORY_SAVER_INVALID = (
+    "[torch_memory_saver.cpp] CUresult error: 1 (invalid argument) file=csrc/core.cpp func=free line=66\n"
+)
+# Python's faulthandler writes no comma before "in": the frame still names its function
+# (https://github.com/fzyzcjy/torch_memory_saver/pull/87).
+FAULTHANDLER_RESUME = (
+    "Fatal Python error: Aborted\n\nCurrent thread ...:\n"
+    '  File ".../torch_memory_saver/entrypoint.py", line 169 in resume\n  ...\n'
+)
+
+
+def test_sleep_mode_failing_to_map_memory_back_is_the_colocated_trainer():
+    assert ranked(MEMORY_SAVER_OOM)[0] == "other-process-or-shared-gpu"
+    assert ranked(MEMORY_SAVER_OLD)[0] == "other-process-or-shared-gpu"
+    assert "sleep-mode-oom" not in {getattr(f, "name", "") for f in read(MEMORY_SAVER_INVALID)}
+    assert ranked(FAULTHANDLER_RESUME)[0] == "other-process-or-shared-gpu"

@@ -163,8 +163,18 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
     ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
-    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
-    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator and LLM/worker wake_up, SGLang's
+    # resume_memory_occupation through torch_memory_saver's resume): what an RL trainer took meanwhile.
+    (
+        "wake-up",
+        (
+            "device_allocator/cumem",
+            "create_and_map",
+            "resume_memory_occupation",
+            "torch_memory_saver",
+            "wake_up",
+        ),
+    ),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
