@@ -1429,7 +1429,8 @@ def _processes(ev: Evidence, t: Tally) -> None:
                 t.add(
                     "other-process-or-shared-gpu",
                     STRONG,
-                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    "the device's process table (nvidia-smi, npu-smi, rocm-smi, nvtop) shows more than one "
+                    "process holding memory on the same device",
                     *ordered[:3],
                 )
                 for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
