@@ -101,6 +101,8 @@ SIGNALS = frozenset(
         "free-memory-below-utilization",  # request_memory: free < gmu x total at start
         "no-kv-cache-memory",  # "No available memory for the cache blocks"
         "negative-kv-memory",  # "Available KV cache memory: -2.69 GiB"
+        # a hybrid model's recurrent-state pool has fewer blocks than max_num_seqs (one per sequence)
+        "state-blocks-below-max-seqs",
         "max-model-len-exceeds-kv",  # "max seq len ... larger than ..." (both texts)
         "cannot-auto-fit",  # --max-model-len auto found nothing
         "load-model-failed",  # "Failed to load model - not enough GPU memory"

@@ -356,6 +356,7 @@ FAILURE_SIGNALS = {
     "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
+    "state-blocks-below-max-seqs",
     "max-model-len-exceeds-kv",
     "cannot-auto-fit",
     "load-model-failed",
@@ -394,6 +395,7 @@ SIGNAL_PHASE = {
     "load-model-failed": "startup-weights",
     "no-kv-cache-memory": "startup-kv-alloc",
     "negative-kv-memory": "startup-kv-alloc",
+    "state-blocks-below-max-seqs": "startup-kv-alloc",
     "max-model-len-exceeds-kv": "startup-kv-alloc",
     "cannot-auto-fit": "startup-kv-alloc",
     "sampler-warmup-oom": "startup-warmup",
@@ -596,6 +598,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 weights[-1],
                 budgets[-1],
             )
+    for s in ev.signals("state-blocks-below-max-seqs"):
+        seqs, blocks = s.number("max_num_seqs"), s.number("blocks") or 0
+        asked = f"max_num_seqs {seqs:.0f}" if seqs is not None else "max_num_seqs"
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            f"the KV budget holds {blocks:.0f} recurrent-state blocks, one per running sequence, fewer than "
+            f"{asked}: the pool is too small for the concurrency asked",
+            s,
+        )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
     if ev.of(OomMessage):

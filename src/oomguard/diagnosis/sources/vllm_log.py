@@ -72,6 +72,13 @@ _MAXLEN_V1 = re.compile(
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
 _ASCEND_KV = re.compile(r"Available memory: (?P<a>-?\d+), total memory: (?P<t>\d+)\b")
+# vLLM >= 0.12 (vllm/config/compilation.py, resolve_cudagraph_mode_and_sizes): a hybrid model keeps one
+# recurrent-state ("Mamba") block per running sequence, allocated from the KV budget; fewer blocks than
+# max_num_seqs and it refuses to start: "max_num_seqs (1024) exceeds available Mamba cache blocks (856)."
+# (quoted from its middle in reports: "exceeds available Mamba cache blocks (95)... ").
+_STATE_BLOCKS = re.compile(
+    r"(?:\bmax_num_seqs \((?P<seqs>\d+)\) )?\bexceeds available Mamba cache blocks \((?P<blocks>\d+)\)"
+)
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
 _SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
 _MM_PROFILE = re.compile(
@@ -167,6 +174,7 @@ class Parser(LineParser):
             "CUDA graphs can take additional",
             "max seq len",
             "No available memory for the cache blocks",
+            "exceeds available Mamba cache blocks",
             "Cannot auto-fit max_model_len",
             "Failed to load model - not enough GPU memory",
             "warming up sampler",
@@ -327,6 +335,16 @@ class Parser(LineParser):
             self._max_len(line, msg)
         if "No available memory for the cache blocks" in body:
             self.ctx.signal(line, body, "no-kv-cache-memory")
+        if "exceeds available Mamba cache blocks" in body:
+            m = _STATE_BLOCKS.search(body)
+            if m:
+                self.ctx.signal(
+                    line,
+                    body,
+                    "state-blocks-below-max-seqs",
+                    max_num_seqs=float(m.group("seqs")) if m.group("seqs") else None,
+                    blocks=float(m.group("blocks")),
+                )
         if "Cannot auto-fit max_model_len" in body:
             self.ctx.signal(line, body, "cannot-auto-fit")
         if "Failed to load model - not enough GPU memory" in body:
