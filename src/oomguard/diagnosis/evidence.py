@@ -245,6 +245,17 @@ STARTUP_QUANTITIES = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True)
+class FailedStep(Fact):
+    """The startup step an engine's own wrapper says raised: vLLM's worker wrappers name the worker method
+    they were running ("Error executing method 'load_model'. This might cause deadlock...", "Exception in
+    worker VllmWorkerProcess while processing method initialize_cache"). `step` is the phase that method is
+    (rules.Situation.phase); the stack, where it was kept, says the same or more."""
+
+    method: str
+    step: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph'
+
+
+@dataclass(frozen=True, kw_only=True)
 class Flags(Fact):
     """Engine flags as the evidence spelled them (vLLM field names, values as text)."""
 

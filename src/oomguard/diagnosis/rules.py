@@ -25,6 +25,7 @@ from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
     Evidence,
     Fact,
+    FailedStep,
     Frame,
     GpuProcess,
     HostMemory,
@@ -464,6 +465,9 @@ def _phase(
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
     if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    named = ev.of(FailedStep)
+    if named:
+        return named[0].step, f"the engine's worker names the method that raised: {named[0].method}", named[0]
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
         milestones = [
@@ -1261,6 +1265,13 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
                 mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-kv-alloc":
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "it failed allocating the KV cache the profile had sized",
+            fact,
+        )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",

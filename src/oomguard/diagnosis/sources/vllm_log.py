@@ -12,7 +12,7 @@ import ast
 import re
 import shlex
 
-from oomguard.diagnosis.evidence import Flags, LoadSample, ScheduledStep, Version
+from oomguard.diagnosis.evidence import FailedStep, Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.base import Context, LineParser, Message, continuation, to_float, to_int
 from oomguard.diagnosis.sources.triggers import Series, Triggers
@@ -111,10 +111,24 @@ _CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)
 _COMMAND = re.compile(r"(?:\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|\bLLM\()(?P<rest>.*)")
 # A pasted shell command split over lines: "  --gpu-memory-utilization 0.4 \\" or "--max-model-len=16384 \\".
 _SHELL_FLAG = re.compile(r"^\s*--(?P<k>[a-z][\w-]*)(?:[ =](?P<v>[^\s\\]+))?\s*\\?\s*$")
-# vLLM V0's worker wrapper names the step that failed: "while processing method
-# determine_num_available_blocks".
-_METHOD = re.compile(r"while processing method (?P<m>\w+)")
-PROFILE_METHODS = ("determine_num_available_blocks", "determine_available_memory", "profile_run")
+# vLLM's worker wrappers name the worker method that raised: the multiprocessing one (V0
+# executor/multiproc_worker_utils.py) "Exception in worker VllmWorkerProcess while processing method
+# load_model", the Ray one (worker/worker_base.py, V0 and V1 on Ray) "Error executing method load_model. This
+# might cause deadlock in distributed execution." (quoted since v0.6: "Error executing method 'load_model'.").
+_METHOD = re.compile(r"\b(?:while processing method|Error executing method) '?(?P<m>\w+)")
+# The startup step each worker method is (the phase it places a failure in). V0 Worker.initialize_cache
+# allocates the blocks the profile sized and then captures the CUDA graphs (_warm_up_model), so an OOM in it
+# with no engine error about the pool is the capture's; V1 initialize_from_config only allocates the KV cache,
+# and compile_or_warm_up_model warms up kernels and captures the graphs (vllm/v1/worker/gpu_worker.py).
+WORKER_METHOD_STEPS = {
+    "load_model": "startup-weights",
+    "determine_num_available_blocks": "startup-profile",
+    "determine_available_memory": "startup-profile",
+    "profile_run": "startup-profile",
+    "initialize_cache": "startup-cudagraph",
+    "initialize_from_config": "startup-kv-alloc",
+    "compile_or_warm_up_model": "startup-cudagraph",
+}
 _YAML_FLAG = re.compile(r"""^\s*-\s*['"]?--(?P<k>[a-z][\w-]*)(?:=(?P<v>[^'"]*))?['"]?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*-\s*['"]?(?P<v>[^-'"][^'"]*|\{.*\})['"]?\s*$""")
 _ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9_]+)=(?P<v>[^\s'\"]+)")
@@ -208,6 +222,7 @@ class Parser(LineParser):
             "PYTORCH_CUDA_ALLOC_CONF",
             "memory is still in use",
             "while processing method",
+            "Error executing method",
         )
     )
     # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache
@@ -372,9 +387,16 @@ class Parser(LineParser):
     def _milestones(self, line: Line, msg: Message) -> None:
         """Startup steps that place a failure: the profile run, the multimodal profile."""
         body = msg.body
-        method = _METHOD.search(body)
-        if method and method.group("m") in PROFILE_METHODS:
-            self.ctx.signal(line, body, "milestone-profile")
+        method = _METHOD.search(body) if "method" in body else None
+        if method and method.group("m") in WORKER_METHOD_STEPS:
+            self.ctx.emit(
+                FailedStep(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    method=method.group("m"),
+                    step=WORKER_METHOD_STEPS[method.group("m")],
+                )
+            )
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
             self.ctx.signal(line, body, name)
