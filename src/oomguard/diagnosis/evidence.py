@@ -130,6 +130,7 @@ SIGNALS = frozenset(
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
         "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
+        "cudagraph-capture-failed",  # TGI: "Decode cuda graph warmup failed" (it caught a capture's OOM)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host

@@ -376,6 +376,7 @@ FAILURE_SIGNALS = {
     "ray-actor-died",
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
+    "cudagraph-capture-failed",
     "kv-pool-dry",
     "lora-cache-full",
 } | HOST_SIGNALS
@@ -408,6 +409,7 @@ SIGNAL_PHASE = {
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
+    "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -421,6 +423,14 @@ MILESTONE_ORDER = (
     "milestone-cudagraph-done",
     "milestone-serving",
 )
+
+
+def _milestone_rank(name: str) -> int:
+    """A milestone's place in startup; a capture's start and end share one, so that the later line decides
+    between them (SGLang captures the draft model's graphs after the target's have ended)."""
+    if name == "milestone-cudagraph-done":
+        name = "milestone-cudagraph-start"
+    return MILESTONE_ORDER.index(name)
 
 
 def situation(ev: Evidence) -> Situation:
@@ -474,7 +484,7 @@ def _phase(
             m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
         ]
     if milestones:
-        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        last = max(milestones, key=lambda m: (_milestone_rank(m.name), m.where.line))
         step = _request_step(ev)
         if step is not None and last.name in AFTER_KV_SIZING:
             return (
@@ -722,6 +732,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("sglang-cudagraph-failed"):
         t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
+    for s in ev.signals("cudagraph-capture-failed")[:1]:
+        t.add("cuda-graph-capture", STRONG + 0.5, "the engine says a CUDA-graph capture ran out of memory", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):

@@ -134,6 +134,9 @@ _YAML_VALUE = re.compile(r"""^\s*-\s*['"]?(?P<v>[^-'"][^'"]*|\{.*\})['"]?\s*$"""
 _ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9_]+)=(?P<v>[^\s'\"]+)")
 # Field names of the engine-config line that differ from the flag's name.
 CONFIG_ALIASES = {"max_seq_len": "max_model_len", "model_tag": "model"}
+# The engine's startup is over (profile, KV allocation, graph capture, sampler warm-up: V0 llm_engine.py and
+# V1 engine/core.py both log it): a failure after it is in serving.
+ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
 # Lines showing the server is up and serving traffic.
 SERVING_MARKERS = (
     "Avg prompt throughput",
@@ -164,6 +167,7 @@ class Parser(LineParser):
         words=(
             "Running:",
             *SERVING_MARKERS,
+            ENGINE_READY,
             "Model loading took",
             "Loading model weights took",
             "Starting to load model",
@@ -417,7 +421,7 @@ class Parser(LineParser):
             self._scheduled(line, msg)
         if "kv_cache_usage=" in body or "num_running_reqs=" in body:
             self._keyval_stats(line, msg)
-        if not self.serving_seen and any(k in body for k in SERVING_MARKERS):
+        if not self.serving_seen and (any(k in body for k in SERVING_MARKERS) or ENGINE_READY in body):
             self.serving_seen = True
             self.ctx.signal(line, body, "milestone-serving")
 
