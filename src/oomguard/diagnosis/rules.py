@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
+    DeviceNamed,
     Evidence,
     Fact,
     FailedStep,
@@ -551,6 +552,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _step(ev, step, tally)
     _host(ev, tally)
     _processes(ev, tally)
+    _held_before_start(ev, setup, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -1086,7 +1088,12 @@ def other_process_bytes(o: OomMessage) -> int | None:
         )
     if len(o.processes) >= 2:
         ordered = sorted(used for _, used in o.processes)
-        return sum(ordered[:-1])  # the largest is the failing engine itself
+        # The failing process holds at least what PyTorch reserved in it; inside a container its own pid is
+        # not the host's, so PyTorch lists it as "Process N" too: it is the smallest listed process that
+        # holds that much (the largest when PyTorch's numbers are missing).
+        reserved = (o.allocated or 0) + (o.reserved_unallocated or 0) if o.allocated is not None else None
+        mine = next((u for u in ordered if reserved is not None and u >= reserved), ordered[-1])
+        return sum(ordered) - mine
     if len(o.processes) == 1:
         return 0
     return None
@@ -1460,6 +1467,73 @@ def _processes(ev: Evidence, t: Tally) -> None:
                     )
 
 
+# Memory a device holds before any engine touched it: a CUDA context, a desktop's display, NCCL's buffers.
+NOTHING_HELD = 1 * GIB
+# Held by others at this share of the device, it is what the engine then lacked, whatever failed next.
+HELD_LARGE_SHARE = 0.25
+# The engines' errors of a KV pool left with no room at startup.
+EMPTY_POOL = (
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "cannot-auto-fit",
+    "sglang-not-enough-memory",
+    "sglang-negative-token-budget",
+)
+
+
+def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
+    "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
+    context and NCCL's buffers (OUTSIDE_PYTORCH_MIN, or 10% of the device), someone else holds the rest.
+    The first reading of each process and device counts (a draft model loads later, beside the target's
+    weights)."""
+    if ev.has("free-memory-below-utilization"):
+        return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    totals = {
+        (n.where.source, n.where.line): n.value
+        for n in ev.of(StartupNumber)
+        if n.quantity == "gpu_total_bytes"
+    }
+    named = {(d.where.source, d.where.line): d.total for d in ev.of(DeviceNamed) if d.total}
+    seen: set[tuple[str, str]] = set()
+    empty: StartupNumber | None = None
+    for n in ev.of(StartupNumber):
+        if n.quantity != "free_at_start_bytes" or (n.where.source, n.process_tag) in seen:
+            continue
+        seen.add((n.where.source, n.process_tag))
+        at = (n.where.source, n.where.line)
+        total = totals.get(at) or named.get(at) or setup.gpu_total_bytes
+        if not total or n.value > total:
+            continue  # no total, or unified memory (free counts the host's RAM)
+        held = total - n.value
+        if held >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * total):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 1.0 if held >= HELD_LARGE_SHARE * total else STRONG,
+                f"{held / GIB:.2f} GiB of the {total / GIB:.2f} GiB device was in use before the engine "
+                "placed anything on it: another process holds it",
+                n,
+            )
+            for s in ev.signals(*EMPTY_POOL)[:1]:
+                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
+                t.add(
+                    "other-process-or-shared-gpu",
+                    MEDIUM + 0.5,
+                    "the engine found no room for its KV pool on a device someone else held memory on",
+                    s,
+                )
+            return
+        if held < NOTHING_HELD and empty is None:
+            empty = n
+    if empty is not None:
+        t.add(
+            "other-process-or-shared-gpu",
+            -WEAK,
+            "the device was all but empty when the engine started: nobody else held memory then",
+            empty,
+        )
+
+
 def _snapshot(ev: Evidence, t: Tally) -> None:
     for s in ev.of(Snapshot):
         free_in_pool = s.reserved - s.allocated
@@ -1639,9 +1713,10 @@ LARGEST_COMMON_DEVICE = 79 * GIB
 WEIGHTS_FILL = 0.92
 # At or below this share the weights clearly fit: the failure is elsewhere.
 WEIGHTS_SMALL = 0.5
-# The share of the device an engine may use when the command does not say (vLLM's --gpu-memory-utilization
-# and SGLang's --mem-fraction-static default to about this), and the least room it needs beyond the weights
-# for its activations and a KV pool: what is left of the budget below this share of the device cannot start.
+# The share of the device an engine may use when neither the command nor a logged vLLM version says (vLLM's
+# --gpu-memory-utilization default before 0.21; SGLang's --mem-fraction-static defaults near it), and the
+# least room it needs beyond the weights for its activations and a KV pool: what is left of the budget below
+# this share of the device cannot start.
 DEFAULT_BUDGET_SHARE = 0.9
 MIN_ROOM_SHARE = 0.1
 # A context whose one request takes at most this share of the room beside the weights is not the problem.
@@ -1651,11 +1726,14 @@ BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 def _budget_share(setup: EngineSetup) -> tuple[float, str]:
-    """The share of the device the engine may use, and the flag that set it ('' for the default)."""
+    """The share of the device the engine may use, and the flag that set it ('' for a default): the flag, else
+    the logged vLLM version's own default (the planner's version rules), else DEFAULT_BUDGET_SHARE."""
     for flag in BUDGET_FLAGS:
         value = setup.flag_float(flag)
         if value is not None and 0 < value <= 1:
             return value, f"{flag}={value:g}"
+    if setup.engine == "vllm" and setup.version:
+        return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
 
 

@@ -16,6 +16,9 @@ from oomguard.units import GiB as _GIB
 _LOAD_END = re.compile(
     r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
 )
+# model_runner.load_model, before any weight: what the device had free once this rank's CUDA context and
+# distributed groups were up (SGLang v0.3-v0.5, python/sglang/srt/model_executor/model_runner.py).
+_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
 _TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
 _BATCH = re.compile(
@@ -96,6 +99,9 @@ class Parser(LineParser):
                 self.ctx.startup_number(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
             self.ctx.signal(line, body, "milestone-weights-loaded")
         if "Load weight begin" in body:
+            m = _LOAD_BEGIN.search(body)
+            if m:
+                self.ctx.startup_number(line, msg, "free_at_start_bytes", float(m.group("avail")) * _GIB)
             self.ctx.signal(line, body, "milestone-weights-loading")
         if "profiled value" in body:
             m = _PROFILED.search(body)
