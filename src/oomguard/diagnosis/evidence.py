@@ -101,6 +101,8 @@ SIGNALS = frozenset(
         "free-memory-below-utilization",  # request_memory: free < gmu x total at start
         "no-kv-cache-memory",  # "No available memory for the cache blocks"
         "negative-kv-memory",  # "Available KV cache memory: -2.69 GiB"
+        # a hybrid model's recurrent-state pool has fewer blocks than max_num_seqs (one per sequence)
+        "state-blocks-below-max-seqs",
         "max-model-len-exceeds-kv",  # "max seq len ... larger than ..." (both texts)
         "cannot-auto-fit",  # --max-model-len auto found nothing
         "load-model-failed",  # "Failed to load model - not enough GPU memory"
@@ -128,6 +130,7 @@ SIGNALS = frozenset(
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
         "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
+        "cudagraph-capture-failed",  # TGI: "Decode cuda graph warmup failed" (it caught a capture's OOM)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host
@@ -240,6 +243,17 @@ STARTUP_QUANTITIES = frozenset(
         "sglang_max_total_tokens",
     }
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailedStep(Fact):
+    """The startup step an engine's own wrapper says raised: vLLM's worker wrappers name the worker method
+    they were running ("Error executing method 'load_model'. This might cause deadlock...", "Exception in
+    worker VllmWorkerProcess while processing method initialize_cache"). `step` is the phase that method is
+    (rules.Situation.phase); the stack, where it was kept, says the same or more."""
+
+    method: str
+    step: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph'
 
 
 @dataclass(frozen=True, kw_only=True)

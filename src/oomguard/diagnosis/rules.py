@@ -26,6 +26,7 @@ from oomguard.diagnosis.evidence import (
     DeviceNamed,
     Evidence,
     Fact,
+    FailedStep,
     Frame,
     GpuProcess,
     HostMemory,
@@ -367,6 +368,7 @@ FAILURE_SIGNALS = {
     "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
+    "state-blocks-below-max-seqs",
     "max-model-len-exceeds-kv",
     "cannot-auto-fit",
     "load-model-failed",
@@ -385,6 +387,7 @@ FAILURE_SIGNALS = {
     "ray-actor-died",
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
+    "cudagraph-capture-failed",
     "kv-pool-dry",
     "lora-cache-full",
 } | HOST_SIGNALS
@@ -405,6 +408,7 @@ SIGNAL_PHASE = {
     "load-model-failed": "startup-weights",
     "no-kv-cache-memory": "startup-kv-alloc",
     "negative-kv-memory": "startup-kv-alloc",
+    "state-blocks-below-max-seqs": "startup-kv-alloc",
     "max-model-len-exceeds-kv": "startup-kv-alloc",
     "cannot-auto-fit": "startup-kv-alloc",
     "sampler-warmup-oom": "startup-warmup",
@@ -416,6 +420,7 @@ SIGNAL_PHASE = {
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
+    "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -429,6 +434,14 @@ MILESTONE_ORDER = (
     "milestone-cudagraph-done",
     "milestone-serving",
 )
+
+
+def _milestone_rank(name: str) -> int:
+    """A milestone's place in startup; a capture's start and end share one, so that the later line decides
+    between them (SGLang captures the draft model's graphs after the target's have ended)."""
+    if name == "milestone-cudagraph-done":
+        name = "milestone-cudagraph-start"
+    return MILESTONE_ORDER.index(name)
 
 
 def situation(ev: Evidence) -> Situation:
@@ -473,13 +486,16 @@ def _phase(
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
     if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    named = ev.of(FailedStep)
+    if named:
+        return named[0].step, f"the engine's worker names the method that raised: {named[0].method}", named[0]
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
         milestones = [
             m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
         ]
     if milestones:
-        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        last = max(milestones, key=lambda m: (_milestone_rank(m.name), m.where.line))
         step = _request_step(ev)
         if step is not None and last.name in AFTER_KV_SIZING:
             return (
@@ -608,6 +624,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 weights[-1],
                 budgets[-1],
             )
+    for s in ev.signals("state-blocks-below-max-seqs"):
+        seqs, blocks = s.number("max_num_seqs"), s.number("blocks") or 0
+        asked = f"max_num_seqs {seqs:.0f}" if seqs is not None else "max_num_seqs"
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            f"the KV budget holds {blocks:.0f} recurrent-state blocks, one per running sequence, fewer than "
+            f"{asked}: the pool is too small for the concurrency asked",
+            s,
+        )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
     if ev.of(OomMessage):
@@ -718,6 +744,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("sglang-cudagraph-failed"):
         t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
+    for s in ev.signals("cudagraph-capture-failed")[:1]:
+        t.add("cuda-graph-capture", STRONG + 0.5, "the engine says a CUDA-graph capture ran out of memory", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):
@@ -1266,6 +1294,13 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
                 mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-kv-alloc":
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "it failed allocating the KV cache the profile had sized",
+            fact,
+        )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",

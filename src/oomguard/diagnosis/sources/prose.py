@@ -21,6 +21,8 @@ BOILERPLATE = (
     "Tried to allocate",
     "If you are running out of memory",
     "CUDA graphs can take additional",
+    # vLLM's refusal for too few recurrent-state blocks names the step it stops before, not a graph's memory
+    "so CUDA graph capture cannot proceed",
     "To disable, set",
     "See documentation for Memory Management",
     "is reserved by PyTorch",

@@ -59,6 +59,10 @@ _COMPONENT_SIGNAL = (
 )
 # The report's lines after its first: the component, the total, one line per component created before it.
 _CREATION_REPORT_LINES = 12
+# The PyTorch backend's executor captures its decode graphs after the KV cache is created
+# (_torch/pyexecutor/model_engine.py): "Run generation only CUDA graph warmup for batch size=8" (later
+# "Run generation-only CUDA graph warmup for batch size=4, draft_len=0").
+_GRAPH_WARMUP = "CUDA graph warmup for batch size"
 _TACTIC = re.compile(r"Tactic Device request: (?P<req>\d+)MB Available: (?P<free>\d+)MB")
 _TRT_REQUESTED = re.compile(
     r"Requested amount of GPU memory \((?P<n>\d+) bytes\) could not be allocated|"
@@ -80,6 +84,7 @@ class Parser(LineParser):
             "for LoRA",
             _CREATION_FAILED,
             "Tactic Device request",
+            _GRAPH_WARMUP,
         )
     )
 
@@ -129,6 +134,8 @@ class Parser(LineParser):
             if m:
                 requested, free = int(m.group("req")) << 20, int(m.group("free")) << 20  # MiB
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=requested, free=free))
+        if _GRAPH_WARMUP in body:
+            self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "error in forwardAsync" in body and not self.serving:
             self.serving = True  # the executor's step loop: the server had been running requests
             self.ctx.signal(line, body, "milestone-serving")

@@ -1,0 +1,190 @@
+"""The startup step a failure is in, and the engines' own words for a KV pool too small to start (issue 8):
+each mechanism from the engine's code or a public thread, with a near-miss text of another class that must
+not be taken for it."""
+
+from __future__ import annotations
+
+import io
+
+from oomguard.diagnosis.diagnosis import diagnose
+from oomguard.diagnosis.evidence import Evidence, Signal
+from oomguard.diagnosis.read import read_one, require_evidence
+
+
+def ranked(text: str) -> list[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    require_evidence(evidence)
+    return [c.cls for c in diagnose(evidence).causes]
+
+
+def signals(text: str) -> set[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    return {s.name for s in evidence.of(Signal)}
+
+
+# vLLM v0.12+ vllm/config/compilation.py (resolve_cudagraph_mode_and_sizes, see vllm-project/vllm#34094): a
+# hybrid model's recurrent-state pool holds one block per running sequence, sized from the KV budget.
+STATE_BLOCKS_REFUSAL = (
+    "(EngineCore pid=196) ValueError: max_num_seqs (256) exceeds available Mamba cache blocks (73). Each "
+    "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower "
+    "max_num_seqs to at most 73 or increase gpu_memory_utilization."
+)
+# A sentence about the same pool that reports no refusal (a sizing note, not a failure).
+STATE_BLOCKS_SIZING_NOTE = (
+    "With --max-num-seqs 64 the engine starts fine: the hybrid model has 122 Mamba cache blocks at "
+    "--gpu-memory-utilization 0.9, so 64 sequences fit."
+)
+
+
+def test_too_few_state_blocks_for_max_num_seqs_is_the_pool_at_startup() -> None:
+    causes = ranked(STATE_BLOCKS_REFUSAL)
+    assert causes[0] == "kv-cache-insufficient-at-startup"
+    assert "cuda-graph-capture" not in causes[:1]
+    assert "state-blocks-below-max-seqs" not in signals(STATE_BLOCKS_SIZING_NOTE)
+
+
+# https://github.com/vllm-project/vllm/issues/14095 (V0 multiprocessing workers): one worker's OOM, another's
+# wrapper naming the method it was running.
+LOAD_MODEL_METHOD = (
+    "(VllmWorkerProcess pid=195295) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] "
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of "
+    "14.62 GiB of which 3.31 MiB is free. Including non-PyTorch memory, this process has 14.61 GiB memory in "
+    "use. Of the allocated memory 14.42 GiB is allocated by PyTorch, and 23.14 MiB is reserved by PyTorch "
+    "but unallocated.\n"
+    "(VllmWorkerProcess pid=195297) ERROR 03-02 19:49:43 [multiproc_worker_utils.py:242] Exception in worker "
+    "VllmWorkerProcess while processing method load_model.\n"
+)
+# vLLM v0.6-v0.10 vllm/worker/worker_base.py (the Ray workers' wrapper, V0 and V1): the same step, quoted.
+RAY_LOAD_MODEL_METHOD = (
+    "(RayWorkerWrapper pid=22792) ERROR 12-08 10:40:08 worker_base.py:620] Error executing method "
+    "'load_model'. This might cause deadlock in distributed execution.\n"
+    "(RayWorkerWrapper pid=22792) ERROR 12-08 10:40:08 worker_base.py:620] torch.OutOfMemoryError: CUDA out "
+    "of memory. Tried to allocate 112.00 MiB. GPU 0 has a total capacity of 23.65 GiB of which 61.06 MiB is "
+    "free.\n"
+)
+# The same wrapper failing in device initialisation (NCCL set-up), as vLLM's troubleshooting page quotes it:
+# no memory step is named.
+RAY_INIT_DEVICE_NCCL = (
+    "Error executing method 'init_device'. This might cause deadlock in distributed execution.\n"
+    "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+)
+# vLLM V0 Worker.initialize_cache first checks the pool (raise_if_cache_size_invalid): its own error names the
+# pool, whatever the method (https://github.com/vllm-project/vllm/issues/4429).
+INITIALIZE_CACHE_NO_BLOCKS = (
+    "ERROR 05-02 10:01:12 worker_base.py:145] Error executing method initialize_cache. This might cause "
+    "deadlock in distributed execution.\n"
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine.\n"
+)
+
+
+def test_the_worker_method_that_raised_places_the_failure() -> None:
+    assert ranked(LOAD_MODEL_METHOD)[0] == "weights-dont-fit"
+    assert ranked(RAY_LOAD_MODEL_METHOD)[0] == "weights-dont-fit"
+    assert ranked(INITIALIZE_CACHE_NO_BLOCKS)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(RAY_INIT_DEVICE_NCCL)[0] != "weights-dont-fit"
+
+
+SGLANG_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.03 GiB. GPU 0 has a total capacity of "
+    "79.11 GiB of which 312.00 MiB is free. Including non-PyTorch memory, this process has 78.79 GiB memory "
+    "in use. Of the allocated memory 74.12 GiB is allocated by PyTorch, and 1.05 GiB is reserved by PyTorch "
+    "but unallocated.\n"
+)
+# SGLang's startup lines as its model runner and EAGLE worker print them (sglang/srt/model_executor/
+# model_runner.py and cuda_graph_runner.py, sglang/srt/speculative/eagle_worker.py): the target's graphs end,
+# the draft model's graphs begin and fail.
+SGLANG_TARGET_CAPTURED = (
+    "[2025-08-08 03:34:38] Memory pool end. avail mem=2.43 GB\n"
+    "[2025-08-08 03:34:38] Capture cuda graph begin. This can take up to several minutes. avail mem=1.80 GB\n"
+    "[2025-08-08 03:34:38] Capture cuda graph bs [1, 2, 4, 8]\n"
+    "Capturing batches (bs=1 avail_mem=1.72 GB): 100%|█████████████████████| 4/4 [00:18<00:00,  4.57s/it]\n"
+    "[2025-08-08 03:34:56] Capture cuda graph end. Time elapsed: 18.28 s. mem usage=0.11 GB. avail mem=1.70 "
+    "GB.\n"
+)
+SGLANG_DRAFT_CAPTURE_OOM = (
+    SGLANG_TARGET_CAPTURED
+    + "[2025-08-08 03:34:57] Capture draft cuda graph begin. This can take up to several minutes. avail "
+    "mem=1.70 GB\n" + SGLANG_OOM
+)
+# The same server up and serving (http_server.py's ready line, a decode batch line) when the OOM comes.
+SGLANG_SERVING_OOM = (
+    SGLANG_TARGET_CAPTURED + "[2025-08-08 03:35:02] The server is fired up and ready to roll!\n"
+    "[2025-08-08 03:41:10] Decode batch. #running-req: 31, #token: 20480, token usage: 0.42, gen throughput "
+    "(token/s): 1650.21, #queue-req: 0\n" + SGLANG_OOM
+)
+
+
+def test_sglang_graphs_captured_after_the_targets_place_the_failure_in_capture() -> None:
+    assert ranked(SGLANG_DRAFT_CAPTURE_OOM)[0] == "cuda-graph-capture"
+    assert ranked(SGLANG_SERVING_OOM)[0] != "cuda-graph-capture"
+
+
+# text-generation-inference's warm-up (server/text_generation_server/models/flash_causal_lm.py) logs the
+# graphs it captures and the OOM it caught while capturing; the router's line as router/src/main.rs prints it.
+TGI_CAPTURE_OOM = (
+    "2024-05-31T05:54:02.825450Z  INFO text_generation_router: router/src/main.rs:317: Warming up model\n"
+    "2024-05-31T05:54:04.410417Z  INFO text_generation_launcher: Cuda Graphs are enabled for sizes "
+    "[1, 2, 4, 8, 16, 32]\n"
+    "2024-05-31T05:54:05.102311Z ERROR text_generation_launcher: Decode cuda graph warmup failed\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/text_generation_server/models/flash_causal_lm.py", '
+    "line 1003, in warmup\n"
+    "    self.cuda_graph_warmup(bs, max_s, max_bt)\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB. GPU 0 has a total "
+    "capacity of 22.19 GiB of which 36.50 MiB is free.\n"
+)
+# TGI's warm-up refusing its largest prefill before any graph (its own message: the prefill batch).
+TGI_PREFILL_REFUSED = (
+    "2024-05-31T05:54:02.825450Z  INFO text_generation_router: router/src/main.rs:317: Warming up model\n"
+    'Error: Warmup(Generation("Not enough memory to handle 4096 prefill tokens. You need to decrease '
+    '`--max-batch-prefill-tokens`"))\n'
+)
+
+
+def test_tgi_capture_failing_in_its_warm_up_is_graph_capture() -> None:
+    assert ranked(TGI_CAPTURE_OOM)[0] == "cuda-graph-capture"
+    assert ranked(TGI_PREFILL_REFUSED)[0] != "cuda-graph-capture"
+
+
+# TensorRT-LLM's PyTorch backend (tensorrt_llm/_torch/pyexecutor/model_engine.py) captures the decode graphs
+# after creating the KV cache: "Run generation only CUDA graph warmup for batch size=...".
+TRTLLM_CAPTURE_OOM = (
+    "[10/02/2025-08:14:51] [TRT-LLM] [I] Run generation only CUDA graph warmup for batch size=128\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 GiB of which 1.21 GiB is free.\n"
+)
+# The running executor failing a step (tensorrt_llm.py's forwardAsync line): serving, not capture.
+TRTLLM_STEP_OOM = (
+    "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] CUDA "
+    "runtime error in cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory\n"
+)
+
+
+def test_tensorrt_llm_graph_warm_up_is_capture() -> None:
+    assert ranked(TRTLLM_CAPTURE_OOM)[0] == "cuda-graph-capture"
+    assert ranked(TRTLLM_STEP_OOM)[0] != "cuda-graph-capture"
+
+
+# https://github.com/vllm-project/vllm/issues/11452: V0 logs the end of engine start-up after the graphs;
+# an OOM after it is in serving, not in the sampler warm-up that comes before it.
+VLLM_STARTED = (
+    "INFO 12-24 06:17:49 model_runner.py:1527] Graph capturing finished in 71 secs, took 6.56 GiB\n"
+    "INFO 12-24 06:17:49 llm_engine.py:446] init engine (profile, create kv cache, warmup model) took "
+    "118.12 seconds\n"
+)
+VLLM_CAPTURE_OOM = (
+    "INFO 12-24 06:16:39 model_runner.py:1417] Capturing cudagraphs for decoding. This may lead to "
+    "unexpected consequences if the model is not static.\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+    "23.65 GiB of which 7.06 MiB is free.\n"
+)
+
+
+def test_vllm_engine_started_line_ends_startup() -> None:
+    causes = ranked(VLLM_STARTED + VLLM_CAPTURE_OOM.splitlines(keepends=True)[1])
+    assert causes[0] != "sampler-or-logits"
+    assert "weights-dont-fit" not in causes[:1]
+    assert ranked(VLLM_CAPTURE_OOM)[0] == "cuda-graph-capture"
