@@ -1831,6 +1831,8 @@ def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation)
 PROSE = {
     "prose-leak": ("memory-leak", STRONG - 0.5),
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-measured-growth": ("memory-leak", STRONG),
+    "prose-not-freed": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
@@ -1860,7 +1862,7 @@ def _growth_before_kill(ev: Evidence, t: Tally) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
     grow)."""
-    growth = ev.signals("prose-growth", "prose-leak")
+    growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
     if not growth or t.score("host-ram-oom") <= 0:
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
