@@ -217,3 +217,27 @@ def test_a_growth_measured_over_time_and_memory_not_given_back_are_the_leak():
     assert "prose-not-freed" in prose(NOT_RELEASED)
     assert "prose-not-freed" in prose(NOT_FREED)
     assert "prose-not-freed" not in prose(OTHERS_RELEASE)
+
+
+# nvidia-smi's query CSVs (--query-gpu / --query-compute-apps, `-l` repeating them) read hour after hour:
+# memory that only rose in small steps is never given back; the same device read while an engine starts
+# (weights, then the KV pool: steps of tens of percent) is no leak.
+SMI_HOURLY = (
+    "index, name, memory.used [MiB], memory.total [MiB]\n"
+    + "".join(f"0, NVIDIA A100-SXM4-80GB, {mib} MiB, 81920 MiB\n" for mib in (71203, 72988, 75114, 77986))
+    + "the server died with CUDA out of memory after two days\n"
+)
+SMI_STARTUP = (
+    "index, name, memory.used [MiB], memory.total [MiB]\n"
+    + "".join(f"0, NVIDIA A100-SXM4-80GB, {mib} MiB, 81920 MiB\n" for mib in (1203, 16988, 73114, 73986))
+    + "the server died with CUDA out of memory\n"
+)
+APPS_HOURLY = "".join(
+    f"pid, process_name, used_gpu_memory [MiB]\n41233, python3, {mib} MiB\n" for mib in (70110, 71950, 74008)
+)
+
+
+def test_device_memory_that_only_creeps_up_across_readings_is_the_leak():
+    assert ranked(SMI_HOURLY)[0] == "memory-leak"
+    assert "memory-leak" not in ranked(SMI_STARTUP)[:1]
+    assert ranked(APPS_HOURLY + "then it ran out of memory\n")[0] == "memory-leak"
