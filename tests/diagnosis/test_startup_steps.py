@@ -188,3 +188,28 @@ def test_vllm_engine_started_line_ends_startup() -> None:
     assert causes[0] != "sampler-or-logits"
     assert "weights-dont-fit" not in causes[:1]
     assert ranked(VLLM_CAPTURE_OOM)[0] == "cuda-graph-capture"
+
+
+# https://github.com/sgl-project/sglang/issues/8833: a 16-bit copy of gpt-oss-120b (whose original is MXFP4)
+# over two 80 GB GPUs.
+GPT_OSS_BF16_OOM = (
+    "python3 -m sglang.launch_server --model-path lmsys/gpt-oss-120b-bf16 --tp 2 --trust-remote-code "
+    "--mem-fraction-static 0.7 --host 0.0.0.0 --port 40000\n\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.98 GiB. GPU 1 has a total capacity of "
+    "79.10 GiB of which 92.25 MiB is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+    "use. Of the allocated memory 76.93 GiB is allocated by PyTorch, and 46.14 MiB is reserved by PyTorch "
+    "but unallocated.\n"
+)
+
+
+def test_a_sixteen_bit_copy_of_a_quantized_model_is_sized_at_sixteen_bits() -> None:
+    from oomguard.diagnosis.sizing import model_size
+
+    copy, original = model_size("lmsys/gpt-oss-120b-bf16", {}), model_size("openai/gpt-oss-120b", {})
+    assert copy is not None and original is not None
+    assert copy.bytes >= 2 * copy.params * 0.99 and copy.bytes > 3 * original.bytes
+    assert ranked(GPT_OSS_BF16_OOM)[0] == "weights-dont-fit"
+    # The MXFP4 original takes about 30 GiB of each 80 GB GPU: not the weights.
+    assert ranked(GPT_OSS_BF16_OOM.replace("lmsys/gpt-oss-120b-bf16", "openai/gpt-oss-120b"))[0] != (
+        "weights-dont-fit"
+    )
