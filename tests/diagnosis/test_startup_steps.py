@@ -231,3 +231,41 @@ def test_graph_pools_smaller_than_the_shortfall_are_not_the_cause() -> None:
     # The same pools against a request they could have made room for still point at the graphs.
     covered = POOLS_BELOW_SHORTFALL.replace("Tried to allocate 28.44 GiB", "Tried to allocate 8.00 GiB")
     assert "cuda-graph-capture" in ranked(covered)[:2]
+
+
+# TensorRT-LLM's KV cache manager (cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp; a log
+# quoted in a public tuning note): the primary pool holds less than one sequence of the engine's max length,
+# so the engine shortens it.
+TRTLLM_LENGTH_REDUCED = (
+    "[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 22.18 GiB, "
+    "available: 1.42 GiB\n"
+    "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 82\n"
+    "[TensorRT-LLM][WARNING] maxAttentionWindow and maxSequenceLen are too large for at least one sequence "
+    "to fit in kvCache. they are reduced to 5185\n"
+    "[TensorRT-LLM][WARNING] maxInputLen is reduced to 5184\n"
+    "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 82\n"
+)
+# The same pool running dry under traffic (batch_manager/kvCacheManager.cpp): the traffic, not the length.
+TRTLLM_POOL_DRY = (
+    "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1.28 GiB for max tokens in paged KV cache (5248).\n"
+    "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left.\n"
+)
+
+
+def test_tensorrt_llm_shortening_its_max_length_to_the_pool_is_the_context_length() -> None:
+    assert ranked(TRTLLM_LENGTH_REDUCED)[0] == "max-model-len-exceeds-kv"
+    assert ranked(TRTLLM_POOL_DRY)[0] != "max-model-len-exceeds-kv"
+
+
+# LMDeploy's PyTorch engine (lmdeploy/pytorch/engine/executor/base.py, update_configs): its recurrent-state
+# cache, then its runtime reservation, then the KV blocks from the free memory left.
+LMDEPLOY_STATE_CACHE = "AssertionError: No enough gpu memory for state cache. Please reduce max_batch_size.\n"
+LMDEPLOY_RUNTIME = "RuntimeError: No enough gpu memory for runtime.\n"
+# TurboMind's sequence cache full under load (a running server): not the pool at startup.
+TURBOMIND_ENTRIES = "[TM][ERROR] No enough cache entries\n"
+
+
+def test_lmdeploy_pools_sized_from_nothing_are_the_pool_at_startup() -> None:
+    assert ranked(LMDEPLOY_STATE_CACHE)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(LMDEPLOY_RUNTIME)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(TURBOMIND_ENTRIES)[0] != "kv-cache-insufficient-at-startup"
