@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, StartupNumber
+from oomguard.diagnosis.evidence import Evidence, GpuMemory, GpuProcess, StartupNumber
 from oomguard.diagnosis.read import read_one, require_evidence
 
 
@@ -105,3 +105,79 @@ def test_the_failing_process_is_the_listed_one_that_holds_what_pytorch_reserved(
     # PyTorch holding 29.8 GiB makes the large process the failing one: the other holds under a GiB.
     assert ranked(TWO_PROCESSES.format(allocated="29.80 GiB"))[0] != "other-process-or-shared-gpu"
     assert ranked(ONE_PROCESS)[0] != "other-process-or-shared-gpu"
+
+
+# SGLang's sleep mode (torch_memory_saver) mapping its memory back when verl resumes the rollout: the driver
+# said CUDA_ERROR_OUT_OF_MEMORY (2) because the trainer still held the memory
+# (https://github.com/sgl-project/sglang/issues/14092); result 1 at teardown is no memory error at all
+# (torch_memory_saver csrc/core.cpp free, as a slime PPO teardown log quotes it).
+MEMORY_SAVER_OOM = (
+    "(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of memory)  "
+    "file=csrc/utils.h func=cu_mem_create line=194\n"
+    "(WorkerDict pid=209740) WARNING:2025-11-28 16:00:45,396:Async request to resume_memory_occupation timed "
+    "out (attempt 1)\n"
+)
+MEMORY_SAVER_OLD = "[torch_memory_saver.cpp] CUresult error  result=2 file=csrc/torch_memory_saver.cpp " + (
+    "func=cu_mem_create line=104\n"
+)
+MEMORY_SAVER_INVALID = (
+    "[torch_memory_saver.cpp] CUresult error: 1 (invalid argument) file=csrc/core.cpp func=free line=66\n"
+)
+# Python's faulthandler writes no comma before "in": the frame still names its function
+# (https://github.com/fzyzcjy/torch_memory_saver/pull/87).
+FAULTHANDLER_RESUME = (
+    "Fatal Python error: Aborted\n\nCurrent thread ...:\n"
+    '  File ".../torch_memory_saver/entrypoint.py", line 169 in resume\n  ...\n'
+)
+
+
+def test_sleep_mode_failing_to_map_memory_back_is_the_colocated_trainer():
+    assert ranked(MEMORY_SAVER_OOM)[0] == "other-process-or-shared-gpu"
+    assert ranked(MEMORY_SAVER_OLD)[0] == "other-process-or-shared-gpu"
+    assert "sleep-mode-oom" not in {getattr(f, "name", "") for f in read(MEMORY_SAVER_INVALID)}
+    assert ranked(FAULTHANDLER_RESUME)[0] == "other-process-or-shared-gpu"
+
+
+# npu-smi info as the Ascend driver prints it (the device rows of
+# https://github.com/vllm-project/vllm-ascend/issues/8621, a fourth instance on a 910B), with its process
+# section; the failure is torch_npu's allocator message.
+NPU_SMI = """\
++------------------------------------------------------------------------------------------------+
+| npu-smi 23.0.6                   Version: 23.0.6                                               |
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B2               | OK            | 94.5        36                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0           0    / 0          59872/ 65536         |
++===========================+===============+====================================================+
++---------------------------+---------------+----------------------------------------------------+
+| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
++===========================+===============+====================================================+
+{rows}+===========================+===============+====================================================+
+RuntimeError: NPU out of memory. Tried to allocate 1.17 GiB (NPU 0; 60.96 GiB total capacity; {mine} GiB \
+already allocated; {mine} GiB current active; 0.31 GiB free; {mine} GiB reserved in total by PyTorch)
+"""
+NPU_ROW = "| 0       0                 | {pid}       | python                   | {mb}                   |\n"
+# rocm-smi --showmeminfo vram and --showpids (rocm_smi.py's own lines; the rows' tabs as it prints them).
+ROCM_SMI = (
+    "GPU[0]\t\t: VRAM Total Memory (B): 206141652992\n"
+    "GPU[0]\t\t: VRAM Total Used Memory (B): 200864030720\n"
+    "KFD process information:\n"
+    "PID    \tPROCESS NAME\tGPU(s)\tVRAM USED\tSDMA USED\tCU OCCUPANCY\t\n"
+    "2254756\tpython3     \t1     \t182536110080\t0        \t9           \t\n"
+    "2254901\tpython3     \t1     \t17179869184\t0        \t0           \t\n"
+)
+
+
+def test_npu_smi_and_rocm_smi_processes_on_one_device_are_another_process():
+    rows = NPU_ROW.format(pid=2215734, mb=41283) + NPU_ROW.format(pid=2215799, mb=18100)
+    assert ranked(NPU_SMI.format(rows=rows, mine="17.12"))[0] == "other-process-or-shared-gpu"
+    table_only = NPU_SMI.format(rows=rows, mine="").split("RuntimeError")[0]
+    assert ranked(table_only + "the engine crashed\n")[0] == "other-process-or-shared-gpu"
+    # One process, the engine itself, holding what PyTorch reserved: its own step ran out.
+    one = NPU_SMI.format(rows=NPU_ROW.format(pid=2215734, mb=59300), mine="57.12")
+    assert ranked(one)[0] != "other-process-or-shared-gpu"
+    rocm = read(ROCM_SMI)
+    assert [(p.gpu, p.used) for p in rocm.of(GpuProcess)] == [(0, 182536110080), (0, 17179869184)]
+    assert [(g.total, g.used) for g in rocm.of(GpuMemory)] == [(206141652992, 200864030720)]

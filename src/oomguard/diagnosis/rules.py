@@ -164,8 +164,18 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
     ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
-    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
-    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator and LLM/worker wake_up, SGLang's
+    # resume_memory_occupation through torch_memory_saver's resume): what an RL trainer took meanwhile.
+    (
+        "wake-up",
+        (
+            "device_allocator/cumem",
+            "create_and_map",
+            "resume_memory_occupation",
+            "torch_memory_saver",
+            "wake_up",
+        ),
+    ),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
@@ -1456,7 +1466,8 @@ def _processes(ev: Evidence, t: Tally) -> None:
                 t.add(
                     "other-process-or-shared-gpu",
                     STRONG,
-                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    "the device's process table (nvidia-smi, npu-smi, rocm-smi, nvtop) shows more than one "
+                    "process holding memory on the same device",
                     *ordered[:3],
                 )
                 for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:

@@ -27,7 +27,9 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
 # (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
-_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
+_CURESULT_OOM = re.compile(r"CUresult error(?::\s*|\s+result=)2\b")
+# (faulthandler's dump of a fatal error writes no comma: 'File "...", line 169 in resume')
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,?\s*in\s+(?P<func>[\w<>.]+))?')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
@@ -138,6 +140,7 @@ class Parser(LineParser):
             "No free blocks left",
             "Not enough host memory available",
             "RuntimeBuffers::reshape",
+            "CUresult error",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -150,6 +153,7 @@ class Parser(LineParser):
         if self._ray(line, body):
             return
         self._allocator(line, msg)
+        self._memory_saver(line, body)
         self._engine_memory_errors(line, body)
         self._kernel_errors(line, body)
         self._host_enomem(line, body)
@@ -192,6 +196,15 @@ class Parser(LineParser):
             self.ctx.signal(line, text, "cudagraph-estimate-hint")
         if "cumem_allocator" in text:
             self.ctx.signal(line, text, "sleep-mode-oom")
+
+    def _memory_saver(self, line: Line, body: str) -> None:
+        """SGLang's sleep mode (torch_memory_saver, what verl/slime pause and resume it with) failing to map
+        memory back: its CURESULT_CHECK prints the driver's result, 2 being CUDA_ERROR_OUT_OF_MEMORY
+        (torch_memory_saver csrc/utils.h: "CUresult error: 2 (out of memory) file=... func=cu_mem_create";
+        before 0.0.6 "CUresult error  result=2 file=... func=cu_mem_create")."""
+        if "CUresult error" in body and "torch_memory_saver" in body and _CURESULT_OOM.search(body):
+            self.ctx.oom(line, body, AllocatorReport("engine"))
+            self.ctx.signal(line, body, "sleep-mode-oom")
 
     def _engine_memory_errors(self, line: Line, body: str) -> None:
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
