@@ -188,3 +188,84 @@ def test_vllm_engine_started_line_ends_startup() -> None:
     assert causes[0] != "sampler-or-logits"
     assert "weights-dont-fit" not in causes[:1]
     assert ranked(VLLM_CAPTURE_OOM)[0] == "cuda-graph-capture"
+
+
+# https://github.com/sgl-project/sglang/issues/8833: a 16-bit copy of gpt-oss-120b (whose original is MXFP4)
+# over two 80 GB GPUs.
+GPT_OSS_BF16_OOM = (
+    "python3 -m sglang.launch_server --model-path lmsys/gpt-oss-120b-bf16 --tp 2 --trust-remote-code "
+    "--mem-fraction-static 0.7 --host 0.0.0.0 --port 40000\n\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.98 GiB. GPU 1 has a total capacity of "
+    "79.10 GiB of which 92.25 MiB is free. Including non-PyTorch memory, this process has 0 bytes memory in "
+    "use. Of the allocated memory 76.93 GiB is allocated by PyTorch, and 46.14 MiB is reserved by PyTorch "
+    "but unallocated.\n"
+)
+
+
+def test_a_sixteen_bit_copy_of_a_quantized_model_is_sized_at_sixteen_bits() -> None:
+    from oomguard.diagnosis.sizing import model_size
+
+    copy, original = model_size("lmsys/gpt-oss-120b-bf16", {}), model_size("openai/gpt-oss-120b", {})
+    assert copy is not None and original is not None
+    assert copy.bytes >= 2 * copy.params * 0.99 and copy.bytes > 3 * original.bytes
+    assert ranked(GPT_OSS_BF16_OOM)[0] == "weights-dont-fit"
+    # The MXFP4 original takes about 30 GiB of each 80 GB GPU: not the weights.
+    assert ranked(GPT_OSS_BF16_OOM.replace("lmsys/gpt-oss-120b-bf16", "openai/gpt-oss-120b"))[0] != (
+        "weights-dont-fit"
+    )
+
+
+# https://github.com/vllm-project/vllm/issues/49475: graphs already hold 4.27 GiB in private pools, the
+# request lacks 21 GiB; freeing every graph would not have made it fit.
+POOLS_BELOW_SHORTFALL = (
+    "(Worker_TP7_EP7 pid=65033) ERROR 07-31 12:11:49 [multiproc_executor.py:1018] torch.OutOfMemoryError: "
+    "CUDA out of memory. Tried to allocate 28.44 GiB. GPU 7 has a total capacity of 178.34 GiB of which 7.38 "
+    "GiB is free. Including non-PyTorch memory, this process has 170.94 GiB memory in use. Of the allocated "
+    "memory 165.16 GiB is allocated by PyTorch, with 4.27 GiB allocated in private pools (e.g., CUDA "
+    "Graphs), and 1.70 GiB is reserved by PyTorch but unallocated.\n"
+)
+
+
+def test_graph_pools_smaller_than_the_shortfall_are_not_the_cause() -> None:
+    assert ranked(POOLS_BELOW_SHORTFALL)[0] != "cuda-graph-capture"
+    # The same pools against a request they could have made room for still point at the graphs.
+    covered = POOLS_BELOW_SHORTFALL.replace("Tried to allocate 28.44 GiB", "Tried to allocate 8.00 GiB")
+    assert "cuda-graph-capture" in ranked(covered)[:2]
+
+
+# TensorRT-LLM's KV cache manager (cpp/tensorrt_llm/batch_manager/trtGptModelInflightBatching.cpp; a log
+# quoted in a public tuning note): the primary pool holds less than one sequence of the engine's max length,
+# so the engine shortens it.
+TRTLLM_LENGTH_REDUCED = (
+    "[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 22.18 GiB, "
+    "available: 1.42 GiB\n"
+    "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 82\n"
+    "[TensorRT-LLM][WARNING] maxAttentionWindow and maxSequenceLen are too large for at least one sequence "
+    "to fit in kvCache. they are reduced to 5185\n"
+    "[TensorRT-LLM][WARNING] maxInputLen is reduced to 5184\n"
+    "[TensorRT-LLM][INFO] Max KV cache pages per sequence: 82\n"
+)
+# The same pool running dry under traffic (batch_manager/kvCacheManager.cpp): the traffic, not the length.
+TRTLLM_POOL_DRY = (
+    "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1.28 GiB for max tokens in paged KV cache (5248).\n"
+    "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left.\n"
+)
+
+
+def test_tensorrt_llm_shortening_its_max_length_to_the_pool_is_the_context_length() -> None:
+    assert ranked(TRTLLM_LENGTH_REDUCED)[0] == "max-model-len-exceeds-kv"
+    assert ranked(TRTLLM_POOL_DRY)[0] != "max-model-len-exceeds-kv"
+
+
+# LMDeploy's PyTorch engine (lmdeploy/pytorch/engine/executor/base.py, update_configs): its recurrent-state
+# cache, then its runtime reservation, then the KV blocks from the free memory left.
+LMDEPLOY_STATE_CACHE = "AssertionError: No enough gpu memory for state cache. Please reduce max_batch_size.\n"
+LMDEPLOY_RUNTIME = "RuntimeError: No enough gpu memory for runtime.\n"
+# TurboMind's sequence cache full under load (a running server): not the pool at startup.
+TURBOMIND_ENTRIES = "[TM][ERROR] No enough cache entries\n"
+
+
+def test_lmdeploy_pools_sized_from_nothing_are_the_pool_at_startup() -> None:
+    assert ranked(LMDEPLOY_STATE_CACHE)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(LMDEPLOY_RUNTIME)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(TURBOMIND_ENTRIES)[0] != "kv-cache-insufficient-at-startup"

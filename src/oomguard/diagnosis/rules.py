@@ -1001,7 +1001,9 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 "expandable segments were on: segments grow in place, fragmentation is unlikely",
                 o,
             )
-        if o.private_pools and o.private_pools >= 1 * GIB:
+        short = o.requested - o.free if o.requested and o.free is not None else None
+        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+            # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)

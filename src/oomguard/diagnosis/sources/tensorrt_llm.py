@@ -8,6 +8,9 @@ Formats (TensorRT-LLM cpp/tensorrt_llm/batch_manager, tensorrtllm_backend):
   be larger than beam_width * tokensPerBlock * maxBlocksPerSeq)": the pool is below one engine-max-length
   sequence, which is what `max-model-len-exceeds-kv` means (the engine's max input + output length is the max
   model len).
+- "maxAttentionWindow and maxSequenceLen are too large for at least one sequence to fit in kvCache. they are
+  reduced to N" (a warning since 2024: the engine shortens its max length to what the pool holds once): the
+  same mechanism, the engine's max length against the pool it sized.
 - "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: ...": the failure came in a step of
   the running executor, not at startup.
 - "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left."
@@ -39,7 +42,16 @@ from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.units import GiB as GIB
 
-_USING_TOKENS = re.compile(r"Using (?P<n>\d+) tokens in paged KV cache")
+# "Using 693 tokens in paged KV cache." and, in the releases of 2024, "Using 256 total tokens in paged KV
+# cache, and 2 blocks per sequence".
+_USING_TOKENS = re.compile(r"Using (?P<n>\d+) (?:total )?tokens in paged KV cache")
+# The KV cache manager (batch_manager/kvCacheManager.cpp, and _torch/pyexecutor/resource_manager.py) finding
+# its primary pool below one sequence of the engine's max length shrinks that length: "maxAttentionWindow
+# and maxSequenceLen are too large for at least one sequence to fit in kvCache. they are reduced to 5185".
+_LENGTH_REDUCED = re.compile(
+    r"maxSequenceLen are too large for at least one sequence to fit in kvCache\. [Tt]hey are reduced to "
+    r"(?P<n>\d+)"
+)
 _ALLOCATED = re.compile(r"Allocated (?P<v>[\d.]+ [KMG]iB) for max tokens in paged KV cache \((?P<n>\d+)\)")
 _BELOW_ONE_SEQUENCE = "must be large enough to process at least 1 sequence"
 _NO_FREE_BLOCKS = "No free blocks left"
@@ -74,6 +86,7 @@ class Parser(LineParser):
     TRIGGERS = Triggers(
         words=(
             "tokens in paged KV cache",
+            "at least one sequence to fit in kvCache",
             "for max tokens in paged KV cache",
             _BELOW_ONE_SEQUENCE,
             "error in forwardAsync",
@@ -107,6 +120,14 @@ class Parser(LineParser):
             if m:
                 self.kv_tokens = int(m.group("n"))
                 self.ctx.startup_number(line, msg, "kv_cache_tokens", self.kv_tokens)
+        if "at least one sequence to fit in kvCache" in body:
+            m = _LENGTH_REDUCED.search(body)
+            self.ctx.signal(
+                line,
+                body,
+                "max-model-len-exceeds-kv",
+                estimated_max_model_len=float(m.group("n")) if m else None,
+            )
         if _BELOW_ONE_SEQUENCE in body:
             self.ctx.signal(line, body, "max-model-len-exceeds-kv", kv_cache_tokens=self.kv_tokens)
         if "Requested amount of GPU memory" in body or "Error Code 2: OutOfMemory" in body:

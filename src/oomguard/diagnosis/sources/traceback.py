@@ -45,6 +45,11 @@ _TRT_KV = re.compile(
 )
 # Below this (or 2% of the device) TensorRT-LLM's KV pool has next to nothing.
 TRT_KV_TINY = 1 << 29
+# LMDeploy's PyTorch engine sizing its pools (lmdeploy/pytorch/engine/executor/base.py, update_configs): free
+# memory less the recurrent-state cache ("No enough gpu memory for state cache. Please reduce
+# max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
+# runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
+_LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -106,6 +111,7 @@ class Parser(LineParser):
             "requires more system memory",
             "HostRegister failed",
             "Too large swap space",
+            "No enough gpu memory",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -127,7 +133,6 @@ class Parser(LineParser):
             "need_size",
             "not enough KV cache space",
             "Out of available cache blocks",
-            "No enough gpu memory for kv cache",
             "No enough cache entries",
             "KV cache exhausted",
             "failed to find",
@@ -214,7 +219,7 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
-        if "No enough gpu memory for kv cache" in body:  # LMDeploy's PyTorch engine sizing its blocks
+        if _LMDEPLOY_NO_POOL.search(body):
             self.ctx.signal(line, body, "no-kv-cache-memory")
         m = _TOTAL_TOKENS.search(body)
         if m:
