@@ -14,8 +14,9 @@ import re
 
 from oomguard.diagnosis.evidence import TriedLever
 
-# An option in either spelling: `max_model_len`, `--max-model-len`, `max-model-len`.
-_SEP = r"[-_ ]"
+# An option in either spelling: `max_model_len`, `--max-model-len`, `max-model-len` (not the words "context
+# length": a sentence names the context it ran with as often as one it changed).
+_SEP = r"[-_]"
 
 
 def _option(*names: str) -> str:
@@ -48,8 +49,9 @@ LEVERS: tuple[tuple[TriedLever, re.Pattern[str]], ...] = tuple(
                 "max_length",
                 "max_new_tokens",
             )
-            + r"|-c \d+|(?:shorter|smaller|lower|reduc\w*|decreas\w*) (?:the )?(?:context|max(?:imum)? "
-            r"(?:model|sequence) len\w*|sequence length)|context (?:length|size|window)|model len(?:gth)?",
+            + r"|-c \d+|(?:shorter|smaller|lower|reduc\w*|decreas\w*|limit\w*|capp\w*) (?:the )?(?:context|"
+            r"max(?:imum)? (?:model|sequence) len\w*|sequence length)"
+            r"|(?:context|model|sequence) len(?:gth)? (?:of |to |= ?)?\d+k?",
         ),
         (
             TriedLever.SMALLER_STEP,
@@ -75,14 +77,15 @@ LEVERS: tuple[tuple[TriedLever, re.Pattern[str]], ...] = tuple(
         (
             TriedLever.MORE_GPUS,
             _option("tensor_parallel_size", "tp_size", "num_shard", "tensor_split", "pipeline_parallel_size")
-            + r"|-tp \d+|--tp \d+|tp ?=? ?\d+|tensor parallel\w*|(?:more|two|2|four|4|eight|8|multiple|"
-            r"second) gpus?|sharding|sharded",
+            + r"|-tp \d+|--tp \d+|(?:more|two|2|four|4|eight|8|multiple|second) gpus?|sharding|sharded",
         ),
         (
             TriedLever.QUANTIZED_WEIGHTS,
             _option("load_in_4bit", "load_in_8bit")
-            + r"|quantiz\w*(?: version| model| weights)?(?! (?:kv|k/v|cache))|awq|gptq|bitsandbytes|bnb|"
-            r"(?:int4|int8|4-bit|8-bit)(?! (?:kv|k/v|cache))|fp8 (?:model|weights|checkpoint)|gguf q\d",
+            # (words, not a model id's parts: "Mixtral-8x7B-Instruct-v0.1-GPTQ" is the model, not a change)
+            + r"|(?<![-/.])(?:quantiz\w*(?: version| model| weights)?(?! (?:kv|k/v|cache))|awq|gptq|"
+            r"bitsandbytes|bnb|(?:int4|int8|4-bit|8-bit)(?! (?:kv|k/v|cache))|"
+            r"fp8 (?:model|weights|checkpoint))",
         ),
         (
             TriedLever.NO_CUDA_GRAPHS,
@@ -154,7 +157,8 @@ _SHARE = re.compile(
 _UP = re.compile(r"\b(?:increas\w*|rais\w*|higher|bump\w*|up to)\b", re.IGNORECASE)
 
 _HELPED = re.compile(
-    r"\b(?:fix(?:es|ed)|solv(?:es|ed)|resolv(?:es|ed)|works?|worked|working|helps|helped|fits|"
+    r"\b(?:fix(?:es|ed) (?:it|this|that|my|the (?:issue|problem|oom|error|crash))|(?:is|was|got|gets) fixed|"
+    r"solv(?:es|ed)|resolv(?:es|ed)|works?|worked|working|helps|helped|fits|"
     r"no longer|no issues?|no (?:more )?(?:oom|errors?)|runs? (?:fine|ok|okay|well|successfully)|"
     r"succeed(?:s|ed)?|went away|is gone|made the difference)\b"
     r"|解决|可以了|成功",
