@@ -241,3 +241,28 @@ def test_device_memory_that_only_creeps_up_across_readings_is_the_leak():
     assert ranked(SMI_HOURLY)[0] == "memory-leak"
     assert "memory-leak" not in ranked(SMI_STARTUP)[:1]
     assert ranked(APPS_HOURLY + "then it ran out of memory\n")[0] == "memory-leak"
+
+
+# A vision tower in its own model file (vLLM intern_vit.py:
+# https://github.com/gpustack/gpustack/issues/364; DeepSeek-OCR's deepencoder:
+# https://github.com/deepseek-ai/DeepSeek-OCR/issues/91) or the merge of its output into the prompt (vLLM
+# models/utils.py: https://github.com/vllm-project/vllm/issues/38257) is the encoder's step; the text
+# model's own layer (models/llama.py) is not.
+VISION_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/site-packages/vllm/model_executor/models/{file}", line {no}, in {func}\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.59 GiB. GPU 0 has a total capacity "
+    "of 31.73 GiB of which 3.11 GiB is free. Including non-PyTorch memory, this process has 28.62 GiB "
+    "memory in use. Of the allocated memory 27.97 GiB is allocated by PyTorch, and 98.54 MiB is reserved "
+    "by PyTorch but unallocated.\n"
+)
+
+
+def test_a_vision_towers_own_file_or_the_embedding_merge_is_the_encoder():
+    for file, no, func in (
+        ("intern_vit.py", 134, "forward"),
+        ("utils.py", 476, "_merge_multimodal_embeddings"),
+        ("deepencoder/sam_vary_sdpa.py", 309, "forward"),
+    ):
+        assert ranked(VISION_OOM.format(file=file, no=no, func=func))[0] == "multimodal-encoder", file
+    assert ranked(VISION_OOM.format(file="llama.py", no=321, func="forward"))[0] != "multimodal-encoder"

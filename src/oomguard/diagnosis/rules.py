@@ -163,6 +163,19 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "audio_tower",
             "get_image_feature",
             "mm_embed",
+            # vision towers in their own files (vLLM intern_vit.py, moonvit.py, siglip2navit.py;
+            # DeepSeek-OCR's deepencoder; Whisper's audio encoder), the merge of their output into the
+            # prompt's embeddings (vLLM models/utils.py _merge_multimodal_embeddings), LLaVA/Idefics towers
+            # (TGI, SGLang), LMDeploy's vision models (lmdeploy/vl/)
+            "vit.py",
+            "deepencoder",
+            "whisper",
+            "multimodal_embeddings",
+            "_process_video_input",
+            "vision_model",
+            "llava",
+            "idefics",
+            "/vl/",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
