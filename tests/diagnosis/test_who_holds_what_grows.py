@@ -266,3 +266,34 @@ def test_a_vision_towers_own_file_or_the_embedding_merge_is_the_encoder():
     ):
         assert ranked(VISION_OOM.format(file=file, no=no, func=func))[0] == "multimodal-encoder", file
     assert ranked(VISION_OOM.format(file="llama.py", no=321, func="forward"))[0] != "multimodal-encoder"
+
+
+# llama-server loads the speculative draft after the target's weights and context ("loading draft model
+# '%s'", "failed to load draft model, '%s'": llama.cpp tools/server/server.cpp load_model); ggml's failure
+# lines as https://github.com/ggml-org/llama.cpp/issues/7366 quotes them. The same failure without the draft
+# is the target's own context.
+LLAMA_CPP_TARGET = """\
+load_tensors: loading model tensors, this can take a while... (mmap = true)
+load_tensors:        CUDA0 model buffer size = 16488.94 MiB
+llama_context: n_ctx         = 32768
+llama_kv_cache:      CUDA0 KV buffer size =  2048.00 MiB
+llama_context:      CUDA0 compute buffer size =   612.01 MiB
+"""
+LLAMA_CPP_KV_FAILS = """\
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 3584.00 MiB on device 0: cudaMalloc failed: \
+out of memory
+llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+"""
+LLAMA_CPP_DRAFT = """\
+srv    load_model: loading draft model 'Qwen3-0.6B-Q8_0.gguf'
+load_tensors: loading model tensors, this can take a while... (mmap = true)
+llama_context: n_ctx         = 32768
+"""
+
+
+def test_a_failure_while_llama_server_loads_its_draft_is_the_drafts_extra():
+    drafting = LLAMA_CPP_TARGET + LLAMA_CPP_DRAFT + LLAMA_CPP_KV_FAILS
+    assert ranked(drafting)[0] == "spec-decode-or-lora-extra"
+    assert ranked(LLAMA_CPP_TARGET + LLAMA_CPP_KV_FAILS)[0] == "max-model-len-exceeds-kv"
+    failed = LLAMA_CPP_TARGET + "srv    load_model: failed to load draft model, 'Qwen3-0.6B-Q8_0.gguf'\n"
+    assert ranked(failed)[0] == "spec-decode-or-lora-extra"

@@ -1272,7 +1272,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
         t.add(
             "spec-decode-or-lora-extra",
             STRONG + 0.5,
-            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            "it failed while the engine loaded the speculative draft model, after the target's weights",
             fact,
         )
     if sit.gpu_failure and sit.categories.keys() & {
@@ -1303,7 +1303,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     if not (generic_oom or ended_here):
         return
     mm = _multimodal_profile(ev, setup)
-    if sit.phase == "startup-weights":
+    drafting = isinstance(fact, Signal) and fact.name == "milestone-drafter-loading"
+    if sit.phase == "startup-weights" and not drafting:  # (the draft's load is the draft's extra, above)
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
         if mm:
