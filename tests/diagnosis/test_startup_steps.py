@@ -269,3 +269,58 @@ def test_lmdeploy_pools_sized_from_nothing_are_the_pool_at_startup() -> None:
     assert ranked(LMDEPLOY_STATE_CACHE)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(LMDEPLOY_RUNTIME)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(TURBOMIND_ENTRIES)[0] != "kv-cache-insufficient-at-startup"
+
+
+OOM_LINE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 GiB of which 1.21 GiB is free.\n"
+)
+# The frames each engine's startup steps run in (line numbers elided, as pastes often do): TGI's decode-graph
+# warm-up (server/text_generation_server/models/flash_causal_lm.py), its sharded weight reads
+# (text_generation_server/utils/weights.py), SGLang's KV pool (sglang/srt/model_executor/model_runner.py
+# init_memory_pool, sglang/srt/mem_cache/memory_pool.py) and TensorRT-LLM's PyTorch executor creating its KV
+# cache manager (tensorrt_llm/_torch/pyexecutor/_util.py).
+TGI_GRAPH_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.11/site-packages/text_generation_server/models/flash_causal_lm.py", '
+    "line ..., in warmup\n"
+    "    self.cuda_graph_warmup(bs, max_s, max_bt)\n" + OOM_LINE
+)
+TGI_WEIGHT_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.11/site-packages/text_generation_server/utils/weights.py", line ..., in '
+    "get_sharded\n"
+    "    return self.get_partial_sharded(tensor_name, dim)\n" + OOM_LINE
+)
+SGLANG_POOL_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line ..., in '
+    "initialize\n"
+    "    self.init_memory_pool(\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/memory_pool.py", line ..., in '
+    "_create_buffers\n"
+    "    torch.zeros((self.size + self.page_size, self.head_num, self.head_dim), dtype=self.store_dtype)\n"
+    + OOM_LINE
+)
+TRTLLM_KV_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/_torch/pyexecutor/_util.py", line ..., in '
+    "build_managers\n"
+    "    kv_cache_manager = self._create_kv_cache_manager(model_engine)\n" + OOM_LINE
+)
+# SGLang's slot allocator failing under load (sglang/srt/managers/schedule_batch.py): the pool full at
+# runtime, not the pool at startup.
+SGLANG_SLOTS_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/schedule_batch.py", line ..., in '
+    "prepare_for_extend\n"
+    "    out_cache_loc = self.alloc_token_slots(extend_num_tokens)\n" + OOM_LINE
+)
+
+
+def test_other_engines_startup_frames_place_the_step() -> None:
+    assert ranked(TGI_GRAPH_FRAMES)[0] == "cuda-graph-capture"
+    assert ranked(TGI_WEIGHT_FRAMES)[0] == "weights-dont-fit"
+    assert ranked(SGLANG_POOL_FRAMES)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(TRTLLM_KV_FRAMES)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(SGLANG_SLOTS_FRAMES)[0] != "kv-cache-insufficient-at-startup"

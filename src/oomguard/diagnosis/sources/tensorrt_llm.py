@@ -75,6 +75,9 @@ _CREATION_REPORT_LINES = 12
 # (_torch/pyexecutor/model_engine.py): "Run generation only CUDA graph warmup for batch size=8" (later
 # "Run generation-only CUDA graph warmup for batch size=4, draft_len=0").
 _GRAPH_WARMUP = "CUDA graph warmup for batch size"
+# Its KV sizing, after the estimation forward and before the cache manager and the graphs
+# (_torch/pyexecutor/_util.py): "Estimated max tokens in KV cache : 1669816".
+_KV_ESTIMATED = "Estimated max tokens in KV cache"
 _TACTIC = re.compile(r"Tactic Device request: (?P<req>\d+)MB Available: (?P<free>\d+)MB")
 _TRT_REQUESTED = re.compile(
     r"Requested amount of GPU memory \((?P<n>\d+) bytes\) could not be allocated|"
@@ -98,6 +101,7 @@ class Parser(LineParser):
             _CREATION_FAILED,
             "Tactic Device request",
             _GRAPH_WARMUP,
+            _KV_ESTIMATED,
         )
     )
 
@@ -155,6 +159,8 @@ class Parser(LineParser):
             if m:
                 requested, free = int(m.group("req")) << 20, int(m.group("free")) << 20  # MiB
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=requested, free=free))
+        if _KV_ESTIMATED in body:
+            self.ctx.signal(line, body, "milestone-kv-sized")
         if _GRAPH_WARMUP in body:
             self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "error in forwardAsync" in body and not self.serving:
