@@ -324,3 +324,25 @@ def test_other_engines_startup_frames_place_the_step() -> None:
     assert ranked(SGLANG_POOL_FRAMES)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(TRTLLM_KV_FRAMES)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(SGLANG_SLOTS_FRAMES)[0] != "kv-cache-insufficient-at-startup"
+
+
+# vLLM V0's worker monitor (vllm/executor/multiproc_worker_utils.py) reporting a worker that died while the
+# weights loaded: exit code -9 is SIGKILL, the host's OOM killer, not the GPU.
+WORKER_SIGKILLED_LOADING = (
+    "INFO 03-31 15:44:54 [weight_utils.py:265] Using model weights format ['*.safetensors']\n"
+    "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+    "ERROR 03-31 15:45:40 [multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1867860 died, exit "
+    "code: -9\n"
+)
+# The same monitor after a SIGTERM the engine sent its own workers on shutdown
+# (https://github.com/vllm-project/vllm/issues/13061): no kill by the host.
+WORKER_TERMINATED = (
+    "ERROR 02-11 07:40:49 multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1786 died, exit code: "
+    "-15\n"
+)
+
+
+def test_a_worker_sigkilled_while_loading_is_the_host_not_the_weights() -> None:
+    causes = ranked(WORKER_SIGKILLED_LOADING)
+    assert causes[0] == "host-ram-oom"
+    assert "host-killed" not in signals(WORKER_TERMINATED)
