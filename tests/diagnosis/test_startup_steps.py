@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, Signal
+from oomguard.diagnosis.evidence import Evidence, Signal, StartupNumber
 from oomguard.diagnosis.read import read_one, require_evidence
 
 
@@ -346,3 +346,55 @@ def test_a_worker_sigkilled_while_loading_is_the_host_not_the_weights() -> None:
     causes = ranked(WORKER_SIGKILLED_LOADING)
     assert causes[0] == "host-ram-oom"
     assert "host-killed" not in signals(WORKER_TERMINATED)
+
+
+# text-generation-inference's launcher while a shard loads its weights (launcher/src/main.rs), then the
+# shard's OOM; the same OOM once the shard is ready and the warm-up (the prefill) runs.
+TGI_LOADING_OOM = (
+    "2024-01-10T08:12:01.145323Z  INFO text_generation_launcher: Starting shard rank=0\n"
+    "2024-01-10T08:12:11.156172Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+    "ready... rank=0\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total "
+    "capacity of 10.75 GiB of which 98.62 MiB is free.\n"
+)
+TGI_WARMUP_OOM = (
+    "2024-01-10T08:12:01.145323Z  INFO text_generation_launcher: Starting shard rank=0\n"
+    "2024-01-10T08:12:41.390012Z  INFO shard-manager: text_generation_launcher: Shard ready in 40.2s "
+    "rank=0\n"
+    "2024-01-10T08:12:42.102311Z  INFO text_generation_router: router/src/main.rs:317: Warming up model\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total "
+    "capacity of 10.75 GiB of which 98.62 MiB is free.\n"
+)
+# TensorRT-LLM's runtime reading its engine (runtime/tllmRuntime.cpp), as its FAQ's log shows.
+TRTLLM_ENGINE_LOADED = (
+    "[TensorRT-LLM][INFO] Loaded engine size: 6695 MiB\n"
+    "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1134.01 MiB for execution context memory.\n"
+)
+
+
+def test_the_weights_step_of_tgi_and_tensorrt_llm_is_read() -> None:
+    assert ranked(TGI_LOADING_OOM)[0] == "weights-dont-fit"
+    assert ranked(TGI_WARMUP_OOM)[0] != "weights-dont-fit"
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(TRTLLM_ENGINE_LOADED.encode()), evidence)
+    numbers = {n.quantity: n.value for n in evidence.of(StartupNumber)}
+    assert numbers["weights_bytes"] == 6695 * 2**20
+    assert numbers["activation_bytes"] == 1134.01 * 2**20
+
+
+# vLLM's weight_utils.py as it starts reading the checkpoint (https://github.com/vllm-project/vllm/issues/15800),
+# against the same OOM after "Model loading took" (the profile run follows).
+VLLM_READING_WEIGHTS_OOM = (
+    "INFO 03-31 15:44:54 [weight_utils.py:265] Using model weights format ['*.safetensors']\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total capacity "
+    "of 23.65 GiB of which 98.62 MiB is free.\n"
+)
+VLLM_LOADED_OOM = VLLM_READING_WEIGHTS_OOM.replace(
+    "[weight_utils.py:265] Using model weights format ['*.safetensors']",
+    "[gpu_model_runner.py:1186] Model loading took 14.99 GiB and 4.21 seconds",
+)
+
+
+def test_vllm_reading_its_checkpoint_is_the_weights_step() -> None:
+    assert ranked(VLLM_READING_WEIGHTS_OOM)[0] == "weights-dont-fit"
+    assert ranked(VLLM_LOADED_OOM)[0] != "weights-dont-fit"
