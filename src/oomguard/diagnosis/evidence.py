@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TypeVar
 
 from oomguard.diagnosis.engine_marks import Engine
@@ -282,6 +283,37 @@ class DeviceNamed(Fact):
     part: str | None  # the GPU table's name for it ("NVIDIA GeForce RTX 4090"), None when it has none
     total: int | None
     count: int | None
+
+
+class TriedLever(Enum):
+    """What a reporter changed and says whether it helped: each is the cure of one mechanism."""
+
+    SHORTER_CONTEXT = "a shorter context"
+    LARGER_KV_SHARE = "a larger share of memory for the engine"
+    SMALLER_STEP = "fewer tokens per prefill step"
+    QUANTIZED_KV = "a quantized KV cache"
+    FEWER_GPU_LAYERS = "fewer layers on the GPU"
+    MORE_GPUS = "the model split over more GPUs"
+    QUANTIZED_WEIGHTS = "quantized weights"
+    NO_CUDA_GRAPHS = "fewer or no CUDA graphs"
+    FLASH_ATTENTION = "flash attention"
+    EXPANDABLE_SEGMENTS = "expandable segments"
+    SMALLER_MM_INPUT = "fewer or smaller images, videos or audio"
+    NO_SPECULATION = "less speculative decoding"
+    LESS_LORA = "fewer or smaller LoRA adapters"
+    NO_PROMPT_LOGPROBS = "no prompt logprobs"
+    MORE_HOST_MEMORY = "more host memory or shared memory, or less swap"
+    GPU_TO_ITSELF = "the GPU to itself"
+    RESTART = "a periodic restart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeverTried(Fact):
+    """A reporter's sentence saying a change was tried and whether it helped ("-c 30000 fits and has no
+    issues", "--enforce-eager does not work either")."""
+
+    lever: TriedLever
+    helped: bool
 
 
 @dataclass(frozen=True, kw_only=True)

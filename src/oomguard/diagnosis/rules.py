@@ -30,12 +30,14 @@ from oomguard.diagnosis.evidence import (
     Frame,
     GpuProcess,
     HostMemory,
+    LeverTried,
     LoadSample,
     OomMessage,
     ScheduledStep,
     Signal,
     Snapshot,
     StartupNumber,
+    TriedLever,
 )
 from oomguard.diagnosis.setup import EngineSetup
 from oomguard.diagnosis.sources.allocator import AllocatorReport
@@ -579,6 +581,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
+    _levers_tried(ev, tally)
     _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
@@ -1865,6 +1868,48 @@ def _prose(ev: Evidence, t: Tally) -> None:
     for s in ev.signals(*PROSE):
         cls, weight = PROSE[s.name]
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
+
+
+# The mechanism each cure treats, with the weight a change that helped gives it (one that did not help
+# counts against the mechanism at -WEAK): each kind of OOM has its own cure, so the cure that worked names it.
+# (A larger context or KV share cannot help activations; quantized weights and more GPUs shrink the weights
+# per GPU; a smaller prefill step and flash attention shrink the forward pass's transient tensors.)
+LEVER_CAUSES: dict[TriedLever, tuple[tuple[CauseClass, float], ...]] = {
+    TriedLever.SHORTER_CONTEXT: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM + 0.5),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.QUANTIZED_KV: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.LARGER_KV_SHARE: ((CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, MEDIUM + 0.5),),
+    TriedLever.SMALLER_STEP: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FLASH_ATTENTION: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FEWER_GPU_LAYERS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.MORE_GPUS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.QUANTIZED_WEIGHTS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.NO_CUDA_GRAPHS: ((CauseClass.CUDA_GRAPH_CAPTURE, MEDIUM + 0.5),),
+    TriedLever.EXPANDABLE_SEGMENTS: ((CauseClass.FRAGMENTATION, MEDIUM + 0.5),),
+    TriedLever.SMALLER_MM_INPUT: ((CauseClass.MULTIMODAL_ENCODER, MEDIUM + 0.5),),
+    TriedLever.NO_SPECULATION: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.LESS_LORA: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.NO_PROMPT_LOGPROBS: ((CauseClass.SAMPLER_OR_LOGITS, MEDIUM + 0.5),),
+    TriedLever.MORE_HOST_MEMORY: ((CauseClass.HOST_RAM_OOM, MEDIUM + 0.5),),
+    TriedLever.GPU_TO_ITSELF: ((CauseClass.OTHER_PROCESS_OR_SHARED_GPU, MEDIUM + 0.5),),
+    TriedLever.RESTART: ((CauseClass.MEMORY_LEAK, MEDIUM + 0.5),),
+}
+
+
+def _levers_tried(ev: Evidence, t: Tally) -> None:
+    """What the reporter changed and whether it helped (sources/levers_tried.py): the cure that worked
+    names its mechanism; one that did not argues a little against it."""
+    for fact in ev.of(LeverTried):
+        for cls, weight in LEVER_CAUSES[fact.lever]:
+            if fact.helped:
+                t.add(cls, weight, f"the report says {fact.lever.value} helped", fact)
+            else:
+                t.add(cls, -WEAK, f"the report says {fact.lever.value} did not help", fact)
 
 
 def _growth_before_kill(ev: Evidence, t: Tally) -> None:
