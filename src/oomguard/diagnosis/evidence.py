@@ -154,6 +154,9 @@ SIGNALS = frozenset(
         # 4 GB, limit_bytes), a count of live buffers (Metal's resource limit), a core's scratch memory at
         # compile time (XLA's SMEM/VMEM)
         "platform-limit",
+        # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
+        # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")
+        "logits-buffer-failed",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)

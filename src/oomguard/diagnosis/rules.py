@@ -36,6 +36,7 @@ from oomguard.diagnosis.evidence import (
     StartupNumber,
 )
 from oomguard.diagnosis.setup import EngineSetup
+from oomguard.diagnosis.sizing import catalog_vocab
 from oomguard.diagnosis.sources.allocator import AllocatorReport
 from oomguard.diagnosis.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnosis.step_shape import StepAnalysis
@@ -266,6 +267,30 @@ REQUEST_STEP_FRAMES = (
 )
 
 
+# Functions that hold the vocabulary-wide tensors (tokens x vocab: the logits, their log-softmax, logprobs,
+# entropy, the LM head's output), in the engines and in the RL trainers that wrap them: vLLM's
+# compute_logits / _get_logits / compute_logprobs / _compute_prompt_logprobs, SGLang's
+# LogitsProcessor._get_logits, verl's logprobs_from_logits / entropy_from_logits, OpenRLHF's
+# log_probs_from_logits, TRL's selective_log_softmax / _get_per_token_logps, slime's compute_log_probs /
+# vocab_parallel_softmax, NeMo-RL's from_parallel_logits_to_logprobs, Megatron's
+# vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
+# never on the attention's, the router's or an indexer's logits.
+LOGITS_FUNCTION = re.compile(
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
+    r"vocab_parallel(_\w+)?)(?![a-z0-9])"
+)
+# The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
+# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(
+    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
+)
+# Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
+# Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
+FRAME_STRIDE = 4
+
+
 # vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
 # compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
 _V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
@@ -287,6 +312,8 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
+    if LOGITS_FUNCTION.search(func.lower()):
+        return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
             text = text.replace(umbrella, "")
@@ -376,6 +403,7 @@ FAILURE_SIGNALS = {
     "sglang-cudagraph-failed",
     "kv-pool-dry",
     "lora-cache-full",
+    "logits-buffer-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -425,8 +453,11 @@ def situation(ev: Evidence) -> Situation:
     failures.sort(key=lambda f: (f.where.source, f.where.line))
     first = failures[0] if failures else None
     categories: dict[str, list[Frame]] = {}
-    for frame in ev.of(Frame):
+    frames = ev.of(Frame)
+    for i, frame in enumerate(frames):
         cat = frame_category(frame)
+        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+            cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
     samples = ev.of(LoadSample)
@@ -447,6 +478,15 @@ def situation(ev: Evidence) -> Situation:
         bool(ev.of(Frame)) and not host_failure
     )
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
+
+
+def _innermost(frames: list[Frame], i: int) -> bool:
+    """Whether frames[i] is the last of its traceback (no frame follows it within FRAME_STRIDE lines)."""
+    here = frames[i].where
+    if i + 1 == len(frames):
+        return True
+    after = frames[i + 1].where
+    return after.source != here.source or not 0 < after.line - here.line <= FRAME_STRIDE
 
 
 def _phase(
@@ -529,6 +569,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
+    _logits_sized(ev, setup, tally)
     _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
@@ -618,6 +659,14 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
         t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
+    for s in ev.signals("logits-buffer-failed"):
+        t.add(
+            "sampler-or-logits",
+            STRONG + 0.5,
+            "the engine could not allocate its logits output buffer (rows of the vocabulary per output "
+            "token, fp32)",
+            s,
+        )
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
@@ -975,6 +1024,76 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add(
                 "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
             )
+
+
+# Vocabulary rows are padded to this multiple before tensor parallelism splits them (vLLM's
+# VocabParallelEmbedding / ParallelLMHead, SGLang's alike), so the logits' last dimension is the padded
+# vocabulary, or its share per tensor-parallel rank.
+VOCAB_PADDING = 64
+# A request matching tokens x vocab x 2 bytes is evidence only where a size drawn at random would match with
+# at most this chance (summed over the vocabulary widths tried): the printed rounding must be finer than a
+# row of logits.
+LOGITS_MATCH_CHANCE = 0.1
+# More rows than this in one logits tensor is no step any engine or trainer runs.
+LOGITS_MAX_ROWS = 1 << 22
+
+
+# PyTorch's caching allocator reports the block it asked the driver for, not the tensor: a request of 10 MiB
+# or more rounded up to a multiple of 2 MiB (kRoundLarge), smaller ones a 2 MiB or 20 MiB buffer
+# (c10/cuda/CUDACachingAllocator.cpp get_allocation_size); "Tried to allocate 594.00 MiB" is a 593.50 MiB
+# tensor. Its sizes are known to within this much below the printed one.
+TORCH_BLOCK_ROUNDING = 2 * MIB
+TORCH_FLAVORS = ("torch", "torch-old", "expandable-segments", "hsa")
+
+
+def size_uncertainty(size: int, flavor: str) -> float:
+    """How far the tensor's true size may be from the size an OOM message prints: PyTorch's allocator's block
+    rounding, else half the last digit of two decimals of bytes, KiB, MiB or GiB (ggml, XLA)."""
+    if flavor in TORCH_FLAVORS:
+        return TORCH_BLOCK_ROUNDING
+    for unit in (GIB, MIB, 1024):
+        if size >= unit:
+            return 0.005 * unit
+    return 0.5
+
+
+def logits_rows(requested: int, flavor: str, vocab: int, tp: int) -> tuple[int, int] | None:
+    """(rows, width) when `requested` is rows x width x 2 bytes (bf16/fp16 logits; fp32 ones are twice the
+    rows) for a width the logits take (the vocabulary, padded, or its tensor-parallel share), within the
+    message's rounding; None when no width matches or the rounding is too coarse to tell."""
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    widths = sorted({vocab, padded} | ({padded // tp} if tp > 1 and padded % tp == 0 else set()))
+    tolerance = size_uncertainty(requested, flavor)
+    if sum(min(1.0, 2 * tolerance / (w * 2)) for w in widths) > LOGITS_MATCH_CHANCE:
+        return None
+    for width in widths:
+        rows = round(requested / (width * 2))
+        if 1 <= rows <= LOGITS_MAX_ROWS and abs(requested - rows * width * 2) <= tolerance:
+            return rows, width
+    return None
+
+
+def _logits_sized(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """A failed request whose size is a whole number of rows of the model's vocabulary (x 2 or 4 bytes) is a
+    logits tensor (or its log-softmax, its fp32 copy), whatever the stack shows."""
+    model = setup.weights.model if setup.weights else None
+    vocab = catalog_vocab(model.catalog_id) if model and model.catalog_id else None
+    if vocab is None:
+        return
+    tp = setup.parallel("tensor_parallel_size")
+    for o in ev.of(OomMessage):
+        found = logits_rows(o.requested, o.flavor, vocab, tp) if o.requested else None
+        if found is None or not o.requested:
+            continue
+        rows, width = found
+        t.add(
+            "sampler-or-logits",
+            STRONG,
+            f"the failed {o.requested / MIB:,.2f} MiB request is {rows:,} rows x {width:,} (the vocabulary "
+            f"of {model.catalog_id if model else 'the model'}) x 2 bytes: a logits tensor",
+            o,
+        )
+        break
 
 
 def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:

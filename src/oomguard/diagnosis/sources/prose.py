@@ -102,6 +102,17 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # The vocabulary-wide tensors named in words next to a memory word ("an OOM can occur inside
+    # `LogitsProcessor` where the logits are casted to fp32"): not the attention's, a router's or an
+    # indexer's logits, which are other mechanisms' tensors.
+    (
+        "prose-logprobs",
+        re.compile(
+            r"(?<!attn )(?<!attention )(?<!router )(?<!indexer )(?<!gate )(?<!gating )(?<!qk )"
+            r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
+        ),
+        re.compile(_MEM),
+    ),
     (
         "prose-kv-full",
         re.compile(r"\bkv[ -]cache\b"),

@@ -1,0 +1,142 @@
+"""The runtime classes that are not the default, by their mechanism (issue 8): the vocabulary-wide tensors
+(logits, log-softmax, logprobs, entropy) in engines and in the RL trainers that wrap them. Texts are real,
+pasted as in the cited public threads or engine sources; each mechanism is checked against a near miss of
+another class."""
+
+from __future__ import annotations
+
+import io
+
+from oomguard.diagnosis.diagnosis import diagnose
+from oomguard.diagnosis.evidence import Evidence, Frame, Where
+from oomguard.diagnosis.read import read_one, require_evidence
+from oomguard.diagnosis.rules import frame_category, logits_rows
+from oomguard.units import MiB
+
+
+def ranked(text: str) -> list[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    require_evidence(evidence)
+    return [c.cls for c in diagnose(evidence).causes]
+
+
+# https://github.com/THUDM/slime/issues/1450: slime's SFT loss computing log-probs over the whole vocabulary
+# (Megatron's vocab-parallel cross entropy) for an untruncated sequence; the stack as the issue pastes it.
+SLIME_LOG_PROBS = """\
+  File "/root/Megatron-LM/megatron/core/pipeline_parallel/schedules.py", line 248, in forward_step_calc_loss
+    outputs = loss_func(output_tensor)
+              ^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/mnt/workspace/qingyu/slime/slime/backends/megatron_utils/loss.py", line 823, in loss_function
+    loss, log = func(args, batch, logits, sum_of_sample_mean)
+                ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/mnt/workspace/qingyu/slime/slime/backends/megatron_utils/loss.py", line 741, in sft_loss_function
+    log_probs_and_entropy = get_log_probs_and_entropy(
+                            ^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/mnt/workspace/qingyu/slime/slime/backends/megatron_utils/loss.py", line 156, in get_log_probs_and_entropy
+    log_prob, entropy = calculate_log_probs_and_entropy(
+                        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/mnt/workspace/qingyu/slime/slime/utils/ppo_utils.py", line 672, in calculate_log_probs_and_entropy
+    log_prob = compute_log_probs(logits.clone(), tokens, tp_group)
+               ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/mnt/workspace/qingyu/slime/slime/utils/ppo_utils.py", line 158, in compute_log_probs
+    return -fused_vocab_parallel_cross_entropy(logits, tokens, process_group)
+"""  # noqa: E501
+
+# https://github.com/verl-project/verl/issues/2828: verl's actor computing the entropy of the logits (the
+# innermost frame's code is the logsumexp over them).
+VERL_ENTROPY = """\
+  File "/verl/verl/workers/actor/dp_actor.py", line 266, in _forward_micro_batch
+    entropy = verl_F.entropy_from_logits(logits)  # (bsz, response_length)
+  File "/verl/verl/utils/torch_functional.py", line 148, in entropy_from_logits
+    entropy = torch.logsumexp(logits, dim=-1) - torch.sum(pd * logits, dim=-1)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 13.91 GiB. GPU 0 has a total capacity of 79.11 GiB \
+of which 8.85 GiB is free. Process 23444 has 70.25 GiB memory in use. Of the allocated memory 60.49 GiB is \
+allocated by PyTorch, and 6.77 GiB is reserved by PyTorch but unallocated.
+"""  # noqa: E501
+
+# https://github.com/sgl-project/sglang/pull/1498 (near miss): the attention backend's own "attn_logits"
+# buffer for CUDA graphs is the attention's scores, not the vocabulary's logits.
+SGLANG_ATTN_LOGITS = """\
+  File "/opt/tiger/sglang/python/sglang/srt/model_executor/model_runner.py", line 504, in init_cuda_graphs
+    self.cuda_graph_runner = CudaGraphRunner(self)
+                             ^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/tiger/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 143, in __init__
+    self.model_runner.attn_backend.init_cuda_graph_state(self.max_num_token)
+  File "/opt/tiger/sglang/python/sglang/srt/layers/attention/triton_backend.py", line 72, in init_cuda_graph_state
+    self.cuda_graph_attn_logits = torch.empty(
+                                  ^^^^^^^^^^^^
+torch.OutOfMemoryError: CUDA out of memory.
+"""  # noqa: E501
+
+# https://github.com/sgl-project/sglang/issues/9540: the reporter names the logits' fp32 cast as the site.
+SGLANG_LOGITS_PROSE = (
+    "Occasionally an OOM can occur inside `LogitsProcessor` where the logits are casted to fp32. This tends "
+    "to occur after a few steps of RL, depending on the initial `mem_fraction_static`, due to an increase in "
+    "the overall GPU memory usage during RL training."
+)
+# llama.cpp src/llama-context.cpp (llama_output_reserve, b4500+): the logits output buffer's failure, as
+# its LLAMA_LOG_ERROR format prints it.
+LLAMA_OUTPUT_BUFFER = "llama_output_reserve: failed to allocate output buffer of size 1187.50 MiB\n"
+# A vLLM v0.11.0 engine log of a verl run (Qwen2.5-Math-1.5B): the sampler warm-up's logits are
+# 1024 x 151,936 x fp32 = 593.50 MiB, which PyTorch's allocator rounds up to a 2 MiB block in its message.
+VLLM_594_MIB = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 594.00 MiB. GPU 0 has a total capacity of "
+    "79.33 GiB of which 508.44 MiB is free."
+)
+
+
+def test_trainer_log_probs_over_the_vocabulary_are_the_logits():
+    assert ranked(SLIME_LOG_PROBS)[0] == "sampler-or-logits"
+
+
+def test_the_innermost_call_on_the_logits_is_the_logits():
+    assert ranked(VERL_ENTROPY)[0] == "sampler-or-logits"
+
+
+def test_the_attentions_logits_are_not_the_vocabulary():
+    causes = ranked(SGLANG_ATTN_LOGITS)
+    assert causes[0] == "cuda-graph-capture"
+    assert causes[0] != "sampler-or-logits"
+
+
+def test_a_router_logits_argument_is_no_logits_frame():
+    # vLLM v0.8 vllm/model_executor/layers/fused_moe/layer.py, FusedMoE.forward_impl: the router's logits.
+    moe = Frame(
+        where=Where("x", 1),
+        text="",
+        path="/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/layer.py",
+        lineno=1203,
+        function="forward_impl",
+        code=(
+            "final_hidden_states = self.quant_method.apply(layer=self, x=hidden_states, "
+            "router_logits=router_logits,"
+        ),
+    )
+    verl = Frame(
+        where=Where("x", 1),
+        text="",
+        path="/verl/verl/utils/torch_functional.py",
+        lineno=148,
+        function="entropy_from_logits",
+    )
+    assert frame_category(moe) != "sampler"
+    assert frame_category(verl) == "sampler"
+
+
+def test_the_reporter_naming_the_logits_cast_is_the_logits():
+    assert ranked(SGLANG_LOGITS_PROSE)[0] == "sampler-or-logits"
+
+
+def test_llama_cpp_output_buffer_is_the_logits():
+    assert ranked(LLAMA_OUTPUT_BUFFER)[0] == "sampler-or-logits"
+
+
+def test_a_logits_size_is_only_claimed_where_the_rounding_can_tell():
+    # PyTorch's 2 MiB block rounding is coarser than a row of a 151,936-word vocabulary: no claim either way.
+    assert logits_rows(594 * MiB, "torch", 151936, 1) is None
+    # Exact bytes (an engine's own message) for 96 rows x 151,936 x 2 bytes are recognised, 40 kB off are not.
+    assert logits_rows(96 * 151936 * 2, "engine", 151936, 1) == (96, 151936)
+    assert logits_rows(96 * 151936 * 2 + 40000, "engine", 151936, 1) is None
+    assert ranked(VLLM_594_MIB)[0] != "sampler-or-logits"
+
