@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, Frame, Where
+from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, Where
 from oomguard.diagnosis.read import read_one, require_evidence
 from oomguard.diagnosis.rules import frame_category, logits_rows
 from oomguard.units import MiB
@@ -140,3 +140,72 @@ def test_a_logits_size_is_only_claimed_where_the_rounding_can_tell():
     assert logits_rows(96 * 151936 * 2 + 40000, "engine", 151936, 1) is None
     assert ranked(VLLM_594_MIB)[0] != "sampler-or-logits"
 
+
+# Tenstorrent's bank allocator (tenstorrent/tt-metal tt_metal/impl/allocator/bank_manager.cpp), as public
+# tt-xla model bring-up reports paste it: each of 8 DRAM banks needs 40 MiB, 72.9 MiB is free per bank, its
+# largest free block is 35.3 MiB: the bank in pieces.
+TT_BANK_IN_PIECES = """\
+RuntimeError: TT_FATAL @ bank_manager.cpp:439: false
+Out of Memory: Not enough space to allocate 335544320 B DRAM buffer across 8 banks,
+where each bank needs to store 41943040 B, but bank size is 4273390016 B
+(allocated: 4196976832 B, free: 76413184 B, largest free block: 37030336 B)
+"""
+# The same allocator with less free than the share (near miss): a bank that is full, not in pieces.
+TT_BANK_FULL = (
+    "TT_FATAL: Out of Memory: Not enough space to allocate 1061683200 B DRAM buffer across 8 banks, "
+    "where each bank needs to store 132710400 B, but bank size is 4273390016 B (allocated: 4221954688 B, "
+    "free: 51435328 B, largest free block: 45589184 B)\n"
+)
+# XLA's TPU allocator in a JAX run, the message wrapped where it was pasted: 5.94M asked, 4.20M free.
+XLA_WRAPPED_FULL = """\
+RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 5.94M.
+That was not possible. There are 4.20M free.
+"""
+
+
+def test_a_bank_with_the_bytes_free_in_pieces_is_fragmentation():
+    assert ranked(TT_BANK_IN_PIECES)[0] == "fragmentation"
+
+
+def test_a_full_bank_is_not_fragmentation():
+    causes = ranked(TT_BANK_FULL)
+    assert causes[0] != "fragmentation"
+    assert "fragmentation" not in causes[:3]
+
+
+def test_an_xla_message_wrapped_over_lines_gives_its_free_memory():
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(XLA_WRAPPED_FULL.encode()), evidence)
+    (oom,) = evidence.of(OomMessage)
+    assert oom.requested == round(5.94 * MiB)
+    assert oom.free == round(4.20 * MiB)
+    assert ranked(XLA_WRAPPED_FULL)[0] != "fragmentation"
+
+
+# https://github.com/Haoming02/sd-webui-forge-classic/issues/1049: expandable segments ended the OOMs.
+EXPANDABLE_FIXED = (
+    "had the same issue. so I edited webui.sh to export PYTORCH_ALLOC_CONF=expandable_segments:True before "
+    "executing launch.py, and never got OOM again"
+)
+# https://github.com/vllm-project/vllm-omni/issues/3236 (near miss): the allocator's own advice names
+# expandable segments in every message, wrapped onto a line of its own here; the advice is no statement (the
+# message's numbers are what the allocator rule reads).
+EXPANDABLE_ADVICE = (
+    "vllm.v1.engine.exceptions.EngineGenerateError: CUDA out of memory. Tried to allocate 5.84 GiB. "
+    "GPU 0 has a total capacity of 79.18 GiB of which 5.09 GiB is free. Including non-PyTorch memory, "
+    "this process has 74.08 GiB memory in use. Of the allocated memory 64.70 GiB is allocated by "
+    "PyTorch, and 7.60 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory "
+    "is large try setting \n"
+    "PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+    "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
+)
+
+
+def test_expandable_segments_ending_the_ooms_is_fragmentation():
+    assert ranked(EXPANDABLE_FIXED)[0] == "fragmentation"
+
+
+def test_the_allocators_advice_is_no_statement():
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(EXPANDABLE_ADVICE.encode()), evidence)
+    assert not [s for s in evidence.of(Signal) if s.name == "prose-fragmentation"]

@@ -64,6 +64,8 @@ class OomMessage(Fact):
     allocated: int | None = None
     private_pools: int | None = None
     reserved_unallocated: int | None = None
+    # The largest contiguous free block, where the allocator prints one (Tenstorrent's bank allocator).
+    largest_free: int | None = None
     process_tag: str = ""  # "(Worker_TP1_EP1 pid=..)" etc. when the line carried one
 
 

@@ -38,6 +38,7 @@ from oomguard.diagnosis.sources import (
     tgi,
     torch_snapshot,
     traceback,
+    tt_metal,
     vllm_log,
     vllm_platforms,
     xla,
@@ -65,6 +66,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     vllm_platforms,
     xla,
     xpu,
+    tt_metal,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

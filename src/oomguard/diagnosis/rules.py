@@ -1000,6 +1000,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                     "reserved-but-unallocated memory is small against the request: not fragmentation",
                     o,
                 )
+        _free_in_pieces(o, t)
         if o.flavor == "expandable-segments":
             t.add(
                 "fragmentation",
@@ -1094,6 +1095,39 @@ def _logits_sized(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
             o,
         )
         break
+
+
+def _free_in_pieces(o: OomMessage, t: Tally) -> None:
+    """Free memory against the request where the allocator says both and manages the memory itself (not
+    PyTorch's, whose "free" is the driver's, outside its cache): free enough in total yet the request refused
+    is the free memory in pieces; with the largest free block printed, the block decides (Tenstorrent's bank
+    allocator), else the sum does (XLA's TPU allocator: "Attempting to allocate X. That was not possible.
+    There are Y free")."""
+    if o.flavor != "engine" or not o.requested or o.free is None:
+        return
+    if o.free < o.requested:
+        t.add(
+            "fragmentation",
+            -MEDIUM,
+            f"{o.free / MIB:,.1f} MiB was free in all, less than the {o.requested / MIB:,.1f} MiB asked: "
+            "full, not in pieces",
+            o,
+        )
+        return
+    if o.largest_free is not None and o.largest_free >= o.requested:
+        return  # a block that fits was there: something other than the free memory refused it
+    largest = (
+        f", its largest free block {o.largest_free / MIB:,.1f} MiB" if o.largest_free is not None else ""
+    )
+    t.add(
+        "fragmentation",
+        STRONG + 0.5,
+        f"{o.free / MIB:,.1f} MiB was free, more than the {o.requested / MIB:,.1f} MiB asked{largest}: the "
+        "free memory was there, not in one piece",
+        o,
+    )
+    for cls in ("activation-peak", "weights-dont-fit", "other-process-or-shared-gpu"):
+        t.add(cls, -MEDIUM, "the allocator had the bytes free, in pieces", o)
 
 
 def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
