@@ -35,6 +35,8 @@ class Parser(LineParser):
     TRIGGERS = Triggers(words=("Not enough space to allocate",))
 
     def feed(self, line: Line, msg: Message) -> None:
+        if "Not enough space to allocate" not in msg.body:
+            return
         # The message wraps over lines in pasted logs: the statistics may be on the next one.
         text = (
             msg.body if "largest free block" in msg.body else msg.body + " " + " ".join(line.following()[:2])
