@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, Where
+from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, StartupNumber, Where
 from oomguard.diagnosis.read import read_one, require_evidence
 from oomguard.diagnosis.rules import frame_category, logits_rows
 from oomguard.units import MiB
@@ -209,3 +209,58 @@ def test_the_allocators_advice_is_no_statement():
     evidence = Evidence()
     read_one("paste.txt", io.BytesIO(EXPANDABLE_ADVICE.encode()), evidence)
     assert not [s for s in evidence.of(Signal) if s.name == "prose-fragmentation"]
+
+
+# https://github.com/GeeeekExplorer/nano-vllm/pull/275: each rank sized its KV pool from its own free memory;
+# the counts as the PR lists them.
+RANK_BLOCKS = """\
+In our multi-GPU reproduction, the calculated capacities were:
+
+- Rank 0: 2111 blocks
+- Rank 1: 2055 blocks
+"""
+# vLLM v0.11.0's parallel_state line (near miss): ranks named, no KV count.
+RANKS_NO_COUNT = (
+    "(EngineCore_DP0 pid=39535) INFO 03-03 19:33:23 [parallel_state.py:1208] rank 0 in world size 1 is "
+    "assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0\n"
+)
+# https://github.com/GeeeekExplorer/nano-vllm/pull/259: the mechanism in the PR's words, block counts named
+# through the variable that holds them.
+RANKS_DIFFER_PROSE = (
+    "Under tensor parallelism, `allocate_kv_cache()` on each rank computes `config.num_kvcache_blocks` from "
+    "that rank's own local GPU memory state (`torch.cuda.mem_get_info()` plus peak/current allocator stats). "
+    "Because free memory can differ between ranks, the value can be different on each rank."
+)
+# https://github.com/vllm-project/vllm/pull/55579: the expert workspace sized per dispatching rank, twice.
+EP_DISPATCHERS = (
+    "Batched CUTLASS receives one token buffer per local expert. Its `M` dimension is already the total "
+    "token capacity from all dispatch ranks:\n\n"
+    "`M = max_tokens_per_rank * num_dispatchers`\n\n"
+    "The kernels reserve M token slots per expert, but workspace sizing multiplied `M` by `num_dispatchers` "
+    "again. This counted the dispatch ranks twice and allocated memory that the kernels never use.\n"
+)
+
+
+def test_per_rank_block_counts_that_differ_are_the_replicas_accounting():
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(RANK_BLOCKS.encode()), evidence)
+    counts = {n.process_tag: n.value for n in evidence.of(StartupNumber) if n.quantity == "num_gpu_blocks"}
+    assert counts == {"rank0": 2111, "rank1": 2055}
+    assert ranked(RANK_BLOCKS)[0] == "dp-replica-kv-accounting"
+
+
+def test_ranks_named_without_a_count_are_no_kv_numbers():
+    evidence = Evidence()
+    read_one("engine.log", io.BytesIO(RANKS_NO_COUNT.encode()), evidence)
+    assert not [n for n in evidence.of(StartupNumber) if n.quantity == "num_gpu_blocks"]
+
+
+def test_a_kv_count_that_differs_between_ranks_in_words_is_the_replicas_accounting():
+    assert ranked(RANKS_DIFFER_PROSE)[0] == "dp-replica-kv-accounting"
+
+
+def test_buffers_sized_per_dispatching_rank_are_the_all_to_all():
+    causes = ranked(EP_DISPATCHERS)
+    assert causes[0] == "ep-all2all-buffer"
+    assert causes[0] != "dp-replica-kv-accounting"
+

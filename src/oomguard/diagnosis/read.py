@@ -32,6 +32,7 @@ from oomguard.diagnosis.sources import (
     nvidia_smi,
     prose,
     ps,
+    rank_kv,
     setting,
     sglang_log,
     tensorrt_llm,
@@ -67,6 +68,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     xla,
     xpu,
     tt_metal,
+    rank_kv,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

@@ -111,6 +111,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prepare_finalize",
             "mori",
             "low_latency_dispatch",
+            # TRT-LLM's and FlashInfer's MNNVL all-to-all (moe_alltoall / mnnvl_moe_alltoallv), UCCL's EP
+            "alltoall",
+            "mnnvl",
+            "uccl",
         ),
     ),
     (
@@ -1593,7 +1597,16 @@ def _snapshot(ev: Evidence, t: Tally) -> None:
             t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
 
 
-_DP_RANK = re.compile(r"DP\d+")
+# A rank that sizes its own KV pool: a data-parallel rank (vLLM's EngineCore_DP0, SGLang's DP0), or a rank
+# whose count a line states with its number and no tensor-parallel tag (rank_kv.py); tensor-parallel ranks of
+# vLLM and SGLang agree on the minimum before they allocate, so their tags are left out.
+_DP_RANK = re.compile(r"DP\d+|^rank\d+$")
+
+
+# Data-parallel engines' pools this far apart (share of the smaller) are not rounding; ranks that share one
+# block table (a count stated per rank) must agree exactly, so any difference past this counts.
+DP_SPREAD = 0.05
+SHARED_TABLE_SPREAD = 0.005
 
 
 def _dp_ranks(ev: Evidence, t: Tally) -> None:
@@ -1604,7 +1617,8 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
             if n.quantity == quantity and rank:
                 per_rank[rank.group(0)] = n
         values = [n.value for n in per_rank.values()]
-        if len(values) >= 2 and max(values) > 1.05 * min(values):
+        spread = SHARED_TABLE_SPREAD if all(r.startswith("rank") for r in per_rank) else DP_SPREAD
+        if len(values) >= 2 and max(values) > (1 + spread) * min(values):
             t.add(
                 "dp-replica-kv-accounting",
                 STRONG,
