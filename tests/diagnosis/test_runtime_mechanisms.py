@@ -264,3 +264,37 @@ def test_buffers_sized_per_dispatching_rank_are_the_all_to_all():
     assert causes[0] == "ep-all2all-buffer"
     assert causes[0] != "dp-replica-kv-accounting"
 
+
+# https://github.com/vllm-project/vllm/issues/5550: the sampling parameters that turned a working batch into
+# an OOM (prompt logprobs over every prompt token).
+PROMPT_LOGPROBS_CODE = """\
+sampling_params = SamplingParams(
+            temperature=0,
+            max_tokens=1,
+            n=1,
+            prompt_logprobs=1,
+            spaces_between_special_tokens=False,
+        )
+"""
+# The same call without the option (near miss): nothing asks for the prompt's logprobs.
+NO_PROMPT_LOGPROBS_CODE = """\
+sampling_params = SamplingParams(
+            temperature=0,
+            max_tokens=1,
+            n=1,
+            spaces_between_special_tokens=False,
+        )
+"""
+
+
+def _signals(text: str) -> set[str]:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    return {s.name for s in evidence.of(Signal)}
+
+
+def test_a_request_for_the_prompts_logprobs_is_read():
+    assert "prompt-logprobs-requested" in _signals(PROMPT_LOGPROBS_CODE)
+    assert "prompt-logprobs-requested" not in _signals(NO_PROMPT_LOGPROBS_CODE)
+    assert ranked(PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] == "sampler-or-logits"
+    assert ranked(NO_PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] != "sampler-or-logits"

@@ -159,6 +159,8 @@ SIGNALS = frozenset(
         # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
         # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")
         "logits-buffer-failed",
+        # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
+        "prompt-logprobs-requested",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)

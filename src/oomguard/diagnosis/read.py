@@ -33,6 +33,7 @@ from oomguard.diagnosis.sources import (
     prose,
     ps,
     rank_kv,
+    request_options,
     setting,
     sglang_log,
     tensorrt_llm,
@@ -69,6 +70,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     xpu,
     tt_metal,
     rank_kv,
+    request_options,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

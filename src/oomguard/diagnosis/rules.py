@@ -671,6 +671,17 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "token, fp32)",
             s,
         )
+    for s in ev.signals("prompt-logprobs-requested")[:1]:
+        # Only requests carry the option: a failure while serving them, or one not placed, is theirs to
+        # explain; a startup failure is not.
+        serving = sit.phase in ("runtime", "unknown") and (bool(sit.failures) or sit.gpu_failure)
+        t.add(
+            "sampler-or-logits",
+            MEDIUM + 0.5 if serving else WEAK,
+            "a request asks for its prompt's logprobs: every prompt token holds a row of the vocabulary, "
+            "which the profile run (a prefill without logprobs) never measured",
+            s,
+        )
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
