@@ -20,6 +20,7 @@ from oomguard.diagnosis import detect, engine_marks, gated, parallel_read, progr
 from oomguard.diagnosis.evidence import Document, Evidence
 from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
+    accelerator_smi,
     cgroup,
     exllama,
     free,
@@ -55,6 +56,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     sglang_log,
     traceback,
     nvidia_smi,
+    accelerator_smi,
     kernel_oom,
     cgroup,
     kubectl,
