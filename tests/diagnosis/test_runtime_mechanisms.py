@@ -182,7 +182,8 @@ def test_an_xla_message_wrapped_over_lines_gives_its_free_memory():
     assert ranked(XLA_WRAPPED_FULL)[0] != "fragmentation"
 
 
-# https://github.com/Haoming02/sd-webui-forge-classic/issues/1049: expandable segments ended the OOMs.
+# https://github.com/Haoming02/sd-webui-forge-classic/issues/1049: expandable segments ended the OOMs ("never
+# got OOM again" is the outcome, levers_tried.py).
 EXPANDABLE_FIXED = (
     "had the same issue. so I edited webui.sh to export PYTORCH_ALLOC_CONF=expandable_segments:True before "
     "executing launch.py, and never got OOM again"

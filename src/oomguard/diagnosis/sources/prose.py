@@ -55,19 +55,6 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
-    # Expandable segments map pages into one growing segment, so the cache's free bytes cannot be stranded
-    # in pieces: the reporter saying that turning them on fixed it says the bytes were there in pieces ("did
-    # not help", "still OOM" says the opposite and does not count).
-    (
-        "prose-fragmentation",
-        re.compile(r"\bexpandable_segments\b"),
-        re.compile(
-            r"^(?!.*\b((did|does|do|has|have|was|is)\s*(not|n't)\s+(help|fix|solve|work|change)\w*|still\s+"
-            r"(oom|get|got|fail|crash|run)\w*|no effect|not enough)\b)"
-            r".*\b(fix(es|ed)?|solv(es|ed)|resolv(es|ed)|helps|helped|works|worked|no longer|went away|"
-            r"disappear(s|ed)|never (got|get|had|hit|saw|see)\w* (an? )?(oom|out of memory|error)\w*)\b"
-        ),
-    ),
     (
         "prose-host-memory",
         re.compile(
