@@ -182,6 +182,8 @@ SIGNALS = frozenset(
         # prose (narrative text around the logs: issue bodies, notes)
         "prose-leak",
         "prose-growth",
+        "prose-measured-growth",  # a growth word with a memory quantity and the span it grew over
+        "prose-not-freed",  # memory not given back (after a delete, a shutdown, a request)
         "prose-fragmentation",
         "prose-host-memory",
         "prose-activation",

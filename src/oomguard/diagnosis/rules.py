@@ -28,6 +28,7 @@ from oomguard.diagnosis.evidence import (
     Fact,
     FailedStep,
     Frame,
+    GpuMemory,
     GpuProcess,
     HostMemory,
     LeverTried,
@@ -610,6 +611,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _host(ev, tally)
     _processes(ev, tally)
     _held_before_start(ev, setup, tally)
+    _device_creep(ev, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -1718,6 +1720,57 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
         )
 
 
+# A device's memory read this many times, each reading at or above the one before, is a trend.
+CREEP_READINGS = 3
+# What it must have grown by, at least (a GiB, or this share of the first reading).
+CREEP_MIN = 1 * GIB
+CREEP_SHARE = 0.05
+# A step larger than this share of the device is an engine allocating its pools (weights, KV), not a creep.
+CREEP_STEP_SHARE = 0.2
+
+
+def _device_creep(ev: Evidence, t: Tally) -> None:
+    """The same process, or the same device, read several times (nvidia-smi under `watch`, tables pasted hour
+    after hour): memory that only rose, in steps small against the device (an engine's startup takes its
+    weights and KV pool in steps of tens of percent), is memory that is never given back. One process's own
+    memory is the leak itself; a device's could be a neighbour's growing, so it weighs less."""
+    per_process: dict[tuple[str, int | None, int | None], list[GpuProcess]] = {}
+    for p in ev.of(GpuProcess):
+        per_process.setdefault((p.where.source, p.gpu, p.pid), []).append(p)
+    per_device: dict[tuple[str, int | None, str], list[GpuMemory]] = {}
+    totals: dict[tuple[str, int | None, str], int] = {}
+    for g in ev.of(GpuMemory):
+        key = (g.where.source, g.gpu, g.name)
+        per_device.setdefault(key, []).append(g)
+        totals[key] = g.total
+    series: list[tuple[list[Fact], list[int], int | None, float, str]] = [
+        (list(rs), [r.used for r in rs], None, STRONG, "a process's GPU memory")
+        for rs in per_process.values()
+    ]
+    series += [
+        (list(rs), [r.used for r in rs], totals[k], MEDIUM + 0.5, "a GPU's memory in use")
+        for k, rs in per_device.items()
+    ]
+    for readings, used, total, weight, what in series:
+        if len(used) < CREEP_READINGS or used[0] <= 0:
+            continue
+        steps = [b - a for a, b in itertools.pairwise(used)]
+        largest = CREEP_STEP_SHARE * (total or max(used))
+        if (
+            all(0 <= s <= largest for s in steps)
+            and sum(1 for s in steps if s > 0) >= 2
+            and used[-1] - used[0] >= max(CREEP_MIN, CREEP_SHARE * used[0])
+        ):
+            t.add(
+                "memory-leak",
+                weight,
+                f"{what} rose in every reading, from {used[0] / GIB:.2f} to {used[-1] / GIB:.2f} GiB over "
+                f"{len(used)} readings, in steps no engine's startup takes",
+                readings[0],
+                readings[-1],
+            )
+
+
 def _snapshot(ev: Evidence, t: Tally) -> None:
     for s in ev.of(Snapshot):
         free_in_pool = s.reserved - s.allocated
@@ -2014,6 +2067,8 @@ def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation)
 PROSE = {
     "prose-leak": ("memory-leak", STRONG - 0.5),
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-measured-growth": ("memory-leak", STRONG),
+    "prose-not-freed": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
@@ -2085,7 +2140,7 @@ def _growth_before_kill(ev: Evidence, t: Tally) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
     grow)."""
-    growth = ev.signals("prose-growth", "prose-leak")
+    growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
     if not growth or t.score("host-ram-oom") <= 0:
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
