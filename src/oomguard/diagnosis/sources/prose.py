@@ -109,13 +109,15 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-ep-buffer",
         re.compile(
             r"\b(deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|"
-            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*)\b"
+            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*|low[-_ ]latency buffers?|"
+            r"num_rdma_bytes|num_nvl_bytes|rdma buffers?|nvl buffers?|pplx(_kernels)?|mori|symmetric heap|"
+            r"num_max_dispatch_tokens_per_rank|max_tokens_per_rank|num_dispatchers)\b"
         ),
         None,
     ),
     (
         "prose-dp-blocks-differ",
-        re.compile(r"\bblocks?\b|\bkv cache\b"),
+        re.compile(r"\bblocks?\b|\bkv[ _-]?cache\w*|\bcapacit(y|ies)\b|\bnum_\w*blocks\b"),
         re.compile(
             r"\b(ranks?|replicas?|dp\d*)\b.*\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b"
             r"|\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b.*\b(ranks?|replicas?|dp\d*)\b"
@@ -135,6 +137,17 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*|lm_eval|lm-eval|loglikelihood)\b"
         ),
         None,
+    ),
+    # The vocabulary-wide tensors named in words next to a memory word ("an OOM can occur inside
+    # `LogitsProcessor` where the logits are casted to fp32"): not the attention's, a router's or an
+    # indexer's logits, which are other mechanisms' tensors.
+    (
+        "prose-logprobs",
+        re.compile(
+            r"(?<!attn )(?<!attention )(?<!router )(?<!indexer )(?<!gate )(?<!gating )(?<!qk )"
+            r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
+        ),
+        re.compile(_MEM),
     ),
     (
         "prose-kv-full",
