@@ -299,3 +299,26 @@ def test_a_request_for_the_prompts_logprobs_is_read():
     assert "prompt-logprobs-requested" not in _signals(NO_PROMPT_LOGPROBS_CODE)
     assert ranked(PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] == "sampler-or-logits"
     assert ranked(NO_PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] != "sampler-or-logits"
+
+
+# transformers v4.45+ generation/utils.py, GenerationMixin._sample (the line quoted in
+# https://github.com/huggingface/transformers/issues/34796, which copies the whole logits before slicing):
+# the allocation site is the logits, reached as an attribute of the model's output.
+HF_SAMPLE_LOGITS = """\
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 3015, in _sample
+    next_token_logits = outputs.logits.clone()[:, -1, :].float()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.82 GiB.
+"""
+# transformers' and LMDeploy's logits processors module (logits_process.py) on the stack.
+LOGITS_PROCESS_FRAME = Frame(
+    where=Where("x", 1),
+    text="",
+    path="/usr/local/lib/python3.10/dist-packages/transformers/generation/logits_process.py",
+    lineno=470,
+    function="__call__",
+)
+
+
+def test_the_logits_as_the_outputs_attribute_are_the_logits():
+    assert ranked(HF_SAMPLE_LOGITS)[0] == "sampler-or-logits"
+    assert frame_category(LOGITS_PROCESS_FRAME) == "sampler"

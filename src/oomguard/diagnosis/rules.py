@@ -136,6 +136,11 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compute_logprobs",
             "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
             "sampling_from_probs",
+            # the logits processors and warpers over [rows, vocab]: transformers' and LMDeploy's
+            # logits_process.py, TGI's NextTokenChooser
+            "logits_process",
+            "logits_warper",
+            "next_token_chooser",
         ),
     ),
     (
@@ -300,11 +305,9 @@ LOGITS_FUNCTION = re.compile(
     r"vocab_parallel(_\w+)?)(?![a-z0-9])"
 )
 # The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
-# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
-# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
-LOGITS_CODE = re.compile(
-    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
-)
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `outputs.logits[:, -1, :]`,
+# `self.lm_head(hidden)`, `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(r"(?<!\w)(?:logits|lm_head)(?!\w)|\blog_softmax\s*\(")
 # Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
 # Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
 FRAME_STRIDE = 4
