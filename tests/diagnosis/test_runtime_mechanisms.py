@@ -322,3 +322,28 @@ LOGITS_PROCESS_FRAME = Frame(
 def test_the_logits_as_the_outputs_attribute_are_the_logits():
     assert ranked(HF_SAMPLE_LOGITS)[0] == "sampler-or-logits"
     assert frame_category(LOGITS_PROCESS_FRAME) == "sampler"
+
+
+# https://github.com/vllm-project/vllm/issues/49475 (near miss): DeepSeek sparse attention's indexer computes
+# "logits" of queries against keys (fp8_fp4_paged_mqa_logits) in the kernels' warm-up: attention scores, not
+# the vocabulary's logits.
+INDEXER_LOGITS = """\
+(Worker_TP7_EP7 pid=65033) ERROR 07-31 12:11:49 [multiproc_executor.py:1018] torch.OutOfMemoryError: CUDA \
+out of memory. Tried to allocate 28.44 GiB. GPU 7 has a total capacity of 178.34 GiB of which 7.38 GiB is free. \
+Including non-PyTorch memory, this process has 170.94 GiB memory in use. Of the allocated memory 165.16 GiB is \
+allocated by PyTorch, with 4.27 GiB allocated in private pools (e.g., CUDA Graphs), and 1.70 GiB is reserved by \
+PyTorch but unallocated.
+(Worker_TP0_EP0 pid=65026) ERROR 07-31 12:11:49 [multiproc_executor.py:1018]     logits = fp8_fp4_paged_mqa_logits(
+"""  # noqa: E501
+INDEXER_FRAME = Frame(
+    where=Where("x", 1),
+    text="",
+    path="/usr/local/lib/python3.12/dist-packages/deep_gemm/__init__.py",
+    lineno=1,
+    function="fp8_paged_mqa_logits",
+)
+
+
+def test_the_attention_indexers_logits_are_not_the_vocabulary():
+    assert ranked(INDEXER_LOGITS)[0] != "sampler-or-logits"
+    assert frame_category(INDEXER_FRAME) != "sampler"

@@ -300,7 +300,7 @@ REQUEST_STEP_FRAMES = (
 # vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
 # never on the attention's, the router's or an indexer's logits.
 LOGITS_FUNCTION = re.compile(
-    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)(?<!mqa_)"
     r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
     r"vocab_parallel(_\w+)?)(?![a-z0-9])"
 )
@@ -308,6 +308,11 @@ LOGITS_FUNCTION = re.compile(
 # log-softmax over them. "logits" as a whole name (`logits.float()`, `outputs.logits[:, -1, :]`,
 # `self.lm_head(hidden)`, `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
 LOGITS_CODE = re.compile(r"(?<!\w)(?:logits|lm_head)(?!\w)|\blog_softmax\s*\(")
+# A call computing another mechanism's logits on that line: sparse attention's indexer (vLLM's
+# fp8_mqa_logits / fp8_paged_mqa_logits for DeepSeek V3.2), attention scores, an MoE router.
+OTHER_LOGITS_CODE = re.compile(r"mqa_logits|indexer|attn|attention|router|gating|gate\b")
+# Function names of weight loading and module construction, which may name the LM head they build.
+BUILDING_FUNCTION = re.compile(r"load|weight|init|creat|build")
 # Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
 # Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
 FRAME_STRIDE = 4
@@ -334,7 +339,7 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
-    if LOGITS_FUNCTION.search(func.lower()):
+    if LOGITS_FUNCTION.search(func.lower()) and not BUILDING_FUNCTION.search(func.lower()):
         return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
@@ -490,7 +495,12 @@ def situation(ev: Evidence) -> Situation:
     frames = ev.of(Frame)
     for i, frame in enumerate(frames):
         cat = frame_category(frame)
-        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+        if (
+            cat in (None, "forward", "serving")
+            and _innermost(frames, i)
+            and LOGITS_CODE.search(frame.code)
+            and not OTHER_LOGITS_CODE.search(frame.code)
+        ):
             cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
