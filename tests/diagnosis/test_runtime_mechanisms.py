@@ -10,7 +10,7 @@ import io
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, StartupNumber, Where
 from oomguard.diagnosis.read import read_one, require_evidence
-from oomguard.diagnosis.rules import frame_category, logits_rows
+from oomguard.diagnosis.rules import frame_category, logits_frame, logits_rows
 from oomguard.units import MiB
 
 
@@ -120,8 +120,19 @@ def test_a_router_logits_argument_is_no_logits_frame():
         lineno=148,
         function="entropy_from_logits",
     )
-    assert frame_category(moe) != "sampler"
-    assert frame_category(verl) == "sampler"
+    assert frame_category(moe) != "sampler" and not logits_frame(moe, 0)
+    assert logits_frame(verl, 0)
+    # verl's worker method (https://github.com/verl-project/verl/issues/2828's stack) runs the whole actor
+    # forward: next to the allocation it is the log-probs, far above it its name says nothing.
+    worker = Frame(
+        where=Where("x", 1),
+        text="",
+        path="/verl/verl/workers/fsdp_workers.py",
+        lineno=782,
+        function="compute_log_prob",
+    )
+    assert logits_frame(worker, 3)
+    assert not logits_frame(worker, 12)
 
 
 def test_the_reporter_naming_the_logits_cast_is_the_logits():
@@ -346,4 +357,4 @@ INDEXER_FRAME = Frame(
 
 def test_the_attention_indexers_logits_are_not_the_vocabulary():
     assert ranked(INDEXER_LOGITS)[0] != "sampler-or-logits"
-    assert frame_category(INDEXER_FRAME) != "sampler"
+    assert not logits_frame(INDEXER_FRAME, 0)
