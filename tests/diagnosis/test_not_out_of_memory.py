@@ -1,0 +1,73 @@
+"""Failures that look like running out of memory and are not: a size or offset past a 32-bit limit, a kernel
+touching memory outside its allocations. Each mechanism is read from the text its own check or platform
+prints (real text, sources cited above it), and a near miss of another class is not taken for it."""
+
+from __future__ import annotations
+
+import io
+
+import oomguard
+from oomguard.diagnosis.evidence import Evidence
+from oomguard.diagnosis.read import read_one
+
+
+def top(text: str) -> str:
+    return str(oomguard.diagnose(text).top)
+
+
+def signals(text: str) -> list[str]:
+    evidence = Evidence()
+    read_one("evidence.log", io.BytesIO(text.encode()), evidence)
+    return [s.name for s in evidence.signals()]
+
+
+# --- 32-bit limits stated by the check that refused the size ------------------------------------------------
+
+# PyTorch aten/src/ATen/core/TensorBase.h (packed_accessor32, v2.x): the TORCH_CHECK's message as raised.
+PACKED_ACCESSOR32 = (
+    "RuntimeError: numel needs to be smaller than int32_t max; otherwise, please use packed_accessor64\n"
+)
+
+# ik_llama.cpp serving DeepSeek-V3.1 at a 112,640-token context with -ub 8192 (a public issue thread quoting
+# the server's output); the assert is llama.cpp's ggml/src/ggml-cuda/cpy.cu ggml_cuda_cpy.
+GGML_CPY_INT_MAX = (
+    'INFO [            update_slots] kv cache rm [p0, end) | tid="140371140771840" timestamp=1755874518 '
+    "id_slot=0 id_task=0 p0=57344\n"
+    "/mnt/home_extend/llm/ik_llama/1708/ik_llama.cpp/ggml/src/ggml-cuda/cpy.cu:380: "
+    "GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX) failed\n"
+)
+
+# Triton's overflow sanitizer (python/triton/language/semantic.py binary_op_sanitize_overflow_impl, emitted
+# when TRITON_DEBUG=1): the device assert it compiles in.
+TRITON_SANITIZER = "Assertion `int32 overflow detected for operation mul` failed\n"
+
+# https://github.com/lufficc/SSD/issues/222: a size computed in 32 bits wrapped below zero.
+WRAPPED_NEGATIVE_SIZE = (
+    "RuntimeError: Trying to create tensor with negative dimension -1567888768: [-1567888768]\n"
+)
+
+# https://github.com/InternLM/lmdeploy/issues/1362: LMDeploy's PyTorch engine sizing its KV blocks from a
+# memory budget that went negative: a small negative count, no wrapped product.
+NEGATIVE_BLOCK_COUNT = (
+    "RuntimeError: Trying to create tensor with negative dimension -56: [-56, 8, 20, 128]\n"
+)
+
+
+def test_pytorch_32bit_accessor_check_is_int32_overflow():
+    assert top(PACKED_ACCESSOR32) == "int32-index-overflow"
+
+
+def test_ggml_int_max_assert_is_int32_overflow():
+    assert top(GGML_CPY_INT_MAX) == "int32-index-overflow"
+
+
+def test_triton_overflow_sanitizer_is_int32_overflow():
+    assert top(TRITON_SANITIZER) == "int32-index-overflow"
+
+
+def test_a_size_wrapped_past_2_31_is_int32_overflow():
+    assert top(WRAPPED_NEGATIVE_SIZE) == "int32-index-overflow"
+
+
+def test_a_small_negative_block_count_is_not_int32_overflow():
+    assert top(NEGATIVE_BLOCK_COUNT) != "int32-index-overflow"
