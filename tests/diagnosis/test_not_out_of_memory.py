@@ -71,3 +71,48 @@ def test_a_size_wrapped_past_2_31_is_int32_overflow():
 
 def test_a_small_negative_block_count_is_not_int32_overflow():
     assert top(NEGATIVE_BLOCK_COUNT) != "int32-index-overflow"
+
+
+# --- a kernel touching memory outside its allocations, in each platform's words -----------------------------
+
+# https://github.com/ROCm/legacy-rocm-build/issues/6157: vLLM 0.19 on a Radeon 8060S (gfx1151), the ROCR
+# runtime's fault report.
+ROCM_FAULT = """\
+Memory access fault by GPU node-1 (Agent handle: 0x58935a90) on address 0x7fbe6a804000. Reason: Page not present or supervisor privilege.
+HW Exception by GPU node-1 (Agent handle: 0x5b522e50) reason :GPU Hang
+./start.sh: line 22:  5255 Aborted                    (core dumped) vllm serve amd/gpt-oss-120b-w-mxfp4-a-fp8 --max-model-len 65332 --gpu-memory-utilization 0.8
+"""  # noqa: E501
+
+# https://github.com/vllm-project/vllm-xpu-kernels/pull/445: an Intel GPU's page fault, as the kernel driver
+# reports it to the Level Zero program.
+XPU_FAULT = """\
+Segmentation fault from GPU at 0xff00000b65ba2000, ctx_id: 1 (CCS)
+  type: 0 (NotPresent), level: 2 (PDP), access: 0 (Read), banned: 1, aborting.
+"""
+
+# https://github.com/syv-ai/qwen38-27b-rtx3090/issues/86: the NVIDIA kernel driver's Xid 31 (a GPU memory page
+# fault) under the CUDA error.
+XID_31 = """\
+torch.AcceleratorError: CUDA error: an illegal memory access was encountered
+NVRM: Xid (PCI:0000:01:00): 31, ... MMU Fault: ENGINE GRAPHICS GPC0 ... FAULT_PDE ACCESS_TYPE_VIRT_READ
+"""
+
+# leptonai/gpud components/query/log/xid (its example of the driver's line): Xid 79, the GPU fell off the
+# bus: a hardware or link failure, no address a kernel computed.
+XID_79 = "NVRM: Xid (PCI:0000:05:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+
+
+def test_rocm_memory_access_fault_is_read_as_a_kernel_fault():
+    assert top(ROCM_FAULT) == "int32-index-overflow"
+
+
+def test_intel_gpu_page_fault_is_read_as_a_kernel_fault():
+    assert top(XPU_FAULT) == "int32-index-overflow"
+
+
+def test_nvidia_xid_31_is_read_as_a_kernel_fault():
+    assert top(XID_31.splitlines()[1] + "\n") == "int32-index-overflow"
+
+
+def test_nvidia_xid_79_is_no_kernel_fault():
+    assert "illegal-memory-access" not in signals(XID_79)
