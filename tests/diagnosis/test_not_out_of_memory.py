@@ -116,3 +116,46 @@ def test_nvidia_xid_31_is_read_as_a_kernel_fault():
 
 def test_nvidia_xid_79_is_no_kernel_fault():
     assert "illegal-memory-access" not in signals(XID_79)
+
+
+# --- the reporter's words for a 32-bit overflow -------------------------------------------------------------
+
+# https://github.com/ROCm/aiter/pull/4474: the offset overflowed; the words name no width.
+AITER_MULTIPLICATION = (
+    "For a >2GB cache this multiplication overflows, and the overflowed offset is added to the 64-bit base "
+    "pointer in the `global_load` fallback, producing an out-of-bounds pointer and a segfault.\n"
+)
+
+# https://github.com/lightseekorg/tokenspeed/pull/530: the fix, said as its title.
+TOKENSPEED_FIX = "fix(attention): use int64 paged-KV addressing in MHA Triton kernels\n"
+
+# https://github.com/sgl-project/sglang/pull/6318 and https://github.com/ggml-org/llama.cpp/issues/18111:
+# "overflow" as people say it of memory, no integer in it.
+MEMORY_OVERFLOW = (
+    "For these retracted requests, if log probabilities (logp) are needed, recomputing them during "
+    "prefilling would require gathering logits to calculate logp, leading to GPU memory overflow.\n"
+    "I assume the vision stack is loaded lazily, and cannot overflow to system ram;\n"
+)
+
+
+def test_an_offset_that_overflows_in_a_reporters_words_is_int32_overflow():
+    assert "prose-int32" in signals(AITER_MULTIPLICATION)
+    assert top(AITER_MULTIPLICATION) == "int32-index-overflow"
+
+
+def test_widening_to_int64_in_words_is_int32_overflow():
+    assert "prose-int32" in signals(TOKENSPEED_FIX)
+
+
+def test_memory_that_overflows_is_no_integer_overflow():
+    assert "prose-int32" not in signals(MEMORY_OVERFLOW)
+    assert top(MEMORY_OVERFLOW) != "int32-index-overflow"
+
+
+# https://github.com/vllm-project/vllm/pull/50220 (its worked example, a code block, not a sentence): the
+# limit by value in the arithmetic.
+ROW_OFFSET_ARITHMETIC = "ceil(2^31 / 40960) = 52429\n"
+
+
+def test_the_limit_by_value_in_arithmetic_is_int32_overflow():
+    assert "int32-index-math" in signals(ROW_OFFSET_ARITHMETIC)

@@ -15,7 +15,9 @@ own spellings, none of which a memory error carries:
   for operation mul";
 - C++ asserts of kernels (aiter/Composable Kernel, FlashInfer, ggml, vLLM csrc): "KV cache K offset overflow:
   exceed int32 max", "std::numeric_limits<int32_t>::max()", "GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX)";
-- c10's checked conversion (c10/util/TypeCast.h): "value cannot be converted to type int without overflow".
+- c10's checked conversion (c10/util/TypeCast.h): "value cannot be converted to type int without overflow";
+- the limit by value in an assert or a kernel's arithmetic: "2**31", "2^31", "2^32" (PyTorch MPS: "total
+  bytes of NDArray > 2**32").
 An integer overflow of no stated width (Rust's "attempt to multiply with overflow", a 64-bit byte count) is
 not read: it names no 32-bit limit.
 """
@@ -33,7 +35,9 @@ _LIMIT = re.compile(
     r"\bcanUse32BitIndexMath\b|\bU?INT(?:32)?_MAX\b|\bint32_t max\b"
     r"|\bnumeric_limits<\s*(?:u?int(?:32_t)?|unsigned|index_t)\s*>\s*::\s*max\b"
     r"|\b(?:int32|32-bit) (?:overflow|max)\b|\bexceeds? (?:the )?int32\b|\boverflows? int32\b"
-    r"|\bvalue cannot be converted to type u?int(?:32_t)? without overflow\b",
+    r"|\bvalue cannot be converted to type u?int(?:32_t)? without overflow\b"
+    # the limit by value, as asserts and a kernel's arithmetic write it ("assert n < 2**31", "2^31 / 40960")
+    r"|(?<![\w.])2(?:\^|\*\*| \*\* )3[12]\b|(?<![\w.])2\u00b3[\u00b9\u00b2]",
     re.IGNORECASE,
 )
 # PyTorch refusing a negative size: the value the wrapped product left.
@@ -45,7 +49,11 @@ WRAPPED_BELOW = -(1 << 24)
 
 class Parser(LineParser):
     TRIGGERS = Triggers(
-        words=("canUse32BitIndexMath", "negative dimension"),
+        words=(
+            "canUse32BitIndexMath",
+            "negative dimension",
+            *("2^31", "2^32", "2**31", "2**32", "2 ** 31", "2 ** 32", "2\u00b3\u00b9", "2\u00b3\u00b2"),
+        ),
         caseless=("int_max", "int32", "numeric_limits<", "32-bit ", "overflow"),
     )
 
