@@ -159,3 +159,50 @@ ROW_OFFSET_ARITHMETIC = "ceil(2^31 / 40960) = 52429\n"
 
 def test_the_limit_by_value_in_arithmetic_is_int32_overflow():
     assert "int32-index-math" in signals(ROW_OFFSET_ARITHMETIC)
+
+
+# --- a GPU API's cap on one allocation ----------------------------------------------------------------------
+
+# https://github.com/ggml-org/llama.cpp/issues/12728: the compute buffer asked more than Vulkan's
+# maxMemoryAllocationSize, with memory free on the GPU ("I do have memory on GPU").
+VULKAN_CAP = """\
+init:    Vulkan0 KV buffer size = 13800.00 MiB
+llama_context: KV self size  = 13800.00 MiB, K (q8_0): 6120.00 MiB, V (f16): 7680.00 MiB
+ggml_vulkan: Device memory allocation of size 2166360064 failed.
+ggml_vulkan: Requested buffer size exceeds device memory allocation limit: ErrorOutOfDeviceMemory
+ggml_gallocr_reserve_n: failed to allocate Vulkan0 buffer of size 2166360064
+llama_init_from_model: failed to initialize the context: failed to allocate compute pp buffers
+"""
+
+# llama.cpp's Vulkan backend when the driver itself has no memory left (ggml-vulkan.cpp prints what
+# vk::Device::allocateMemory threw): a KV cache too large for an 8 GB iGPU share, the context's failure.
+VULKAN_OUT_OF_MEMORY = """\
+llama_new_context_with_model: n_ctx      = 32768
+ggml_vulkan: Device memory allocation of size 1879048192 failed.
+ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory
+llama_kv_cache_init: failed to allocate buffer for kv cache
+llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache
+"""
+
+# wgpu-core's CreateBufferError::MaxBufferSize (WebGPU's maxBufferSize), as a wgpu program reported it.
+WEBGPU_CAP = """\
+Caused by:
+  In Device::create_buffer
+    Buffer size 1073741824 is greater than the maximum buffer size (268435456)
+"""
+
+
+def test_vulkan_allocation_limit_is_a_platform_cap_not_the_context():
+    first = oomguard.diagnose(VULKAN_CAP).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert "per-allocation cap" in first.explanation
+    assert any("smaller" in f.summary for f in first.fixes)
+
+
+def test_vulkan_device_out_of_memory_is_no_cap():
+    assert "platform-limit" not in signals(VULKAN_OUT_OF_MEMORY)
+    assert top(VULKAN_OUT_OF_MEMORY) == "max-model-len-exceeds-kv"
+
+
+def test_webgpu_max_buffer_size_is_a_platform_cap():
+    assert top(WEBGPU_CAP) == "other"

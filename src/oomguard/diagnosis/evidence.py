@@ -151,8 +151,8 @@ SIGNALS = frozenset(
         # handle N prefill tokens"), llama.cpp's compute buffer for the worst-case micro-batch
         "prefill-tokens-dont-fit",
         # a limit of the platform other than free device memory refused it: a per-allocation cap (Intel XPU's
-        # 4 GB, limit_bytes), a count of live buffers (Metal's resource limit), a core's scratch memory at
-        # compile time (XLA's SMEM/VMEM)
+        # 4 GB, limit_bytes; Vulkan's, Level Zero's, WebGPU's, per_allocation=1), a count of live buffers
+        # (Metal's resource limit), a core's scratch memory at compile time (XLA's SMEM/VMEM)
         "platform-limit",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",

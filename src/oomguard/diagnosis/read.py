@@ -20,6 +20,7 @@ from oomguard.diagnosis import detect, engine_marks, gated, parallel_read, progr
 from oomguard.diagnosis.evidence import Document, Evidence
 from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
+    allocation_caps,
     cgroup,
     exllama,
     free,
@@ -69,6 +70,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     vllm_platforms,
     xla,
     xpu,
+    allocation_caps,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

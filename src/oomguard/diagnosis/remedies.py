@@ -1087,7 +1087,43 @@ def _int32(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
     )
 
 
+def _allocation_cap(ev: Evidence) -> Advice | None:
+    """A GPU API's cap on one allocation refused the request (Vulkan's maxMemoryAllocationSize, Level Zero's
+    4 GB, WebGPU's maxBufferSize): the buffer, not the memory, is too large."""
+    capped = [
+        s for s in ev.signals("platform-limit") if s.number("limit_bytes") or s.number("per_allocation")
+    ]
+    if not capped:
+        return None
+    return Advice(
+        "The runtime refuses any single allocation above its per-allocation cap, whatever memory is free: "
+        "one buffer (a compute buffer, a KV layer, an activation) asked more than the cap.",
+        (
+            Fix(
+                {},
+                "make the largest single buffer smaller: fewer tokens per step (a smaller micro-batch) or "
+                "the tensor split in parts",
+                "mechanism",
+            ),
+            Fix(
+                {},
+                "lift the cap where the runtime allows it: UR_L0_ENABLE_RELAXED_ALLOCATION_LIMITS=1 (Level "
+                "Zero / SYCL on Intel GPUs), GGML_VK_FORCE_MAX_ALLOCATION_SIZE (llama.cpp's Vulkan backend, "
+                "when the driver allows more than it reports)",
+                "mechanism",
+            ),
+        ),
+        ("More free memory or a lower memory fraction: the cap is per allocation, not on the total.",),
+        "The same run allocates the buffer (no per-allocation error) and serves.",
+        "The size of the refused allocation and the device's per-allocation limit (vulkaninfo "
+        "maxMemoryAllocationSize, clinfo 'Max memory allocation').",
+    )
+
+
 def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
+    capped = _allocation_cap(ev)
+    if capped is not None:
+        return capped
     return Advice(
         "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver "
         "growing "

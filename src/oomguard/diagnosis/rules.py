@@ -801,25 +801,45 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
 
 def _platform_limit(ev: Evidence, t: Tally) -> None:
     """A limit of the platform other than free memory refused it: a buffer count or a core's scratch memory
-    outright; a per-allocation cap when the device had the memory for the request (splitting the tensor, or
-    the runtime's relaxed-limits setting, is the fix), else the request was too large anyway."""
+    outright; a cap on one allocation (Intel's 4 GB, Vulkan's maxMemoryAllocationSize, WebGPU's
+    maxBufferSize) unless the request was larger than the whole device anyway. The cap, not free memory, is
+    then why it failed (splitting the buffer, or the runtime's relaxed-limits setting, is the fix), so the
+    out-of-memory causes the allocation failure itself points at lose their weight."""
     for s in ev.signals("platform-limit")[:1]:
         cap = s.number("limit_bytes")
-        if cap is None:
+        if cap is None and not s.number("per_allocation"):
             t.add("other", STRONG, "a limit of the platform refused it, not the device's free memory", s)
             continue
         requested, total = s.number("requested_bytes"), s.number("total_bytes")
-        if requested and total and requested <= total - (s.number("reserved_bytes") or 0):
-            room = total - (s.number("reserved_bytes") or 0)
-            t.add(
-                "other",
-                STRONG,
+        room = total - (s.number("reserved_bytes") or 0) if total else None
+        if requested and room is not None and requested > room:
+            continue  # larger than the device: too large with or without the cap
+        if requested and room is not None and cap:
+            why = (
                 f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
-                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB",
-                s,
+                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB"
             )
-            for cls in ("activation-peak", "other-process-or-shared-gpu", "weights-dont-fit"):
-                t.add(cls, -MEDIUM, "the device had the memory: a cap refused the request", s)
+        elif cap:
+            why = f"the platform refuses any single allocation above {cap / GIB:.2f} GiB, and this one was"
+        else:
+            why = (
+                "the runtime refused the size of one allocation (its per-allocation cap), not for free memory"
+            )
+        t.add("other", STRONG, why, s)
+        for cls in OOM_CAUSES_OF_ONE_ALLOCATION:
+            t.add(
+                cls, -MEDIUM, "a cap on one allocation refused the request, not the device's free memory", s
+            )
+
+
+# The causes an allocation failure points at by itself (its size against free memory), which a per-allocation
+# cap refusing it rules down.
+OOM_CAUSES_OF_ONE_ALLOCATION = (
+    "activation-peak",
+    "other-process-or-shared-gpu",
+    "weights-dont-fit",
+    "max-model-len-exceeds-kv",
+)
 
 
 # Weights this small against the budget cannot be what left the KV pool empty.
