@@ -206,3 +206,45 @@ def test_vulkan_device_out_of_memory_is_no_cap():
 
 def test_webgpu_max_buffer_size_is_a_platform_cap():
     assert top(WEBGPU_CAP) == "other"
+
+
+# --- device errors that are not a lack of memory ------------------------------------------------------------
+
+# https://github.com/sgl-project/sglang/issues/6001 (its title): a Triton kernel's shared memory per block
+# past the MI308's.
+TRITON_SHARED_MEMORY = (
+    "[Bug] OutOfResources: out of resource: shared memory, Required: 196608, Hardware limit: 65536 when run "
+    "deepseek-r1 on sglang 0.4.6 with AMD Mi308\n"
+)
+
+# cudaGetErrorString(cudaErrorNoKernelImageForDevice) as PyTorch raises it (c10/cuda/CUDAException.h appends
+# the asynchronous-report hint).
+NO_KERNEL_IMAGE = """\
+RuntimeError: CUDA error: no kernel image is available for execution on the device
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+"""  # noqa: E501
+
+# The same PyTorch wording around cudaErrorMemoryAllocation: the device did run out.
+CUDA_RUNTIME_OOM = """\
+RuntimeError: CUDA error: out of memory
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+"""  # noqa: E501
+
+
+def test_a_kernel_past_the_shared_memory_per_block_is_a_platform_limit():
+    first = oomguard.diagnose(TRITON_SHARED_MEMORY).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert any("num_stages" in f.summary for f in first.fixes)
+
+
+def test_no_kernel_image_for_the_gpu_is_not_memory():
+    first = oomguard.diagnose(NO_KERNEL_IMAGE).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert "not a lack of memory" in first.explanation
+
+
+def test_cuda_runtime_out_of_memory_is_no_device_error():
+    assert "device-error" not in signals(CUDA_RUNTIME_OOM)
+    assert top(CUDA_RUNTIME_OOM) != "other"

@@ -122,6 +122,9 @@ SIGNALS = frozenset(
         "deepep-error",
         "nvshmem-alloc",
         "nccl-error",
+        # the device or its software cannot run the work (no kernel image for the GPU, a driver too old, a
+        # device index the process cannot see): an error that is not a lack of memory
+        "device-error",
         # SGLang
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."

@@ -22,6 +22,7 @@ from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
     allocation_caps,
     cgroup,
+    device_errors,
     exllama,
     free,
     gpu_faults,
@@ -56,6 +57,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     traceback,
     int32_limits,
     gpu_faults,
+    device_errors,
     nvidia_smi,
     kernel_oom,
     cgroup,

@@ -1120,10 +1120,56 @@ def _allocation_cap(ev: Evidence) -> Advice | None:
     )
 
 
+def _not_memory(ev: Evidence) -> Advice | None:
+    """The device could not run the work (no code for the GPU, a driver too old, a device the process cannot
+    see), or a kernel's launch asked more than one block may have (registers, shared memory, grid size)."""
+    if ev.has("device-error"):
+        return Advice(
+            "The device reported an error that is not a lack of memory: the software cannot run on this GPU "
+            "as installed (no kernel built for its architecture, a driver older than the CUDA runtime, a "
+            "device index the process cannot see).",
+            (
+                Fix(
+                    {},
+                    "match the build to the GPU and driver: a wheel built for this architecture "
+                    "(TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH), a driver at least the runtime's, and "
+                    "CUDA_VISIBLE_DEVICES naming devices that exist",
+                    "mechanism",
+                ),
+            ),
+            ("Any memory setting: nothing ran out.",),
+            "A small model runs on the same GPU with the same build.",
+            "nvidia-smi (driver and GPU), the engine's and PyTorch's versions and the CUDA/ROCm they were "
+            "built for, CUDA_VISIBLE_DEVICES.",
+        )
+    launch = [
+        s
+        for s in ev.signals("platform-limit")
+        if s.number("kernel_limit") or "launch" in s.text or "configuration argument" in s.text
+    ]
+    if not launch:
+        return None
+    return Advice(
+        "A kernel asked more than the device gives one launch (shared memory or registers per block, a grid "
+        "dimension): a limit of the GPU, not memory running out.",
+        (
+            Fix(
+                {},
+                "a kernel configuration for this GPU: smaller block sizes or fewer pipeline stages (Triton's "
+                "BLOCK_*/num_stages), or the engine version whose kernel splits the grid",
+                "mechanism",
+            ),
+        ),
+        ("More memory or a lower memory fraction: the limit is per launch.",),
+        "The same request runs with the smaller kernel configuration.",
+        "The kernel's name, the GPU model, and the shapes of the step that failed.",
+    )
+
+
 def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
-    capped = _allocation_cap(ev)
-    if capped is not None:
-        return capped
+    special = _allocation_cap(ev) or _not_memory(ev)
+    if special is not None:
+        return special
     return Advice(
         "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver "
         "growing "

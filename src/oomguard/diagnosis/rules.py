@@ -80,7 +80,9 @@ AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone
 # token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
-NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
+NON_OOM_FAILURES = frozenset(
+    {"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error", "device-error"}
+)
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
 # Causes that need traffic.
@@ -364,6 +366,7 @@ FAILURE_SIGNALS = {
     "profiling-memory-released",
     "int32-index-math",
     "illegal-memory-access",
+    "device-error",
     "hsa-out-of-resources",
     "deepep-error",
     "nvshmem-alloc",
@@ -684,6 +687,17 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    out_of_memory = any(isinstance(f, OomMessage) for f in sit.failures)
+    for s in ev.signals("device-error")[:1]:
+        # An allocator's out-of-memory message beside it is the likelier first failure; alone, the device
+        # error is the failure, and no memory mechanism explains it.
+        t.add(
+            "other",
+            MEDIUM if out_of_memory else STRONG,
+            "the device could not run the work (no code for this GPU, a driver too old, a device the process "
+            "cannot see): an error that is not a lack of memory",
+            s,
+        )
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
         t.add(
             "kv-cache-insufficient-at-startup",
