@@ -248,3 +248,39 @@ def test_no_kernel_image_for_the_gpu_is_not_memory():
 def test_cuda_runtime_out_of_memory_is_no_device_error():
     assert "device-error" not in signals(CUDA_RUNTIME_OOM)
     assert top(CUDA_RUNTIME_OOM) != "other"
+
+
+# --- a wrapper that guesses memory ------------------------------------------------------------------------
+
+# https://github.com/vllm-project/vllm-openvino/issues/19: the profile run's wrapper blames memory for a
+# KeyError (a text-only model looked up in the multimodal registry).
+OPENVINO_KEYERROR = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/usr/local/lib/python3.10/dist-packages/vllm_openvino/worker/openvino_worker.py", line 274, in determine_num_available_blocks
+[rank0]:     kv_cache_size = self.profile_run()
+[rank0]:   File "/usr/local/lib/python3.10/dist-packages/vllm_openvino/worker/openvino_worker.py", line 532, in profile_run
+[rank0]:     model_profile_run()
+[rank0]:   File "/usr/local/lib/python3.10/dist-packages/vllm/multimodal/registry.py", line 99, in __getitem__
+[rank0]:     raise KeyError(msg) from exc
+[rank0]: KeyError: 'Cannot find `mm_limits` for model=/ai-data/ai-models/Baichuan2-7B-Base. Did you forget to call `init_mm_limits_per_prompt`?'
+
+RuntimeError: The error occurred during profile run. This might be due to insufficient GPU memory.
+"""  # noqa: E501
+
+# The same wrapper over PyTorch's allocator message (its format as in test_causes): memory did run out.
+WRAPPED_REAL_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 GiB of which 1.50 GiB is free.\n"
+    "RuntimeError: The error occurred during profile run. This might be due to insufficient GPU memory.\n"
+)
+
+
+def test_a_wrappers_memory_guess_over_a_keyerror_is_not_memory():
+    first = oomguard.diagnose(OPENVINO_KEYERROR).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert "wrapper's guess" in first.explanation
+
+
+def test_the_same_wrapper_over_an_allocator_oom_is_memory():
+    assert "misreported-oom" not in signals(WRAPPED_REAL_OOM)
+    assert top(WRAPPED_REAL_OOM) != "other"

@@ -125,6 +125,9 @@ SIGNALS = frozenset(
         # the device or its software cannot run the work (no kernel image for the GPU, a driver too old, a
         # device index the process cannot see): an error that is not a lack of memory
         "device-error",
+        # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
+        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
+        "misreported-oom",
         # SGLang
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."

@@ -32,6 +32,7 @@ from oomguard.diagnosis.sources import (
     llama_cpp,
     metal,
     metrics,
+    misreported,
     mlc_llm,
     nvidia_smi,
     prose,
@@ -73,6 +74,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     xla,
     xpu,
     allocation_caps,
+    misreported,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

@@ -1123,6 +1123,23 @@ def _allocation_cap(ev: Evidence) -> Advice | None:
 def _not_memory(ev: Evidence) -> Advice | None:
     """The device could not run the work (no code for the GPU, a driver too old, a device the process cannot
     see), or a kernel's launch asked more than one block may have (registers, shared memory, grid size)."""
+    if ev.has("misreported-oom"):
+        return Advice(
+            "The message that blames memory is a wrapper's guess: the exception it wraps is one no "
+            "allocation raises (a missing key, a wrong call, a missing module), and nothing in the evidence "
+            "says memory ran out.",
+            (
+                Fix(
+                    {},
+                    "fix the wrapped exception itself (the first error of the chain, its message and frame); "
+                    "a version of the engine or its plugin that supports this model and these options",
+                    "mechanism",
+                ),
+            ),
+            ("Memory settings: nothing ran out.",),
+            "The same start passes the step that failed.",
+            "The whole exception chain (the first traceback, not only the last message) and the versions.",
+        )
     if ev.has("device-error"):
         return Advice(
             "The device reported an error that is not a lack of memory: the software cannot run on this GPU "

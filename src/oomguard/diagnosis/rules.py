@@ -81,7 +81,14 @@ AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
 NON_OOM_FAILURES = frozenset(
-    {"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error", "device-error"}
+    {
+        "int32-index-math",
+        "illegal-memory-access",
+        "nccl-error",
+        "deepep-error",
+        "device-error",
+        "misreported-oom",
+    }
 )
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
@@ -367,6 +374,7 @@ FAILURE_SIGNALS = {
     "int32-index-math",
     "illegal-memory-access",
     "device-error",
+    "misreported-oom",
     "hsa-out-of-resources",
     "deepep-error",
     "nvshmem-alloc",
@@ -687,6 +695,14 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("misreported-oom")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the wrapper only guesses memory; the error under it is one no allocation raises, and nothing "
+            "says memory ran out",
+            s,
+        )
     out_of_memory = any(isinstance(f, OomMessage) for f in sit.failures)
     for s in ev.signals("device-error")[:1]:
         # An allocator's out-of-memory message beside it is the likelier first failure; alone, the device
