@@ -51,12 +51,15 @@ def _corpus(shared_data: Path) -> list[tuple[str, str]]:
     texts = [(r["id"], r["evidence"]) for r in _rows(shared_data / "validation" / "oom_reports_dev.jsonl")]
     for path in sorted((ROOT / "bench" / "data" / "oom_corpus").glob("*.jsonl")):
         texts += [(r["id"], r["evidence"]) for r in _rows(path) if isinstance(r.get("evidence"), str)]
-    # Every multi-line text written in the diagnose tests.
-    for module in sorted((ROOT / "tests" / "diagnose").glob("test_*.py")):
-        for node in ast.walk(ast.parse(module.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.count("\n") >= 2:
-                texts.append((f"{module.stem}:{node.lineno}", node.value))
-    return texts
+    # Every multi-line text written in the diagnosis tests (this folder).
+    written = [
+        (f"{module.stem}:{node.lineno}", node.value)
+        for module in sorted(Path(__file__).parent.glob("test_*.py"))
+        for node in ast.walk(ast.parse(module.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.count("\n") >= 2
+    ]
+    assert len(written) >= 100, "the tests' own texts were not found"
+    return texts + written
 
 
 @pytest.mark.parametrize("use_hyperscan", [True, False], ids=["hyperscan", "regex"])

@@ -328,3 +328,18 @@ def test_a_tensors_dtype_in_a_tracebacks_code_line_is_not_the_models() -> None:
     s = setup_of(text)
     assert "dtype" not in s.flags
     assert s.weights is not None and s.weights.model.precision == "8-bit (int8) in its name"
+
+
+def test_budget_share_is_the_logged_vllm_versions_default() -> None:
+    """Without a utilization flag the weights are weighed against the budget the logged vLLM version defaults
+    to (0.92 from v0.21.0, PR #38284; 0.9 before); a flag wins; another engine gets the common 0.9."""
+    from oomguard.diagnosis.rules import _budget_share
+
+    def share(engine: str, version: str | None, **flags: str) -> float:
+        return _budget_share(EngineSetup(engine, version, None, None, None, dict(flags)))[0]
+
+    assert share("vllm", "0.23.0") == 0.92
+    assert share("vllm", "0.8.5") == 0.9
+    assert share("vllm", "0.23.0", gpu_memory_utilization="0.8") == 0.8
+    assert share("sglang", "0.4.6") == 0.9
+    assert share("vllm", None) == 0.9

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TypeVar
 
 from oomguard.diagnosis.engine_marks import Engine
@@ -101,6 +102,8 @@ SIGNALS = frozenset(
         "free-memory-below-utilization",  # request_memory: free < gmu x total at start
         "no-kv-cache-memory",  # "No available memory for the cache blocks"
         "negative-kv-memory",  # "Available KV cache memory: -2.69 GiB"
+        # a hybrid model's recurrent-state pool has fewer blocks than max_num_seqs (one per sequence)
+        "state-blocks-below-max-seqs",
         "max-model-len-exceeds-kv",  # "max seq len ... larger than ..." (both texts)
         "cannot-auto-fit",  # --max-model-len auto found nothing
         "load-model-failed",  # "Failed to load model - not enough GPU memory"
@@ -134,6 +137,7 @@ SIGNALS = frozenset(
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
         "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
+        "cudagraph-capture-failed",  # TGI: "Decode cuda graph warmup failed" (it caught a capture's OOM)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host
@@ -249,6 +253,17 @@ STARTUP_QUANTITIES = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True)
+class FailedStep(Fact):
+    """The startup step an engine's own wrapper says raised: vLLM's worker wrappers name the worker method
+    they were running ("Error executing method 'load_model'. This might cause deadlock...", "Exception in
+    worker VllmWorkerProcess while processing method initialize_cache"). `step` is the phase that method is
+    (rules.Situation.phase); the stack, where it was kept, says the same or more."""
+
+    method: str
+    step: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph'
+
+
+@dataclass(frozen=True, kw_only=True)
 class Flags(Fact):
     """Engine flags as the evidence spelled them (vLLM field names, values as text)."""
 
@@ -274,6 +289,37 @@ class DeviceNamed(Fact):
     part: str | None  # the GPU table's name for it ("NVIDIA GeForce RTX 4090"), None when it has none
     total: int | None
     count: int | None
+
+
+class TriedLever(Enum):
+    """What a reporter changed and says whether it helped: each is the cure of one mechanism."""
+
+    SHORTER_CONTEXT = "a shorter context"
+    LARGER_KV_SHARE = "a larger share of memory for the engine"
+    SMALLER_STEP = "fewer tokens per prefill step"
+    QUANTIZED_KV = "a quantized KV cache"
+    FEWER_GPU_LAYERS = "fewer layers on the GPU"
+    MORE_GPUS = "the model split over more GPUs"
+    QUANTIZED_WEIGHTS = "quantized weights"
+    NO_CUDA_GRAPHS = "fewer or no CUDA graphs"
+    FLASH_ATTENTION = "flash attention"
+    EXPANDABLE_SEGMENTS = "expandable segments"
+    SMALLER_MM_INPUT = "fewer or smaller images, videos or audio"
+    NO_SPECULATION = "less speculative decoding"
+    LESS_LORA = "fewer or smaller LoRA adapters"
+    NO_PROMPT_LOGPROBS = "no prompt logprobs"
+    MORE_HOST_MEMORY = "more host memory or shared memory, or less swap"
+    GPU_TO_ITSELF = "the GPU to itself"
+    RESTART = "a periodic restart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeverTried(Fact):
+    """A reporter's sentence saying a change was tried and whether it helped ("-c 30000 fits and has no
+    issues", "--enforce-eager does not work either")."""
+
+    lever: TriedLever
+    helped: bool
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ import importlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from types import ModuleType
 
 from oomguard.diagnosis.evidence import KEEP_LAST
@@ -99,6 +100,17 @@ class TriggerScan:
                     break
                 pos = nl + 1
         return starts
+
+
+@lru_cache(maxsize=64)
+def compiled_scan(
+    words: tuple[str, ...], caseless: tuple[str, ...], use_hyperscan: bool, line_ends: tuple[str, ...]
+) -> TriggerScan:
+    """The scan for a set of words, compiled once per process: compiling the Hyperscan database takes ~0.1 s,
+    longer than reading a pasted report, and every document read with the same parsers needs the same few
+    scans. (A scan holds no state between calls; parallel reading forks processes, so none is shared across
+    threads.)"""
+    return TriggerScan(words, caseless, use_hyperscan, line_ends)
 
 
 @dataclass
@@ -238,7 +250,9 @@ class GatedReader:
         scan = self._scans.get(started)
         if scan is None:
             words, caseless, line_ends = self._words(started)
-            scan = self._scans[started] = TriggerScan(words, caseless, self.use_hyperscan, line_ends)
+            scan = self._scans[started] = compiled_scan(
+                tuple(words), tuple(caseless), self.use_hyperscan and hyperscan is not None, tuple(line_ends)
+            )
         return scan
 
     def read_chunk(

@@ -20,6 +20,7 @@ from oomguard.diagnosis import detect, engine_marks, gated, parallel_read, progr
 from oomguard.diagnosis.evidence import Document, Evidence
 from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
+    accelerator_smi,
     allocation_caps,
     cgroup,
     device_errors,
@@ -60,6 +61,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     gpu_faults,
     device_errors,
     nvidia_smi,
+    accelerator_smi,
     kernel_oom,
     cgroup,
     kubectl,

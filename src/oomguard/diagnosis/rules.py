@@ -23,17 +23,21 @@ from dataclasses import dataclass, field
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
+    DeviceNamed,
     Evidence,
     Fact,
+    FailedStep,
     Frame,
     GpuProcess,
     HostMemory,
+    LeverTried,
     LoadSample,
     OomMessage,
     ScheduledStep,
     Signal,
     Snapshot,
     StartupNumber,
+    TriedLever,
 )
 from oomguard.diagnosis.setup import EngineSetup
 from oomguard.diagnosis.sources.allocator import AllocatorReport
@@ -171,8 +175,18 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
     ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
-    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
-    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator and LLM/worker wake_up, SGLang's
+    # resume_memory_occupation through torch_memory_saver's resume): what an RL trainer took meanwhile.
+    (
+        "wake-up",
+        (
+            "device_allocator/cumem",
+            "create_and_map",
+            "resume_memory_occupation",
+            "torch_memory_saver",
+            "wake_up",
+        ),
+    ),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
@@ -365,6 +379,7 @@ FAILURE_SIGNALS = {
     "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
+    "state-blocks-below-max-seqs",
     "max-model-len-exceeds-kv",
     "cannot-auto-fit",
     "load-model-failed",
@@ -385,6 +400,7 @@ FAILURE_SIGNALS = {
     "ray-actor-died",
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
+    "cudagraph-capture-failed",
     "kv-pool-dry",
     "lora-cache-full",
 } | HOST_SIGNALS
@@ -405,6 +421,7 @@ SIGNAL_PHASE = {
     "load-model-failed": "startup-weights",
     "no-kv-cache-memory": "startup-kv-alloc",
     "negative-kv-memory": "startup-kv-alloc",
+    "state-blocks-below-max-seqs": "startup-kv-alloc",
     "max-model-len-exceeds-kv": "startup-kv-alloc",
     "cannot-auto-fit": "startup-kv-alloc",
     "sampler-warmup-oom": "startup-warmup",
@@ -416,6 +433,7 @@ SIGNAL_PHASE = {
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
+    "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -429,6 +447,14 @@ MILESTONE_ORDER = (
     "milestone-cudagraph-done",
     "milestone-serving",
 )
+
+
+def _milestone_rank(name: str) -> int:
+    """A milestone's place in startup; a capture's start and end share one, so that the later line decides
+    between them (SGLang captures the draft model's graphs after the target's have ended)."""
+    if name == "milestone-cudagraph-done":
+        name = "milestone-cudagraph-start"
+    return MILESTONE_ORDER.index(name)
 
 
 def situation(ev: Evidence) -> Situation:
@@ -473,13 +499,16 @@ def _phase(
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
     if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    named = ev.of(FailedStep)
+    if named:
+        return named[0].step, f"the engine's worker names the method that raised: {named[0].method}", named[0]
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
         milestones = [
             m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
         ]
     if milestones:
-        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        last = max(milestones, key=lambda m: (_milestone_rank(m.name), m.where.line))
         step = _request_step(ev)
         if step is not None and last.name in AFTER_KV_SIZING:
             return (
@@ -546,6 +575,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _step(ev, step, tally)
     _host(ev, tally)
     _processes(ev, tally)
+    _held_before_start(ev, setup, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -553,6 +583,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
+    _levers_tried(ev, tally)
     _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
@@ -607,6 +638,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 weights[-1],
                 budgets[-1],
             )
+    for s in ev.signals("state-blocks-below-max-seqs"):
+        seqs, blocks = s.number("max_num_seqs"), s.number("blocks") or 0
+        asked = f"max_num_seqs {seqs:.0f}" if seqs is not None else "max_num_seqs"
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            f"the KV budget holds {blocks:.0f} recurrent-state blocks, one per running sequence, fewer than "
+            f"{asked}: the pool is too small for the concurrency asked",
+            s,
+        )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
     if ev.of(OomMessage):
@@ -736,6 +777,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("sglang-cudagraph-failed"):
         t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
+    for s in ev.signals("cudagraph-capture-failed")[:1]:
+        t.add("cuda-graph-capture", STRONG + 0.5, "the engine says a CUDA-graph capture ran out of memory", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):
@@ -1008,7 +1051,9 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 "expandable segments were on: segments grow in place, fragmentation is unlikely",
                 o,
             )
-        if o.private_pools and o.private_pools >= 1 * GIB:
+        short = o.requested - o.free if o.requested and o.free is not None else None
+        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+            # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
@@ -1108,7 +1153,12 @@ def other_process_bytes(o: OomMessage) -> int | None:
         )
     if len(o.processes) >= 2:
         ordered = sorted(used for _, used in o.processes)
-        return sum(ordered[:-1])  # the largest is the failing engine itself
+        # The failing process holds at least what PyTorch reserved in it; inside a container its own pid is
+        # not the host's, so PyTorch lists it as "Process N" too: it is the smallest listed process that
+        # holds that much (the largest when PyTorch's numbers are missing).
+        reserved = (o.allocated or 0) + (o.reserved_unallocated or 0) if o.allocated is not None else None
+        mine = next((u for u in ordered if reserved is not None and u >= reserved), ordered[-1])
+        return sum(ordered) - mine
     if len(o.processes) == 1:
         return 0
     return None
@@ -1299,6 +1349,13 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
                 mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-kv-alloc":
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "it failed allocating the KV cache the profile had sized",
+            fact,
+        )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",
@@ -1462,7 +1519,8 @@ def _processes(ev: Evidence, t: Tally) -> None:
                 t.add(
                     "other-process-or-shared-gpu",
                     STRONG,
-                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    "the device's process table (nvidia-smi, npu-smi, rocm-smi, nvtop) shows more than one "
+                    "process holding memory on the same device",
                     *ordered[:3],
                 )
                 for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
@@ -1473,6 +1531,73 @@ def _processes(ev: Evidence, t: Tally) -> None:
                         "the KV pool found no room on a GPU another process holds memory on",
                         s,
                     )
+
+
+# Memory a device holds before any engine touched it: a CUDA context, a desktop's display, NCCL's buffers.
+NOTHING_HELD = 1 * GIB
+# Held by others at this share of the device, it is what the engine then lacked, whatever failed next.
+HELD_LARGE_SHARE = 0.25
+# The engines' errors of a KV pool left with no room at startup.
+EMPTY_POOL = (
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "cannot-auto-fit",
+    "sglang-not-enough-memory",
+    "sglang-negative-token-budget",
+)
+
+
+def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
+    "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
+    context and NCCL's buffers (OUTSIDE_PYTORCH_MIN, or 10% of the device), someone else holds the rest.
+    The first reading of each process and device counts (a draft model loads later, beside the target's
+    weights)."""
+    if ev.has("free-memory-below-utilization"):
+        return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    totals = {
+        (n.where.source, n.where.line): n.value
+        for n in ev.of(StartupNumber)
+        if n.quantity == "gpu_total_bytes"
+    }
+    named = {(d.where.source, d.where.line): d.total for d in ev.of(DeviceNamed) if d.total}
+    seen: set[tuple[str, str]] = set()
+    empty: StartupNumber | None = None
+    for n in ev.of(StartupNumber):
+        if n.quantity != "free_at_start_bytes" or (n.where.source, n.process_tag) in seen:
+            continue
+        seen.add((n.where.source, n.process_tag))
+        at = (n.where.source, n.where.line)
+        total = totals.get(at) or named.get(at) or setup.gpu_total_bytes
+        if not total or n.value > total:
+            continue  # no total, or unified memory (free counts the host's RAM)
+        held = total - n.value
+        if held >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * total):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 1.0 if held >= HELD_LARGE_SHARE * total else STRONG,
+                f"{held / GIB:.2f} GiB of the {total / GIB:.2f} GiB device was in use before the engine "
+                "placed anything on it: another process holds it",
+                n,
+            )
+            for s in ev.signals(*EMPTY_POOL)[:1]:
+                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
+                t.add(
+                    "other-process-or-shared-gpu",
+                    MEDIUM + 0.5,
+                    "the engine found no room for its KV pool on a device someone else held memory on",
+                    s,
+                )
+            return
+        if held < NOTHING_HELD and empty is None:
+            empty = n
+    if empty is not None:
+        t.add(
+            "other-process-or-shared-gpu",
+            -WEAK,
+            "the device was all but empty when the engine started: nobody else held memory then",
+            empty,
+        )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:
@@ -1654,9 +1779,10 @@ LARGEST_COMMON_DEVICE = 79 * GIB
 WEIGHTS_FILL = 0.92
 # At or below this share the weights clearly fit: the failure is elsewhere.
 WEIGHTS_SMALL = 0.5
-# The share of the device an engine may use when the command does not say (vLLM's --gpu-memory-utilization
-# and SGLang's --mem-fraction-static default to about this), and the least room it needs beyond the weights
-# for its activations and a KV pool: what is left of the budget below this share of the device cannot start.
+# The share of the device an engine may use when neither the command nor a logged vLLM version says (vLLM's
+# --gpu-memory-utilization default before 0.21; SGLang's --mem-fraction-static defaults near it), and the
+# least room it needs beyond the weights for its activations and a KV pool: what is left of the budget below
+# this share of the device cannot start.
 DEFAULT_BUDGET_SHARE = 0.9
 MIN_ROOM_SHARE = 0.1
 # A context whose one request takes at most this share of the room beside the weights is not the problem.
@@ -1666,11 +1792,14 @@ BUDGET_FLAGS = ("gpu_memory_utilization", "mem_fraction_static")
 
 
 def _budget_share(setup: EngineSetup) -> tuple[float, str]:
-    """The share of the device the engine may use, and the flag that set it ('' for the default)."""
+    """The share of the device the engine may use, and the flag that set it ('' for a default): the flag, else
+    the logged vLLM version's own default (the planner's version rules), else DEFAULT_BUDGET_SHARE."""
     for flag in BUDGET_FLAGS:
         value = setup.flag_float(flag)
         if value is not None and 0 < value <= 1:
             return value, f"{flag}={value:g}"
+    if setup.engine == "vllm" and setup.version:
+        return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
 
 
@@ -1780,6 +1909,48 @@ def _prose(ev: Evidence, t: Tally) -> None:
     for s in ev.signals(*PROSE):
         cls, weight = PROSE[s.name]
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
+
+
+# The mechanism each cure treats, with the weight a change that helped gives it (one that did not help
+# counts against the mechanism at -WEAK): each kind of OOM has its own cure, so the cure that worked names it.
+# (A larger context or KV share cannot help activations; quantized weights and more GPUs shrink the weights
+# per GPU; a smaller prefill step and flash attention shrink the forward pass's transient tensors.)
+LEVER_CAUSES: dict[TriedLever, tuple[tuple[CauseClass, float], ...]] = {
+    TriedLever.SHORTER_CONTEXT: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM + 0.5),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.QUANTIZED_KV: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.LARGER_KV_SHARE: ((CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, MEDIUM + 0.5),),
+    TriedLever.SMALLER_STEP: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FLASH_ATTENTION: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FEWER_GPU_LAYERS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.MORE_GPUS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.QUANTIZED_WEIGHTS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.NO_CUDA_GRAPHS: ((CauseClass.CUDA_GRAPH_CAPTURE, MEDIUM + 0.5),),
+    TriedLever.EXPANDABLE_SEGMENTS: ((CauseClass.FRAGMENTATION, MEDIUM + 0.5),),
+    TriedLever.SMALLER_MM_INPUT: ((CauseClass.MULTIMODAL_ENCODER, MEDIUM + 0.5),),
+    TriedLever.NO_SPECULATION: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.LESS_LORA: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.NO_PROMPT_LOGPROBS: ((CauseClass.SAMPLER_OR_LOGITS, MEDIUM + 0.5),),
+    TriedLever.MORE_HOST_MEMORY: ((CauseClass.HOST_RAM_OOM, MEDIUM + 0.5),),
+    TriedLever.GPU_TO_ITSELF: ((CauseClass.OTHER_PROCESS_OR_SHARED_GPU, MEDIUM + 0.5),),
+    TriedLever.RESTART: ((CauseClass.MEMORY_LEAK, MEDIUM + 0.5),),
+}
+
+
+def _levers_tried(ev: Evidence, t: Tally) -> None:
+    """What the reporter changed and whether it helped (sources/levers_tried.py): the cure that worked
+    names its mechanism; one that did not argues a little against it."""
+    for fact in ev.of(LeverTried):
+        for cls, weight in LEVER_CAUSES[fact.lever]:
+            if fact.helped:
+                t.add(cls, weight, f"the report says {fact.lever.value} helped", fact)
+            else:
+                t.add(cls, -WEAK, f"the report says {fact.lever.value} did not help", fact)
 
 
 def _growth_before_kill(ev: Evidence, t: Tally) -> None:

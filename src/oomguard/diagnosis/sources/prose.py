@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import Signal
+from oomguard.diagnosis.evidence import LeverTried, Signal
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.levers_tried import levers_tried
 
 # Text that appears inside tool output and says nothing about this failure.
 BOILERPLATE = (
@@ -21,6 +22,8 @@ BOILERPLATE = (
     "Tried to allocate",
     "If you are running out of memory",
     "CUDA graphs can take additional",
+    # vLLM's refusal for too few recurrent-state blocks names the step it stops before, not a graph's memory
+    "so CUDA graph capture cannot proceed",
     "To disable, set",
     "See documentation for Memory Management",
     "is reserved by PyTorch",
@@ -230,6 +233,10 @@ class Parser(LineParser):
         if not is_prose(line, msg):
             return  # engine and tool output describe nothing about the failure in words
         low = _PATH.sub(" ", text.lower())
+        for lever, helped in levers_tried(_PATH.sub(" ", text)):
+            self.ctx.emit(
+                LeverTried(where=self.ctx.where(line), text=self.ctx.clip(raw), lever=lever, helped=helped)
+            )
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue
