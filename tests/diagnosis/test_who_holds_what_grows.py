@@ -181,3 +181,63 @@ def test_npu_smi_and_rocm_smi_processes_on_one_device_are_another_process():
     rocm = read(ROCM_SMI)
     assert [(p.gpu, p.used) for p in rocm.of(GpuProcess)] == [(0, 182536110080), (0, 17179869184)]
     assert [(g.total, g.used) for g in rocm.of(GpuMemory)] == [(206141652992, 200864030720)]
+
+
+def prose(text: str) -> set[str]:
+    return {getattr(f, "name", "") for f in read(text) if getattr(f, "name", "").startswith("prose-")}
+
+
+# A growth the reporter measured, a quantity over a span
+# (https://github.com/sgl-project/sglang/issues/5958).
+MEASURED_GROWTH = (
+    "I am observing that GPU memory increases by 20GB after SGLang server initialization when left running "
+    "for 7 days and serving a lot of requests (between 500k and 1 million)."
+)
+# A one-off rise with no span is PyTorch's cache keeping a peak
+# (https://github.com/sgl-project/sglang/issues/951).
+ONE_PEAK = (
+    "When testing the sglang LLM inference framework, I observed that the GPU memory utilization increased "
+    "from 73.16 GiB to 77.06 GiB."
+)
+# Memory not given back: https://github.com/verl-project/verl/issues/429 and
+# https://github.com/vllm-project/vllm/issues/21073; another process's memory is not the engine's
+# (https://github.com/vllm-project/vllm/issues/13131).
+NOT_RELEASED = "But after llm_engine.step(), the increased memory is not released."
+NOT_FREED = "The deletion of the LLM object does not free all the memory."
+OTHERS_RELEASE = (
+    "It added logic in memory usage calculations that hopes other processes don't release GPU memory during "
+    "the calculation process, aborting if they have."
+)
+
+
+def test_a_growth_measured_over_time_and_memory_not_given_back_are_the_leak():
+    assert "prose-measured-growth" in prose(MEASURED_GROWTH)
+    assert ranked(MEASURED_GROWTH)[0] == "memory-leak"
+    assert "prose-measured-growth" not in prose(ONE_PEAK)
+    assert "prose-not-freed" in prose(NOT_RELEASED)
+    assert "prose-not-freed" in prose(NOT_FREED)
+    assert "prose-not-freed" not in prose(OTHERS_RELEASE)
+
+
+# nvidia-smi's query CSVs (--query-gpu / --query-compute-apps, `-l` repeating them) read hour after hour:
+# memory that only rose in small steps is never given back; the same device read while an engine starts
+# (weights, then the KV pool: steps of tens of percent) is no leak.
+SMI_HOURLY = (
+    "index, name, memory.used [MiB], memory.total [MiB]\n"
+    + "".join(f"0, NVIDIA A100-SXM4-80GB, {mib} MiB, 81920 MiB\n" for mib in (71203, 72988, 75114, 77986))
+    + "the server died with CUDA out of memory after two days\n"
+)
+SMI_STARTUP = (
+    "index, name, memory.used [MiB], memory.total [MiB]\n"
+    + "".join(f"0, NVIDIA A100-SXM4-80GB, {mib} MiB, 81920 MiB\n" for mib in (1203, 16988, 73114, 73986))
+    + "the server died with CUDA out of memory\n"
+)
+APPS_HOURLY = "".join(
+    f"pid, process_name, used_gpu_memory [MiB]\n41233, python3, {mib} MiB\n" for mib in (70110, 71950, 74008)
+)
+
+
+def test_device_memory_that_only_creeps_up_across_readings_is_the_leak():
+    assert ranked(SMI_HOURLY)[0] == "memory-leak"
+    assert "memory-leak" not in ranked(SMI_STARTUP)[:1]
+    assert ranked(APPS_HOURLY + "then it ran out of memory\n")[0] == "memory-leak"

@@ -65,6 +65,8 @@ class OomMessage(Fact):
     allocated: int | None = None
     private_pools: int | None = None
     reserved_unallocated: int | None = None
+    # The largest contiguous free block, where the allocator prints one (Tenstorrent's bank allocator).
+    largest_free: int | None = None
     process_tag: str = ""  # "(Worker_TP1_EP1 pid=..)" etc. when the line carried one
 
 
@@ -164,6 +166,11 @@ SIGNALS = frozenset(
         # 4 GB, limit_bytes; Vulkan's, Level Zero's, WebGPU's, per_allocation=1), a count of live buffers
         # (Metal's resource limit), a core's scratch memory at compile time (XLA's SMEM/VMEM)
         "platform-limit",
+        # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
+        # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")
+        "logits-buffer-failed",
+        # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
+        "prompt-logprobs-requested",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -181,6 +188,8 @@ SIGNALS = frozenset(
         # prose (narrative text around the logs: issue bodies, notes)
         "prose-leak",
         "prose-growth",
+        "prose-measured-growth",  # a growth word with a memory quantity and the span it grew over
+        "prose-not-freed",  # memory not given back (after a delete, a shutdown, a request)
         "prose-fragmentation",
         "prose-host-memory",
         "prose-activation",

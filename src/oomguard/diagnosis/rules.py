@@ -28,6 +28,7 @@ from oomguard.diagnosis.evidence import (
     Fact,
     FailedStep,
     Frame,
+    GpuMemory,
     GpuProcess,
     HostMemory,
     LeverTried,
@@ -40,6 +41,7 @@ from oomguard.diagnosis.evidence import (
     TriedLever,
 )
 from oomguard.diagnosis.setup import EngineSetup
+from oomguard.diagnosis.sizing import catalog_vocab
 from oomguard.diagnosis.sources.allocator import AllocatorReport
 from oomguard.diagnosis.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnosis.step_shape import StepAnalysis
@@ -123,6 +125,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prepare_finalize",
             "mori",
             "low_latency_dispatch",
+            # TRT-LLM's and FlashInfer's MNNVL all-to-all (moe_alltoall / mnnvl_moe_alltoallv), UCCL's EP
+            "alltoall",
+            "mnnvl",
+            "uccl",
         ),
     ),
     (
@@ -289,6 +295,30 @@ REQUEST_STEP_FRAMES = (
 )
 
 
+# Functions that hold the vocabulary-wide tensors (tokens x vocab: the logits, their log-softmax, logprobs,
+# entropy, the LM head's output), in the engines and in the RL trainers that wrap them: vLLM's
+# compute_logits / _get_logits / compute_logprobs / _compute_prompt_logprobs, SGLang's
+# LogitsProcessor._get_logits, verl's logprobs_from_logits / entropy_from_logits, OpenRLHF's
+# log_probs_from_logits, TRL's selective_log_softmax / _get_per_token_logps, slime's compute_log_probs /
+# vocab_parallel_softmax, NeMo-RL's from_parallel_logits_to_logprobs, Megatron's
+# vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
+# never on the attention's, the router's or an indexer's logits.
+LOGITS_FUNCTION = re.compile(
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
+    r"vocab_parallel(_\w+)?)(?![a-z0-9])"
+)
+# The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
+# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(
+    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
+)
+# Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
+# Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
+FRAME_STRIDE = 4
+
+
 # vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
 # compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
 _V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
@@ -310,6 +340,8 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
+    if LOGITS_FUNCTION.search(func.lower()):
+        return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
             text = text.replace(umbrella, "")
@@ -403,6 +435,7 @@ FAILURE_SIGNALS = {
     "cudagraph-capture-failed",
     "kv-pool-dry",
     "lora-cache-full",
+    "logits-buffer-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -462,8 +495,11 @@ def situation(ev: Evidence) -> Situation:
     failures.sort(key=lambda f: (f.where.source, f.where.line))
     first = failures[0] if failures else None
     categories: dict[str, list[Frame]] = {}
-    for frame in ev.of(Frame):
+    frames = ev.of(Frame)
+    for i, frame in enumerate(frames):
         cat = frame_category(frame)
+        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+            cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
     samples = ev.of(LoadSample)
@@ -484,6 +520,15 @@ def situation(ev: Evidence) -> Situation:
         bool(ev.of(Frame)) and not host_failure
     )
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
+
+
+def _innermost(frames: list[Frame], i: int) -> bool:
+    """Whether frames[i] is the last of its traceback (no frame follows it within FRAME_STRIDE lines)."""
+    here = frames[i].where
+    if i + 1 == len(frames):
+        return True
+    after = frames[i + 1].where
+    return after.source != here.source or not 0 < after.line - here.line <= FRAME_STRIDE
 
 
 def _phase(
@@ -569,6 +614,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
+    _logits_sized(ev, setup, tally)
     _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
@@ -576,6 +622,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _host(ev, tally)
     _processes(ev, tally)
     _held_before_start(ev, setup, tally)
+    _device_creep(ev, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -670,6 +717,25 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
         t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
+    for s in ev.signals("logits-buffer-failed"):
+        t.add(
+            "sampler-or-logits",
+            STRONG + 0.5,
+            "the engine could not allocate its logits output buffer (rows of the vocabulary per output "
+            "token, fp32)",
+            s,
+        )
+    for s in ev.signals("prompt-logprobs-requested")[:1]:
+        # Only requests carry the option: a failure while serving them, or one not placed, is theirs to
+        # explain; a startup failure is not.
+        serving = sit.phase in ("runtime", "unknown") and (bool(sit.failures) or sit.gpu_failure)
+        t.add(
+            "sampler-or-logits",
+            MEDIUM + 0.5 if serving else WEAK,
+            "a request asks for its prompt's logprobs: every prompt token holds a row of the vocabulary, "
+            "which the profile run (a prefill without logprobs) never measured",
+            s,
+        )
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
@@ -1044,6 +1110,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                     "reserved-but-unallocated memory is small against the request: not fragmentation",
                     o,
                 )
+        _free_in_pieces(o, t)
         if o.flavor == "expandable-segments":
             t.add(
                 "fragmentation",
@@ -1070,6 +1137,109 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add(
                 "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
             )
+
+
+# Vocabulary rows are padded to this multiple before tensor parallelism splits them (vLLM's
+# VocabParallelEmbedding / ParallelLMHead, SGLang's alike), so the logits' last dimension is the padded
+# vocabulary, or its share per tensor-parallel rank.
+VOCAB_PADDING = 64
+# A request matching tokens x vocab x 2 bytes is evidence only where a size drawn at random would match with
+# at most this chance (summed over the vocabulary widths tried): the printed rounding must be finer than a
+# row of logits.
+LOGITS_MATCH_CHANCE = 0.1
+# More rows than this in one logits tensor is no step any engine or trainer runs.
+LOGITS_MAX_ROWS = 1 << 22
+
+
+# PyTorch's caching allocator reports the block it asked the driver for, not the tensor: a request of 10 MiB
+# or more rounded up to a multiple of 2 MiB (kRoundLarge), smaller ones a 2 MiB or 20 MiB buffer
+# (c10/cuda/CUDACachingAllocator.cpp get_allocation_size); "Tried to allocate 594.00 MiB" is a 593.50 MiB
+# tensor. Its sizes are known to within this much below the printed one.
+TORCH_BLOCK_ROUNDING = 2 * MIB
+TORCH_FLAVORS = ("torch", "torch-old", "expandable-segments", "hsa")
+
+
+def size_uncertainty(size: int, flavor: str) -> float:
+    """How far the tensor's true size may be from the size an OOM message prints: PyTorch's allocator's block
+    rounding, else half the last digit of two decimals of bytes, KiB, MiB or GiB (ggml, XLA)."""
+    if flavor in TORCH_FLAVORS:
+        return TORCH_BLOCK_ROUNDING
+    for unit in (GIB, MIB, 1024):
+        if size >= unit:
+            return 0.005 * unit
+    return 0.5
+
+
+def logits_rows(requested: int, flavor: str, vocab: int, tp: int) -> tuple[int, int] | None:
+    """(rows, width) when `requested` is rows x width x 2 bytes (bf16/fp16 logits; fp32 ones are twice the
+    rows) for a width the logits take (the vocabulary, padded, or its tensor-parallel share), within the
+    message's rounding; None when no width matches or the rounding is too coarse to tell."""
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    widths = sorted({vocab, padded} | ({padded // tp} if tp > 1 and padded % tp == 0 else set()))
+    tolerance = size_uncertainty(requested, flavor)
+    if sum(min(1.0, 2 * tolerance / (w * 2)) for w in widths) > LOGITS_MATCH_CHANCE:
+        return None
+    for width in widths:
+        rows = round(requested / (width * 2))
+        if 1 <= rows <= LOGITS_MAX_ROWS and abs(requested - rows * width * 2) <= tolerance:
+            return rows, width
+    return None
+
+
+def _logits_sized(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """A failed request whose size is a whole number of rows of the model's vocabulary (x 2 or 4 bytes) is a
+    logits tensor (or its log-softmax, its fp32 copy), whatever the stack shows."""
+    model = setup.weights.model if setup.weights else None
+    vocab = catalog_vocab(model.catalog_id) if model and model.catalog_id else None
+    if vocab is None:
+        return
+    tp = setup.parallel("tensor_parallel_size")
+    for o in ev.of(OomMessage):
+        found = logits_rows(o.requested, o.flavor, vocab, tp) if o.requested else None
+        if found is None or not o.requested:
+            continue
+        rows, width = found
+        t.add(
+            "sampler-or-logits",
+            STRONG,
+            f"the failed {o.requested / MIB:,.2f} MiB request is {rows:,} rows x {width:,} (the vocabulary "
+            f"of {model.catalog_id if model else 'the model'}) x 2 bytes: a logits tensor",
+            o,
+        )
+        break
+
+
+def _free_in_pieces(o: OomMessage, t: Tally) -> None:
+    """Free memory against the request where the allocator says both and manages the memory itself (not
+    PyTorch's, whose "free" is the driver's, outside its cache): free enough in total yet the request refused
+    is the free memory in pieces; with the largest free block printed, the block decides (Tenstorrent's bank
+    allocator), else the sum does (XLA's TPU allocator: "Attempting to allocate X. That was not possible.
+    There are Y free")."""
+    if o.flavor != "engine" or not o.requested or o.free is None:
+        return
+    if o.free < o.requested:
+        t.add(
+            "fragmentation",
+            -MEDIUM,
+            f"{o.free / MIB:,.1f} MiB was free in all, less than the {o.requested / MIB:,.1f} MiB asked: "
+            "full, not in pieces",
+            o,
+        )
+        return
+    if o.largest_free is not None and o.largest_free >= o.requested:
+        return  # a block that fits was there: something other than the free memory refused it
+    largest = (
+        f", its largest free block {o.largest_free / MIB:,.1f} MiB" if o.largest_free is not None else ""
+    )
+    t.add(
+        "fragmentation",
+        STRONG + 0.5,
+        f"{o.free / MIB:,.1f} MiB was free, more than the {o.requested / MIB:,.1f} MiB asked{largest}: the "
+        "free memory was there, not in one piece",
+        o,
+    )
+    for cls in ("activation-peak", "weights-dont-fit", "other-process-or-shared-gpu"):
+        t.add(cls, -MEDIUM, "the allocator had the bytes free, in pieces", o)
 
 
 def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
@@ -1600,6 +1770,57 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
         )
 
 
+# A device's memory read this many times, each reading at or above the one before, is a trend.
+CREEP_READINGS = 3
+# What it must have grown by, at least (a GiB, or this share of the first reading).
+CREEP_MIN = 1 * GIB
+CREEP_SHARE = 0.05
+# A step larger than this share of the device is an engine allocating its pools (weights, KV), not a creep.
+CREEP_STEP_SHARE = 0.2
+
+
+def _device_creep(ev: Evidence, t: Tally) -> None:
+    """The same process, or the same device, read several times (nvidia-smi under `watch`, tables pasted hour
+    after hour): memory that only rose, in steps small against the device (an engine's startup takes its
+    weights and KV pool in steps of tens of percent), is memory that is never given back. One process's own
+    memory is the leak itself; a device's could be a neighbour's growing, so it weighs less."""
+    per_process: dict[tuple[str, int | None, int | None], list[GpuProcess]] = {}
+    for p in ev.of(GpuProcess):
+        per_process.setdefault((p.where.source, p.gpu, p.pid), []).append(p)
+    per_device: dict[tuple[str, int | None, str], list[GpuMemory]] = {}
+    totals: dict[tuple[str, int | None, str], int] = {}
+    for g in ev.of(GpuMemory):
+        key = (g.where.source, g.gpu, g.name)
+        per_device.setdefault(key, []).append(g)
+        totals[key] = g.total
+    series: list[tuple[list[Fact], list[int], int | None, float, str]] = [
+        (list(rs), [r.used for r in rs], None, STRONG, "a process's GPU memory")
+        for rs in per_process.values()
+    ]
+    series += [
+        (list(rs), [r.used for r in rs], totals[k], MEDIUM + 0.5, "a GPU's memory in use")
+        for k, rs in per_device.items()
+    ]
+    for readings, used, total, weight, what in series:
+        if len(used) < CREEP_READINGS or used[0] <= 0:
+            continue
+        steps = [b - a for a, b in itertools.pairwise(used)]
+        largest = CREEP_STEP_SHARE * (total or max(used))
+        if (
+            all(0 <= s <= largest for s in steps)
+            and sum(1 for s in steps if s > 0) >= 2
+            and used[-1] - used[0] >= max(CREEP_MIN, CREEP_SHARE * used[0])
+        ):
+            t.add(
+                "memory-leak",
+                weight,
+                f"{what} rose in every reading, from {used[0] / GIB:.2f} to {used[-1] / GIB:.2f} GiB over "
+                f"{len(used)} readings, in steps no engine's startup takes",
+                readings[0],
+                readings[-1],
+            )
+
+
 def _snapshot(ev: Evidence, t: Tally) -> None:
     for s in ev.of(Snapshot):
         free_in_pool = s.reserved - s.allocated
@@ -1615,7 +1836,16 @@ def _snapshot(ev: Evidence, t: Tally) -> None:
             t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
 
 
-_DP_RANK = re.compile(r"DP\d+")
+# A rank that sizes its own KV pool: a data-parallel rank (vLLM's EngineCore_DP0, SGLang's DP0), or a rank
+# whose count a line states with its number and no tensor-parallel tag (rank_kv.py); tensor-parallel ranks of
+# vLLM and SGLang agree on the minimum before they allocate, so their tags are left out.
+_DP_RANK = re.compile(r"DP\d+|^rank\d+$")
+
+
+# Data-parallel engines' pools this far apart (share of the smaller) are not rounding; ranks that share one
+# block table (a count stated per rank) must agree exactly, so any difference past this counts.
+DP_SPREAD = 0.05
+SHARED_TABLE_SPREAD = 0.005
 
 
 def _dp_ranks(ev: Evidence, t: Tally) -> None:
@@ -1626,7 +1856,8 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
             if n.quantity == quantity and rank:
                 per_rank[rank.group(0)] = n
         values = [n.value for n in per_rank.values()]
-        if len(values) >= 2 and max(values) > 1.05 * min(values):
+        spread = SHARED_TABLE_SPREAD if all(r.startswith("rank") for r in per_rank) else DP_SPREAD
+        if len(values) >= 2 and max(values) > (1 + spread) * min(values):
             t.add(
                 "dp-replica-kv-accounting",
                 STRONG,
@@ -1886,6 +2117,8 @@ def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation)
 PROSE = {
     "prose-leak": ("memory-leak", STRONG - 0.5),
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-measured-growth": ("memory-leak", STRONG),
+    "prose-not-freed": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
@@ -1957,7 +2190,7 @@ def _growth_before_kill(ev: Evidence, t: Tally) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
     grow)."""
-    growth = ev.signals("prose-growth", "prose-leak")
+    growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
     if not growth or t.score("host-ram-oom") <= 0:
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"

@@ -222,6 +222,18 @@ def _catalog_size(model: str) -> tuple[str, float, float, str, float | None] | N
     return entry.id, float(spec.num_params), float(stored), precision, spec.dtype_bytes
 
 
+@lru_cache(maxsize=256)
+def catalog_vocab(catalog_id: str) -> int | None:
+    """The vocabulary of a catalog model: the rows of its LM head, the last dimension of its logits."""
+    from oomguard.errors import OomguardError
+    from oomguard.models.resolve import resolve_model
+
+    try:
+        return resolve_model(catalog_id).vocab_size or None
+    except OomguardError:
+        return None
+
+
 def model_size(model: str | None, flags: dict[str, str], fact: Fact | None = None) -> ModelSize | None:
     """Phase 1: the model's size, the catalog first, else the count in its name; None when neither says."""
     if not model:

@@ -160,7 +160,9 @@ _HELPED = re.compile(
     r"\b(?:fix(?:es|ed) (?:it|this|that|my|the (?:issue|problem|oom|error|crash))|(?:is|was|got|gets) fixed|"
     r"solv(?:es|ed)|resolv(?:es|ed)|works?|worked|working|helps|helped|fits|"
     r"no longer|no issues?|no (?:more )?(?:oom|errors?)|runs? (?:fine|ok|okay|well|successfully)|"
-    r"succeed(?:s|ed)?|went away|is gone|made the difference)\b"
+    r"succeed(?:s|ed)?|went away|is gone|made the difference|"
+    r"never (?:got|get|gets|had|hit|saw|see|seen) (?:an? |the |any )?"
+    r"(?:ooms?|out of memory|errors?|crash\w*))\b"
     r"|解决|可以了|成功",
     re.IGNORECASE,
 )

@@ -23,6 +23,7 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
 - decode at runtime: "decode: failed to find a memory slot for batch of size N", "failed to find free space in
   the KV cache, retrying with smaller batch size", "failed to find KV cache slot for ubatch of size N";
   node-llama-cpp's "could not find a KV slot for the batch"
+- the logits output buffer: "llama_output_reserve: failed to allocate output buffer of size N MiB"
 - ollama's runner dying while it loads: "llama runner exited, you may not have enough available memory to run
   this model" (ollama llm/server.go)
 - "error loading model: unable to allocate backend buffer", "llama_model_load: error loading model"
@@ -116,6 +117,9 @@ _NO_KV_SLOT = (
 )
 # ollama's runner exited before it was ready (it was loading the model).
 _RUNNER_LOAD_EXIT = "you may not have enough available memory to run this model"
+# llama_output_reserve (src/llama-context.cpp): the buffer the logits are returned in, n_vocab x the outputs
+# of a batch x fp32 (plus the embeddings when asked): "failed to allocate output buffer of size 1187.50 MiB".
+_OUTPUT_BUFFER = re.compile(r"failed to allocate output buffer of size (?P<v>[\d.]+ ?[KMG]iB)")
 # Once per start or per request, not per batch (a day's log holds millions of "update_slots" lines).
 _SERVING = ("server is listening", "all slots are idle", "launch_slot_", "llama runner started in")
 
@@ -141,6 +145,7 @@ class Parser(LineParser):
             *_CONTEXT_FAILED,
             *_ALLOC_FAILED,
             "warmup with image size",
+            "failed to allocate output buffer",
             *_SERVING,
             "current device:",
             "MiB free",
@@ -172,6 +177,9 @@ class Parser(LineParser):
                 size = log_size(m.group("v")) or 0
                 self.kv_bytes += size
                 self.kv_by_device[m.group("dev")] = self.kv_by_device.get(m.group("dev"), 0) + size
+        output = _OUTPUT_BUFFER.search(body)
+        if output:
+            self._once(line, body, "logits-buffer-failed", requested_bytes=log_size(output.group("v")))
         if any(w in body for w in _NO_KV_SLOT):
             self._once(line, body, "kv-pool-dry", n_ctx=self.n_ctx)
         if _RUNNER_LOAD_EXIT in body and self.step in (Step.NONE, Step.LOAD):
