@@ -211,6 +211,9 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "profile_cudagraph_memory",
             "_init_minimal_kv_cache_for_profiling",
             "init_cuda_graph",  # SGLang: init_cuda_graphs / the attention backend's init_cuda_graph_state
+            # TGI's warm-up capturing each decode batch size (flash_causal_lm.py cuda_graph_warmup),
+            # TensorRT-LLM's PyTorch executor (model_engine.py _run_cuda_graph_warmup)
+            "cuda_graph_warmup",
         ),
     ),
     (
@@ -226,6 +229,9 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "get_kv_cache_config",
             "_reshape_kv_cache",
             "bind_kv_cache",
+            "init_memory_pool",  # SGLang's ModelRunner: the token-to-KV pool's tensors
+            "create_kv_cache",  # TensorRT-LLM's PyTorch executor: KvCacheCreator._create_kv_cache_manager
+            "build_cache_engine",  # LMDeploy's PyTorch executor
         ),
     ),
     (
@@ -255,6 +261,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_initialize_model",
             "weight_utils",
             "safetensors",
+            "utils/weights.py",  # TGI's sharded weight reads (get_tensor, get_sharded, get_multi_weights_col)
+            "= get_model(",  # the engine's call that builds the model (vLLM's worker, TGI's server)
         ),
     ),
     (
@@ -277,7 +285,8 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 # `_initialize_kv_caches`: profile, KV allocation, graph capture): they place nothing by their name.
 UMBRELLA_STEPS = ("_initialize_kv_caches",)
 # A frame in a CUDA-graph module that is not capturing is replaying a captured graph: a runtime step.
-CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py")
+# (LMDeploy's backends/cuda/graph_runner.py and SGLang's npu_graph_runner.py capture too.)
+CUDAGRAPH_MODULES = ("cuda_graph", "cudagraph", "torch/cuda/graphs.py", "graph_runner")
 
 
 # The engines' per-step entry points for requests (vLLM's execute_model, SGLang's scheduler and model runner):

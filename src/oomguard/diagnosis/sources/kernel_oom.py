@@ -1,8 +1,9 @@
 """Kernel OOM-killer reports (dmesg, journalctl, /var/log/kern.log), a shell's bare "Killed", NVIDIA driver
 memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY"), systemd's verdict on a
 service the OOM killer hit ("ollama.service: Failed with result 'oom-kill'", "A process of this unit has
-been killed by the OOM killer", "Consumed ..., 123.9G memory peak") and the memory cgroup's usage line of the
-kernel's report ("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c)."""
+been killed by the OOM killer", "Consumed ..., 123.9G memory peak"), the memory cgroup's usage line of the
+kernel's report ("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c) and an engine's
+worker dying of SIGKILL ("died, exit code: -9")."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ _SYSTEMD_PEAK = re.compile(
     r"(?P<unit>[\w@.-]+\.service): Consumed .*?(?P<v>[\d.]+)(?P<u>[KMGT])B? memory peak"
 )
 _BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
+# worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
+# V1's "Worker proc VllmWorker-0 died unexpectedly (exit code: -9)", SGLang's "Rank 0 scheduler died during
+# initialization (exit code: -9)", torch elastic's "failed (exitcode: -9)".
+_DIED_SIGKILL = re.compile(r"\bdied\b[^\n]{0,60}?\bexit code:? \(?-9\b|\bexitcode[:=] ?-9\b")
 
 
 class Parser(LineParser):
@@ -40,6 +46,8 @@ class Parser(LineParser):
             *_SYSTEMD_OOM,
             "memory peak",
             "failcnt",
+            "exit code",
+            "exitcode",
         )
     )
 
@@ -70,6 +78,8 @@ class Parser(LineParser):
                 and re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
             )
         ):
+            self.ctx.signal(line, body, "host-killed")
+        if "-9" in body and _DIED_SIGKILL.search(body):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
             self.ctx.signal(line, body, "unified-memory-exhausted")
