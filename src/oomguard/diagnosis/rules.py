@@ -177,6 +177,19 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "audio_tower",
             "get_image_feature",
             "mm_embed",
+            # vision towers in their own files (vLLM intern_vit.py, moonvit.py, siglip2navit.py;
+            # DeepSeek-OCR's deepencoder; Whisper's audio encoder), the merge of their output into the
+            # prompt's embeddings (vLLM models/utils.py _merge_multimodal_embeddings), LLaVA/Idefics towers
+            # (TGI, SGLang), LMDeploy's vision models (lmdeploy/vl/)
+            "vit.py",
+            "deepencoder",
+            "whisper",
+            "multimodal_embeddings",
+            "_process_video_input",
+            "vision_model",
+            "llava",
+            "idefics",
+            "/vl/",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
@@ -1486,7 +1499,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
         t.add(
             "spec-decode-or-lora-extra",
             STRONG + 0.5,
-            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            "it failed while the engine loaded the speculative draft model, after the target's weights",
             fact,
         )
     if sit.gpu_failure and sit.categories.keys() & {
@@ -1517,7 +1530,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     if not (generic_oom or ended_here):
         return
     mm = _multimodal_profile(ev, setup)
-    if sit.phase == "startup-weights":
+    drafting = isinstance(fact, Signal) and fact.name == "milestone-drafter-loading"
+    if sit.phase == "startup-weights" and not drafting:  # (the draft's load is the draft's extra, above)
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
         if mm:
