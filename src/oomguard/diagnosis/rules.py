@@ -86,7 +86,16 @@ AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone
 # token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
-NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
+NON_OOM_FAILURES = frozenset(
+    {
+        "int32-index-math",
+        "illegal-memory-access",
+        "nccl-error",
+        "deepep-error",
+        "device-error",
+        "misreported-oom",
+    }
+)
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
 # Causes that need traffic.
@@ -136,6 +145,11 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compute_logprobs",
             "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
             "sampling_from_probs",
+            # the logits processors and warpers over [rows, vocab]: transformers' and LMDeploy's
+            # logits_process.py, TGI's NextTokenChooser
+            "logits_process",
+            "logits_warper",
+            "next_token_chooser",
         ),
     ),
     (
@@ -317,16 +331,25 @@ REQUEST_STEP_FRAMES = (
 # vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
 # never on the attention's, the router's or an indexer's logits.
 LOGITS_FUNCTION = re.compile(
-    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)(?<!mqa_)"
     r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
     r"vocab_parallel(_\w+)?)(?![a-z0-9])"
 )
 # The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
-# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
-# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
-LOGITS_CODE = re.compile(
-    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
-)
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `outputs.logits[:, -1, :]`,
+# `self.lm_head(hidden)`, `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(r"(?<!\w)(?:logits|lm_head)(?!\w)|\blog_softmax\s*\(")
+# A call computing another mechanism's logits on that line: sparse attention's indexer (vLLM's
+# fp8_mqa_logits / fp8_paged_mqa_logits for DeepSeek V3.2), attention scores, an MoE router.
+OTHER_LOGITS_CODE = re.compile(r"mqa_logits|indexer|attn|attention|router|gating|gate\b")
+# Function names of weight loading and module construction, which may name the LM head they build.
+BUILDING_FUNCTION = re.compile(r"load|weight|init|creat|build")
+# A function named for the logits counts within this many frames of the allocation (module-call wrappers
+# aside): verl's compute_log_prob runs the whole actor forward, so far above an attention layer's OOM its
+# name says nothing of what failed.
+LOGITS_DEPTH = 4
+# Frames of a module call's plumbing (torch.nn.Module.__call__ and its hooks), not steps of the program.
+WRAPPER_PATHS = ("torch/nn/modules/module.py", "accelerate/hooks.py", "torch/utils/_contextlib.py")
 # Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
 # Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
 FRAME_STRIDE = 4
@@ -353,8 +376,6 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
-    if LOGITS_FUNCTION.search(func.lower()):
-        return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
             text = text.replace(umbrella, "")
@@ -433,6 +454,8 @@ FAILURE_SIGNALS = {
     "profiling-memory-released",
     "int32-index-math",
     "illegal-memory-access",
+    "device-error",
+    "misreported-oom",
     "hsa-out-of-resources",
     "deepep-error",
     "nvshmem-alloc",
@@ -507,9 +530,10 @@ def situation(ev: Evidence) -> Situation:
     first = failures[0] if failures else None
     categories: dict[str, list[Frame]] = {}
     frames = ev.of(Frame)
-    for i, frame in enumerate(frames):
+    depths = _depths(frames)
+    for frame, depth in zip(frames, depths, strict=True):
         cat = frame_category(frame)
-        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+        if cat in (None, "forward", "serving") and logits_frame(frame, depth):
             cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
@@ -533,13 +557,33 @@ def situation(ev: Evidence) -> Situation:
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
 
 
-def _innermost(frames: list[Frame], i: int) -> bool:
-    """Whether frames[i] is the last of its traceback (no frame follows it within FRAME_STRIDE lines)."""
-    here = frames[i].where
-    if i + 1 == len(frames):
+def logits_frame(frame: Frame, depth: int) -> bool:
+    """Whether a frame `depth` steps above the allocation computes the vocabulary-wide tensors: a function
+    named for them near the allocation, or the innermost call made on the logits themselves."""
+    func = frame.function.lower()
+    if depth <= LOGITS_DEPTH and LOGITS_FUNCTION.search(func) and not BUILDING_FUNCTION.search(func):
         return True
-    after = frames[i + 1].where
-    return after.source != here.source or not 0 < after.line - here.line <= FRAME_STRIDE
+    return depth == 0 and bool(LOGITS_CODE.search(frame.code)) and not OTHER_LOGITS_CODE.search(frame.code)
+
+
+def _depths(frames: list[Frame]) -> list[int]:
+    """Each frame's distance from the innermost frame of its traceback (0: where the allocation was made),
+    counting program steps only (module-call plumbing aside). Frames of one traceback are consecutive, at
+    most FRAME_STRIDE lines apart."""
+    depths = [0] * len(frames)
+    below = 0
+    for i in range(len(frames) - 1, -1, -1):
+        here = frames[i].where
+        after = frames[i + 1].where if i + 1 < len(frames) else None
+        joined = (
+            after is not None and after.source == here.source and 0 < after.line - here.line <= FRAME_STRIDE
+        )
+        if not joined:
+            below = 0
+        elif not any(w in frames[i + 1].path for w in WRAPPER_PATHS):
+            below += 1
+        depths[i] = below
+    return depths
 
 
 def _phase(
@@ -813,6 +857,25 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("misreported-oom")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the wrapper only guesses memory; the error under it is one no allocation raises, and nothing "
+            "says memory ran out",
+            s,
+        )
+    out_of_memory = any(isinstance(f, OomMessage) for f in sit.failures)
+    for s in ev.signals("device-error")[:1]:
+        # An allocator's out-of-memory message beside it is the likelier first failure; alone, the device
+        # error is the failure, and no memory mechanism explains it.
+        t.add(
+            "other",
+            MEDIUM if out_of_memory else STRONG,
+            "the device could not run the work (no code for this GPU, a driver too old, a device the process "
+            "cannot see): an error that is not a lack of memory",
+            s,
+        )
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
         t.add(
             "kv-cache-insufficient-at-startup",
@@ -932,25 +995,45 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
 
 def _platform_limit(ev: Evidence, t: Tally) -> None:
     """A limit of the platform other than free memory refused it: a buffer count or a core's scratch memory
-    outright; a per-allocation cap when the device had the memory for the request (splitting the tensor, or
-    the runtime's relaxed-limits setting, is the fix), else the request was too large anyway."""
+    outright; a cap on one allocation (Intel's 4 GB, Vulkan's maxMemoryAllocationSize, WebGPU's
+    maxBufferSize) unless the request was larger than the whole device anyway. The cap, not free memory, is
+    then why it failed (splitting the buffer, or the runtime's relaxed-limits setting, is the fix), so the
+    out-of-memory causes the allocation failure itself points at lose their weight."""
     for s in ev.signals("platform-limit")[:1]:
         cap = s.number("limit_bytes")
-        if cap is None:
+        if cap is None and not s.number("per_allocation"):
             t.add("other", STRONG, "a limit of the platform refused it, not the device's free memory", s)
             continue
         requested, total = s.number("requested_bytes"), s.number("total_bytes")
-        if requested and total and requested <= total - (s.number("reserved_bytes") or 0):
-            room = total - (s.number("reserved_bytes") or 0)
-            t.add(
-                "other",
-                STRONG,
+        room = total - (s.number("reserved_bytes") or 0) if total else None
+        if requested and room is not None and requested > room:
+            continue  # larger than the device: too large with or without the cap
+        if requested and room is not None and cap:
+            why = (
                 f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
-                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB",
-                s,
+                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB"
             )
-            for cls in ("activation-peak", "other-process-or-shared-gpu", "weights-dont-fit"):
-                t.add(cls, -MEDIUM, "the device had the memory: a cap refused the request", s)
+        elif cap:
+            why = f"the platform refuses any single allocation above {cap / GIB:.2f} GiB, and this one was"
+        else:
+            why = (
+                "the runtime refused the size of one allocation (its per-allocation cap), not for free memory"
+            )
+        t.add("other", STRONG, why, s)
+        for cls in OOM_CAUSES_OF_ONE_ALLOCATION:
+            t.add(
+                cls, -MEDIUM, "a cap on one allocation refused the request, not the device's free memory", s
+            )
+
+
+# The causes an allocation failure points at by itself (its size against free memory), which a per-allocation
+# cap refusing it rules down.
+OOM_CAUSES_OF_ONE_ALLOCATION = (
+    "activation-peak",
+    "other-process-or-shared-gpu",
+    "weights-dont-fit",
+    "max-model-len-exceeds-kv",
+)
 
 
 # Weights this small against the budget cannot be what left the KV pool empty.
