@@ -137,7 +137,8 @@ SIGNALS = frozenset(
         "kernel-oom-kill",  # dmesg "Out of memory: Killed process" / "oom-kill:"
         "host-enomem",  # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
         "unified-memory-exhausted",  # NVRM NV_ERR_NO_MEMORY on UMA parts
-        "cgroup-oom-kill",  # memory.events oom_kill > 0
+        "cgroup-oom-kill",  # memory.events oom_kill > 0 (also as Slurm's cgroup plugin reports it)
+        "oomd-kill",  # a userspace OOM killer (systemd-oomd) killed the cgroup under memory pressure
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
@@ -203,6 +204,7 @@ HOST_SIGNALS = frozenset(
         "host-enomem",
         "unified-memory-exhausted",
         "cgroup-oom-kill",
+        "oomd-kill",
         "ray-memory-kill",
     }
 )

@@ -1356,10 +1356,11 @@ def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
 def _host(ev: Evidence, t: Tally) -> None:
     names = {
         "host-killed": "the process was killed (SIGKILL) with no Python traceback",
-        "exit-137": "exit code 137 = 128 + SIGKILL",
+        "exit-137": "the process exited by SIGKILL (exit code 137 = 128 + 9, or -9)",
         "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
         "kernel-oom-kill": "the kernel's OOM killer killed the process",
         "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
+        "oomd-kill": "systemd-oomd killed the cgroup under host memory pressure",
         "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
         "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
         "allocations are host RAM there",

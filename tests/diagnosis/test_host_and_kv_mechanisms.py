@@ -1,0 +1,160 @@
+"""Every way a host or container says it ran out of memory, and every way an engine says its KV blocks ran out
+while serving (issue 8): each mechanism's text as the engine, the kernel or the tool that prints it words it,
+cited to the public thread or the source file that prints it, ranks its class first; a near miss of another
+class (same tool, another cause) does not."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from oomguard.diagnosis.diagnosis import diagnose
+from oomguard.diagnosis.evidence import Evidence
+from oomguard.diagnosis.read import read_one, require_evidence
+from oomguard.errors import InputFormatError
+
+HOST = "host-ram-oom"
+KV = "kv-exhaustion-at-runtime"
+
+
+def first(text: str) -> str:
+    """The first cause ranked, or "(no answer)" when nothing in the text was read as a failure."""
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    try:
+        require_evidence(evidence)
+    except InputFormatError:
+        return "(no answer)"
+    return str(diagnose(evidence).causes[0].cls)
+
+
+# --- A process ended by SIGKILL, as the tool that waited for it reports the exit status -----------------
+
+SIGKILL_EXITS = {
+    # vLLM V1 names each engine core that died with its exit code (vllm/v1/engine/utils.py,
+    # wait_for_engine_startup, v0.8-v0.11): a negative code is the signal that ended it.
+    "vllm-v1-core-proc": (
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {'EngineCore_DP0': -9}"
+    ),
+    # vLLM V0's multiproc executor (vllm/executor/multiproc_worker_utils.py, v0.4-v0.10): "Worker %s pid %s
+    # died, exit code: %s" (https://github.com/vllm-project/vllm/issues/15800, CPU backend, -9).
+    "vllm-v0-worker": (
+        "ERROR 03-31 15:45:10 [multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1867860 died, "
+        "exit code: -9"
+    ),
+    # torchrun's root-cause table (torch/distributed/elastic/multiprocessing/errors/__init__.py).
+    "torchrun": (
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-08-25_17:31:27\n"
+        "  host      : 4b1a9e8a140f\n"
+        "  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : -9 (pid: 8158)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 8158\n"
+    ),
+    # Python's subprocess (Lib/subprocess.py, CalledProcessError.__str__) for a signal and for a shell's 137.
+    "subprocess-signal": (
+        "subprocess.CalledProcessError: Command '['python3', 'convert_checkpoint.py']' died with "
+        "<Signals.SIGKILL: 9>."
+    ),
+    "subprocess-137": (
+        "subprocess.CalledProcessError: Command 'python3 build.py --model_dir llama-7b' returned non-zero "
+        "exit status 137."
+    ),
+    # docker ps (STATUS column "Exited (137) ...").
+    "docker-ps": (
+        "CONTAINER ID   IMAGE                     STATUS                       NAMES\n"
+        "3f1c2a9b8d7e   vllm/vllm-openai:v0.8.5   Exited (137) 2 minutes ago   vllm\n"
+    ),
+    # https://github.com/oobabooga/text-generation-webui/issues/1799: docker compose's words.
+    "compose-error-code": "with CPU (64GB ram)  container exits with error code 137",
+    # Go's os/exec ExitError ("signal: killed") as ollama relays it (llm/server.go).
+    "ollama-runner": "Error: llama runner process has terminated: signal: killed",
+    # zsh's and bash's job reports of a SIGKILLed child.
+    "zsh": "zsh: killed     python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-2-70b-hf",
+    "bash-job": "[1]+  Killed                  python serve.py --model Qwen/Qwen2.5-72B-Instruct",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGKILL_EXITS))
+def test_a_sigkill_exit_status_in_any_spelling_is_the_host(name: str) -> None:
+    assert first(SIGKILL_EXITS[name]) == HOST
+
+
+SIGKILL_NEAR_MISSES = {
+    # SIGILL (-4): an instruction the CPU lacks, not memory.
+    "core-proc-sigill": (
+        "RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {'EngineCore_DP0': -4}"
+    ),
+    "worker-exit-1": (
+        "ERROR 03-31 15:45:10 [multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1867860 died, "
+        "exit code: 1"
+    ),
+    "torchrun-sigabrt": (
+        "  exitcode  : -6 (pid: 8158)\n  traceback : Signal 6 (SIGABRT) received by PID 8158\n"
+    ),
+    "ollama-segfault": (
+        "Error: llama runner process has terminated: signal: segmentation fault (core dumped)"
+    ),
+    # PyTorch's CPU allocator error carries "Error code 12": errno ENOMEM, not an exit status (and it is the
+    # host, read as the allocation it is, not as a kill).
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGKILL_NEAR_MISSES))
+def test_another_exit_status_is_not_the_host(name: str) -> None:
+    assert first(SIGKILL_NEAR_MISSES[name]) != HOST
+
+
+# --- Host OOM killers other than the kernel's own report ------------------------------------------------
+
+HOST_KILLERS = {
+    # systemd-oomd (src/oom/oomd-manager.c, "Killed %s due to memory pressure for %s being ...").
+    "systemd-oomd": (
+        "Sep 21 09:15:58 dvd-nas systemd-oomd[581]: Killed /user.slice/user-1000.slice/user@1000.service/"
+        "app.slice/vllm.scope due to memory pressure for /user.slice/user-1000.slice/user@1000.service being "
+        "86.80% > 50.00% for > 20s with reclaim activity"
+    ),
+    # Slurm's cgroup plugin (src/plugins/task/cgroup, "Detected %u oom-kill event(s) in %ps").
+    "slurm": (
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your processes may have "
+        "been killed by the cgroup out-of-memory handler."
+    ),
+    # The kubelet's SystemOOM event (pkg/kubelet/oom/oom_watcher_linux.go).
+    "kubelet-system-oom": (
+        "  Warning  SystemOOM  2m  kubelet  System OOM encountered, victim process: python3, pid: 4101"
+    ),
+    # The kubelet's eviction message (pkg/kubelet/eviction/helpers.go).
+    "eviction-message": (
+        "Message:      The node was low on resource: memory. Threshold quantity: 100Mi, available: 52Mi. "
+        "Container vllm was using 61Gi, which exceeds its request of 0."
+    ),
+    # The memory cgroup's line of the kernel's OOM report (mm/memcontrol.c, mem_cgroup_print_oom_meminfo),
+    # https://github.com/triton-inference-server/server/issues/4154.
+    "memcg-oom-report": (
+        "[44517.301476] memory: usage 131072kB, limit 131072kB, failcnt 15691\n"
+        "[44517.301477] memory+swap: usage 0kB, limit 9007199254740988kB, failcnt 0\n"
+        "[44517.301477] kmem: usage 19932kB, limit 9007199254740988kB, failcnt 0\n"
+    ),
+    # Kernels before 4.19 (mm/oom_kill.c, "Out of memory: Kill process %d (%s) score %u or sacrifice child").
+    "kernel-pre-4.19": (
+        "[ 1234.567890] Out of memory: Kill process 1234 (python) score 912 or sacrifice child"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_KILLERS))
+def test_a_host_oom_killer_in_any_form_is_the_host(name: str) -> None:
+    assert first(HOST_KILLERS[name]) == HOST
+
+
+def test_a_pod_evicted_for_disk_is_not_the_host() -> None:
+    text = (
+        "Message:      The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: "
+        "2Gi. Container vllm was using 40Gi, which exceeds its request of 0."
+    )
+    assert first(text) != HOST
