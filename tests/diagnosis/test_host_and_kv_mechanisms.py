@@ -158,3 +158,90 @@ def test_a_pod_evicted_for_disk_is_not_the_host() -> None:
         "2Gi. Container vllm was using 40Gi, which exceeds its request of 0."
     )
     assert first(text) != HOST
+
+
+# --- The host refused an allocation, as each runtime words it --------------------------------------------
+
+HOST_REFUSED = {
+    # PyTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp, 1.6+) and its wording before 1.6 (Windows).
+    "torch-cpu-allocator": (
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:117] err == 0. DefaultCPUAllocator: can't allocate "
+        "memory: you tried to allocate 2359296 bytes. Error code 12 (Cannot allocate memory)"
+    ),
+    "torch-cpu-allocator-old": (
+        "RuntimeError: [enforce fail at ..\\c10\\core\\impl\\alloc_cpu.cpp:72] data. DefaultCPUAllocator: "
+        "not enough memory: you tried to allocate 1073741824 bytes."
+    ),
+    # NumPy's _ArrayMemoryError (numpy/core/_exceptions.py).
+    "numpy": (
+        "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.00 GiB for an array with shape "
+        "(32000, 25165) and data type float32"
+    ),
+    # Rust's default allocation error hook (library/std/src/alloc.rs): tokenizers, TGI's router, mistral.rs.
+    "rust": "memory allocation of 17179869184 bytes failed",
+    # Go's runtime (runtime/malloc.go), ollama's server.
+    "go": "fatal error: runtime: out of memory",
+    # Windows' commit limit (ERROR_COMMITMENT_LIMIT, 1455) loading torch's DLLs.
+    "windows-paging-file": (
+        "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "
+        '"C:\\Python310\\lib\\site-packages\\torch\\lib\\cudnn_cnn_infer64_8.dll" or one of its dependencies.'
+    ),
+    # /dev/shm: NCCL's shared-memory transport (src/include/shm.h) and PyTorch's DataLoader
+    # (torch/utils/data/_utils/signal_handling.py).
+    "nccl-shm": (
+        "node1:123:456 [0] include/shm.h:28 NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-4hXb3s (size 9637888)"
+    ),
+    "dataloader-shm": (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+        "memory (shm)."
+    ),
+    # vLLM V0 (vllm/config.py, CacheConfig.verify_with_parallel_config, v0.2-v0.10): the pinned CPU swap space
+    # takes over 40% of the host.
+    "vllm-swap-warning": (
+        "WARNING 05-10 08:01:02 config.py:1012] Possibly too large swap space. 16.00 GiB out of the "
+        "31.27 GiB total CPU memory is allocated for the swap space."
+    ),
+    # ggml's pinned host buffer (ggml-cuda.cu, ggml_cuda_host_malloc) and no GPU failure after it
+    # (https://github.com/ollama/ollama/pull/5469).
+    "ggml-pinned": (
+        "Jul 10 16:29:17 DESKTOP ollama[180]: ggml_cuda_host_malloc: failed to allocate 16607.35 MiB of "
+        "pinned memory: out of memory"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_REFUSED))
+def test_a_host_allocation_refused_in_any_runtime_is_the_host(name: str) -> None:
+    assert first(HOST_REFUSED[name]) == HOST
+
+
+HOST_REFUSED_NEAR_MISSES = {
+    # Triton's "shared memory" is the GPU's on-chip SMEM, not /dev/shm.
+    "triton-smem": (
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware "
+        "limit: 65536. Reducing block sizes or `num_stages` may help."
+    ),
+    # A library's thread-local storage, not memory.
+    "static-tls": (
+        "ImportError: /usr/lib/aarch64-linux-gnu/libgomp.so.1: cannot allocate memory in static TLS block"
+    ),
+    # A full disk, not /dev/shm.
+    "disk-full": (
+        "OSError: [Errno 28] No space left on device: "
+        "'/root/.cache/huggingface/hub/models--meta-llama--Llama-2-70b-hf/blobs/tmp'"
+    ),
+    # ggml warns that pinning failed and falls back; the failure is the GPU's after it, under WSL's cap on
+    # page-locked memory (https://github.com/abetlen/llama-cpp-python/issues/229).
+    "pinned-then-gpu-oom": (
+        "WARNING: failed to allocate 512.00 MB of pinned memory: out of memory\n"
+        "WARNING: failed to allocate 512.00 MB of pinned memory: out of memory\n"
+        "CUDA error 2 at /tmp/pip-install-dcpg9e3d/llama-cpp-python_0b20594a2c9f4aa6a0b4bdca1b250223/vendor/"
+        "llama.cpp/ggml-cuda.cu:781: out of memory\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_REFUSED_NEAR_MISSES))
+def test_a_gpu_or_disk_refusal_is_not_the_host(name: str) -> None:
+    assert first(HOST_REFUSED_NEAR_MISSES[name]) != HOST

@@ -141,6 +141,11 @@ SIGNALS = frozenset(
         "oomd-kill",  # a userspace OOM killer (systemd-oomd) killed the cgroup under memory pressure
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
+        # vLLM V0 warns its pinned CPU swap space takes over 40% of the host's memory (not a failure itself)
+        "swap-space-large",
+        # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
+        # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
+        "pinned-alloc-failed",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",

@@ -1373,6 +1373,23 @@ def _host(ev: Evidence, t: Tally) -> None:
         weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
         for s in sigs:
             t.add("host-ram-oom", weight, why, s)
+    for s in ev.signals("swap-space-large")[:1]:
+        swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
+        t.add(
+            "host-ram-oom",
+            MEDIUM,
+            f"vLLM pins {swap / GIB:.1f} GiB of host RAM per GPU for its CPU swap space, "
+            f"{swap / total if total else 0:.0%} of the host's {total / GIB:.1f} GiB (it warns above 40%)",
+            s,
+        )
+    if not ev.of(OomMessage):  # a GPU OOM after the fallback is the failure; the warning is not its cause
+        for s in ev.signals("pinned-alloc-failed")[:1]:
+            t.add(
+                "host-ram-oom",
+                MEDIUM,
+                "pinning host memory failed (the engine fell back to pageable RAM): the host is short of it",
+                s,
+            )
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
     if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):

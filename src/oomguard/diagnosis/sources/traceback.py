@@ -67,6 +67,40 @@ _SWAP_TOO_LARGE = re.compile(
     r"Too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
     r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
 )
+# vLLM V0's softer check of the same (vllm/config.py, CacheConfig.verify_with_parallel_config): above 40% of
+# the host's memory it warns "Possibly too large swap space. 16.00 GiB out of the 31.27 GiB total CPU memory
+# is allocated for the swap space." and starts, pinning that much host RAM per GPU.
+_SWAP_LARGE = re.compile(
+    r"Possibly too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
+    r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
+)
+# The host refused memory, as each runtime words it:
+# PyTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp): "DefaultCPUAllocator: can't allocate memory: you
+# tried to allocate 2359296 bytes. Error code 12 (Cannot allocate memory)", before 1.6 "DefaultCPUAllocator:
+# not enough memory: you tried to allocate 1073741824 bytes.";
+# NumPy's _ArrayMemoryError: "Unable to allocate 3.00 GiB for an array with shape (32000, 25165) and data type
+# float32";
+# Rust's default alloc error handler (tokenizers, TGI's router, candle, mistral.rs): "memory allocation of
+# 17179869184 bytes failed";
+# Go's runtime (ollama): "fatal error: runtime: out of memory";
+# Windows' commit limit: "OSError: [WinError 1455] The paging file is too small for this operation to
+# complete";
+# ggml's pinned host buffer (ggml-cuda.cu, ggml_cuda_host_malloc): "failed to allocate 16607.35 MiB of pinned
+# memory: out of memory";
+# shared memory (/dev/shm, a container's 64 MB default): NCCL's "Error while creating shared memory segment
+# /dev/shm/nccl-4hXb3s (size 9637888)", PyTorch's DataLoader "This might be caused by insufficient shared
+# memory (shm)", and "No space left on device" writing under /dev/shm.
+_HOST_REFUSED = re.compile(
+    r"\bDefaultCPUAllocator: (?:can't allocate memory|not enough memory)\b|"
+    r"\bUnable to allocate (?P<array>[\d.]+ ?[KMGTP]i?B) for an array\b|"
+    r"\bmemory allocation of (?P<bytes>\d+) bytes failed\b|"
+    r"\bruntime: out of memory\b|"
+    r"\bThe paging file is too small\b|"
+    r"\bfailed to allocate (?P<pinned>[\d.]+ ?[KMG]i?B) of pinned memory\b|"
+    r"\bError while creating shared memory segment\b|\binsufficient shared memory \(shm\)|"
+    r"/dev/shm\b.{0,120}\bNo space left on device\b|\bNo space left on device\b.{0,120}/dev/shm\b"
+)
+_TRIED_BYTES = re.compile(r"you tried to allocate (?P<n>\d+) bytes")
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
@@ -104,6 +138,13 @@ class Parser(LineParser):
             "requires more system memory",
             "HostRegister failed",
             "Too large swap space",
+            "too large swap space",
+            "DefaultCPUAllocator",
+            "memory allocation of",
+            "paging file",
+            "shared memory segment",
+            "insufficient shared memory",
+            "No space left on device",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -232,6 +273,33 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "nccl-error")
 
     def _host_enomem(self, line: Line, body: str) -> None:
+        refused = _HOST_REFUSED.search(body) if _could_be_refused(body) else None
+        if refused:
+            tried = _TRIED_BYTES.search(body)
+            size = refused.group("array") or refused.group("pinned")
+            requested = (
+                int(tried.group("n"))
+                if tried
+                else int(refused.group("bytes"))
+                if refused.group("bytes")
+                else log_size(size)
+                if size
+                else None
+            )
+            # ggml only warns and falls back to pageable memory when pinning fails: a sign, not the failure
+            name = "pinned-alloc-failed" if refused.group("pinned") else "host-enomem"
+            self.ctx.signal(line, body, name, requested_bytes=requested)
+            return
+        large = _SWAP_LARGE.search(body) if "too large swap space" in body else None
+        if large:
+            self.ctx.signal(
+                line,
+                body,
+                "swap-space-large",
+                swap_bytes=log_size(large.group("swap")),
+                host_total_bytes=log_size(large.group("total")),
+            )
+            return
         if (
             "Cannot allocate memory" in body
             or "bad_alloc" in body
@@ -294,6 +362,23 @@ class Parser(LineParser):
                 code=code,
             )
         )
+
+
+# Words one of which every _HOST_REFUSED spelling holds (a search tries every position of every line).
+_REFUSED_WORDS = (
+    "DefaultCPUAllocator",
+    "Unable to allocate",
+    "memory allocation of",
+    "runtime: out of memory",
+    "paging file",
+    "pinned memory",
+    "shared memory",
+    "No space left",
+)
+
+
+def _could_be_refused(body: str) -> bool:
+    return any(w in body for w in _REFUSED_WORDS)
 
 
 def split_body(raw: str) -> str:
