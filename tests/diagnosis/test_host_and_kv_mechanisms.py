@@ -245,3 +245,46 @@ HOST_REFUSED_NEAR_MISSES = {
 @pytest.mark.parametrize("name", sorted(HOST_REFUSED_NEAR_MISSES))
 def test_a_gpu_or_disk_refusal_is_not_the_host(name: str) -> None:
     assert first(HOST_REFUSED_NEAR_MISSES[name]) != HOST
+
+
+# --- Ray's memory monitor, whichever line of its kill message survives the paste --------------------------
+
+RAY_MONITOR_LINES = {
+    # https://github.com/OpenRLHF/OpenRLHF/issues/911: the table of the top users and the advice after it.
+    "table-and-advice": (
+        "(ActorModelRayActor pid=8249) 8800\t1.18\tray::ReferenceModelRayActor\n"
+        "(ActorModelRayActor pid=8249) 8798\t1.17\tray::ReferenceModelRayActor\n"
+        "(ActorModelRayActor pid=8249) Refer to the documentation on how to address the out of memory issue: "
+        "https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning "
+        "more memory on this node or reducing task parallelism by requesting more CPUs per task. Set "
+        "max_restarts and max_task_retries to enable retry when the task crashes due to OOM. To adjust the "
+        "kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To "
+        "disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.\n"
+    ),
+    # The dead worker's exit type (src/ray/protobuf/common.proto, WorkerExitType.NODE_OUT_OF_MEMORY) as
+    # ActorDiedError prints it.
+    "exit-type": (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: RayWorkerWrapper\n"
+        "The actor is dead because its worker process has died. Worker exit type: NODE_OUT_OF_MEMORY "
+        "Worker exit detail: Task was killed due to the node running low on memory."
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAY_MONITOR_LINES))
+def test_any_line_of_rays_memory_monitor_is_the_host(name: str) -> None:
+    assert first(RAY_MONITOR_LINES[name]) == HOST
+
+
+def test_a_gpu_oom_raised_inside_a_ray_task_is_not_the_host() -> None:
+    # The task's own exception wrapped by Ray (ray.exceptions.RayTaskError), not the memory monitor.
+    text = (
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::RayWorkerWrapper.execute_method() (pid=3051, "
+        "ip=10.0.0.12, actor_id=8a9c0f, repr=<vllm.executor.ray_utils.RayWorkerWrapper object at 0x7f>)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity "
+        "of 79.15 GiB of which 1.20 GiB is free. Including non-PyTorch memory, this process has 77.94 GiB "
+        "memory in use. Of the allocated memory 75.10 GiB is allocated by PyTorch, and 1.30 GiB is reserved "
+        "by PyTorch but unallocated.\n"
+    )
+    assert first(text) != HOST

@@ -112,6 +112,18 @@ _RAY_ACTOR_DIED = (
     "actor is dead because its worker process",
 )
 _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
+# The rest of the memory monitor's kill message (python/ray/_private/memory_monitor.py and the raylet's
+# node_manager.cc, Ray 2.2+), any line of which survives a truncated paste: its table header "Top 10 memory
+# users:", its advice "Refer to the documentation on how to address the out of memory issue:
+# https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html ... To adjust the kill threshold,
+# set the environment variable `RAY_memory_usage_threshold`", and the dead worker's exit type
+# "Worker exit type: NODE_OUT_OF_MEMORY" (src/ray/protobuf/common.proto, WorkerExitType).
+_RAY_MONITOR = (
+    "Top 10 memory users",
+    "ray-oom-prevention",
+    "RAY_memory_usage_threshold",
+    "NODE_OUT_OF_MEMORY",
+)
 
 
 class Parser(LineParser):
@@ -151,6 +163,7 @@ class Parser(LineParser):
             "The actor died unexpectedly",
             "actor is dead because",
             "killed due to memory pressure",
+            *_RAY_MONITOR,
             # CUDA runtime allocation failures of C++ code (allocator.RUNTIME_OOM) and other engines' errors
             "cudaMalloc",
             "CUBLAS_STATUS_ALLOC_FAILED",
@@ -198,6 +211,7 @@ class Parser(LineParser):
             or "running low on memory" in body
             or "exceeds the memory usage threshold" in body
             or _RAY_PRESSURE.search(body)
+            or any(k in body for k in _RAY_MONITOR)
         ):
             self.ctx.signal(line, body, "ray-memory-kill")
             return True
