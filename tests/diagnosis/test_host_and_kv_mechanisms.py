@@ -288,3 +288,90 @@ def test_a_gpu_oom_raised_inside_a_ray_task_is_not_the_host() -> None:
         "by PyTorch but unallocated.\n"
     )
     assert first(text) != HOST
+
+
+# --- An engine's KV pool empty while serving, in each engine's and version's words -----------------------
+
+KV_POOL_EMPTY = {
+    # vLLM V0 block manager v1 (vllm/core/block_manager_v1.py, v0.2-v0.6).
+    "vllm-v0-block-manager-v1": "ValueError: Out of memory! No free blocks are available.",
+    # vLLM V0 block manager v2 (vllm/core/block/interfaces.py, v0.4-v0.10).
+    "vllm-v0-block-manager-v2": (
+        '  File "/usr/local/lib/python3.10/dist-packages/vllm/core/block/naive_block.py", line 137, in '
+        "_allocate_block_id\n"
+        "    raise BlockAllocator.NoFreeBlocksError()\n"
+        "vllm.core.block.interfaces.BlockAllocator.NoFreeBlocksError\n"
+    ),
+    # vLLM V1's block pool (vllm/v1/core/block_pool.py, get_new_blocks).
+    "vllm-v1-block-pool": "(EngineCore_DP0 pid=4012) ValueError: Cannot get 12 free blocks from the pool",
+    # TensorRT-LLM's KV cache manager, an older assertion
+    # (https://github.com/NVIDIA/TensorRT-LLM/issues/1279) and the 0.15+ one with a window size.
+    "trtllm-free-block-assert": (
+        "2024-03-11T18:16:28.919807829Z [TensorRT-LLM][ERROR] Encountered an error in forward function: "
+        "[TensorRT-LLM][ERROR] Assertion failed: freeBlockIterator.has_value() "
+        "(/tmp/tritonbuild/tensorrtllm/tensorrt_llm/cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:249)"
+    ),
+    "trtllm-window-size": (
+        "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks for window size 4096"
+    ),
+    # LMDeploy TurboMind (https://github.com/InternLM/lmdeploy/issues/720).
+    "lmdeploy-turbomind": (
+        "[TM][FATAL] No enough blocks. Assertion fail: /root/lmdeploy/src/turbomind/models/llama/"
+        "LlamaBatch.cc:358"
+    ),
+    # LightLLM's token pool (lightllm/common/mem_manager.py, alloc).
+    "lightllm": "ERROR 01-02 03:04:05 [mem_manager.py:120] warn no enough cache need_size 1024 left_size 37",
+    # SGLang's request-slot pool (python/sglang/srt/mem_cache/common.py, alloc_req_slots).
+    "sglang-req-slots": (
+        "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for "
+        "`--max-running-requests`. req_to_token_pool.available_size()=29, num_reqs=30"
+    ),
+    # SGLang's slot allocator on the stack, the message cut off
+    # (https://github.com/sgl-project/sglang/issues/26265).
+    "sglang-allocator-stack": (
+        "[TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File ".../sglang/srt/managers/scheduler.py", line 3249, in _get_new_batch_prefill_raw\n'
+        "    new_batch.prepare_for_extend()\n"
+        '  File ".../sglang/srt/managers/schedule_batch.py", line 1849, in prepare_for_extend\n'
+        "    out_cache_loc, req_pool_indices_tensor, _ = alloc_for_extend(self)\n"
+        '  File ".../sglang/srt/mem_cache/common.py", line 486, in alloc_for_extend\n'
+        "    out_cache_loc = alloc_paged_token_slots_extend(...)\n"
+        '  File ".../sglang/srt/mem_cache/common.py", line 412, in alloc_paged_token_slots_extend\n'
+        "    raise RuntimeError(error_m\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV_POOL_EMPTY))
+def test_an_empty_kv_pool_in_any_engine_is_runtime_kv_exhaustion(name: str) -> None:
+    assert first(KV_POOL_EMPTY[name]) == KV
+
+
+KV_POOL_NEAR_MISSES = {
+    # TensorRT-LLM's executor refusing a request longer than the engine's limit: the context, not the pool.
+    "trtllm-length-assert": (
+        "[TensorRT-LLM][ERROR] Assertion failed: Input length (9000) + max new tokens (100) + draft tokens "
+        "(0) must be less than max sequence length (8192). "
+        "(/src/tensorrt_llm/batch_manager/llmRequest.cpp:120)"
+    ),
+    # vLLM sizing its pool at startup (vllm/worker/worker.py): no room for blocks at all, before serving.
+    "vllm-startup-no-blocks": (
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine."
+    ),
+    # A CUDA OOM in SGLang's forward: the activations, not the slot allocator.
+    "sglang-forward-oom": (
+        "[TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File ".../sglang/srt/managers/scheduler.py", line 2050, in run_batch\n'
+        "    batch_result = self.model_worker.forward_batch_generation(\n"
+        '  File ".../sglang/srt/model_executor/model_runner.py", line 1720, in forward_extend\n'
+        "    return self.model.forward(\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity "
+        "of 79.10 GiB of which 2.10 GiB is free.\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KV_POOL_NEAR_MISSES))
+def test_a_limit_or_a_forward_oom_is_not_runtime_kv_exhaustion(name: str) -> None:
+    assert first(KV_POOL_NEAR_MISSES[name]) != KV

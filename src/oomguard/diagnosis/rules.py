@@ -790,6 +790,14 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the LoRA adapter cache is too small for the adapters the requests need",
             s,
         )
+    if not ev.of(OomMessage) and not ev.signals("kv-pool-dry", "sglang-kv-alloc-failed"):
+        for s in ev.signals("kv-slot-alloc-frame")[:1]:
+            t.add(
+                "kv-exhaustion-at-runtime",
+                MEDIUM + 0.5,
+                "it failed inside the engine's KV slot allocator, taking slots from the pool",
+                s,
+            )
     for s in ev.signals("kv-preempted"):
         t.add(
             "kv-exhaustion-at-runtime",

@@ -58,7 +58,31 @@ _KV_DRY = re.compile(
     r"failed to find (?:a )?(?:memory|KV cache) slot|failed to find free space in the KV cache|"
     r"could not find a KV slot|"
     # TensorRT-LLM's KV cache manager: "Can't allocate new blocks. No free blocks left."
-    r"No free blocks left"
+    r"No free blocks left|"
+    # vLLM V0's block managers: v1 "Out of memory! No free blocks are available." (core/block_manager_v1.py),
+    # v2 "BlockAllocator.NoFreeBlocksError" (core/block/interfaces.py); V1's block pool "Cannot get 12 free
+    # blocks from the pool" (v1/core/block_pool.py)
+    r"\bNo free blocks are available\b|\bNoFreeBlocksError\b|\bfree blocks from the pool\b|"
+    # LMDeploy TurboMind's batch "No enough blocks." (models/llama/LlamaBatch.cc,
+    # https://github.com/InternLM/lmdeploy/issues/720); LightLLM's token pool "warn no enough cache need_size
+    # 1024 left_size 37" (common/mem_manager.py)
+    r"\bNo enough blocks\b|\bno enough cache need_size\b|"
+    # SGLang's request-slot pool, sized by --max-running-requests: "alloc_req_slots runs out of memory. Please
+    # set a smaller number for `--max-running-requests`." (mem_cache/common.py); its token pool before 0.2:
+    # "Prefill out of memory. This should never happen." (managers/router/infer_batch.py)
+    r"\balloc_req_slots runs out of memory\b|\bPrefill out of memory\. This should never happen\b"
+)
+# SGLang's KV slot allocators (mem_cache/common.py, managers/schedule_batch.py): a stack through one of them
+# failed taking slots from the pool, whatever the message it ended with (a truncated paste loses it).
+KV_SLOT_ALLOCATORS = frozenset(
+    {
+        "alloc_token_slots",
+        "alloc_paged_token_slots_extend",
+        "alloc_paged_token_slots_decode",
+        "alloc_for_extend",
+        "alloc_for_decode",
+        "alloc_req_slots",
+    }
 )
 # vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
 # host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
@@ -185,6 +209,13 @@ class Parser(LineParser):
             "failed to find",
             "could not find a KV slot",
             "No free blocks left",
+            "No free blocks are available",
+            "NoFreeBlocksError",
+            "free blocks from the pool",
+            "No enough blocks",
+            "no enough cache need_size",
+            "alloc_req_slots runs out of memory",
+            "Prefill out of memory",
             "Not enough host memory available",
             "RuntimeBuffers::reshape",
         ),
@@ -366,6 +397,8 @@ class Parser(LineParser):
                 and "=" in nxt
             ):
                 code = nxt.strip()[:200]
+        if func in KV_SLOT_ALLOCATORS:
+            self.ctx.signal(line, msg.body, "kv-slot-alloc-frame")
         self.ctx.emit(
             Frame(
                 where=self.ctx.where(line),
