@@ -375,3 +375,60 @@ KV_POOL_NEAR_MISSES = {
 @pytest.mark.parametrize("name", sorted(KV_POOL_NEAR_MISSES))
 def test_a_limit_or_a_forward_oom_is_not_runtime_kv_exhaustion(name: str) -> None:
     assert first(KV_POOL_NEAR_MISSES[name]) != KV
+
+
+# --- The reporter's words: how a host runs out, and a process killed without an error of its own ---------
+
+HOST_PROSE = {
+    # https://github.com/alibaba/ROLL/issues/234: the monitor "kills" (the present tense).
+    "monitor-kills": (
+        "During pipeline startup, multiple vLLM inference actors are created nearly concurrently. While the "
+        "engine calls offload_states, node memory briefly spikes (actor RSS + Ray object store reservation + "
+        "page cache). Ray's node memory monitor then kills the most recently scheduled actor around 92-93% "
+        "node RAM usage."
+    ),
+    # https://github.com/NVIDIA/TensorRT-LLM/issues/743: killed, and nothing else said.
+    "always-killed": (
+        "python3 build.py --model_dir /opt/llms/llama-7b --dtype float16 --use_gemm_plugin float16 "
+        "--output_dir /opt/trtModel/llama/1-gpu\n"
+        "but the program always be killed, I am confused。"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_PROSE))
+def test_a_reporter_saying_the_host_killed_it_is_the_host(name: str) -> None:
+    assert first(HOST_PROSE[name]) == HOST
+
+
+HOST_PROSE_NEAR_MISSES = {
+    # The reporter killed the process (active voice), after a GPU OOM.
+    "user-killed-it": (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+        "of 23.65 GiB of which 1.05 GiB is free.\n"
+        "After that I killed the server and restarted it with the same arguments."
+    ),
+    # A Tenstorrent card's DRAM is its device memory, not the host's
+    # (https://github.com/tenstorrent/tt-metal/issues/21904).
+    "device-dram": (
+        "Out of Memory: Not enough space to allocate 71999488 B DRAM buffer across 12 banks, where each bank "
+        "needs to store 6000320 B\n"
+        "The KV cache does not fit in the DRAM of the N150 in accuracy mode."
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_PROSE_NEAR_MISSES))
+def test_a_user_kill_or_a_device_dram_is_not_the_host(name: str) -> None:
+    assert first(HOST_PROSE_NEAR_MISSES[name]) != HOST
+
+
+def test_a_journal_line_is_machine_text_not_a_sentence() -> None:
+    # journald's prefix makes an engine's line machine text (https://github.com/ollama/ollama/pull/5469).
+    evidence = Evidence()
+    line = (
+        "Jul 10 16:29:17 DESKTOP ollama[180]: llm_load_tensors: the model is larger than the memory of the "
+        "host and it runs out of memory"
+    )
+    read_one("paste.txt", io.BytesIO(line.encode()), evidence)
+    assert not [f for f in evidence if getattr(f, "name", "").startswith("prose-")]

@@ -181,6 +181,7 @@ SIGNALS = frozenset(
         "prose-growth",
         "prose-fragmentation",
         "prose-host-memory",
+        "prose-killed",  # the reporter says the process was killed (no exception of its own)
         "prose-activation",
         "prose-spec-decode",
         "prose-lora",

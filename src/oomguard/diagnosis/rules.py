@@ -1739,6 +1739,7 @@ PROSE = {
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
+    "prose-killed": ("host-ram-oom", MEDIUM),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
     "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
     "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
