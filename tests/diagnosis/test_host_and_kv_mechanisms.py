@@ -432,3 +432,33 @@ def test_a_journal_line_is_machine_text_not_a_sentence() -> None:
     )
     read_one("paste.txt", io.BytesIO(line.encode()), evidence)
     assert not [f for f in evidence if getattr(f, "name", "").startswith("prose-")]
+
+
+# --- The host's own figures: a container at its limit, a host with nothing available ---------------------
+
+# `docker stats` (https://docs.docker.com/reference/cli/docker/container/stats/): MEM USAGE / LIMIT.
+DOCKER_STATS_AT_LIMIT = (
+    "CONTAINER ID   NAME      CPU %     MEM USAGE / LIMIT     MEM %     NET I/O       BLOCK I/O     PIDS\n"
+    "3f1c2a9b8d7e   vllm      101.25%   15.55GiB / 15.6GiB    99.68%    1.2kB / 0B    12.3GB / 0B   87\n"
+)
+# /proc/meminfo (fs/proc/meminfo.c, KiB) while the weights load.
+MEMINFO_EXHAUSTED = (
+    "$ cat /proc/meminfo\n"
+    "MemTotal:       263855252 kB\n"
+    "MemFree:          812344 kB\n"
+    "MemAvailable:    1048576 kB\n"
+    "Loading safetensors checkpoint shards:  25% Completed | 2/8\n"
+)
+
+
+def test_a_container_at_its_docker_stats_limit_is_the_host() -> None:
+    assert first(DOCKER_STATS_AT_LIMIT) == HOST
+
+
+def test_a_host_with_nothing_available_in_meminfo_is_the_host() -> None:
+    assert first(MEMINFO_EXHAUSTED) == HOST
+
+
+def test_a_container_far_below_its_limit_with_a_gpu_error_is_not_the_host() -> None:
+    text = DOCKER_STATS_AT_LIMIT.replace("15.55GiB / 15.6GiB    99.68%", "4.55GiB / 62.6GiB    7.27%")
+    assert first(text + "RuntimeError: CUDA error: out of memory\n") != HOST

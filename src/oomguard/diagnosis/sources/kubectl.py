@@ -8,7 +8,7 @@ import shlex
 
 from oomguard.diagnosis.evidence import Flags, HostMemory, Version
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, log_size
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.diagnosis.sources.vllm_log import parse_argv
 
@@ -45,6 +45,11 @@ _PROC_CODE = re.compile(r":\s*(?P<c>-?\d+)\b")
 # -9 from Python's multiprocessing and subprocess (a negative exit code is the signal).
 SIGKILL_EXITS = frozenset({137, -9})
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
+# A `docker stats` / `podman stats` row: "3f1c2a9b8d7e   vllm   0.05%   15.5GiB / 15.6GiB   99.36%   ..."
+# (CPU %, MEM USAGE / LIMIT, MEM %): the container's memory and its cgroup limit.
+_STATS_ROW = re.compile(
+    r"\s(?P<cpu>[\d.]+)%\s+(?P<used>[\d.]+\s?[kKMGT]i?B) / (?P<limit>[\d.]+\s?[kKMGT]i?B)\s+(?P<pct>[\d.]+)%"
+)
 
 
 # kubectl describe: "    Image:          vllm/vllm-openai:v0.10.2" (the tag is the engine's version).
@@ -58,6 +63,7 @@ _WORDS = (
     "rror code",
     "core proc",
     "System OOM",
+    "iB / ",
     "OOMKill",
     "Restart",
     "Limits",
@@ -115,6 +121,20 @@ class Parser(LineParser):
         # python3, pid: 4101" (pkg/kubelet/oom, reason SystemOOM).
         if "System OOM encountered" in body:
             self.ctx.signal(line, body, "kernel-oom-kill")
+        stats = _STATS_ROW.search(body) if "iB / " in body else None
+        if stats:
+            for quantity, group in (("current", "used"), ("limit", "limit")):
+                size = log_size(stats.group(group))
+                if size:
+                    self.ctx.emit(
+                        HostMemory(
+                            where=self.ctx.where(line),
+                            text=self.ctx.clip(body),
+                            quantity=quantity,
+                            value=size,
+                            scope="container",
+                        )
+                    )
         r = _RESTARTS.search(body) if "Restart Count:" in body else None
         if r:
             self.ctx.emit(
