@@ -462,3 +462,24 @@ def test_a_host_with_nothing_available_in_meminfo_is_the_host() -> None:
 def test_a_container_far_below_its_limit_with_a_gpu_error_is_not_the_host() -> None:
     text = DOCKER_STATS_AT_LIMIT.replace("15.55GiB / 15.6GiB    99.68%", "4.55GiB / 62.6GiB    7.27%")
     assert first(text + "RuntimeError: CUDA error: out of memory\n") != HOST
+
+
+def test_sglangs_older_retraction_notice_is_runtime_kv_exhaustion() -> None:
+    # SGLang 0.1-0.3 (python/sglang/srt/managers/tp_worker.py, forward_decode_batch), quoted in
+    # https://github.com/sgl-project/sglang/pull/6860.
+    text = (
+        "[gpu=0] Decode out of memory happened. #retracted_reqs: 3, #new_token_ratio: 0.4127 -> 0.6000\n"
+        "This will cause low throughput and bugs."
+    )
+    assert first(text) == KV
+
+
+def test_sglangs_graph_capture_oom_is_not_runtime_kv_exhaustion() -> None:
+    # SGLang's own capture failure (python/sglang/srt/model_executor/cuda_graph_runner.py).
+    text = (
+        "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
+        "total capacity of 79.10 GiB of which 1.09 GiB is free.\n"
+        "Possible solutions:\n"
+        "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+    )
+    assert first(text) != KV
