@@ -387,6 +387,12 @@ HOST_PROSE = {
         "page cache). Ray's node memory monitor then kills the most recently scheduled actor around 92-93% "
         "node RAM usage."
     ),
+    # https://github.com/huggingface/text-generation-inference/issues/247: the host's RAM as a size.
+    "cpu-memory-size": (
+        "With latest commit, all shards are first loaded into CPU memory ( in bfloat16 I guess ) which "
+        "occupies around 40GB, and then moves quantized version to GPU which is around 13.5GB. As a result, "
+        "unable to use g5.xlarge instance anymore to start server."
+    ),
     # https://github.com/NVIDIA/TensorRT-LLM/issues/743: killed, and nothing else said.
     "always-killed": (
         "python3 build.py --model_dir /opt/llms/llama-7b --dtype float16 --use_gemm_plugin float16 "
@@ -407,6 +413,10 @@ HOST_PROSE_NEAR_MISSES = {
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
         "of 23.65 GiB of which 1.05 GiB is free.\n"
         "After that I killed the server and restarted it with the same arguments."
+    ),
+    # VRAM is the GPU's: "ram" inside it is no host word.
+    "vram-size": (
+        "It fails with out of memory on my 4090 with 24GB VRAM, although the model is only 14GB in fp16."
     ),
     # A Tenstorrent card's DRAM is its device memory, not the host's
     # (https://github.com/tenstorrent/tt-metal/issues/21904).

@@ -65,6 +65,15 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\bexhaust\w*|爆"
         ),
     ),
+    # The host's memory given as a size ("all shards are first loaded into CPU memory, which occupies around
+    # 40GB"): words that name the host's RAM itself (not a pod or a container, which hold GPUs too).
+    (
+        "prose-host-memory",
+        re.compile(
+            r"\b(host (ram|memory)|cpu memory|cpu ram|system memory|system ram|node memory|ram|rss)\b"
+        ),
+        re.compile(r"\b\d+(\.\d+)?\s?[gt]i?b\b"),
+    ),
     # A process "killed" with no exception of its own: the host's OOM killer is what kills a process outright;
     # a GPU that runs out raises an error in it instead ("the program always be killed", "it got killed").
     (
