@@ -114,8 +114,6 @@ SIGNALS = frozenset(
         # the KV pool had no room for a running request (swap space, SGLang/kvcached allocators); V0:
         # "Sequence group ... is preempted by PreemptionMode... not enough KV cache"
         "kv-pool-dry",
-        # a stack through the engine's KV slot allocator (SGLang's alloc_token_slots): it failed taking slots
-        "kv-slot-alloc-frame",
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
         "illegal-memory-access",

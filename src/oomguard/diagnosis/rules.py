@@ -160,8 +160,19 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "mm_embed",
         ),
     ),
-    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
-    ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
+    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it; its
+    # callers alloc_for_extend / alloc_for_decode and the request-slot pool's alloc_req_slots
+    # (python/sglang/srt/mem_cache/common.py) raise nothing else.
+    (
+        "kv-slots",
+        (
+            "alloc_token_slots",
+            "alloc_paged_token_slots",
+            "alloc_for_extend",
+            "alloc_for_decode",
+            "alloc_req_slots",
+        ),
+    ),
     # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
     ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
     (
@@ -790,14 +801,6 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "the LoRA adapter cache is too small for the adapters the requests need",
             s,
         )
-    if not ev.of(OomMessage) and not ev.signals("kv-pool-dry", "sglang-kv-alloc-failed"):
-        for s in ev.signals("kv-slot-alloc-frame")[:1]:
-            t.add(
-                "kv-exhaustion-at-runtime",
-                MEDIUM + 0.5,
-                "it failed inside the engine's KV slot allocator, taking slots from the pool",
-                s,
-            )
     for s in ev.signals("kv-preempted"):
         t.add(
             "kv-exhaustion-at-runtime",

@@ -72,18 +72,6 @@ _KV_DRY = re.compile(
     # "Prefill out of memory. This should never happen." (managers/router/infer_batch.py)
     r"\balloc_req_slots runs out of memory\b|\bPrefill out of memory\. This should never happen\b"
 )
-# SGLang's KV slot allocators (mem_cache/common.py, managers/schedule_batch.py): a stack through one of them
-# failed taking slots from the pool, whatever the message it ended with (a truncated paste loses it).
-KV_SLOT_ALLOCATORS = frozenset(
-    {
-        "alloc_token_slots",
-        "alloc_paged_token_slots_extend",
-        "alloc_paged_token_slots_decode",
-        "alloc_for_extend",
-        "alloc_for_decode",
-        "alloc_req_slots",
-    }
-)
 # vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
 # host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
 # space."
@@ -397,8 +385,6 @@ class Parser(LineParser):
                 and "=" in nxt
             ):
                 code = nxt.strip()[:200]
-        if func in KV_SLOT_ALLOCATORS:
-            self.ctx.signal(line, msg.body, "kv-slot-alloc-frame")
         self.ctx.emit(
             Frame(
                 where=self.ctx.where(line),
