@@ -493,3 +493,46 @@ def test_sglangs_graph_capture_oom_is_not_runtime_kv_exhaustion() -> None:
         "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
     )
     assert first(text) != KV
+
+
+# --- A host allocation on the failing stack: pinned CPU pools, whatever the error calls the failure ------
+
+# vLLM V0 allocating its CPU swap blocks (vllm/worker/cache_engine.py, v0.4-v0.6): pinned host memory, which
+# CUDA refuses with "out of memory" (https://github.com/ai-dynamo/dynamo/issues/356 traced it there).
+V0_CPU_SWAP_STACK = (
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 188, in '
+    "_init_cache_engine\n"
+    "    self.cache_engine = CacheEngine(self.cache_config, self.model_config,\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py", line 52, in __init__\n'
+    '    self.cpu_cache = self._allocate_kv_cache(self.num_cpu_blocks, "cpu")\n'
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/cache_engine.py", line 61, in '
+    "_allocate_kv_cache\n"
+    "    torch.zeros(kv_cache_shape,\n"
+    "RuntimeError: CUDA error: out of memory\n"
+)
+# SGLang's HiCache host pool (python/sglang/srt/mem_cache/memory_pool_host.py, 0.4.6+).
+HICACHE_HOST_POOL_STACK = (
+    '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/hiradix_cache.py", line 48, in __init__\n'
+    "    self.token_to_kv_pool_host = MHATokenToKVPoolHost(\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/memory_pool_host.py", line 90, in __init__\n'
+    "    self.kv_buffer = self.init_kv_buffer()\n"
+    "RuntimeError: CUDA error: out of memory\n"
+)
+
+
+@pytest.mark.parametrize("text", [V0_CPU_SWAP_STACK, HICACHE_HOST_POOL_STACK])
+def test_a_host_pool_allocation_on_the_failing_stack_is_the_host(text: str) -> None:
+    assert first(text) == HOST
+
+
+def test_the_same_engines_gpu_block_allocation_is_not_the_host() -> None:
+    # The GPU blocks go through the same _allocate_kv_cache (and its `pin_memory=pin_memory` line).
+    text = V0_CPU_SWAP_STACK.replace(
+        'self.cpu_cache = self._allocate_kv_cache(self.num_cpu_blocks, "cpu")',
+        "self.gpu_cache = self._allocate_kv_cache(self.num_gpu_blocks, self.device_config.device_type)",
+    ).replace(
+        "RuntimeError: CUDA error: out of memory",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total "
+        "capacity of 79.15 GiB of which 10.20 GiB is free.",
+    )
+    assert first(text) != HOST

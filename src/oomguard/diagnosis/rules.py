@@ -1364,6 +1364,28 @@ def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
             )
 
 
+# Code that allocates host memory, pinned for transfers to the GPU: vLLM V0's CPU swap blocks
+# (worker/cache_engine.py: `self.cpu_cache = self._allocate_kv_cache(self.num_cpu_blocks, "cpu")`), its
+# --cpu-offload-gb weights (model_executor/models/utils.py, maybe_offload_to_cpu), SGLang's HiCache host pool
+# (mem_cache/memory_pool_host.py), LMCache's pinned buffer (v1/memory_management.py, PinMemoryAllocator), and
+# any explicit `pin_memory=True` / `.pin_memory()`. (A bare `pin_memory=pin_memory` is
+# not one: vLLM V0 allocates its GPU blocks through the same line.)
+_HOST_ALLOCATION = re.compile(
+    r"num_cpu_blocks|maybe_offload_to_cpu|memory_pool_host|PinMemoryAllocator|"
+    r"pin_memory=True|\.pin_memory\(\)"
+)
+# A line that also moves the tensor to the GPU ("torch.tensor(.., pin_memory=True).to(device)") may have
+# failed on the GPU side.
+_TO_DEVICE = re.compile(r"\.(?:to|cuda)\(")
+
+
+def host_allocation_frame(frame: Frame) -> bool:
+    """A frame whose code, function or file allocates host memory (see _HOST_ALLOCATION), and no more."""
+    return bool(
+        _HOST_ALLOCATION.search(f"{frame.code} {frame.function} {frame.path}")
+    ) and not _TO_DEVICE.search(frame.code)
+
+
 def _host(ev: Evidence, t: Tally) -> None:
     names = {
         "host-killed": "the process was killed (SIGKILL) with no Python traceback",
@@ -1384,6 +1406,15 @@ def _host(ev: Evidence, t: Tally) -> None:
         weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
         for s in sigs:
             t.add("host-ram-oom", weight, why, s)
+    failed = ev.of(OomMessage) or ev.signals("exception", *FAILURE_SIGNALS)
+    for f in [f for f in ev.of(Frame) if host_allocation_frame(f)][:1] if failed else []:
+        t.add(
+            "host-ram-oom",
+            STRONG + 1.0,
+            "the allocation that failed is host memory (pinned for transfers, or a CPU pool): the host ran "
+            "short, whatever the error calls it",
+            f,
+        )
     for s in ev.signals("swap-space-large")[:1]:
         swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
         t.add(
