@@ -105,6 +105,8 @@ ROUND_OF_HARVESTER = {
     "harvest4-v1": 4,
     "harvest4-wrap": 4,
     "harvest4-more": 4,
+    "harvest5-vllm": 5,
+    "harvest5-other": 5,
 }
 
 

@@ -32,6 +32,7 @@ GPU_MEMORY_ERRORS = (
     "free-memory-below-utilization",
     "no-kv-cache-memory",
     "negative-kv-memory",
+    "state-blocks-below-max-seqs",
     "max-model-len-exceeds-kv",
     "cannot-auto-fit",
     "load-model-failed",

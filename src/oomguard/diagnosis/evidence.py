@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TypeVar
 
 from oomguard.diagnosis.engine_marks import Engine
@@ -64,6 +65,8 @@ class OomMessage(Fact):
     allocated: int | None = None
     private_pools: int | None = None
     reserved_unallocated: int | None = None
+    # The largest contiguous free block, where the allocator prints one (Tenstorrent's bank allocator).
+    largest_free: int | None = None
     process_tag: str = ""  # "(Worker_TP1_EP1 pid=..)" etc. when the line carried one
 
 
@@ -101,6 +104,8 @@ SIGNALS = frozenset(
         "free-memory-below-utilization",  # request_memory: free < gmu x total at start
         "no-kv-cache-memory",  # "No available memory for the cache blocks"
         "negative-kv-memory",  # "Available KV cache memory: -2.69 GiB"
+        # a hybrid model's recurrent-state pool has fewer blocks than max_num_seqs (one per sequence)
+        "state-blocks-below-max-seqs",
         "max-model-len-exceeds-kv",  # "max seq len ... larger than ..." (both texts)
         "cannot-auto-fit",  # --max-model-len auto found nothing
         "load-model-failed",  # "Failed to load model - not enough GPU memory"
@@ -128,6 +133,7 @@ SIGNALS = frozenset(
         "sglang-unbalanced-memory",  # "The memory capacity is unbalanced"
         "engine-leak-check",  # the engine's own check found KV slots never returned (SGLang check_memory)
         "sglang-cudagraph-failed",  # "Capture cuda graph failed: ..." (its own message, with the OOM inside)
+        "cudagraph-capture-failed",  # TGI: "Decode cuda graph warmup failed" (it caught a capture's OOM)
         "sglang-retract",  # KV pool full, requests retracted
         "sglang-kv-alloc-failed",  # "Prefill/Decode out of memory. Try to lower your batch size."
         # host
@@ -160,6 +166,11 @@ SIGNALS = frozenset(
         # 4 GB, limit_bytes), a count of live buffers (Metal's resource limit), a core's scratch memory at
         # compile time (XLA's SMEM/VMEM)
         "platform-limit",
+        # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
+        # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")
+        "logits-buffer-failed",
+        # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
+        "prompt-logprobs-requested",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -177,6 +188,8 @@ SIGNALS = frozenset(
         # prose (narrative text around the logs: issue bodies, notes)
         "prose-leak",
         "prose-growth",
+        "prose-measured-growth",  # a growth word with a memory quantity and the span it grew over
+        "prose-not-freed",  # memory not given back (after a delete, a shutdown, a request)
         "prose-fragmentation",
         "prose-host-memory",
         "prose-killed",  # the reporter says the process was killed (no exception of its own)
@@ -251,6 +264,17 @@ STARTUP_QUANTITIES = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True)
+class FailedStep(Fact):
+    """The startup step an engine's own wrapper says raised: vLLM's worker wrappers name the worker method
+    they were running ("Error executing method 'load_model'. This might cause deadlock...", "Exception in
+    worker VllmWorkerProcess while processing method initialize_cache"). `step` is the phase that method is
+    (rules.Situation.phase); the stack, where it was kept, says the same or more."""
+
+    method: str
+    step: str  # 'startup-weights' | 'startup-profile' | 'startup-kv-alloc' | 'startup-cudagraph'
+
+
+@dataclass(frozen=True, kw_only=True)
 class Flags(Fact):
     """Engine flags as the evidence spelled them (vLLM field names, values as text)."""
 
@@ -276,6 +300,37 @@ class DeviceNamed(Fact):
     part: str | None  # the GPU table's name for it ("NVIDIA GeForce RTX 4090"), None when it has none
     total: int | None
     count: int | None
+
+
+class TriedLever(Enum):
+    """What a reporter changed and says whether it helped: each is the cure of one mechanism."""
+
+    SHORTER_CONTEXT = "a shorter context"
+    LARGER_KV_SHARE = "a larger share of memory for the engine"
+    SMALLER_STEP = "fewer tokens per prefill step"
+    QUANTIZED_KV = "a quantized KV cache"
+    FEWER_GPU_LAYERS = "fewer layers on the GPU"
+    MORE_GPUS = "the model split over more GPUs"
+    QUANTIZED_WEIGHTS = "quantized weights"
+    NO_CUDA_GRAPHS = "fewer or no CUDA graphs"
+    FLASH_ATTENTION = "flash attention"
+    EXPANDABLE_SEGMENTS = "expandable segments"
+    SMALLER_MM_INPUT = "fewer or smaller images, videos or audio"
+    NO_SPECULATION = "less speculative decoding"
+    LESS_LORA = "fewer or smaller LoRA adapters"
+    NO_PROMPT_LOGPROBS = "no prompt logprobs"
+    MORE_HOST_MEMORY = "more host memory or shared memory, or less swap"
+    GPU_TO_ITSELF = "the GPU to itself"
+    RESTART = "a periodic restart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeverTried(Fact):
+    """A reporter's sentence saying a change was tried and whether it helped ("-c 30000 fits and has no
+    issues", "--enforce-eager does not work either")."""
+
+    lever: TriedLever
+    helped: bool
 
 
 @dataclass(frozen=True, kw_only=True)

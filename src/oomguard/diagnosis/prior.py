@@ -26,6 +26,7 @@ from oomguard.diagnosis.evidence import (
     Frame,
     GpuProcess,
     HostMemory,
+    LeverTried,
     LoadSample,
     ModelNamed,
     OomMessage,
@@ -194,6 +195,8 @@ def features(ev: Evidence, sit: Situation, setup: EngineSetup) -> list[str]:
             found.update(f"flag:{key}" for key, _ in fact.flags)
         elif isinstance(fact, Version):
             found.add(f"version:{fact.engine}")
+        elif isinstance(fact, LeverTried):
+            found.add(f"lever:{fact.lever.name.lower()}:{'helped' if fact.helped else 'no-help'}")
     crash = sit.kv_at_crash
     if crash is not None and crash.kv_usage is not None:
         found.add(f"kv-at-crash-band={_band(crash.kv_usage, (0.6, 0.9))}")

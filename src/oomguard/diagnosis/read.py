@@ -20,6 +20,7 @@ from oomguard.diagnosis import detect, engine_marks, gated, parallel_read, progr
 from oomguard.diagnosis.evidence import Document, Evidence
 from oomguard.diagnosis.inputs import iter_inputs, plain_files
 from oomguard.diagnosis.sources import (
+    accelerator_smi,
     cgroup,
     exllama,
     free,
@@ -32,12 +33,15 @@ from oomguard.diagnosis.sources import (
     nvidia_smi,
     prose,
     ps,
+    rank_kv,
+    request_options,
     setting,
     sglang_log,
     tensorrt_llm,
     tgi,
     torch_snapshot,
     traceback,
+    tt_metal,
     vllm_log,
     vllm_platforms,
     xla,
@@ -52,6 +56,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     sglang_log,
     traceback,
     nvidia_smi,
+    accelerator_smi,
     kernel_oom,
     cgroup,
     kubectl,
@@ -65,6 +70,9 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     vllm_platforms,
     xla,
     xpu,
+    tt_metal,
+    rank_kv,
+    request_options,
     mlc_llm,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).

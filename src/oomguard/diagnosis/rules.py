@@ -23,19 +23,25 @@ from dataclasses import dataclass, field
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
+    DeviceNamed,
     Evidence,
     Fact,
+    FailedStep,
     Frame,
+    GpuMemory,
     GpuProcess,
     HostMemory,
+    LeverTried,
     LoadSample,
     OomMessage,
     ScheduledStep,
     Signal,
     Snapshot,
     StartupNumber,
+    TriedLever,
 )
 from oomguard.diagnosis.setup import EngineSetup
+from oomguard.diagnosis.sizing import catalog_vocab
 from oomguard.diagnosis.sources.allocator import AllocatorReport
 from oomguard.diagnosis.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnosis.step_shape import StepAnalysis
@@ -110,6 +116,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "prepare_finalize",
             "mori",
             "low_latency_dispatch",
+            # TRT-LLM's and FlashInfer's MNNVL all-to-all (moe_alltoall / mnnvl_moe_alltoallv), UCCL's EP
+            "alltoall",
+            "mnnvl",
+            "uccl",
         ),
     ),
     (
@@ -173,8 +183,18 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "alloc_req_slots",
         ),
     ),
-    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator, SGLang's torch_memory_saver).
-    ("wake-up", ("device_allocator/cumem", "create_and_map", "resume_memory_occupation")),
+    # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator and LLM/worker wake_up, SGLang's
+    # resume_memory_occupation through torch_memory_saver's resume): what an RL trainer took meanwhile.
+    (
+        "wake-up",
+        (
+            "device_allocator/cumem",
+            "create_and_map",
+            "resume_memory_occupation",
+            "torch_memory_saver",
+            "wake_up",
+        ),
+    ),
     (
         "spec-decode",
         ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
@@ -277,6 +297,30 @@ REQUEST_STEP_FRAMES = (
 )
 
 
+# Functions that hold the vocabulary-wide tensors (tokens x vocab: the logits, their log-softmax, logprobs,
+# entropy, the LM head's output), in the engines and in the RL trainers that wrap them: vLLM's
+# compute_logits / _get_logits / compute_logprobs / _compute_prompt_logprobs, SGLang's
+# LogitsProcessor._get_logits, verl's logprobs_from_logits / entropy_from_logits, OpenRLHF's
+# log_probs_from_logits, TRL's selective_log_softmax / _get_per_token_logps, slime's compute_log_probs /
+# vocab_parallel_softmax, NeMo-RL's from_parallel_logits_to_logprobs, Megatron's
+# vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
+# never on the attention's, the router's or an indexer's logits.
+LOGITS_FUNCTION = re.compile(
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
+    r"vocab_parallel(_\w+)?)(?![a-z0-9])"
+)
+# The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
+# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(
+    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
+)
+# Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
+# Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
+FRAME_STRIDE = 4
+
+
 # vLLM 0.2-0.5's worker step that captured the CUDA graphs (later versions named it
 # compile_or_warm_up_model and added the sampler warm-up to it, so only the exact name counts).
 _V0_WARM_UP = re.compile(r"(?<!\w)warm_up_model\b")
@@ -298,6 +342,8 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
+    if LOGITS_FUNCTION.search(func.lower()):
+        return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
             text = text.replace(umbrella, "")
@@ -367,6 +413,7 @@ FAILURE_SIGNALS = {
     "engine-leak-check",
     "no-kv-cache-memory",
     "negative-kv-memory",
+    "state-blocks-below-max-seqs",
     "max-model-len-exceeds-kv",
     "cannot-auto-fit",
     "load-model-failed",
@@ -385,8 +432,10 @@ FAILURE_SIGNALS = {
     "ray-actor-died",
     "prefill-tokens-dont-fit",
     "sglang-cudagraph-failed",
+    "cudagraph-capture-failed",
     "kv-pool-dry",
     "lora-cache-full",
+    "logits-buffer-failed",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -405,6 +454,7 @@ SIGNAL_PHASE = {
     "load-model-failed": "startup-weights",
     "no-kv-cache-memory": "startup-kv-alloc",
     "negative-kv-memory": "startup-kv-alloc",
+    "state-blocks-below-max-seqs": "startup-kv-alloc",
     "max-model-len-exceeds-kv": "startup-kv-alloc",
     "cannot-auto-fit": "startup-kv-alloc",
     "sampler-warmup-oom": "startup-warmup",
@@ -416,6 +466,7 @@ SIGNAL_PHASE = {
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
+    "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
 }
 MILESTONE_ORDER = (
@@ -431,13 +482,24 @@ MILESTONE_ORDER = (
 )
 
 
+def _milestone_rank(name: str) -> int:
+    """A milestone's place in startup; a capture's start and end share one, so that the later line decides
+    between them (SGLang captures the draft model's graphs after the target's have ended)."""
+    if name == "milestone-cudagraph-done":
+        name = "milestone-cudagraph-start"
+    return MILESTONE_ORDER.index(name)
+
+
 def situation(ev: Evidence) -> Situation:
     failures: list[Fact] = [*ev.of(OomMessage), *[s for s in ev.of(Signal) if s.name in FAILURE_SIGNALS]]
     failures.sort(key=lambda f: (f.where.source, f.where.line))
     first = failures[0] if failures else None
     categories: dict[str, list[Frame]] = {}
-    for frame in ev.of(Frame):
+    frames = ev.of(Frame)
+    for i, frame in enumerate(frames):
         cat = frame_category(frame)
+        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+            cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
     samples = ev.of(LoadSample)
@@ -460,6 +522,15 @@ def situation(ev: Evidence) -> Situation:
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
 
 
+def _innermost(frames: list[Frame], i: int) -> bool:
+    """Whether frames[i] is the last of its traceback (no frame follows it within FRAME_STRIDE lines)."""
+    here = frames[i].where
+    if i + 1 == len(frames):
+        return True
+    after = frames[i + 1].where
+    return after.source != here.source or not 0 < after.line - here.line <= FRAME_STRIDE
+
+
 def _phase(
     ev: Evidence, first: Fact | None, cats: dict[str, list[Frame]], samples: list[LoadSample]
 ) -> tuple[str, str, Fact | None]:
@@ -473,13 +544,16 @@ def _phase(
             return phase, f"a {cat} frame is on the stack", cats[cat][0]
     if isinstance(first, Signal) and SIGNAL_PHASE.get(first.name, "host") != "host":
         return SIGNAL_PHASE[first.name], f"the engine's own error names the step: {first.name}", first
+    named = ev.of(FailedStep)
+    if named:
+        return named[0].step, f"the engine's worker names the method that raised: {named[0].method}", named[0]
     milestones = [s for s in ev.of(Signal) if s.name in MILESTONE_PHASE]
     if first is not None:
         milestones = [
             m for m in milestones if m.where.source == first.where.source and m.where.line <= first.where.line
         ]
     if milestones:
-        last = max(milestones, key=lambda m: (MILESTONE_ORDER.index(m.name), m.where.line))
+        last = max(milestones, key=lambda m: (_milestone_rank(m.name), m.where.line))
         step = _request_step(ev)
         if step is not None and last.name in AFTER_KV_SIZING:
             return (
@@ -540,12 +614,15 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     sit = situation(ev)
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
+    _logits_sized(ev, setup, tally)
     _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
     _step(ev, step, tally)
     _host(ev, tally)
     _processes(ev, tally)
+    _held_before_start(ev, setup, tally)
+    _device_creep(ev, tally)
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
@@ -553,6 +630,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
+    _levers_tried(ev, tally)
     _growth_before_kill(ev, tally)
     _priors(ev, tally, sit)
     return tally, sit
@@ -607,6 +685,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
                 weights[-1],
                 budgets[-1],
             )
+    for s in ev.signals("state-blocks-below-max-seqs"):
+        seqs, blocks = s.number("max_num_seqs"), s.number("blocks") or 0
+        asked = f"max_num_seqs {seqs:.0f}" if seqs is not None else "max_num_seqs"
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            STRONG,
+            f"the KV budget holds {blocks:.0f} recurrent-state blocks, one per running sequence, fewer than "
+            f"{asked}: the pool is too small for the concurrency asked",
+            s,
+        )
     _pool_below_one_request(ev, setup, t)
     _weights_measured_nothing(ev, t, sit)
     if ev.of(OomMessage):
@@ -629,6 +717,25 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         t.add("kv-cache-insufficient-at-startup", WEAK, "the KV pool is small for this context", s)
     for s in ev.signals("load-model-failed"):
         t.add("weights-dont-fit", STRONG, "the engine's loader failed placing the weights in GPU memory", s)
+    for s in ev.signals("logits-buffer-failed"):
+        t.add(
+            "sampler-or-logits",
+            STRONG + 0.5,
+            "the engine could not allocate its logits output buffer (rows of the vocabulary per output "
+            "token, fp32)",
+            s,
+        )
+    for s in ev.signals("prompt-logprobs-requested")[:1]:
+        # Only requests carry the option: a failure while serving them, or one not placed, is theirs to
+        # explain; a startup failure is not.
+        serving = sit.phase in ("runtime", "unknown") and (bool(sit.failures) or sit.gpu_failure)
+        t.add(
+            "sampler-or-logits",
+            MEDIUM + 0.5 if serving else WEAK,
+            "a request asks for its prompt's logprobs: every prompt token holds a row of the vocabulary, "
+            "which the profile run (a prefill without logprobs) never measured",
+            s,
+        )
     for s in ev.signals("sampler-warmup-oom", "pooler-warmup-oom"):
         t.add(
             "sampler-or-logits",
@@ -717,6 +824,8 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("sglang-cudagraph-failed"):
         t.add("cuda-graph-capture", STRONG + 0.5, "SGLang says its CUDA-graph capture failed", s)
+    for s in ev.signals("cudagraph-capture-failed")[:1]:
+        t.add("cuda-graph-capture", STRONG + 0.5, "the engine says a CUDA-graph capture ran out of memory", s)
     for s in ev.signals("sglang-retract"):
         t.add("kv-exhaustion-at-runtime", STRONG, "SGLang retracted requests: the KV pool was full", s)
     for s in ev.signals("sglang-kv-alloc-failed"):
@@ -962,6 +1071,7 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                     "reserved-but-unallocated memory is small against the request: not fragmentation",
                     o,
                 )
+        _free_in_pieces(o, t)
         if o.flavor == "expandable-segments":
             t.add(
                 "fragmentation",
@@ -969,7 +1079,9 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 "expandable segments were on: segments grow in place, fragmentation is unlikely",
                 o,
             )
-        if o.private_pools and o.private_pools >= 1 * GIB:
+        short = o.requested - o.free if o.requested and o.free is not None else None
+        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+            # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
             t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
@@ -986,6 +1098,109 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add(
                 "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
             )
+
+
+# Vocabulary rows are padded to this multiple before tensor parallelism splits them (vLLM's
+# VocabParallelEmbedding / ParallelLMHead, SGLang's alike), so the logits' last dimension is the padded
+# vocabulary, or its share per tensor-parallel rank.
+VOCAB_PADDING = 64
+# A request matching tokens x vocab x 2 bytes is evidence only where a size drawn at random would match with
+# at most this chance (summed over the vocabulary widths tried): the printed rounding must be finer than a
+# row of logits.
+LOGITS_MATCH_CHANCE = 0.1
+# More rows than this in one logits tensor is no step any engine or trainer runs.
+LOGITS_MAX_ROWS = 1 << 22
+
+
+# PyTorch's caching allocator reports the block it asked the driver for, not the tensor: a request of 10 MiB
+# or more rounded up to a multiple of 2 MiB (kRoundLarge), smaller ones a 2 MiB or 20 MiB buffer
+# (c10/cuda/CUDACachingAllocator.cpp get_allocation_size); "Tried to allocate 594.00 MiB" is a 593.50 MiB
+# tensor. Its sizes are known to within this much below the printed one.
+TORCH_BLOCK_ROUNDING = 2 * MIB
+TORCH_FLAVORS = ("torch", "torch-old", "expandable-segments", "hsa")
+
+
+def size_uncertainty(size: int, flavor: str) -> float:
+    """How far the tensor's true size may be from the size an OOM message prints: PyTorch's allocator's block
+    rounding, else half the last digit of two decimals of bytes, KiB, MiB or GiB (ggml, XLA)."""
+    if flavor in TORCH_FLAVORS:
+        return TORCH_BLOCK_ROUNDING
+    for unit in (GIB, MIB, 1024):
+        if size >= unit:
+            return 0.005 * unit
+    return 0.5
+
+
+def logits_rows(requested: int, flavor: str, vocab: int, tp: int) -> tuple[int, int] | None:
+    """(rows, width) when `requested` is rows x width x 2 bytes (bf16/fp16 logits; fp32 ones are twice the
+    rows) for a width the logits take (the vocabulary, padded, or its tensor-parallel share), within the
+    message's rounding; None when no width matches or the rounding is too coarse to tell."""
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    widths = sorted({vocab, padded} | ({padded // tp} if tp > 1 and padded % tp == 0 else set()))
+    tolerance = size_uncertainty(requested, flavor)
+    if sum(min(1.0, 2 * tolerance / (w * 2)) for w in widths) > LOGITS_MATCH_CHANCE:
+        return None
+    for width in widths:
+        rows = round(requested / (width * 2))
+        if 1 <= rows <= LOGITS_MAX_ROWS and abs(requested - rows * width * 2) <= tolerance:
+            return rows, width
+    return None
+
+
+def _logits_sized(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """A failed request whose size is a whole number of rows of the model's vocabulary (x 2 or 4 bytes) is a
+    logits tensor (or its log-softmax, its fp32 copy), whatever the stack shows."""
+    model = setup.weights.model if setup.weights else None
+    vocab = catalog_vocab(model.catalog_id) if model and model.catalog_id else None
+    if vocab is None:
+        return
+    tp = setup.parallel("tensor_parallel_size")
+    for o in ev.of(OomMessage):
+        found = logits_rows(o.requested, o.flavor, vocab, tp) if o.requested else None
+        if found is None or not o.requested:
+            continue
+        rows, width = found
+        t.add(
+            "sampler-or-logits",
+            STRONG,
+            f"the failed {o.requested / MIB:,.2f} MiB request is {rows:,} rows x {width:,} (the vocabulary "
+            f"of {model.catalog_id if model else 'the model'}) x 2 bytes: a logits tensor",
+            o,
+        )
+        break
+
+
+def _free_in_pieces(o: OomMessage, t: Tally) -> None:
+    """Free memory against the request where the allocator says both and manages the memory itself (not
+    PyTorch's, whose "free" is the driver's, outside its cache): free enough in total yet the request refused
+    is the free memory in pieces; with the largest free block printed, the block decides (Tenstorrent's bank
+    allocator), else the sum does (XLA's TPU allocator: "Attempting to allocate X. That was not possible.
+    There are Y free")."""
+    if o.flavor != "engine" or not o.requested or o.free is None:
+        return
+    if o.free < o.requested:
+        t.add(
+            "fragmentation",
+            -MEDIUM,
+            f"{o.free / MIB:,.1f} MiB was free in all, less than the {o.requested / MIB:,.1f} MiB asked: "
+            "full, not in pieces",
+            o,
+        )
+        return
+    if o.largest_free is not None and o.largest_free >= o.requested:
+        return  # a block that fits was there: something other than the free memory refused it
+    largest = (
+        f", its largest free block {o.largest_free / MIB:,.1f} MiB" if o.largest_free is not None else ""
+    )
+    t.add(
+        "fragmentation",
+        STRONG + 0.5,
+        f"{o.free / MIB:,.1f} MiB was free, more than the {o.requested / MIB:,.1f} MiB asked{largest}: the "
+        "free memory was there, not in one piece",
+        o,
+    )
+    for cls in ("activation-peak", "weights-dont-fit", "other-process-or-shared-gpu"):
+        t.add(cls, -MEDIUM, "the allocator had the bytes free, in pieces", o)
 
 
 def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
@@ -1069,7 +1284,12 @@ def other_process_bytes(o: OomMessage) -> int | None:
         )
     if len(o.processes) >= 2:
         ordered = sorted(used for _, used in o.processes)
-        return sum(ordered[:-1])  # the largest is the failing engine itself
+        # The failing process holds at least what PyTorch reserved in it; inside a container its own pid is
+        # not the host's, so PyTorch lists it as "Process N" too: it is the smallest listed process that
+        # holds that much (the largest when PyTorch's numbers are missing).
+        reserved = (o.allocated or 0) + (o.reserved_unallocated or 0) if o.allocated is not None else None
+        mine = next((u for u in ordered if reserved is not None and u >= reserved), ordered[-1])
+        return sum(ordered) - mine
     if len(o.processes) == 1:
         return 0
     return None
@@ -1260,6 +1480,13 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
                 mm[0] or fact,
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
+    elif sit.phase == "startup-kv-alloc":
+        t.add(
+            "kv-cache-insufficient-at-startup",
+            MEDIUM,
+            "it failed allocating the KV cache the profile had sized",
+            fact,
+        )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",
@@ -1472,7 +1699,8 @@ def _processes(ev: Evidence, t: Tally) -> None:
                 t.add(
                     "other-process-or-shared-gpu",
                     STRONG,
-                    "nvidia-smi shows more than one process holding memory on the same GPU",
+                    "the device's process table (nvidia-smi, npu-smi, rocm-smi, nvtop) shows more than one "
+                    "process holding memory on the same device",
                     *ordered[:3],
                 )
                 for s in ev.signals("no-kv-cache-memory", "negative-kv-memory", "cannot-auto-fit")[:1]:
@@ -1483,6 +1711,124 @@ def _processes(ev: Evidence, t: Tally) -> None:
                         "the KV pool found no room on a GPU another process holds memory on",
                         s,
                     )
+
+
+# Memory a device holds before any engine touched it: a CUDA context, a desktop's display, NCCL's buffers.
+NOTHING_HELD = 1 * GIB
+# Held by others at this share of the device, it is what the engine then lacked, whatever failed next.
+HELD_LARGE_SHARE = 0.25
+# The engines' errors of a KV pool left with no room at startup.
+EMPTY_POOL = (
+    "no-kv-cache-memory",
+    "negative-kv-memory",
+    "cannot-auto-fit",
+    "sglang-not-enough-memory",
+    "sglang-negative-token-budget",
+)
+
+
+def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
+    "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
+    context and NCCL's buffers (OUTSIDE_PYTORCH_MIN, or 10% of the device), someone else holds the rest.
+    The first reading of each process and device counts (a draft model loads later, beside the target's
+    weights)."""
+    if ev.has("free-memory-below-utilization"):
+        return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    totals = {
+        (n.where.source, n.where.line): n.value
+        for n in ev.of(StartupNumber)
+        if n.quantity == "gpu_total_bytes"
+    }
+    named = {(d.where.source, d.where.line): d.total for d in ev.of(DeviceNamed) if d.total}
+    seen: set[tuple[str, str]] = set()
+    empty: StartupNumber | None = None
+    for n in ev.of(StartupNumber):
+        if n.quantity != "free_at_start_bytes" or (n.where.source, n.process_tag) in seen:
+            continue
+        seen.add((n.where.source, n.process_tag))
+        at = (n.where.source, n.where.line)
+        total = totals.get(at) or named.get(at) or setup.gpu_total_bytes
+        if not total or n.value > total:
+            continue  # no total, or unified memory (free counts the host's RAM)
+        held = total - n.value
+        if held >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * total):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG + 1.0 if held >= HELD_LARGE_SHARE * total else STRONG,
+                f"{held / GIB:.2f} GiB of the {total / GIB:.2f} GiB device was in use before the engine "
+                "placed anything on it: another process holds it",
+                n,
+            )
+            for s in ev.signals(*EMPTY_POOL)[:1]:
+                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
+                t.add(
+                    "other-process-or-shared-gpu",
+                    MEDIUM + 0.5,
+                    "the engine found no room for its KV pool on a device someone else held memory on",
+                    s,
+                )
+            return
+        if held < NOTHING_HELD and empty is None:
+            empty = n
+    if empty is not None:
+        t.add(
+            "other-process-or-shared-gpu",
+            -WEAK,
+            "the device was all but empty when the engine started: nobody else held memory then",
+            empty,
+        )
+
+
+# A device's memory read this many times, each reading at or above the one before, is a trend.
+CREEP_READINGS = 3
+# What it must have grown by, at least (a GiB, or this share of the first reading).
+CREEP_MIN = 1 * GIB
+CREEP_SHARE = 0.05
+# A step larger than this share of the device is an engine allocating its pools (weights, KV), not a creep.
+CREEP_STEP_SHARE = 0.2
+
+
+def _device_creep(ev: Evidence, t: Tally) -> None:
+    """The same process, or the same device, read several times (nvidia-smi under `watch`, tables pasted hour
+    after hour): memory that only rose, in steps small against the device (an engine's startup takes its
+    weights and KV pool in steps of tens of percent), is memory that is never given back. One process's own
+    memory is the leak itself; a device's could be a neighbour's growing, so it weighs less."""
+    per_process: dict[tuple[str, int | None, int | None], list[GpuProcess]] = {}
+    for p in ev.of(GpuProcess):
+        per_process.setdefault((p.where.source, p.gpu, p.pid), []).append(p)
+    per_device: dict[tuple[str, int | None, str], list[GpuMemory]] = {}
+    totals: dict[tuple[str, int | None, str], int] = {}
+    for g in ev.of(GpuMemory):
+        key = (g.where.source, g.gpu, g.name)
+        per_device.setdefault(key, []).append(g)
+        totals[key] = g.total
+    series: list[tuple[list[Fact], list[int], int | None, float, str]] = [
+        (list(rs), [r.used for r in rs], None, STRONG, "a process's GPU memory")
+        for rs in per_process.values()
+    ]
+    series += [
+        (list(rs), [r.used for r in rs], totals[k], MEDIUM + 0.5, "a GPU's memory in use")
+        for k, rs in per_device.items()
+    ]
+    for readings, used, total, weight, what in series:
+        if len(used) < CREEP_READINGS or used[0] <= 0:
+            continue
+        steps = [b - a for a, b in itertools.pairwise(used)]
+        largest = CREEP_STEP_SHARE * (total or max(used))
+        if (
+            all(0 <= s <= largest for s in steps)
+            and sum(1 for s in steps if s > 0) >= 2
+            and used[-1] - used[0] >= max(CREEP_MIN, CREEP_SHARE * used[0])
+        ):
+            t.add(
+                "memory-leak",
+                weight,
+                f"{what} rose in every reading, from {used[0] / GIB:.2f} to {used[-1] / GIB:.2f} GiB over "
+                f"{len(used)} readings, in steps no engine's startup takes",
+                readings[0],
+                readings[-1],
+            )
 
 
 def _snapshot(ev: Evidence, t: Tally) -> None:
@@ -1500,7 +1846,16 @@ def _snapshot(ev: Evidence, t: Tally) -> None:
             t.add("fragmentation", -MEDIUM, "a free block large enough existed in the snapshot", s)
 
 
-_DP_RANK = re.compile(r"DP\d+")
+# A rank that sizes its own KV pool: a data-parallel rank (vLLM's EngineCore_DP0, SGLang's DP0), or a rank
+# whose count a line states with its number and no tensor-parallel tag (rank_kv.py); tensor-parallel ranks of
+# vLLM and SGLang agree on the minimum before they allocate, so their tags are left out.
+_DP_RANK = re.compile(r"DP\d+|^rank\d+$")
+
+
+# Data-parallel engines' pools this far apart (share of the smaller) are not rounding; ranks that share one
+# block table (a count stated per rank) must agree exactly, so any difference past this counts.
+DP_SPREAD = 0.05
+SHARED_TABLE_SPREAD = 0.005
 
 
 def _dp_ranks(ev: Evidence, t: Tally) -> None:
@@ -1511,7 +1866,8 @@ def _dp_ranks(ev: Evidence, t: Tally) -> None:
             if n.quantity == quantity and rank:
                 per_rank[rank.group(0)] = n
         values = [n.value for n in per_rank.values()]
-        if len(values) >= 2 and max(values) > 1.05 * min(values):
+        spread = SHARED_TABLE_SPREAD if all(r.startswith("rank") for r in per_rank) else DP_SPREAD
+        if len(values) >= 2 and max(values) > (1 + spread) * min(values):
             t.add(
                 "dp-replica-kv-accounting",
                 STRONG,
@@ -1771,6 +2127,8 @@ def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation)
 PROSE = {
     "prose-leak": ("memory-leak", STRONG - 0.5),
     "prose-growth": ("memory-leak", MEDIUM + 0.5),
+    "prose-measured-growth": ("memory-leak", STRONG),
+    "prose-not-freed": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-killed": ("host-ram-oom", MEDIUM),
@@ -1797,11 +2155,53 @@ def _prose(ev: Evidence, t: Tally) -> None:
         t.add(cls, weight, "the report describes it: " + s.name[6:].replace("-", " "), s)
 
 
+# The mechanism each cure treats, with the weight a change that helped gives it (one that did not help
+# counts against the mechanism at -WEAK): each kind of OOM has its own cure, so the cure that worked names it.
+# (A larger context or KV share cannot help activations; quantized weights and more GPUs shrink the weights
+# per GPU; a smaller prefill step and flash attention shrink the forward pass's transient tensors.)
+LEVER_CAUSES: dict[TriedLever, tuple[tuple[CauseClass, float], ...]] = {
+    TriedLever.SHORTER_CONTEXT: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM + 0.5),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.QUANTIZED_KV: (
+        (CauseClass.MAX_MODEL_LEN_EXCEEDS_KV, MEDIUM),
+        (CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, WEAK),
+    ),
+    TriedLever.LARGER_KV_SHARE: ((CauseClass.KV_CACHE_INSUFFICIENT_AT_STARTUP, MEDIUM + 0.5),),
+    TriedLever.SMALLER_STEP: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FLASH_ATTENTION: ((CauseClass.ACTIVATION_PEAK, MEDIUM + 0.5),),
+    TriedLever.FEWER_GPU_LAYERS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.MORE_GPUS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.QUANTIZED_WEIGHTS: ((CauseClass.WEIGHTS_DONT_FIT, MEDIUM + 0.5),),
+    TriedLever.NO_CUDA_GRAPHS: ((CauseClass.CUDA_GRAPH_CAPTURE, MEDIUM + 0.5),),
+    TriedLever.EXPANDABLE_SEGMENTS: ((CauseClass.FRAGMENTATION, MEDIUM + 0.5),),
+    TriedLever.SMALLER_MM_INPUT: ((CauseClass.MULTIMODAL_ENCODER, MEDIUM + 0.5),),
+    TriedLever.NO_SPECULATION: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.LESS_LORA: ((CauseClass.SPEC_DECODE_OR_LORA_EXTRA, MEDIUM + 0.5),),
+    TriedLever.NO_PROMPT_LOGPROBS: ((CauseClass.SAMPLER_OR_LOGITS, MEDIUM + 0.5),),
+    TriedLever.MORE_HOST_MEMORY: ((CauseClass.HOST_RAM_OOM, MEDIUM + 0.5),),
+    TriedLever.GPU_TO_ITSELF: ((CauseClass.OTHER_PROCESS_OR_SHARED_GPU, MEDIUM + 0.5),),
+    TriedLever.RESTART: ((CauseClass.MEMORY_LEAK, MEDIUM + 0.5),),
+}
+
+
+def _levers_tried(ev: Evidence, t: Tally) -> None:
+    """What the reporter changed and whether it helped (sources/levers_tried.py): the cure that worked
+    names its mechanism; one that did not argues a little against it."""
+    for fact in ev.of(LeverTried):
+        for cls, weight in LEVER_CAUSES[fact.lever]:
+            if fact.helped:
+                t.add(cls, weight, f"the report says {fact.lever.value} helped", fact)
+            else:
+                t.add(cls, -WEAK, f"the report says {fact.lever.value} did not help", fact)
+
+
 def _growth_before_kill(ev: Evidence, t: Tally) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
     grow)."""
-    growth = ev.signals("prose-growth", "prose-leak")
+    growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
     if not growth or t.score("host-ram-oom") <= 0:
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"

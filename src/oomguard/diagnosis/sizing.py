@@ -38,6 +38,9 @@ FOUR_BIT = re.compile(
 )
 EIGHT_BIT = re.compile(r"(?i)(?<![a-z0-9])(fp8|int8|8bit|8-bit|w8a8|w8a16|q8|fbgemm_fp8|modelopt)(?![a-z])")
 FLOAT32 = re.compile(r"(?i)(?<![a-z0-9])(fp32|float32|float)(?![a-z0-9])")
+# A copy saved in 16 bits ("gpt-oss-120b-bf16", "...-fp16", GGUF "f16"): for a model whose original is
+# quantized (gpt-oss's MXFP4), a dequantized copy twice or more its size.
+SIXTEEN_BIT = re.compile(r"(?i)(?<![a-z0-9])(bf16|fp16|f16|bfloat16|float16|16bit|16-bit)(?![a-z0-9])")
 # GGUF quantization types and their bits per weight (llama.cpp's quantize table, rounded): Q4_K_M is ~4.8.
 _GGUF = re.compile(r"(?i)(?<![a-z0-9])(?P<t>i?q(?P<bits>[1-8])(?:_[a-z0-9]+)*)(?![a-z0-9])")
 GGUF_BITS = {1: 1.8, 2: 2.7, 3: 3.6, 4: 4.8, 5: 5.6, 6: 6.6, 7: 7.5, 8: 8.5}
@@ -158,6 +161,9 @@ def _precision(text: str) -> tuple[float, str] | None:
     m = FLOAT32.search(text)
     if m:
         return BYTES["32-bit"], f"32-bit ({m.group(1).lower()})"
+    m = SIXTEEN_BIT.search(text)
+    if m:
+        return BYTES["16-bit"], f"16-bit ({m.group(1).lower()})"
     return None
 
 
@@ -216,6 +222,18 @@ def _catalog_size(model: str) -> tuple[str, float, float, str, float | None] | N
     return entry.id, float(spec.num_params), float(stored), precision, spec.dtype_bytes
 
 
+@lru_cache(maxsize=256)
+def catalog_vocab(catalog_id: str) -> int | None:
+    """The vocabulary of a catalog model: the rows of its LM head, the last dimension of its logits."""
+    from oomguard.errors import OomguardError
+    from oomguard.models.resolve import resolve_model
+
+    try:
+        return resolve_model(catalog_id).vocab_size or None
+    except OomguardError:
+        return None
+
+
 def model_size(model: str | None, flags: dict[str, str], fact: Fact | None = None) -> ModelSize | None:
     """Phase 1: the model's size, the catalog first, else the count in its name; None when neither says."""
     if not model:
@@ -225,8 +243,12 @@ def model_size(model: str | None, flags: dict[str, str], fact: Fact | None = Non
     catalog = _catalog_size(model)
     if catalog is not None:
         cid, params, stored, precision, dtype_bytes = catalog
-        if stated is None or dtype_bytes is None:
+        if stated is None:
             return ModelSize(name, params, stored, precision, f"the catalog's {cid}", fact, cid)
+        if dtype_bytes is None:
+            # The catalog holds a quantized original; the name or a flag says this copy is stored otherwise.
+            per_param, how = stated
+            return ModelSize(name, params, params * per_param, how, f"the catalog's {cid}", fact, cid)
         per_param, how = stated
         # The catalog holds the unquantized original; the name or a flag says this copy is quantized.
         bytes_ = stored * per_param / dtype_bytes

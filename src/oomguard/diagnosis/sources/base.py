@@ -27,6 +27,7 @@ class AllocatorReport:
     allocated: int | None = None
     private_pools: int | None = None
     reserved_unallocated: int | None = None
+    largest_free: int | None = None  # the largest contiguous free block, where the allocator prints it
 
 
 # An out-of-memory message that says nothing but that an engine ran out (no size, no device).
@@ -87,6 +88,7 @@ class Context:
                 allocated=report.allocated,
                 private_pools=report.private_pools,
                 reserved_unallocated=report.reserved_unallocated,
+                largest_free=report.largest_free,
                 process_tag=process_tag,
             )
         )

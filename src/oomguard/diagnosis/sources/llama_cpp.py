@@ -23,6 +23,7 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
 - decode at runtime: "decode: failed to find a memory slot for batch of size N", "failed to find free space in
   the KV cache, retrying with smaller batch size", "failed to find KV cache slot for ubatch of size N";
   node-llama-cpp's "could not find a KV slot for the batch"
+- the logits output buffer: "llama_output_reserve: failed to allocate output buffer of size N MiB"
 - ollama's runner dying while it loads: "llama runner exited, you may not have enough available memory to run
   this model" (ollama llm/server.go)
 - "error loading model: unable to allocate backend buffer", "llama_model_load: error loading model"
@@ -31,6 +32,10 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
 - ollama's planner: "memory layout cannot be allocated"
 - ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
+- what each device had free before the model's first tensor: "llama_model_load_from_file_impl: using device
+  CUDA0 (NVIDIA GeForce RTX 3090) - 23307 MiB free" (src/llama.cpp), and ollama's discovery at server start,
+  before any model: msg="inference compute" ... name="NVIDIA GeForce RTX 3090" total="23.7 GiB"
+  available="23.4 GiB" (ollama discover/types.go; 0.12+ writes description="..." and type=discrete|iGPU)
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-from oomguard.diagnosis.evidence import Frame, Signal, Where
+from oomguard.diagnosis.evidence import DeviceNamed, Frame, Signal, StartupNumber, Where
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources import metal
 from oomguard.diagnosis.sources.base import (
@@ -52,6 +57,8 @@ from oomguard.diagnosis.sources.base import (
     log_size,
 )
 from oomguard.diagnosis.sources.triggers import Triggers
+from oomguard.errors import UnknownGpuError
+from oomguard.hardware import find_gpu
 
 
 class Step(enum.Enum):
@@ -64,6 +71,7 @@ class Step(enum.Enum):
     SERVING = "serving"
 
 
+_MIB = 1 << 20
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
 _KV_BUFFER = re.compile(r"(?P<dev>[\w-]+) KV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
 # KV buffers in host memory (no GPU offload of the cache): they take nothing from the device.
@@ -73,6 +81,14 @@ _BUFFER_OF_SIZE = re.compile(r"failed to allocate (?:(?P<dev>\w+) )?buffer of si
 # ggml's reservation of the compute graph's buffer (llama-context.cpp graph_reserve / sched_reserve).
 _COMPUTE_FAILED = ("failed to allocate compute",)
 _VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
+# (2026 builds add the PCI address: "using device CUDA0 (NVIDIA GeForce GTX 1080 Ti) (0000:03:00.0) - ...")
+_USING_DEVICE = re.compile(
+    r"using device (?P<dev>[\w-]+) \((?P<desc>[^)]*)\)(?: \([^)]*\))? - (?P<free>\d+) MiB free"
+)
+_OLLAMA_COMPUTE = re.compile(
+    r'total="(?P<total>[\d.]+ ?[KMGT]?i?B)" available="(?P<avail>[\d.]+ ?[KMGT]?i?B)"'
+)
+_OLLAMA_NAME = re.compile(r'\b(?:description|name)="(?P<name>[^"]+)"')
 _IN_FUNCTION = re.compile(r"current device: \d+, in function (?P<func>\w+) at (?P<path>[^\s:]+):(?P<no>\d+)")
 
 # Lines that say an allocation of llama.cpp failed (the step decides what it means).
@@ -101,6 +117,9 @@ _NO_KV_SLOT = (
 )
 # ollama's runner exited before it was ready (it was loading the model).
 _RUNNER_LOAD_EXIT = "you may not have enough available memory to run this model"
+# llama_output_reserve (src/llama-context.cpp): the buffer the logits are returned in, n_vocab x the outputs
+# of a batch x fp32 (plus the embeddings when asked): "failed to allocate output buffer of size 1187.50 MiB".
+_OUTPUT_BUFFER = re.compile(r"failed to allocate output buffer of size (?P<v>[\d.]+ ?[KMG]iB)")
 # Once per start or per request, not per batch (a day's log holds millions of "update_slots" lines).
 _SERVING = ("server is listening", "all slots are idle", "launch_slot_", "llama runner started in")
 
@@ -126,8 +145,11 @@ class Parser(LineParser):
             *_CONTEXT_FAILED,
             *_ALLOC_FAILED,
             "warmup with image size",
+            "failed to allocate output buffer",
             *_SERVING,
             "current device:",
+            "MiB free",
+            "inference compute",
             *_NO_KV_SLOT,
             _RUNNER_LOAD_EXIT,
             metal.IOGPU_OOM,
@@ -155,12 +177,17 @@ class Parser(LineParser):
                 size = log_size(m.group("v")) or 0
                 self.kv_bytes += size
                 self.kv_by_device[m.group("dev")] = self.kv_by_device.get(m.group("dev"), 0) + size
+        output = _OUTPUT_BUFFER.search(body)
+        if output:
+            self._once(line, body, "logits-buffer-failed", requested_bytes=log_size(output.group("v")))
         if any(w in body for w in _NO_KV_SLOT):
             self._once(line, body, "kv-pool-dry", n_ctx=self.n_ctx)
         if _RUNNER_LOAD_EXIT in body and self.step in (Step.NONE, Step.LOAD):
             self._once(line, body, "load-model-failed")
         if "current device:" in body:
             self._ggml_check(line, body)
+        if "MiB free" in body or "inference compute" in body:
+            self._free_at_start(line, msg)
         if "memory layout cannot be allocated" in body.lower():
             self.ctx.oom(line, body, ENGINE_OOM)
         if "Device memory allocation of size" in body:
@@ -262,6 +289,64 @@ class Parser(LineParser):
         if self.pending is not None and self.step is Step.CONTEXT:
             self._context(self.pending, kv_needed=None)
         self.pending = None
+
+    def _free_at_start(self, line: Line, msg: Message) -> None:
+        """What a device had free before this engine placed anything on it (the device is named, so the
+        total comes from the catalog for llama.cpp's line; ollama's line carries it). Host "devices" (ollama's
+        library=cpu) and integrated GPUs, whose memory is the host's, say nothing of another tenant."""
+        body = msg.body
+        m = _USING_DEVICE.search(body)
+        if m:
+            self._device_free(line, msg, m.group("dev"), int(m.group("free")) * _MIB, None, m.group("desc"))
+            return
+        o = _OLLAMA_COMPUTE.search(body) if "inference compute" in body else None
+        if o is None or "library=cpu" in body or "type=iGPU" in body:
+            return
+        name = _OLLAMA_NAME.search(body)
+        self._device_free(
+            line,
+            msg,
+            "",
+            log_size(o.group("avail")),
+            log_size(o.group("total")),
+            name.group("name") if name else "",
+        )
+
+    def _device_free(
+        self, line: Line, msg: Message, dev: str, free: int | None, total: int | None, name: str
+    ) -> None:
+        gpu = None
+        try:
+            gpu = find_gpu(name) if name else None
+        except UnknownGpuError:
+            pass
+        if gpu is not None and gpu.unified_memory:
+            return
+        if free is None:
+            return
+        tag = " ".join(x for x in (msg.tag, dev) if x)
+        for quantity, value in (("free_at_start_bytes", free), ("gpu_total_bytes", total)):
+            if value is not None:
+                self.ctx.emit(
+                    StartupNumber(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(msg.body),
+                        quantity=quantity,
+                        value=value,
+                        process_tag=tag,
+                    )
+                )
+        if total is None and gpu is not None:
+            self.ctx.emit(
+                DeviceNamed(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(msg.body),
+                    name=name,
+                    part=gpu.name,
+                    total=gpu.total_bytes,
+                    count=None,
+                )
+            )
 
     def _ggml_check(self, line: Line, body: str) -> None:
         """ggml's CUDA_CHECK names the function whose call failed: the engine's own stack frame."""

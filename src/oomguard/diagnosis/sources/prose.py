@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnosis.evidence import Signal
+from oomguard.diagnosis.evidence import LeverTried, Signal
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.levers_tried import levers_tried
 
 # Text that appears inside tool output and says nothing about this failure.
 BOILERPLATE = (
@@ -21,6 +22,8 @@ BOILERPLATE = (
     "Tried to allocate",
     "If you are running out of memory",
     "CUDA graphs can take additional",
+    # vLLM's refusal for too few recurrent-state blocks names the step it stops before, not a graph's memory
+    "so CUDA graph capture cannot proceed",
     "To disable, set",
     "See documentation for Memory Management",
     "is reserved by PyTorch",
@@ -28,6 +31,13 @@ BOILERPLATE = (
     "allocated by PyTorch",
 )
 
+# A memory quantity ("20GB", "1.5 GiB", "4079 MB") and a span of time or of work it was measured over.
+_QUANTITY = r"\b\d+(\.\d+)?\s?[kmgt]i?b\b"
+_SPAN = (
+    r"\b(per|each|every|after|over|for|within|across|in)\s+(about\s+|~)?(\d[\d,.]*\s*[km]?|a few|a couple of|"
+    r"several|many|hundreds of|thousands of)\s*(requests?|queries|calls|iterations?|steps?|epochs?|rounds?|"
+    r"cycles?|turns?|generations?|batches|hours?|hrs?|days?|minutes?|mins?|weeks?|h|d)\b"
+)
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
@@ -48,6 +58,30 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
             r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
             r"|\b(keeps?|continu\w*)\s+(\w+\s+)?ramp\w*\b"
+        ),
+        None,
+    ),
+    # A growth the reporter measured: a growth word, a memory quantity and the span it grew over ("increases
+    # by 20GB ... when left running for 7 days", "grew from 18 GB to 31 GB over 6 hours", "+4 GB every 1000
+    # requests"): a quantity over time is the leak's own signature, whatever the words around it.
+    (
+        "prose-measured-growth",
+        re.compile(
+            r"\b(increas\w*|grow\w*|grew|ris(es|ing)|rose|climb\w*|accumulat\w*|went up|goes up|creep\w*|"
+            r"balloon\w*|leak\w*)\b"
+        ),
+        re.compile(rf"{_QUANTITY}.*{_SPAN}|{_SPAN}.*{_QUANTITY}"),
+    ),
+    # Memory the engine does not give back when it is deleted, shut down or done with a request: the memory
+    # itself is the subject ("the memory is not released", "does not free all the memory"), not another
+    # process's ("hopes other processes don't release GPU memory").
+    (
+        "prose-not-freed",
+        re.compile(
+            r"\b(memory|vram|kv cache|blocks)\s+(is|was|were|are|has|have|had|gets?|got)\s*(not|n't|never)\s+"
+            r"(been\s+)?(fully\s+|completely\s+|properly\s+)?(freed|released|returned|reclaimed|given back)\b"
+            r"|\b(does|did)\s*(not|n't|never)\s+(fully\s+|completely\s+|properly\s+)?(free|release|reclaim)\s+"
+            r"(up\s+)?((all|the|its|any|of)\s+)*(gpu\s+|cuda\s+)?(memory|vram)\b"
         ),
         None,
     ),
@@ -98,13 +132,15 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-ep-buffer",
         re.compile(
             r"\b(deepep|deep_ep|all2all|all-to-all|all_to_all|nvshmem|dispatch buffer|low_latency buffer|"
-            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*)\b"
+            r"ep buffers?|a2a|eplb|redundant.experts|expert.parallel\w*|low[-_ ]latency buffers?|"
+            r"num_rdma_bytes|num_nvl_bytes|rdma buffers?|nvl buffers?|pplx(_kernels)?|mori|symmetric heap|"
+            r"num_max_dispatch_tokens_per_rank|max_tokens_per_rank|num_dispatchers)\b"
         ),
         None,
     ),
     (
         "prose-dp-blocks-differ",
-        re.compile(r"\bblocks?\b|\bkv cache\b"),
+        re.compile(r"\bblocks?\b|\bkv[ _-]?cache\w*|\bcapacit(y|ies)\b|\bnum_\w*blocks\b"),
         re.compile(
             r"\b(ranks?|replicas?|dp\d*)\b.*\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b"
             r"|\b(spread|differ\w*|mismatch\w*|imbalanc\w*|inconsistent|vary|varies)\b.*\b(ranks?|replicas?|dp\d*)\b"
@@ -124,6 +160,17 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\b(prompt_logprobs|logprobs|logits over|full[- ]vocab\w*|lm_eval|lm-eval|loglikelihood)\b"
         ),
         None,
+    ),
+    # The vocabulary-wide tensors named in words next to a memory word ("an OOM can occur inside
+    # `LogitsProcessor` where the logits are casted to fp32"): not the attention's, a router's or an
+    # indexer's logits, which are other mechanisms' tensors.
+    (
+        "prose-logprobs",
+        re.compile(
+            r"(?<!attn )(?<!attention )(?<!router )(?<!indexer )(?<!gate )(?<!gating )(?<!qk )"
+            r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
+        ),
+        re.compile(_MEM),
     ),
     (
         "prose-kv-full",
@@ -247,6 +294,10 @@ class Parser(LineParser):
         if not is_prose(line, msg):
             return  # engine and tool output describe nothing about the failure in words
         low = _PATH.sub(" ", text.lower())
+        for lever, helped in levers_tried(_PATH.sub(" ", text)):
+            self.ctx.emit(
+                LeverTried(where=self.ctx.where(line), text=self.ctx.clip(raw), lever=lever, helped=helped)
+            )
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue

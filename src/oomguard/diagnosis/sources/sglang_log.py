@@ -16,6 +16,9 @@ from oomguard.units import GiB as _GIB
 _LOAD_END = re.compile(
     r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
 )
+# model_runner.load_model, before any weight: what the device had free once this rank's CUDA context and
+# distributed groups were up (SGLang v0.3-v0.5, python/sglang/srt/model_executor/model_runner.py).
+_LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 _PROFILED = re.compile(r"max_total_tokens=(?P<want>\d+) is larger than the profiled value (?P<v>-?\d+)")
 _TOTAL_TOKENS = re.compile(r"max_total_num_tokens=(?P<v>-?\d+)")
 _BATCH = re.compile(
@@ -26,6 +29,18 @@ _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
 _VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
 _LEAK_CHECK = re.compile(r"available_size=(?P<avail>\d+).*?max_total_num_tokens=(?P<total>\d+)")
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
+# CUDA-graph capture, every graph SGLang captures (model_runner / cuda_graph_runner, eagle_worker): the decode
+# graphs "Capture cuda graph begin. This can take up to several minutes. avail mem=..." and their batch sizes
+# "Capture cuda graph bs [1, 2, 4]", the prefill ones "Capture piecewise CUDA graph begin", the draft model's
+# "Capture draft cuda graph begin" / "Capture draft extend cuda graph begin", each with its "... end. Time
+# elapsed: ..." line, and the progress bar "Capturing batches (bs=128 avail_mem=57.52 GB)".
+_CAPTURE = re.compile(
+    r"\bCapture (?:draft (?:extend )?|piecewise )?cuda graph (?P<edge>begin|end|bs)\b"
+    r"|\bCapturing batches \(bs=",
+    re.IGNORECASE,
+)
+# The HTTP server is up (sglang/srt/entrypoints/http_server.py, after the warm-up request).
+_READY = "The server is fired up and ready to roll"
 
 
 class Parser(LineParser):
@@ -38,8 +53,12 @@ class Parser(LineParser):
             "max_total_num_tokens",
             "KV Cache is allocated",
             "Memory pool end",
-            "Capture cuda graph begin",
-            "Capture cuda graph end",
+            "apture cuda graph",
+            "apture CUDA graph",
+            "apture piecewise",
+            "apture draft",
+            "Capturing batches",
+            _READY,
             "apture cuda graph failed",
             "apture CUDA graph failed",
             "Prefill out of memory",
@@ -80,6 +99,9 @@ class Parser(LineParser):
                 self.ctx.startup_number(line, msg, "sglang_weights_bytes", float(m.group("usage")) * _GIB)
             self.ctx.signal(line, body, "milestone-weights-loaded")
         if "Load weight begin" in body:
+            m = _LOAD_BEGIN.search(body)
+            if m:
+                self.ctx.startup_number(line, msg, "free_at_start_bytes", float(m.group("avail")) * _GIB)
             self.ctx.signal(line, body, "milestone-weights-loading")
         if "profiled value" in body:
             m = _PROFILED.search(body)
@@ -98,10 +120,14 @@ class Parser(LineParser):
                 self.ctx.signal(line, body, "sglang-negative-token-budget")
         if "KV Cache is allocated" in body or "Memory pool end" in body:
             self.ctx.signal(line, body, "milestone-kv-sized")
-        if "Capture cuda graph begin" in body:
-            self.ctx.signal(line, body, "milestone-cudagraph-start")
-        if "Capture cuda graph end" in body:
-            self.ctx.signal(line, body, "milestone-cudagraph-done")
+        if "aptur" in body:
+            m = _CAPTURE.search(body)
+            if m and m.group("edge") and m.group("edge").lower() == "end":
+                self.ctx.signal(line, body, "milestone-cudagraph-done")
+            elif m:
+                self.ctx.signal(line, body, "milestone-cudagraph-start")
+        if _READY in body:
+            self.ctx.signal(line, body, "milestone-serving")
         if ("apture cuda graph failed" in body or "apture CUDA graph failed" in body) and "memory" in body:
             self.ctx.signal(line, body, "sglang-cudagraph-failed")
         if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:

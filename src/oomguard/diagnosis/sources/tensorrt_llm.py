@@ -8,6 +8,9 @@ Formats (TensorRT-LLM cpp/tensorrt_llm/batch_manager, tensorrtllm_backend):
   be larger than beam_width * tokensPerBlock * maxBlocksPerSeq)": the pool is below one engine-max-length
   sequence, which is what `max-model-len-exceeds-kv` means (the engine's max input + output length is the max
   model len).
+- "maxAttentionWindow and maxSequenceLen are too large for at least one sequence to fit in kvCache. they are
+  reduced to N" (a warning since 2024: the engine shortens its max length to what the pool holds once): the
+  same mechanism, the engine's max length against the pool it sized.
 - "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: ...": the failure came in a step of
   the running executor, not at startup.
 - "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left."
@@ -39,7 +42,16 @@ from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.units import GiB as GIB
 
-_USING_TOKENS = re.compile(r"Using (?P<n>\d+) tokens in paged KV cache")
+# "Using 693 tokens in paged KV cache." and, in the releases of 2024, "Using 256 total tokens in paged KV
+# cache, and 2 blocks per sequence".
+_USING_TOKENS = re.compile(r"Using (?P<n>\d+) (?:total )?tokens in paged KV cache")
+# The KV cache manager (batch_manager/kvCacheManager.cpp, and _torch/pyexecutor/resource_manager.py) finding
+# its primary pool below one sequence of the engine's max length shrinks that length: "maxAttentionWindow
+# and maxSequenceLen are too large for at least one sequence to fit in kvCache. they are reduced to 5185".
+_LENGTH_REDUCED = re.compile(
+    r"maxSequenceLen are too large for at least one sequence to fit in kvCache\. [Tt]hey are reduced to "
+    r"(?P<n>\d+)"
+)
 _ALLOCATED = re.compile(r"Allocated (?P<v>[\d.]+ [KMG]iB) for max tokens in paged KV cache \((?P<n>\d+)\)")
 _BELOW_ONE_SEQUENCE = "must be large enough to process at least 1 sequence"
 _NO_FREE_BLOCKS = "No free blocks left"
@@ -65,6 +77,10 @@ _COMPONENT_SIGNAL = (
 )
 # The report's lines after its first: the component, the total, one line per component created before it.
 _CREATION_REPORT_LINES = 12
+# The PyTorch backend's executor captures its decode graphs after the KV cache is created
+# (_torch/pyexecutor/model_engine.py): "Run generation only CUDA graph warmup for batch size=8" (later
+# "Run generation-only CUDA graph warmup for batch size=4, draft_len=0").
+_GRAPH_WARMUP = "CUDA graph warmup for batch size"
 _TACTIC = re.compile(r"Tactic Device request: (?P<req>\d+)MB Available: (?P<free>\d+)MB")
 _TRT_REQUESTED = re.compile(
     r"Requested amount of GPU memory \((?P<n>\d+) bytes\) could not be allocated|"
@@ -76,6 +92,7 @@ class Parser(LineParser):
     TRIGGERS = Triggers(
         words=(
             "tokens in paged KV cache",
+            "at least one sequence to fit in kvCache",
             "for max tokens in paged KV cache",
             _BELOW_ONE_SEQUENCE,
             "error in forwardAsync",
@@ -88,6 +105,7 @@ class Parser(LineParser):
             "for LoRA",
             _CREATION_FAILED,
             "Tactic Device request",
+            _GRAPH_WARMUP,
         )
     )
 
@@ -110,6 +128,14 @@ class Parser(LineParser):
             if m:
                 self.kv_tokens = int(m.group("n"))
                 self.ctx.startup_number(line, msg, "kv_cache_tokens", self.kv_tokens)
+        if "at least one sequence to fit in kvCache" in body:
+            m = _LENGTH_REDUCED.search(body)
+            self.ctx.signal(
+                line,
+                body,
+                "max-model-len-exceeds-kv",
+                estimated_max_model_len=float(m.group("n")) if m else None,
+            )
         if _BELOW_ONE_SEQUENCE in body:
             self.ctx.signal(line, body, "max-model-len-exceeds-kv", kv_cache_tokens=self.kv_tokens)
         if "Requested amount of GPU memory" in body or "Error Code 2: OutOfMemory" in body:
@@ -141,6 +167,8 @@ class Parser(LineParser):
             if m:
                 requested, free = int(m.group("req")) << 20, int(m.group("free")) << 20  # MiB
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=requested, free=free))
+        if _GRAPH_WARMUP in body:
+            self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "error in forwardAsync" in body and not self.serving:
             self.serving = True  # the executor's step loop: the server had been running requests
             self.ctx.signal(line, body, "milestone-serving")

@@ -6,6 +6,10 @@ serves through the router. Formats (text-generation-inference launcher/src/main.
 - "Starting shard rank=0" / "Starting download process." (weights)
 - "Shard ready in 12.3s rank=0" / "Shard 0 ready in ..." (the weights are in; warm-up next)
 - "Warming up model" (router) / "Method Warmup encountered an error." (server)
+- "KV-cache blocks: 52719, size: 1" (the pool sized from what the warm-up left), then "Cuda Graphs are enabled
+  for sizes [1, 2, 4, 8, 16, 32]" (the decode graphs are captured next, inside the same warm-up), and "Decode
+  cuda graph warmup failed" (a capture ran out of memory: TGI logs it and goes on without that graph;
+  server/text_generation_server/models/flash_causal_lm.py)
 - "Connected" (the router is serving) and request spans "batch{batch_size=1}:prefill" / ":decode"
 - "Shard 0 failed to start" / "Error: ShardCannotStart": with an out-of-memory error before it and no shard
   ready, the weights did not load (`load-model-failed`).
@@ -26,6 +30,9 @@ _READY = re.compile(r"\bShard (?:\d+ )?ready in\b")
 _FAILED_TO_START = ("failed to start", "ShardCannotStart")
 _OOM = ("out of memory", "OutOfMemoryError")
 _REQUEST_SPAN = re.compile(r"\bbatch\{batch_size=\d+\}:(?:prefill|decode)")
+_KV_BLOCKS = re.compile(r"\bKV-cache blocks: \d+, size: \d+")
+_GRAPHS = "Cuda Graphs are enabled for sizes"
+_GRAPH_FAILED = "Decode cuda graph warmup failed"
 SIGKILL, SIGBUS = 9, 7
 
 
@@ -37,6 +44,9 @@ class Parser(LineParser):
             "ready in",
             "Warming up model",
             "Method Warmup",
+            "KV-cache blocks:",
+            _GRAPHS,
+            _GRAPH_FAILED,
             "Connected",
             "batch{batch_size=",
             *_FAILED_TO_START,
@@ -63,6 +73,12 @@ class Parser(LineParser):
         if "Warming up model" in body or "Method Warmup" in body:
             self.ready = True
             self._once(line, body, "milestone-profile")
+        if "KV-cache blocks:" in body and _KV_BLOCKS.search(body):
+            self._once(line, body, "milestone-kv-sized")
+        if _GRAPHS in body:
+            self._once(line, body, "milestone-cudagraph-start")
+        if _GRAPH_FAILED in body:
+            self.ctx.signal(line, body, "cudagraph-capture-failed")
         if ("Connected" in body and "text_generation_router" in body) or (
             "batch{batch_size=" in body and _REQUEST_SPAN.search(body)
         ):

@@ -27,7 +27,9 @@ def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
 
 _HSA_FREE = re.compile(r"Available\s*Free\s*mem\s*:\s*(?P<v>[\d.]+\s*[KMGT]?B)", re.IGNORECASE)
 # (A pasted fragment may elide the line number and the function: 'File ".../sampler.py", line ...'.)
-_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,\s*in\s+(?P<func>[\w<>.]+))?')
+_CURESULT_OOM = re.compile(r"CUresult error(?::\s*|\s+result=)2\b")
+# (faulthandler's dump of a fatal error writes no comma: 'File "...", line 169 in resume')
+_FRAME = re.compile(r'File\s+"(?P<path>[^"]+)",\s*line\s+(?P<no>\d+|\.\.\.)(?:,?\s*in\s+(?P<func>[\w<>.]+))?')
 _BARE_WORD = re.compile(r"^[\w]+$")
 
 
@@ -43,6 +45,11 @@ _TRT_KV = re.compile(
 )
 # Below this (or 2% of the device) TensorRT-LLM's KV pool has next to nothing.
 TRT_KV_TINY = 1 << 29
+# LMDeploy's PyTorch engine sizing its pools (lmdeploy/pytorch/engine/executor/base.py, update_configs): free
+# memory less the recurrent-state cache ("No enough gpu memory for state cache. Please reduce
+# max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
+# runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
+_LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -169,6 +176,7 @@ class Parser(LineParser):
             "shared memory segment",
             "insufficient shared memory",
             "No space left on device",
+            "No enough gpu memory",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -191,7 +199,6 @@ class Parser(LineParser):
             "need_size",
             "not enough KV cache space",
             "Out of available cache blocks",
-            "No enough gpu memory for kv cache",
             "No enough cache entries",
             "KV cache exhausted",
             "failed to find",
@@ -206,6 +213,7 @@ class Parser(LineParser):
             "Prefill out of memory",
             "Not enough host memory available",
             "RuntimeBuffers::reshape",
+            "CUresult error",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -218,6 +226,7 @@ class Parser(LineParser):
         if self._ray(line, body):
             return
         self._allocator(line, msg)
+        self._memory_saver(line, body)
         self._engine_memory_errors(line, body)
         self._kernel_errors(line, body)
         self._host_enomem(line, body)
@@ -262,6 +271,15 @@ class Parser(LineParser):
         if "cumem_allocator" in text:
             self.ctx.signal(line, text, "sleep-mode-oom")
 
+    def _memory_saver(self, line: Line, body: str) -> None:
+        """SGLang's sleep mode (torch_memory_saver, what verl/slime pause and resume it with) failing to map
+        memory back: its CURESULT_CHECK prints the driver's result, 2 being CUDA_ERROR_OUT_OF_MEMORY
+        (torch_memory_saver csrc/utils.h: "CUresult error: 2 (out of memory) file=... func=cu_mem_create";
+        before 0.0.6 "CUresult error  result=2 file=... func=cu_mem_create")."""
+        if "CUresult error" in body and "torch_memory_saver" in body and _CURESULT_OOM.search(body):
+            self.ctx.oom(line, body, AllocatorReport("engine"))
+            self.ctx.signal(line, body, "sleep-mode-oom")
+
     def _engine_memory_errors(self, line: Line, body: str) -> None:
         """ROCm's HSA and XPU's device errors, other engines' explicit memory errors."""
         if "HSA_STATUS_ERROR_OUT_OF_RESOURCES" in body or "HSA_STATUS_ERROR_OUT_OF_MEMORY" in body:
@@ -275,7 +293,7 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
-        if "No enough gpu memory for kv cache" in body:  # LMDeploy's PyTorch engine sizing its blocks
+        if _LMDEPLOY_NO_POOL.search(body):
             self.ctx.signal(line, body, "no-kv-cache-memory")
         m = _TOTAL_TOKENS.search(body)
         if m:

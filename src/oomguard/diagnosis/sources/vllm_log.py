@@ -12,7 +12,7 @@ import ast
 import re
 import shlex
 
-from oomguard.diagnosis.evidence import Flags, LoadSample, ScheduledStep, Version
+from oomguard.diagnosis.evidence import FailedStep, Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.base import Context, LineParser, Message, continuation, to_float, to_int
 from oomguard.diagnosis.sources.triggers import Series, Triggers
@@ -72,6 +72,13 @@ _MAXLEN_V1 = re.compile(
     rf"\s*the\s*available\s*KV\s*cache\s*memory\s*\((?P<avail>{_NUM})\s*GiB\)"
 )
 _ASCEND_KV = re.compile(r"Available memory: (?P<a>-?\d+), total memory: (?P<t>\d+)\b")
+# vLLM >= 0.12 (vllm/config/compilation.py, resolve_cudagraph_mode_and_sizes): a hybrid model keeps one
+# recurrent-state ("Mamba") block per running sequence, allocated from the KV budget; fewer blocks than
+# max_num_seqs and it refuses to start: "max_num_seqs (1024) exceeds available Mamba cache blocks (856)."
+# (quoted from its middle in reports: "exceeds available Mamba cache blocks (95)... ").
+_STATE_BLOCKS = re.compile(
+    r"(?:\bmax_num_seqs \((?P<seqs>\d+)\) )?\bexceeds available Mamba cache blocks \((?P<blocks>\d+)\)"
+)
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
 _SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
 _MM_PROFILE = re.compile(
@@ -104,15 +111,32 @@ _CONFIG_ITEM = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|\{[^}]*\}|[^,]+)
 _COMMAND = re.compile(r"(?:\bvllm\s+serve\b|vllm\.entrypoints\.openai\.api_server|\bLLM\()(?P<rest>.*)")
 # A pasted shell command split over lines: "  --gpu-memory-utilization 0.4 \\" or "--max-model-len=16384 \\".
 _SHELL_FLAG = re.compile(r"^\s*--(?P<k>[a-z][\w-]*)(?:[ =](?P<v>[^\s\\]+))?\s*\\?\s*$")
-# vLLM V0's worker wrapper names the step that failed: "while processing method
-# determine_num_available_blocks".
-_METHOD = re.compile(r"while processing method (?P<m>\w+)")
-PROFILE_METHODS = ("determine_num_available_blocks", "determine_available_memory", "profile_run")
+# vLLM's worker wrappers name the worker method that raised: the multiprocessing one (V0
+# executor/multiproc_worker_utils.py) "Exception in worker VllmWorkerProcess while processing method
+# load_model", the Ray one (worker/worker_base.py, V0 and V1 on Ray) "Error executing method load_model. This
+# might cause deadlock in distributed execution." (quoted since v0.6: "Error executing method 'load_model'.").
+_METHOD = re.compile(r"\b(?:while processing method|Error executing method) '?(?P<m>\w+)")
+# The startup step each worker method is (the phase it places a failure in). V0 Worker.initialize_cache
+# allocates the blocks the profile sized and then captures the CUDA graphs (_warm_up_model), so an OOM in it
+# with no engine error about the pool is the capture's; V1 initialize_from_config only allocates the KV cache,
+# and compile_or_warm_up_model warms up kernels and captures the graphs (vllm/v1/worker/gpu_worker.py).
+WORKER_METHOD_STEPS = {
+    "load_model": "startup-weights",
+    "determine_num_available_blocks": "startup-profile",
+    "determine_available_memory": "startup-profile",
+    "profile_run": "startup-profile",
+    "initialize_cache": "startup-cudagraph",
+    "initialize_from_config": "startup-kv-alloc",
+    "compile_or_warm_up_model": "startup-cudagraph",
+}
 _YAML_FLAG = re.compile(r"""^\s*-\s*['"]?--(?P<k>[a-z][\w-]*)(?:=(?P<v>[^'"]*))?['"]?\s*$""")
 _YAML_VALUE = re.compile(r"""^\s*-\s*['"]?(?P<v>[^-'"][^'"]*|\{.*\})['"]?\s*$""")
 _ENV = re.compile(r"\b(?P<k>VLLM_[A-Z0-9_]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_[A-Z0-9_]+)=(?P<v>[^\s'\"]+)")
 # Field names of the engine-config line that differ from the flag's name.
 CONFIG_ALIASES = {"max_seq_len": "max_model_len", "model_tag": "model"}
+# The engine's startup is over (profile, KV allocation, graph capture, sampler warm-up: V0 llm_engine.py and
+# V1 engine/core.py both log it): a failure after it is in serving.
+ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
 # Lines showing the server is up and serving traffic.
 SERVING_MARKERS = (
     "Avg prompt throughput",
@@ -143,6 +167,7 @@ class Parser(LineParser):
         words=(
             "Running:",
             *SERVING_MARKERS,
+            ENGINE_READY,
             "Model loading took",
             "Loading model weights took",
             "Starting to load model",
@@ -167,6 +192,7 @@ class Parser(LineParser):
             "CUDA graphs can take additional",
             "max seq len",
             "No available memory for the cache blocks",
+            "exceeds available Mamba cache blocks",
             "Cannot auto-fit max_model_len",
             "Failed to load model - not enough GPU memory",
             "warming up sampler",
@@ -200,6 +226,7 @@ class Parser(LineParser):
             "PYTORCH_CUDA_ALLOC_CONF",
             "memory is still in use",
             "while processing method",
+            "Error executing method",
         )
     )
     # The periodic stats line: "Running: N reqs, [Swapped: N reqs, ]Waiting|Pending: N reqs, GPU KV cache
@@ -327,6 +354,16 @@ class Parser(LineParser):
             self._max_len(line, msg)
         if "No available memory for the cache blocks" in body:
             self.ctx.signal(line, body, "no-kv-cache-memory")
+        if "exceeds available Mamba cache blocks" in body:
+            m = _STATE_BLOCKS.search(body)
+            if m:
+                self.ctx.signal(
+                    line,
+                    body,
+                    "state-blocks-below-max-seqs",
+                    max_num_seqs=float(m.group("seqs")) if m.group("seqs") else None,
+                    blocks=float(m.group("blocks")),
+                )
         if "Cannot auto-fit max_model_len" in body:
             self.ctx.signal(line, body, "cannot-auto-fit")
         if "Failed to load model - not enough GPU memory" in body:
@@ -354,9 +391,16 @@ class Parser(LineParser):
     def _milestones(self, line: Line, msg: Message) -> None:
         """Startup steps that place a failure: the profile run, the multimodal profile."""
         body = msg.body
-        method = _METHOD.search(body)
-        if method and method.group("m") in PROFILE_METHODS:
-            self.ctx.signal(line, body, "milestone-profile")
+        method = _METHOD.search(body) if "method" in body else None
+        if method and method.group("m") in WORKER_METHOD_STEPS:
+            self.ctx.emit(
+                FailedStep(
+                    where=self.ctx.where(line),
+                    text=self.ctx.clip(body),
+                    method=method.group("m"),
+                    step=WORKER_METHOD_STEPS[method.group("m")],
+                )
+            )
         if "profile run" in body or "Memory profiling takes" in body or "Starting profile" in body:
             name = "milestone-mm-profile" if "multi-modal" in body else "milestone-profile"
             self.ctx.signal(line, body, name)
@@ -377,7 +421,7 @@ class Parser(LineParser):
             self._scheduled(line, msg)
         if "kv_cache_usage=" in body or "num_running_reqs=" in body:
             self._keyval_stats(line, msg)
-        if not self.serving_seen and any(k in body for k in SERVING_MARKERS):
+        if not self.serving_seen and (any(k in body for k in SERVING_MARKERS) or ENGINE_READY in body):
             self.serving_seen = True
             self.ctx.signal(line, body, "milestone-serving")
 

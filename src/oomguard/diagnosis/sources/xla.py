@@ -7,6 +7,8 @@ Formats (XLA's PJRT TPU client, as torch_xla and JAX raise them; sizes in XLA's 
   There are 295.08M free.; (0x0x0_HBM0)"
 - "RESOURCE_EXHAUSTED: Error loading program: Attempting to reserve 12.34G at the bottom of memory. That was
   not possible. There are 10.20G free, 0B reserved, and 10.20G reservable."
+- newer TPU runtimes add the largest piece: "... There are 3.97G free. The largest contiguous region of free
+  memory is 1.10G due to fragmentation."
 - "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1.20G."
 - "XLA:TPU compile permanent error. Ran out of memory in memory space smem. Used 1.00M of 1.00M smem." (also
   vmem): a kernel's parameters or temporaries overflow the core's small scalar/vector memory while it is
@@ -29,6 +31,7 @@ _ALLOCATE = re.compile(
     + _SIZE.format("free", "free")
     + r" free"
 )
+_LARGEST = re.compile(r"largest contiguous region of free memory is " + _SIZE.format("big", "big"))
 _TRYING = re.compile(r"Out of memory while trying to allocate " + _SIZE.format("req", "req"))
 _SCRATCH = re.compile(r"Ran out of memory in memory space (?P<space>\w+)")
 # XLA prints sizes with binary prefixes (tsl::strings::HumanReadableNumBytes).
@@ -50,14 +53,23 @@ class Parser(LineParser):
             return
         if "RESOURCE_EXHAUSTED" not in body:
             return
+        if "Attempting to" in body and "not possible" not in body:
+            # a pasted message wrapped before "That was not possible. There are ... free."
+            body = " ".join([body, *(nxt.strip() for nxt in line.following()[:2])])
         m = _ALLOCATE.search(body)
+        largest: int | None = None
         if m:
             requested, free = _bytes(m, "req"), _bytes(m, "free")
+            big = _LARGEST.search(body)
+            largest = _bytes(big, "big") if big else None
         else:
             m = _TRYING.search(body)
             if not m:
                 return
             requested, free = _bytes(m, "req"), None
         self.ctx.oom(
-            line, body, AllocatorReport("engine", requested=requested, free=free), process_tag=msg.tag
+            line,
+            body,
+            AllocatorReport("engine", requested=requested, free=free, largest_free=largest),
+            process_tag=msg.tag,
         )
