@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, Signal
+from oomguard.diagnosis.evidence import Evidence, Signal, StartupNumber
 from oomguard.diagnosis.read import read_one, require_evidence
 
 
@@ -269,3 +269,132 @@ def test_lmdeploy_pools_sized_from_nothing_are_the_pool_at_startup() -> None:
     assert ranked(LMDEPLOY_STATE_CACHE)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(LMDEPLOY_RUNTIME)[0] == "kv-cache-insufficient-at-startup"
     assert ranked(TURBOMIND_ENTRIES)[0] != "kv-cache-insufficient-at-startup"
+
+
+OOM_LINE = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+    "79.19 GiB of which 1.21 GiB is free.\n"
+)
+# The frames each engine's startup steps run in (line numbers elided, as pastes often do): TGI's decode-graph
+# warm-up (server/text_generation_server/models/flash_causal_lm.py), its sharded weight reads
+# (text_generation_server/utils/weights.py), SGLang's KV pool (sglang/srt/model_executor/model_runner.py
+# init_memory_pool, sglang/srt/mem_cache/memory_pool.py) and TensorRT-LLM's PyTorch executor creating its KV
+# cache manager (tensorrt_llm/_torch/pyexecutor/_util.py).
+TGI_GRAPH_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.11/site-packages/text_generation_server/models/flash_causal_lm.py", '
+    "line ..., in warmup\n"
+    "    self.cuda_graph_warmup(bs, max_s, max_bt)\n" + OOM_LINE
+)
+TGI_WEIGHT_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/opt/conda/lib/python3.11/site-packages/text_generation_server/utils/weights.py", line ..., in '
+    "get_sharded\n"
+    "    return self.get_partial_sharded(tensor_name, dim)\n" + OOM_LINE
+)
+SGLANG_POOL_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line ..., in '
+    "initialize\n"
+    "    self.init_memory_pool(\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/mem_cache/memory_pool.py", line ..., in '
+    "_create_buffers\n"
+    "    torch.zeros((self.size + self.page_size, self.head_num, self.head_dim), dtype=self.store_dtype)\n"
+    + OOM_LINE
+)
+TRTLLM_KV_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/dist-packages/tensorrt_llm/_torch/pyexecutor/_util.py", line ..., in '
+    "build_managers\n"
+    "    kv_cache_manager = self._create_kv_cache_manager(model_engine)\n" + OOM_LINE
+)
+# SGLang's slot allocator failing under load (sglang/srt/managers/schedule_batch.py): the pool full at
+# runtime, not the pool at startup.
+SGLANG_SLOTS_FRAMES = (
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/schedule_batch.py", line ..., in '
+    "prepare_for_extend\n"
+    "    out_cache_loc = self.alloc_token_slots(extend_num_tokens)\n" + OOM_LINE
+)
+
+
+def test_other_engines_startup_frames_place_the_step() -> None:
+    assert ranked(TGI_GRAPH_FRAMES)[0] == "cuda-graph-capture"
+    assert ranked(TGI_WEIGHT_FRAMES)[0] == "weights-dont-fit"
+    assert ranked(SGLANG_POOL_FRAMES)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(TRTLLM_KV_FRAMES)[0] == "kv-cache-insufficient-at-startup"
+    assert ranked(SGLANG_SLOTS_FRAMES)[0] != "kv-cache-insufficient-at-startup"
+
+
+# vLLM V0's worker monitor (vllm/executor/multiproc_worker_utils.py) reporting a worker that died while the
+# weights loaded: exit code -9 is SIGKILL, the host's OOM killer, not the GPU.
+WORKER_SIGKILLED_LOADING = (
+    "INFO 03-31 15:44:54 [weight_utils.py:265] Using model weights format ['*.safetensors']\n"
+    "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+    "ERROR 03-31 15:45:40 [multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1867860 died, exit "
+    "code: -9\n"
+)
+# The same monitor after a SIGTERM the engine sent its own workers on shutdown
+# (https://github.com/vllm-project/vllm/issues/13061): no kill by the host.
+WORKER_TERMINATED = (
+    "ERROR 02-11 07:40:49 multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1786 died, exit code: "
+    "-15\n"
+)
+
+
+def test_a_worker_sigkilled_while_loading_is_the_host_not_the_weights() -> None:
+    causes = ranked(WORKER_SIGKILLED_LOADING)
+    assert causes[0] == "host-ram-oom"
+    assert "host-killed" not in signals(WORKER_TERMINATED)
+
+
+# text-generation-inference's launcher while a shard loads its weights (launcher/src/main.rs), then the
+# shard's OOM; the same OOM once the shard is ready and the warm-up (the prefill) runs.
+TGI_LOADING_OOM = (
+    "2024-01-10T08:12:01.145323Z  INFO text_generation_launcher: Starting shard rank=0\n"
+    "2024-01-10T08:12:11.156172Z  INFO shard-manager: text_generation_launcher: Waiting for shard to be "
+    "ready... rank=0\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total "
+    "capacity of 10.75 GiB of which 98.62 MiB is free.\n"
+)
+TGI_WARMUP_OOM = (
+    "2024-01-10T08:12:01.145323Z  INFO text_generation_launcher: Starting shard rank=0\n"
+    "2024-01-10T08:12:41.390012Z  INFO shard-manager: text_generation_launcher: Shard ready in 40.2s "
+    "rank=0\n"
+    "2024-01-10T08:12:42.102311Z  INFO text_generation_router: router/src/main.rs:317: Warming up model\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total "
+    "capacity of 10.75 GiB of which 98.62 MiB is free.\n"
+)
+# TensorRT-LLM's runtime reading its engine (runtime/tllmRuntime.cpp), as its FAQ's log shows.
+TRTLLM_ENGINE_LOADED = (
+    "[TensorRT-LLM][INFO] Loaded engine size: 6695 MiB\n"
+    "[TensorRT-LLM][INFO] [MemUsageChange] Allocated 1134.01 MiB for execution context memory.\n"
+)
+
+
+def test_the_weights_step_of_tgi_and_tensorrt_llm_is_read() -> None:
+    assert ranked(TGI_LOADING_OOM)[0] == "weights-dont-fit"
+    assert ranked(TGI_WARMUP_OOM)[0] != "weights-dont-fit"
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(TRTLLM_ENGINE_LOADED.encode()), evidence)
+    numbers = {n.quantity: n.value for n in evidence.of(StartupNumber)}
+    assert numbers["weights_bytes"] == 6695 * 2**20
+    assert numbers["activation_bytes"] == 1134.01 * 2**20
+
+
+# vLLM's weight_utils.py as it starts reading the checkpoint (https://github.com/vllm-project/vllm/issues/15800),
+# against the same OOM after "Model loading took" (the profile run follows).
+VLLM_READING_WEIGHTS_OOM = (
+    "INFO 03-31 15:44:54 [weight_utils.py:265] Using model weights format ['*.safetensors']\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 0 has a total capacity "
+    "of 23.65 GiB of which 98.62 MiB is free.\n"
+)
+VLLM_LOADED_OOM = VLLM_READING_WEIGHTS_OOM.replace(
+    "[weight_utils.py:265] Using model weights format ['*.safetensors']",
+    "[gpu_model_runner.py:1186] Model loading took 14.99 GiB and 4.21 seconds",
+)
+
+
+def test_vllm_reading_its_checkpoint_is_the_weights_step() -> None:
+    assert ranked(VLLM_READING_WEIGHTS_OOM)[0] == "weights-dont-fit"
+    assert ranked(VLLM_LOADED_OOM)[0] != "weights-dont-fit"

@@ -1,8 +1,9 @@
 """Kernel OOM-killer reports (dmesg, journalctl, /var/log/kern.log), a shell's bare "Killed", NVIDIA driver
 memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY"), systemd's verdict on a
 service the OOM killer hit ("ollama.service: Failed with result 'oom-kill'", "A process of this unit has
-been killed by the OOM killer", "Consumed ..., 123.9G memory peak") and the memory cgroup's usage line of the
-kernel's report ("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c)."""
+been killed by the OOM killer", "Consumed ..., 123.9G memory peak"), the memory cgroup's usage line of the
+kernel's report ("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c) and an engine's
+worker dying of SIGKILL ("died, exit code: -9")."""
 
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ _SIGKILLED = re.compile(
     r"\bSignal 9 \(SIGKILL\) received by PID\b|<Signals\.SIGKILL: 9>|\bexitcode=-SIGKILL\b|"
     r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b"
 )
+# A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
+# worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
+# V1's "Worker proc VllmWorker-0 died unexpectedly (exit code: -9)", SGLang's "Rank 0 scheduler died during
+# initialization (exit code: -9)", torch elastic's "failed (exitcode: -9)".
+_DIED_SIGKILL = re.compile(r"\bdied\b[^\n]{0,60}?\bexit code:? \(?-9\b|\bexitcode[:=] ?-9\b")
 
 
 class Parser(LineParser):
@@ -78,6 +84,8 @@ class Parser(LineParser):
             "Out Of Memory",
             "signal: killed",
             "zsh: killed",
+            "exit code",
+            "exitcode",
         )
     )
 
@@ -121,6 +129,8 @@ class Parser(LineParser):
             slurm = _SLURM.search(body)
             if slurm:
                 self.ctx.signal(line, body, "cgroup-oom-kill", count=float(slurm.group("n") or 1))
+        if "-9" in body and _DIED_SIGKILL.search(body):
+            self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
             self.ctx.signal(line, body, "unified-memory-exhausted")
         if any(w in body for w in _SYSTEMD_OOM):

@@ -41,6 +41,7 @@ from oomguard.diagnosis.scan import Line
 from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.units import GiB as GIB
+from oomguard.units import MiB as MIB
 
 # "Using 693 tokens in paged KV cache." and, in the releases of 2024, "Using 256 total tokens in paged KV
 # cache, and 2 blocks per sequence".
@@ -81,6 +82,16 @@ _CREATION_REPORT_LINES = 12
 # (_torch/pyexecutor/model_engine.py): "Run generation only CUDA graph warmup for batch size=8" (later
 # "Run generation-only CUDA graph warmup for batch size=4, draft_len=0").
 _GRAPH_WARMUP = "CUDA graph warmup for batch size"
+# Its KV sizing, after the estimation forward and before the cache manager and the graphs
+# (_torch/pyexecutor/_util.py): "Estimated max tokens in KV cache : 1669816".
+_KV_ESTIMATED = "Estimated max tokens in KV cache"
+# The engine read (its size is the rank's weights), deserialized onto the GPU, then its execution context (the
+# activations of the engine's largest shapes), before the KV pool is sized from what is left
+# (runtime/tllmRuntime.cpp): "Loaded engine size: 6214 MiB", "[MemUsageChange] TensorRT-managed allocation in
+# engine deserialization: CPU +0, GPU +15309, now: ...", "[MemUsageChange] Allocated 928.77 MiB for execution
+# context memory."
+_ENGINE_SIZE = re.compile(r"\bLoaded engine size: (?P<v>[\d.]+) MiB\b")
+_CONTEXT_MEMORY = re.compile(r"\bAllocated (?P<v>[\d.]+) MiB for execution context memory\b")
 _TACTIC = re.compile(r"Tactic Device request: (?P<req>\d+)MB Available: (?P<free>\d+)MB")
 _TRT_REQUESTED = re.compile(
     r"Requested amount of GPU memory \((?P<n>\d+) bytes\) could not be allocated|"
@@ -106,6 +117,10 @@ class Parser(LineParser):
             _CREATION_FAILED,
             "Tactic Device request",
             _GRAPH_WARMUP,
+            _KV_ESTIMATED,
+            "Loaded engine size",
+            "in engine deserialization",
+            "for execution context memory",
         )
     )
 
@@ -167,6 +182,19 @@ class Parser(LineParser):
             if m:
                 requested, free = int(m.group("req")) << 20, int(m.group("free")) << 20  # MiB
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=requested, free=free))
+        if "Loaded engine size" in body:
+            m = _ENGINE_SIZE.search(body)
+            if m:
+                self.ctx.startup_number(line, msg, "weights_bytes", float(m.group("v")) * MIB)
+                self.ctx.signal(line, body, "milestone-weights-loading")
+        if "in engine deserialization" in body:
+            self.ctx.signal(line, body, "milestone-weights-loaded")
+        if "for execution context memory" in body:
+            m = _CONTEXT_MEMORY.search(body)
+            if m:
+                self.ctx.startup_number(line, msg, "activation_bytes", float(m.group("v")) * MIB)
+        if _KV_ESTIMATED in body:
+            self.ctx.signal(line, body, "milestone-kv-sized")
         if _GRAPH_WARMUP in body:
             self.ctx.signal(line, body, "milestone-cudagraph-start")
         if "error in forwardAsync" in body and not self.serving:

@@ -4,6 +4,7 @@ TGI starts a shard (downloads and loads the weights), waits for it to be ready, 
 `--max-batch-prefill-tokens` through the model: its profile run), sizes the KV blocks from what is left, and
 serves through the router. Formats (text-generation-inference launcher/src/main.rs, router/src, server/):
 - "Starting shard rank=0" / "Starting download process." (weights)
+- "Waiting for shard to be ready... rank=0" (every few seconds while a shard loads its weights)
 - "Shard ready in 12.3s rank=0" / "Shard 0 ready in ..." (the weights are in; warm-up next)
 - "Warming up model" (router) / "Method Warmup encountered an error." (server)
 - "KV-cache blocks: 52719, size: 1" (the pool sized from what the warm-up left), then "Cuda Graphs are enabled
@@ -27,6 +28,7 @@ from oomguard.diagnosis.sources.triggers import Triggers
 
 _SIGNALED = re.compile(r"process was signaled to shutdown with signal (?P<sig>\d+)")
 _READY = re.compile(r"\bShard (?:\d+ )?ready in\b")
+_WAITING = re.compile(r"(?i)\bwaiting for shard to be ready\b")
 _FAILED_TO_START = ("failed to start", "ShardCannotStart")
 _OOM = ("out of memory", "OutOfMemoryError")
 _REQUEST_SPAN = re.compile(r"\bbatch\{batch_size=\d+\}:(?:prefill|decode)")
@@ -41,6 +43,7 @@ class Parser(LineParser):
         words=(
             "Starting shard",
             "Starting download process",
+            "aiting for shard to be ready",
             "ready in",
             "Warming up model",
             "Method Warmup",
@@ -65,7 +68,11 @@ class Parser(LineParser):
         body = msg.body
         if any(w in body for w in _OOM):
             self.oom_seen = True
-        if "Starting shard" in body or "Starting download process" in body:
+        if (
+            "Starting shard" in body
+            or "Starting download process" in body
+            or ("aiting for shard" in body and _WAITING.search(body))
+        ):
             self._once(line, body, "milestone-weights-loading")
         if "ready in" in body and _READY.search(body):
             self.ready = True

@@ -175,6 +175,7 @@ class Parser(LineParser):
             "Loading model from scratch",
             "Loading safetensors checkpoint shards",
             "Loading weights took",
+            "Using model weights format",
             "Available KV cache memory",
             "Available memory:",  # vLLM Ascend's KV budget in bytes
             "KV cache size",
@@ -276,6 +277,8 @@ class Parser(LineParser):
             or "Loading model from scratch" in body
             or "Loading safetensors checkpoint shards" in body
             or "Loading weights took" in body
+            # weight_utils.py as it starts reading the checkpoint (V0 since 0.4, V1)
+            or "Using model weights format" in body
         ):
             self.ctx.signal(line, body, "milestone-weights-loading")
 
