@@ -167,7 +167,7 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     (
         "prose-logprobs",
         re.compile(
-            r"(?<!attn )(?<!attention )(?<!router )(?<!indexer )(?<!gate )(?<!gating )(?<!qk )"
+            r"(?<!attn )(?<!attention )(?<!router )(?<!indexer )(?<!gate )(?<!gating )(?<!qk )(?<!mqa )"
             r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
         ),
         re.compile(_MEM),
