@@ -421,3 +421,20 @@ def test_a_pinned_host_buffer_failing_is_host_memory() -> None:
     assert ranked(PINNED_HOST_FAILED)[0] == "host-ram-oom"
     assert "host-enomem" not in signals(DEVICE_BUFFER_FAILED)
     assert ranked(DEVICE_BUFFER_FAILED)[0] == "weights-dont-fit"
+
+
+# vLLM Ascend (vllm_ascend/worker/model_runner_v1.py) capturing its NPU graphs after the KV pool, as a public
+# log of it reads; the NPU's allocator message follows.
+ASCEND_CAPTURE_OOM = (
+    "(EngineCore_DP0 pid=2041805) INFO 10-14 17:17:23 [kv_cache_utils.py:864] GPU KV cache size: 128,000 "
+    "tokens\n"
+    "(EngineCore_DP0 pid=2041805) INFO 10-14 17:17:23 [model_runner_v1.py:3938] Starting to capture ACL "
+    "graphs for cases: [8, 16, 24, 32], mode: FULL, uniform_decode: True\n"
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; 55.91 "
+    "GiB already allocated; 55.91 GiB current active; 1.80 GiB free; 58.73 GiB reserved in total by "
+    "PyTorch)\n"
+)
+
+
+def test_vllm_ascend_graph_capture_is_the_capture_step() -> None:
+    assert ranked(ASCEND_CAPTURE_OOM)[0] == "cuda-graph-capture"
