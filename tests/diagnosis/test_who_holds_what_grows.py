@@ -241,3 +241,59 @@ def test_device_memory_that_only_creeps_up_across_readings_is_the_leak():
     assert ranked(SMI_HOURLY)[0] == "memory-leak"
     assert "memory-leak" not in ranked(SMI_STARTUP)[:1]
     assert ranked(APPS_HOURLY + "then it ran out of memory\n")[0] == "memory-leak"
+
+
+# A vision tower in its own model file (vLLM intern_vit.py:
+# https://github.com/gpustack/gpustack/issues/364; DeepSeek-OCR's deepencoder:
+# https://github.com/deepseek-ai/DeepSeek-OCR/issues/91) or the merge of its output into the prompt (vLLM
+# models/utils.py: https://github.com/vllm-project/vllm/issues/38257) is the encoder's step; the text
+# model's own layer (models/llama.py) is not.
+VISION_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/site-packages/vllm/model_executor/models/{file}", line {no}, in {func}\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.59 GiB. GPU 0 has a total capacity "
+    "of 31.73 GiB of which 3.11 GiB is free. Including non-PyTorch memory, this process has 28.62 GiB "
+    "memory in use. Of the allocated memory 27.97 GiB is allocated by PyTorch, and 98.54 MiB is reserved "
+    "by PyTorch but unallocated.\n"
+)
+
+
+def test_a_vision_towers_own_file_or_the_embedding_merge_is_the_encoder():
+    for file, no, func in (
+        ("intern_vit.py", 134, "forward"),
+        ("utils.py", 476, "_merge_multimodal_embeddings"),
+        ("deepencoder/sam_vary_sdpa.py", 309, "forward"),
+    ):
+        assert ranked(VISION_OOM.format(file=file, no=no, func=func))[0] == "multimodal-encoder", file
+    assert ranked(VISION_OOM.format(file="llama.py", no=321, func="forward"))[0] != "multimodal-encoder"
+
+
+# llama-server loads the speculative draft after the target's weights and context ("loading draft model
+# '%s'", "failed to load draft model, '%s'": llama.cpp tools/server/server.cpp load_model); ggml's failure
+# lines as https://github.com/ggml-org/llama.cpp/issues/7366 quotes them. The same failure without the draft
+# is the target's own context.
+LLAMA_CPP_TARGET = """\
+load_tensors: loading model tensors, this can take a while... (mmap = true)
+load_tensors:        CUDA0 model buffer size = 16488.94 MiB
+llama_context: n_ctx         = 32768
+llama_kv_cache:      CUDA0 KV buffer size =  2048.00 MiB
+llama_context:      CUDA0 compute buffer size =   612.01 MiB
+"""
+LLAMA_CPP_KV_FAILS = """\
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 3584.00 MiB on device 0: cudaMalloc failed: \
+out of memory
+llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache
+"""
+LLAMA_CPP_DRAFT = """\
+srv    load_model: loading draft model 'Qwen3-0.6B-Q8_0.gguf'
+load_tensors: loading model tensors, this can take a while... (mmap = true)
+llama_context: n_ctx         = 32768
+"""
+
+
+def test_a_failure_while_llama_server_loads_its_draft_is_the_drafts_extra():
+    drafting = LLAMA_CPP_TARGET + LLAMA_CPP_DRAFT + LLAMA_CPP_KV_FAILS
+    assert ranked(drafting)[0] == "spec-decode-or-lora-extra"
+    assert ranked(LLAMA_CPP_TARGET + LLAMA_CPP_KV_FAILS)[0] == "max-model-len-exceeds-kv"
+    failed = LLAMA_CPP_TARGET + "srv    load_model: failed to load draft model, 'Qwen3-0.6B-Q8_0.gguf'\n"
+    assert ranked(failed)[0] == "spec-decode-or-lora-extra"

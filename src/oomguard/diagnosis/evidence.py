@@ -127,6 +127,12 @@ SIGNALS = frozenset(
         "deepep-error",
         "nvshmem-alloc",
         "nccl-error",
+        # the device or its software cannot run the work (no kernel image for the GPU, a driver too old, a
+        # device index the process cannot see): an error that is not a lack of memory
+        "device-error",
+        # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
+        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
+        "misreported-oom",
         # SGLang
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
@@ -157,8 +163,8 @@ SIGNALS = frozenset(
         # handle N prefill tokens"), llama.cpp's compute buffer for the worst-case micro-batch
         "prefill-tokens-dont-fit",
         # a limit of the platform other than free device memory refused it: a per-allocation cap (Intel XPU's
-        # 4 GB, limit_bytes), a count of live buffers (Metal's resource limit), a core's scratch memory at
-        # compile time (XLA's SMEM/VMEM)
+        # 4 GB, limit_bytes; Vulkan's, Level Zero's, WebGPU's, per_allocation=1), a count of live buffers
+        # (Metal's resource limit), a core's scratch memory at compile time (XLA's SMEM/VMEM)
         "platform-limit",
         # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
         # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")

@@ -1087,7 +1087,106 @@ def _int32(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advic
     )
 
 
+def _allocation_cap(ev: Evidence) -> Advice | None:
+    """A GPU API's cap on one allocation refused the request (Vulkan's maxMemoryAllocationSize, Level Zero's
+    4 GB, WebGPU's maxBufferSize): the buffer, not the memory, is too large."""
+    capped = [
+        s for s in ev.signals("platform-limit") if s.number("limit_bytes") or s.number("per_allocation")
+    ]
+    if not capped:
+        return None
+    return Advice(
+        "The runtime refuses any single allocation above its per-allocation cap, whatever memory is free: "
+        "one buffer (a compute buffer, a KV layer, an activation) asked more than the cap.",
+        (
+            Fix(
+                {},
+                "make the largest single buffer smaller: fewer tokens per step (a smaller micro-batch) or "
+                "the tensor split in parts",
+                "mechanism",
+            ),
+            Fix(
+                {},
+                "lift the cap where the runtime allows it: UR_L0_ENABLE_RELAXED_ALLOCATION_LIMITS=1 (Level "
+                "Zero / SYCL on Intel GPUs), GGML_VK_FORCE_MAX_ALLOCATION_SIZE (llama.cpp's Vulkan backend, "
+                "when the driver allows more than it reports)",
+                "mechanism",
+            ),
+        ),
+        ("More free memory or a lower memory fraction: the cap is per allocation, not on the total.",),
+        "The same run allocates the buffer (no per-allocation error) and serves.",
+        "The size of the refused allocation and the device's per-allocation limit (vulkaninfo "
+        "maxMemoryAllocationSize, clinfo 'Max memory allocation').",
+    )
+
+
+def _not_memory(ev: Evidence) -> Advice | None:
+    """The device could not run the work (no code for the GPU, a driver too old, a device the process cannot
+    see), or a kernel's launch asked more than one block may have (registers, shared memory, grid size)."""
+    if ev.has("misreported-oom"):
+        return Advice(
+            "The message that blames memory is a wrapper's guess: the exception it wraps is one no "
+            "allocation raises (a missing key, a wrong call, a missing module), and nothing in the evidence "
+            "says memory ran out.",
+            (
+                Fix(
+                    {},
+                    "fix the wrapped exception itself (the first error of the chain, its message and frame); "
+                    "a version of the engine or its plugin that supports this model and these options",
+                    "mechanism",
+                ),
+            ),
+            ("Memory settings: nothing ran out.",),
+            "The same start passes the step that failed.",
+            "The whole exception chain (the first traceback, not only the last message) and the versions.",
+        )
+    if ev.has("device-error"):
+        return Advice(
+            "The device reported an error that is not a lack of memory: the software cannot run on this GPU "
+            "as installed (no kernel built for its architecture, a driver older than the CUDA runtime, a "
+            "device index the process cannot see).",
+            (
+                Fix(
+                    {},
+                    "match the build to the GPU and driver: a wheel built for this architecture "
+                    "(TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH), a driver at least the runtime's, and "
+                    "CUDA_VISIBLE_DEVICES naming devices that exist",
+                    "mechanism",
+                ),
+            ),
+            ("Any memory setting: nothing ran out.",),
+            "A small model runs on the same GPU with the same build.",
+            "nvidia-smi (driver and GPU), the engine's and PyTorch's versions and the CUDA/ROCm they were "
+            "built for, CUDA_VISIBLE_DEVICES.",
+        )
+    launch = [
+        s
+        for s in ev.signals("platform-limit")
+        if s.number("kernel_limit") or "launch" in s.text or "configuration argument" in s.text
+    ]
+    if not launch:
+        return None
+    return Advice(
+        "A kernel asked more than the device gives one launch (shared memory or registers per block, a grid "
+        "dimension): a limit of the GPU, not memory running out.",
+        (
+            Fix(
+                {},
+                "a kernel configuration for this GPU: smaller block sizes or fewer pipeline stages (Triton's "
+                "BLOCK_*/num_stages), or the engine version whose kernel splits the grid",
+                "mechanism",
+            ),
+        ),
+        ("More memory or a lower memory fraction: the limit is per launch.",),
+        "The same request runs with the smaller kernel configuration.",
+        "The kernel's name, the GPU model, and the shapes of the step that failed.",
+    )
+
+
 def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
+    special = _allocation_cap(ev) or _not_memory(ev)
+    if special is not None:
+        return special
     return Advice(
         "Memory went somewhere the known mechanisms do not cover (a library such as NCCL or the driver "
         "growing "

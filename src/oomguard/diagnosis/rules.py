@@ -86,7 +86,16 @@ AFTER_KV_SIZING = ("milestone-kv-sized", "milestone-cudagraph-start", "milestone
 # token) of any model with intermediate_size >= 8,192: 2^31 / 131,072 = 16,384.
 INT32_RISK_TOKENS = 131072
 # Kernel errors that are not allocation failures: the stack places them, but "the OOM happened in" does not.
-NON_OOM_FAILURES = frozenset({"int32-index-math", "illegal-memory-access", "nccl-error", "deepep-error"})
+NON_OOM_FAILURES = frozenset(
+    {
+        "int32-index-math",
+        "illegal-memory-access",
+        "nccl-error",
+        "deepep-error",
+        "device-error",
+        "misreported-oom",
+    }
+)
 # Causes that can only stop an engine from starting.
 STARTUP_ONLY = ("weights-dont-fit", "kv-cache-insufficient-at-startup", "max-model-len-exceeds-kv")
 # Causes that need traffic.
@@ -168,6 +177,19 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "audio_tower",
             "get_image_feature",
             "mm_embed",
+            # vision towers in their own files (vLLM intern_vit.py, moonvit.py, siglip2navit.py;
+            # DeepSeek-OCR's deepencoder; Whisper's audio encoder), the merge of their output into the
+            # prompt's embeddings (vLLM models/utils.py _merge_multimodal_embeddings), LLaVA/Idefics towers
+            # (TGI, SGLang), LMDeploy's vision models (lmdeploy/vl/)
+            "vit.py",
+            "deepencoder",
+            "whisper",
+            "multimodal_embeddings",
+            "_process_video_input",
+            "vision_model",
+            "llava",
+            "idefics",
+            "/vl/",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
@@ -420,6 +442,8 @@ FAILURE_SIGNALS = {
     "profiling-memory-released",
     "int32-index-math",
     "illegal-memory-access",
+    "device-error",
+    "misreported-oom",
     "hsa-out-of-resources",
     "deepep-error",
     "nvshmem-alloc",
@@ -800,6 +824,25 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("misreported-oom")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the wrapper only guesses memory; the error under it is one no allocation raises, and nothing "
+            "says memory ran out",
+            s,
+        )
+    out_of_memory = any(isinstance(f, OomMessage) for f in sit.failures)
+    for s in ev.signals("device-error")[:1]:
+        # An allocator's out-of-memory message beside it is the likelier first failure; alone, the device
+        # error is the failure, and no memory mechanism explains it.
+        t.add(
+            "other",
+            MEDIUM if out_of_memory else STRONG,
+            "the device could not run the work (no code for this GPU, a driver too old, a device the process "
+            "cannot see): an error that is not a lack of memory",
+            s,
+        )
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
         t.add(
             "kv-cache-insufficient-at-startup",
@@ -919,25 +962,45 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
 
 def _platform_limit(ev: Evidence, t: Tally) -> None:
     """A limit of the platform other than free memory refused it: a buffer count or a core's scratch memory
-    outright; a per-allocation cap when the device had the memory for the request (splitting the tensor, or
-    the runtime's relaxed-limits setting, is the fix), else the request was too large anyway."""
+    outright; a cap on one allocation (Intel's 4 GB, Vulkan's maxMemoryAllocationSize, WebGPU's
+    maxBufferSize) unless the request was larger than the whole device anyway. The cap, not free memory, is
+    then why it failed (splitting the buffer, or the runtime's relaxed-limits setting, is the fix), so the
+    out-of-memory causes the allocation failure itself points at lose their weight."""
     for s in ev.signals("platform-limit")[:1]:
         cap = s.number("limit_bytes")
-        if cap is None:
+        if cap is None and not s.number("per_allocation"):
             t.add("other", STRONG, "a limit of the platform refused it, not the device's free memory", s)
             continue
         requested, total = s.number("requested_bytes"), s.number("total_bytes")
-        if requested and total and requested <= total - (s.number("reserved_bytes") or 0):
-            room = total - (s.number("reserved_bytes") or 0)
-            t.add(
-                "other",
-                STRONG,
+        room = total - (s.number("reserved_bytes") or 0) if total else None
+        if requested and room is not None and requested > room:
+            continue  # larger than the device: too large with or without the cap
+        if requested and room is not None and cap:
+            why = (
                 f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
-                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB",
-                s,
+                f"unreserved; the platform refuses any single allocation above {cap / GIB:.0f} GiB"
             )
-            for cls in ("activation-peak", "other-process-or-shared-gpu", "weights-dont-fit"):
-                t.add(cls, -MEDIUM, "the device had the memory: a cap refused the request", s)
+        elif cap:
+            why = f"the platform refuses any single allocation above {cap / GIB:.2f} GiB, and this one was"
+        else:
+            why = (
+                "the runtime refused the size of one allocation (its per-allocation cap), not for free memory"
+            )
+        t.add("other", STRONG, why, s)
+        for cls in OOM_CAUSES_OF_ONE_ALLOCATION:
+            t.add(
+                cls, -MEDIUM, "a cap on one allocation refused the request, not the device's free memory", s
+            )
+
+
+# The causes an allocation failure points at by itself (its size against free memory), which a per-allocation
+# cap refusing it rules down.
+OOM_CAUSES_OF_ONE_ALLOCATION = (
+    "activation-peak",
+    "other-process-or-shared-gpu",
+    "weights-dont-fit",
+    "max-model-len-exceeds-kv",
+)
 
 
 # Weights this small against the budget cannot be what left the KV pool empty.
@@ -1436,7 +1499,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
         t.add(
             "spec-decode-or-lora-extra",
             STRONG + 0.5,
-            "it failed while vLLM loaded the speculative draft model, after the target's weights",
+            "it failed while the engine loaded the speculative draft model, after the target's weights",
             fact,
         )
     if sit.gpu_failure and sit.categories.keys() & {
@@ -1467,7 +1530,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     if not (generic_oom or ended_here):
         return
     mm = _multimodal_profile(ev, setup)
-    if sit.phase == "startup-weights":
+    drafting = isinstance(fact, Signal) and fact.name == "milestone-drafter-loading"
+    if sit.phase == "startup-weights" and not drafting:  # (the draft's load is the draft's extra, above)
         t.add("weights-dont-fit", STRONG if generic_oom else MEDIUM, "it failed while loading weights", fact)
     elif sit.phase == "startup-profile":
         if mm:

@@ -32,6 +32,9 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
 - ollama's planner: "memory layout cannot be allocated"
 - ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
+- the speculative draft's load after the target's context (tools/server/server.cpp): "srv load_model: loading
+  draft model '...'", "creating MTP draft context against the target model", "failed to load draft model"; a
+  failure from there on is the draft's (its weights, its KV cache and compute buffers), not the target's
 - what each device had free before the model's first tensor: "llama_model_load_from_file_impl: using device
   CUDA0 (NVIDIA GeForce RTX 3090) - 23307 MiB free" (src/llama.cpp), and ollama's discovery at server start,
   before any model: msg="inference compute" ... name="NVIDIA GeForce RTX 3090" total="23.7 GiB"
@@ -115,6 +118,9 @@ _NO_KV_SLOT = (
     "failed to find KV cache slot",
     "find a KV slot for the batch",
 )
+# The server loading the speculative draft, after the target model and its context (server.cpp load_model).
+_DRAFT_START = ("loading draft model", "draft context")
+_DRAFT_FAILED = "failed to load draft model"
 # ollama's runner exited before it was ready (it was loading the model).
 _RUNNER_LOAD_EXIT = "you may not have enough available memory to run this model"
 # llama_output_reserve (src/llama-context.cpp): the buffer the logits are returned in, n_vocab x the outputs
@@ -148,6 +154,8 @@ class Parser(LineParser):
             "failed to allocate output buffer",
             *_SERVING,
             "current device:",
+            *_DRAFT_START,
+            _DRAFT_FAILED,
             "MiB free",
             "inference compute",
             *_NO_KV_SLOT,
@@ -160,6 +168,7 @@ class Parser(LineParser):
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
         self.step = Step.NONE
+        self.drafting = False  # the draft model is being loaded: what fails now is the draft's
         self.n_ctx: int | None = None
         self.kv_bytes = 0  # KV buffers placed on devices (not host memory) before the failure
         self.kv_by_device: dict[str, int] = {}
@@ -194,7 +203,7 @@ class Parser(LineParser):
             m = _VULKAN_ALLOC.search(body)
             if m:
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=int(m.group("v"))))
-        if any(w in body for w in _LOAD_FAILED + _CONTEXT_FAILED) or (
+        if any(w in body for w in (*_LOAD_FAILED, *_CONTEXT_FAILED, _DRAFT_FAILED)) or (
             any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
         ):
             self._failure(line, body)
@@ -205,6 +214,12 @@ class Parser(LineParser):
 
     def _steps(self, line: Line, body: str) -> None:
         """Follow the startup steps; the first line of each step is its milestone."""
+        if any(w in body for w in (*_DRAFT_START, _DRAFT_FAILED)) and self.step is not Step.SERVING:
+            if not self.drafting:
+                self.pending = None
+            self.drafting = True
+            self.step = Step.LOAD
+            self._once(line, body, "milestone-drafter-loading")
         if "load_tensors:" in body and self.step is Step.NONE:
             self.step = Step.LOAD
             self._once(line, body, "milestone-weights-loading")
@@ -228,6 +243,12 @@ class Parser(LineParser):
         if m:
             requested = log_size(m.group("v"))
             device = (m.groupdict().get("dev") or "") if m.re is _BUFFER_OF_SIZE else ""
+        if self.drafting:
+            # The draft's weights, KV cache or compute buffer: the step (milestone-drafter-loading) names it.
+            if "draft failure" not in self.said:
+                self.said.add("draft failure")
+                self.ctx.oom(line, body, AllocatorReport("engine", requested=requested))
+            return
         if any(w in body for w in _COMPUTE_FAILED):
             self._compute_failed(line, body)
             return
@@ -286,7 +307,7 @@ class Parser(LineParser):
     def finish(self) -> None:
         """An allocation that failed while the context was created, with no line after it naming the buffer:
         the KV cache and the compute buffer are both sized by the context."""
-        if self.pending is not None and self.step is Step.CONTEXT:
+        if self.pending is not None and self.step is Step.CONTEXT and not self.drafting:
             self._context(self.pending, kv_needed=None)
         self.pending = None
 

@@ -166,7 +166,17 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     ),
     (
         "prose-int32",
-        re.compile(r"\b(u?int32(_t)?|32-bit|2\^31|2\*\*31|2\^32|int_max|integer overflow)\b"),
+        # The limit by name or value (2^31 - 1 = 2,147,483,647; 2^32 = 4,294,967,296), an integer, index or
+        # offset that overflows or wraps, and the fix said in words (offsets widened to 64 bits).
+        re.compile(
+            r"\b(u?int32(_t|_max)?|u?int_max|i32|32[- ]?bit|2\^3[12]|2 ?\*\* ?3[12]|2[\u00b3][\u00b9\u00b2]|"
+            r"2,?147,?483,?64[78]|4,?294,?967,?29[56]|0x7fffffff|"
+            r"(integer|int|index|indices|indexing|offsets?|strides?|pointers?|products?|multiplication|"
+            r"arithmetic)\s+(overflow\w*|wrap\w*)|"
+            r"overflow\w*\s+(of\s+|in\s+)?(an?\s+|the\s+)?(int|integer|index|offset|signed)|"
+            r"wrap(s|ped|ping)?(\s+around)?\s+(to\s+)?(a\s+)?negative|"
+            r"(to|use|using|as|into|promot\w*|cast\w*|upcast\w*|widen\w*)\s+(an?\s+)?u?int64(_t)?)\b"
+        ),
         None,
     ),
     (

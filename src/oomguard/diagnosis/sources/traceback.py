@@ -1,6 +1,7 @@
 """Python tracebacks and allocator errors: PyTorch's OutOfMemoryError with all its parts, the
-expandable-segments mapper, ROCm's HSA error, XPU, CUDA runtime errors, int32 index math, illegal memory
-access, DeepEP/NVSHMEM/NCCL failures, host ENOMEM; and the stack frames with the code under them.
+expandable-segments mapper, ROCm's HSA error, XPU, CUDA runtime errors, DeepEP/NVSHMEM/NCCL failures, host
+ENOMEM; and the stack frames with the code under them. (32-bit limits: int32_limits.py; kernel memory
+faults: gpu_faults.py.)
 """
 
 from __future__ import annotations
@@ -101,9 +102,6 @@ class Parser(LineParser):
             "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
             "HSA_STATUS_ERROR_OUT_OF_MEMORY",
             "OUT_OF_DEVICE_MEMORY",
-            "canUse32BitIndexMath",
-            "INT32_MAX",
-            "illegal memory access",
             "NCCL error",
             "Cannot allocate memory",
             "bad_alloc",
@@ -237,10 +235,6 @@ class Parser(LineParser):
             self.ctx.oom(line, body, ENGINE_OOM)
 
     def _kernel_errors(self, line: Line, body: str) -> None:
-        if "canUse32BitIndexMath" in body or "INT32_MAX" in body:
-            self.ctx.signal(line, body, "int32-index-math")
-        if "illegal memory access" in body:
-            self.ctx.signal(line, body, "illegal-memory-access")
         low = body.lower()
         if ("deep_ep" in low or "deepep" in low) and any(
             w in low for w in ("error", "invalid", "fail", "assert")

@@ -18,9 +18,11 @@ from oomguard.diagnosis.sources.triggers import Triggers
 
 _CAP = re.compile(r"can NOT allocate memory block with size larger than (?P<n>\d+)\s*GB", re.IGNORECASE)
 # The figures after it, in PyTorch's older allocator format (IPEX pads the device number).
+# (A pasted message may stop before the reserved figure: the request and the total still say whether the
+# device could have held it.)
 _FIGURES = re.compile(
     r"Tried to allocate (?P<req>" + SIZE + r") \(GPU\s+\d+; (?P<total>" + SIZE + r") total capacity;"
-    r".*?(?P<reserved>" + SIZE + r") reserved in total"
+    r"(?:.*?(?P<reserved>" + SIZE + r") reserved in total)?"
 )
 # Intel's cap is 4 GB in the decimal-looking but binary sense of its runtime (4 x 2**30 bytes).
 _GB = 1 << 30
@@ -41,5 +43,5 @@ class Parser(LineParser):
             limit_bytes=int(m.group("n")) * _GB,
             requested_bytes=log_size(f.group("req")) if f else None,
             total_bytes=log_size(f.group("total")) if f else None,
-            reserved_bytes=log_size(f.group("reserved")) if f else None,
+            reserved_bytes=log_size(f.group("reserved")) if f and f.group("reserved") else None,
         )
