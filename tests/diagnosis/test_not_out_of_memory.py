@@ -284,3 +284,24 @@ def test_a_wrappers_memory_guess_over_a_keyerror_is_not_memory():
 def test_the_same_wrapper_over_an_allocator_oom_is_memory():
     assert "misreported-oom" not in signals(WRAPPED_REAL_OOM)
     assert top(WRAPPED_REAL_OOM) != "other"
+
+
+# --- a KV offload connector's own pool --------------------------------------------------------------------
+
+# https://github.com/LMCache/LMCache/issues/1337: LMCache's NIXL transfer buffer full on the prefiller.
+LMCACHE_NIXL_FULL = """\
+[2025-08-14 14:57:51,765] LMCache WARNING: Failed to allocate memory object, retrying... (nixl_connector_v3.py:567:lmcache.v1.storage_backend.connector.nixl_connector_v3)
+[2025-08-14 14:57:51,765] LMCache DEBUG: Failed to allocate memory for tensor(torch.Size([2, 28, 256, 1024]), torch.bfloat16) because no free blocks is available (memory_management.py:992:lmcache.v1.memory_management)
+"""  # noqa: E501
+
+
+def test_an_offload_connectors_full_pool_is_not_the_gpu():
+    first = oomguard.diagnose(LMCACHE_NIXL_FULL).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert "connector" in first.explanation
+
+
+def test_the_engines_own_kv_pool_running_dry_is_no_connector_pool():
+    from tests.diagnosis.test_engine_readers import TGI_BLOCKS
+
+    assert "offload-pool-full" not in signals(TGI_BLOCKS)

@@ -824,6 +824,20 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("offload-pool-full")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the KV offload connector's own pool (sized by its configuration) had no room; the GPU did not "
+            "run out",
+            s,
+        )
+        t.add(
+            "memory-leak",
+            WEAK,
+            "a connector pool that fills under steady load is one whose blocks are not given back",
+            s,
+        )
     for s in ev.signals("misreported-oom")[:1]:
         t.add(
             "other",
