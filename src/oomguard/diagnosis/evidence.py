@@ -208,6 +208,8 @@ SIGNALS = frozenset(
         "prose-not-cudagraph",
         "prose-multimodal",
         "prose-int32",
+        "prose-kernel-fault",  # an illegal memory access / out-of-bounds read / GPU page fault, in words
+        "prose-launch-limit",  # a kernel grid past the device's 65,535 limit, in words
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
         "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)

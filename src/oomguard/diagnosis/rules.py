@@ -2171,6 +2171,10 @@ PROSE = {
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),
+    # as the fault read from a machine line weighs (an illegal memory access: MEDIUM)
+    "prose-kernel-fault": ("int32-index-overflow", MEDIUM),
+    # a stated launch limit names the mechanism the fault only shows
+    "prose-launch-limit": ("other", STRONG - 0.5),
     "prose-dp-attention": ("dp-replica-kv-accounting", MEDIUM + 0.5),
 }
 

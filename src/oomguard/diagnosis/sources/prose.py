@@ -180,6 +180,26 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     (
+        # A kernel reading or writing outside its memory, in words ("IMA" is vLLM's and SGLang's shorthand for
+        # an illegal memory access): among memory-looking failures, how a wrapped 32-bit offset shows.
+        "prose-kernel-fault",
+        re.compile(
+            r"\b(illegal memory access(es)?|illegal (memory )?address(es)?|memory access faults?|"
+            r"gpu page faults?|out[- ]of[- ]bounds? (read|write|access|load|store)\w*|"
+            r"oob (read|write|access|load|store)\w*|"
+            r"(fix\w*|caus\w*|trigger\w*|hit\w*|avoid\w*|prevent\w*|lead\w* to|result\w* in)\s+"
+            r"(an?\s+|the\s+)?ima)\b"
+        ),
+        None,
+    ),
+    (
+        # A kernel's grid past the device's launch limit (CUDA's grid y and z dimensions stop at 65,535): a
+        # limit of the GPU, not memory, whatever fault it ends in.
+        "prose-launch-limit",
+        re.compile(r"\b(grid|griddim\w*|grid dim\w*|grid size|blocks? per grid)\b"),
+        re.compile(r"\b(6553[56]|65,53[56]|2\^16|2\*\*16)\b"),
+    ),
+    (
         "prose-dp-attention",
         re.compile(
             r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
