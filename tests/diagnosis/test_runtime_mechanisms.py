@@ -10,7 +10,7 @@ import io
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, StartupNumber, Where
 from oomguard.diagnosis.read import read_one, require_evidence
-from oomguard.diagnosis.rules import frame_category, logits_rows
+from oomguard.diagnosis.rules import frame_category, logits_frame, logits_rows
 from oomguard.units import MiB
 
 
@@ -120,8 +120,19 @@ def test_a_router_logits_argument_is_no_logits_frame():
         lineno=148,
         function="entropy_from_logits",
     )
-    assert frame_category(moe) != "sampler"
-    assert frame_category(verl) == "sampler"
+    assert frame_category(moe) != "sampler" and not logits_frame(moe, 0)
+    assert logits_frame(verl, 0)
+    # verl's worker method (https://github.com/verl-project/verl/issues/2828's stack) runs the whole actor
+    # forward: next to the allocation it is the log-probs, far above it its name says nothing.
+    worker = Frame(
+        where=Where("x", 1),
+        text="",
+        path="/verl/verl/workers/fsdp_workers.py",
+        lineno=782,
+        function="compute_log_prob",
+    )
+    assert logits_frame(worker, 3)
+    assert not logits_frame(worker, 12)
 
 
 def test_the_reporter_naming_the_logits_cast_is_the_logits():
@@ -299,3 +310,51 @@ def test_a_request_for_the_prompts_logprobs_is_read():
     assert "prompt-logprobs-requested" not in _signals(NO_PROMPT_LOGPROBS_CODE)
     assert ranked(PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] == "sampler-or-logits"
     assert ranked(NO_PROMPT_LOGPROBS_CODE + VLLM_594_MIB)[0] != "sampler-or-logits"
+
+
+# transformers v4.45+ generation/utils.py, GenerationMixin._sample (the line quoted in
+# https://github.com/huggingface/transformers/issues/34796, which copies the whole logits before slicing):
+# the allocation site is the logits, reached as an attribute of the model's output.
+HF_SAMPLE_LOGITS = """\
+  File "/usr/local/lib/python3.10/dist-packages/transformers/generation/utils.py", line 3015, in _sample
+    next_token_logits = outputs.logits.clone()[:, -1, :].float()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 7.82 GiB.
+"""
+# transformers' and LMDeploy's logits processors module (logits_process.py) on the stack.
+LOGITS_PROCESS_FRAME = Frame(
+    where=Where("x", 1),
+    text="",
+    path="/usr/local/lib/python3.10/dist-packages/transformers/generation/logits_process.py",
+    lineno=470,
+    function="__call__",
+)
+
+
+def test_the_logits_as_the_outputs_attribute_are_the_logits():
+    assert ranked(HF_SAMPLE_LOGITS)[0] == "sampler-or-logits"
+    assert frame_category(LOGITS_PROCESS_FRAME) == "sampler"
+
+
+# https://github.com/vllm-project/vllm/issues/49475 (near miss): DeepSeek sparse attention's indexer computes
+# "logits" of queries against keys (fp8_fp4_paged_mqa_logits) in the kernels' warm-up: attention scores, not
+# the vocabulary's logits.
+INDEXER_LOGITS = """\
+(Worker_TP7_EP7 pid=65033) ERROR 07-31 12:11:49 [multiproc_executor.py:1018] torch.OutOfMemoryError: CUDA \
+out of memory. Tried to allocate 28.44 GiB. GPU 7 has a total capacity of 178.34 GiB of which 7.38 GiB is free. \
+Including non-PyTorch memory, this process has 170.94 GiB memory in use. Of the allocated memory 165.16 GiB is \
+allocated by PyTorch, with 4.27 GiB allocated in private pools (e.g., CUDA Graphs), and 1.70 GiB is reserved by \
+PyTorch but unallocated.
+(Worker_TP0_EP0 pid=65026) ERROR 07-31 12:11:49 [multiproc_executor.py:1018]     logits = fp8_fp4_paged_mqa_logits(
+"""  # noqa: E501
+INDEXER_FRAME = Frame(
+    where=Where("x", 1),
+    text="",
+    path="/usr/local/lib/python3.12/dist-packages/deep_gemm/__init__.py",
+    lineno=1,
+    function="fp8_paged_mqa_logits",
+)
+
+
+def test_the_attention_indexers_logits_are_not_the_vocabulary():
+    assert ranked(INDEXER_LOGITS)[0] != "sampler-or-logits"
+    assert not logits_frame(INDEXER_FRAME, 0)

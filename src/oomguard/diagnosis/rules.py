@@ -145,6 +145,11 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "compute_logprobs",
             "top_k_top_p",  # SGLang / FlashInfer: top_k_top_p_sampling_from_probs
             "sampling_from_probs",
+            # the logits processors and warpers over [rows, vocab]: transformers' and LMDeploy's
+            # logits_process.py, TGI's NextTokenChooser
+            "logits_process",
+            "logits_warper",
+            "next_token_chooser",
         ),
     ),
     (
@@ -326,16 +331,25 @@ REQUEST_STEP_FRAMES = (
 # vocab_parallel_cross_entropy. Matched on whole parts of the name ('_' and the name's ends bound them),
 # never on the attention's, the router's or an indexer's logits.
 LOGITS_FUNCTION = re.compile(
-    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)"
+    r"(?<![a-z0-9])(?<!attn_)(?<!attention_)(?<!router_)(?<!gate_)(?<!gating_)(?<!indexer_)(?<!score_)(?<!mqa_)"
     r"(logits?|logprobs?|logps|log_probs?|log_softmax|entropy|entropys|entropies|lm_head|"
     r"vocab_parallel(_\w+)?)(?![a-z0-9])"
 )
 # The call the innermost frame was making (the allocation site): the logits tensor itself, the LM head, a
-# log-softmax over them. "logits" as a whole name (`logits.float()`, `self.lm_head(hidden)`,
-# `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
-LOGITS_CODE = re.compile(
-    r"(?<![\w.])(?:logits|lm_head)(?!\w)|\.lm_head\b|\blog_softmax\s*\(|\blogsumexp\s*\(\s*logits\b"
-)
+# log-softmax over them. "logits" as a whole name (`logits.float()`, `outputs.logits[:, -1, :]`,
+# `self.lm_head(hidden)`, `F.log_softmax(logits, dim=-1)`), not attn_logits / router_logits / indexer logits.
+LOGITS_CODE = re.compile(r"(?<!\w)(?:logits|lm_head)(?!\w)|\blog_softmax\s*\(")
+# A call computing another mechanism's logits on that line: sparse attention's indexer (vLLM's
+# fp8_mqa_logits / fp8_paged_mqa_logits for DeepSeek V3.2), attention scores, an MoE router.
+OTHER_LOGITS_CODE = re.compile(r"mqa_logits|indexer|attn|attention|router|gating|gate\b")
+# Function names of weight loading and module construction, which may name the LM head they build.
+BUILDING_FUNCTION = re.compile(r"load|weight|init|creat|build")
+# A function named for the logits counts within this many frames of the allocation (module-call wrappers
+# aside): verl's compute_log_prob runs the whole actor forward, so far above an attention layer's OOM its
+# name says nothing of what failed.
+LOGITS_DEPTH = 4
+# Frames of a module call's plumbing (torch.nn.Module.__call__ and its hooks), not steps of the program.
+WRAPPER_PATHS = ("torch/nn/modules/module.py", "accelerate/hooks.py", "torch/utils/_contextlib.py")
 # Consecutive frames of one traceback are this few lines apart (the code line, a ^^^^ marker line of
 # Python 3.11+); a frame with none after it within them is the innermost, where the allocation was made.
 FRAME_STRIDE = 4
@@ -362,8 +376,6 @@ def frame_category(frame: Frame) -> str | None:
             return "cudagraph"
         if "replay" in code or "replay" in func or func in ("__call__", "forward", "run"):
             return "serving"
-    if LOGITS_FUNCTION.search(func.lower()):
-        return "sampler"  # a vocabulary-wide computation, whoever calls it (a trainer's loss, an engine)
     for text in (frame.code.lower(), f"{path} {func.lower()}"):
         for umbrella in UMBRELLA_STEPS:
             text = text.replace(umbrella, "")
@@ -518,9 +530,10 @@ def situation(ev: Evidence) -> Situation:
     first = failures[0] if failures else None
     categories: dict[str, list[Frame]] = {}
     frames = ev.of(Frame)
-    for i, frame in enumerate(frames):
+    depths = _depths(frames)
+    for frame, depth in zip(frames, depths, strict=True):
         cat = frame_category(frame)
-        if cat in (None, "forward", "serving") and _innermost(frames, i) and LOGITS_CODE.search(frame.code):
+        if cat in (None, "forward", "serving") and logits_frame(frame, depth):
             cat = "sampler"  # the allocation that failed was the logits (or their log-softmax)
         if cat:
             categories.setdefault(cat, []).append(frame)
@@ -544,13 +557,33 @@ def situation(ev: Evidence) -> Situation:
     return Situation(failures, first, phase, why, fact, categories, kv_at_crash, gpu_failure)
 
 
-def _innermost(frames: list[Frame], i: int) -> bool:
-    """Whether frames[i] is the last of its traceback (no frame follows it within FRAME_STRIDE lines)."""
-    here = frames[i].where
-    if i + 1 == len(frames):
+def logits_frame(frame: Frame, depth: int) -> bool:
+    """Whether a frame `depth` steps above the allocation computes the vocabulary-wide tensors: a function
+    named for them near the allocation, or the innermost call made on the logits themselves."""
+    func = frame.function.lower()
+    if depth <= LOGITS_DEPTH and LOGITS_FUNCTION.search(func) and not BUILDING_FUNCTION.search(func):
         return True
-    after = frames[i + 1].where
-    return after.source != here.source or not 0 < after.line - here.line <= FRAME_STRIDE
+    return depth == 0 and bool(LOGITS_CODE.search(frame.code)) and not OTHER_LOGITS_CODE.search(frame.code)
+
+
+def _depths(frames: list[Frame]) -> list[int]:
+    """Each frame's distance from the innermost frame of its traceback (0: where the allocation was made),
+    counting program steps only (module-call plumbing aside). Frames of one traceback are consecutive, at
+    most FRAME_STRIDE lines apart."""
+    depths = [0] * len(frames)
+    below = 0
+    for i in range(len(frames) - 1, -1, -1):
+        here = frames[i].where
+        after = frames[i + 1].where if i + 1 < len(frames) else None
+        joined = (
+            after is not None and after.source == here.source and 0 < after.line - here.line <= FRAME_STRIDE
+        )
+        if not joined:
+            below = 0
+        elif not any(w in frames[i + 1].path for w in WRAPPER_PATHS):
+            below += 1
+        depths[i] = below
+    return depths
 
 
 def _phase(
@@ -824,6 +857,20 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("offload-pool-full")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the KV offload connector's own pool (sized by its configuration) had no room; the GPU did not "
+            "run out",
+            s,
+        )
+        t.add(
+            "memory-leak",
+            WEAK,
+            "a connector pool that fills under steady load is one whose blocks are not given back",
+            s,
+        )
     for s in ev.signals("misreported-oom")[:1]:
         t.add(
             "other",
@@ -1924,6 +1971,23 @@ def _tp_ranks(ev: Evidence, t: Tally) -> None:
 TP_SPREAD_SHARE = 0.1
 
 
+# The flags that configure speculative decoding, every engine's spelling: vLLM (speculative_config; before
+# v0.8 speculative_model / num_speculative_tokens), SGLang (speculative_algorithm,
+# speculative_draft_model_path), TGI (--speculate), TensorRT-LLM (speculative_decoding_mode).
+SPECULATIVE_FLAGS = (
+    "speculative_config",
+    "speculative_model",
+    "num_speculative_tokens",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculate",
+    "speculative_decoding_mode",
+)
+# LoRA adapters served beside the base model: vLLM --lora-modules / --max-loras, SGLang lora_paths, TGI
+# --lora-adapters.
+LORA_FLAGS = ("lora_modules", "lora_paths", "lora_adapters")
+
+
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     where = setup.provenance
     u = setup.flag_float("gpu_memory_utilization")
@@ -1967,10 +2031,7 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
     if setup.flag_true("enforce_eager"):
         t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
-    if any(
-        setup.flag(k) not in (None, "None", "none", "null")
-        for k in ("speculative_config", "speculative_model", "num_speculative_tokens")
-    ):
+    if any(setup.flag(k) not in (None, "None", "none", "null") for k in SPECULATIVE_FLAGS):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
@@ -1978,7 +2039,9 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "versions)",
             fact,
         )
-    if setup.flag_true("enable_lora"):
+    if setup.flag_true("enable_lora") or any(
+        setup.flag(k) not in (None, "None", "none", "null", "[]", "{}", "") for k in LORA_FLAGS
+    ):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
@@ -2157,6 +2220,10 @@ PROSE = {
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),
+    # as the fault read from a machine line weighs (an illegal memory access: MEDIUM)
+    "prose-kernel-fault": ("int32-index-overflow", MEDIUM),
+    # a stated launch limit names the mechanism the fault only shows
+    "prose-launch-limit": ("other", STRONG - 0.5),
     "prose-dp-attention": ("dp-replica-kv-accounting", MEDIUM + 0.5),
 }
 
