@@ -133,6 +133,9 @@ SIGNALS = frozenset(
         # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
         # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
         "misreported-oom",
+        # a KV offload connector's own pool (LMCache's CPU or NIXL buffer, sized by its configuration) had no
+        # room: not the GPU's memory, not the host's
+        "offload-pool-full",
         # SGLang
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
@@ -212,6 +215,8 @@ SIGNALS = frozenset(
         "prose-not-cudagraph",
         "prose-multimodal",
         "prose-int32",
+        "prose-kernel-fault",  # an illegal memory access / out-of-bounds read / GPU page fault, in words
+        "prose-launch-limit",  # a kernel grid past the device's 65,535 limit, in words
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
         "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)

@@ -868,6 +868,20 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
         )
     for s in ev.signals("nccl-error"):
         t.add("other", MEDIUM, "an NCCL error: communicator memory is outside vLLM's budget", s)
+    for s in ev.signals("offload-pool-full")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the KV offload connector's own pool (sized by its configuration) had no room; the GPU did not "
+            "run out",
+            s,
+        )
+        t.add(
+            "memory-leak",
+            WEAK,
+            "a connector pool that fills under steady load is one whose blocks are not given back",
+            s,
+        )
     for s in ev.signals("misreported-oom")[:1]:
         t.add(
             "other",
@@ -2017,6 +2031,23 @@ def _tp_ranks(ev: Evidence, t: Tally) -> None:
 TP_SPREAD_SHARE = 0.1
 
 
+# The flags that configure speculative decoding, every engine's spelling: vLLM (speculative_config; before
+# v0.8 speculative_model / num_speculative_tokens), SGLang (speculative_algorithm,
+# speculative_draft_model_path), TGI (--speculate), TensorRT-LLM (speculative_decoding_mode).
+SPECULATIVE_FLAGS = (
+    "speculative_config",
+    "speculative_model",
+    "num_speculative_tokens",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculate",
+    "speculative_decoding_mode",
+)
+# LoRA adapters served beside the base model: vLLM --lora-modules / --max-loras, SGLang lora_paths, TGI
+# --lora-adapters.
+LORA_FLAGS = ("lora_modules", "lora_paths", "lora_adapters")
+
+
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     where = setup.provenance
     u = setup.flag_float("gpu_memory_utilization")
@@ -2060,10 +2091,7 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
     if setup.flag_true("enforce_eager"):
         t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
-    if any(
-        setup.flag(k) not in (None, "None", "none", "null")
-        for k in ("speculative_config", "speculative_model", "num_speculative_tokens")
-    ):
+    if any(setup.flag(k) not in (None, "None", "none", "null") for k in SPECULATIVE_FLAGS):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
@@ -2071,7 +2099,9 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "versions)",
             fact,
         )
-    if setup.flag_true("enable_lora"):
+    if setup.flag_true("enable_lora") or any(
+        setup.flag(k) not in (None, "None", "none", "null", "[]", "{}", "") for k in LORA_FLAGS
+    ):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
@@ -2251,6 +2281,10 @@ PROSE = {
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),
+    # as the fault read from a machine line weighs (an illegal memory access: MEDIUM)
+    "prose-kernel-fault": ("int32-index-overflow", MEDIUM),
+    # a stated launch limit names the mechanism the fault only shows
+    "prose-launch-limit": ("other", STRONG - 0.5),
     "prose-dp-attention": ("dp-replica-kv-accounting", MEDIUM + 0.5),
 }
 

@@ -38,6 +38,13 @@ _SPAN = (
     r"several|many|hundreds of|thousands of)\s*(requests?|queries|calls|iterations?|steps?|epochs?|rounds?|"
     r"cycles?|turns?|generations?|batches|hours?|hrs?|days?|minutes?|mins?|weeks?|h|d)\b"
 )
+# An image that is software, not a picture: "the docker image", "vllm/vllm-openai:v0.8.5 image", "the 0.6.4
+# image", "a ROCm image", "image tag".
+_SOFTWARE_IMAGE = re.compile(
+    r"\b(docker|container|containers|rocm|cuda|base|official|nightly|oci|disk|system|vm|runtime|server|release|"
+    r"latest|dev|vllm|sglang|tgi|lmdeploy|ollama|triton|v?\d+(\.\w+)+|[\w.-]+/[\w.-]+(:[\w.-]+)?)\s+images?\b"
+    r"|\bimages?\s+(tags?|versions?|digests?|builds?|registry|pull\w*)\b"
+)
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
@@ -203,6 +210,26 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     (
+        # A kernel reading or writing outside its memory, in words ("IMA" is vLLM's and SGLang's shorthand for
+        # an illegal memory access): among memory-looking failures, how a wrapped 32-bit offset shows.
+        "prose-kernel-fault",
+        re.compile(
+            r"\b(illegal memory access(es)?|illegal (memory )?address(es)?|memory access faults?|"
+            r"gpu page faults?|out[- ]of[- ]bounds? (read|write|access|load|store)\w*|"
+            r"oob (read|write|access|load|store)\w*|"
+            r"(fix\w*|caus\w*|trigger\w*|hit\w*|avoid\w*|prevent\w*|lead\w* to|result\w* in)\s+"
+            r"(an?\s+|the\s+)?ima)\b"
+        ),
+        None,
+    ),
+    (
+        # A kernel's grid past the device's launch limit (CUDA's grid y and z dimensions stop at 65,535): a
+        # limit of the GPU, not memory, whatever fault it ends in.
+        "prose-launch-limit",
+        re.compile(r"\b(grid|griddim\w*|grid dim\w*|grid size|blocks? per grid)\b"),
+        re.compile(r"\b(6553[56]|65,53[56]|2\^16|2\*\*16)\b"),
+    ),
+    (
         "prose-dp-attention",
         re.compile(
             r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
@@ -311,6 +338,8 @@ class Parser(LineParser):
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue
+            if name == "prose-multimodal":
+                low = _SOFTWARE_IMAGE.sub(" ", low)  # a docker image is no picture
             # Any mention said without a negation counts ("no leak in the forward ... the leaking memory");
             # for CUDA graphs the first mention decides, a negated one kept as its negation ("not related to
             # CUDA graphs, disabling CUDA graphs did not help").

@@ -131,6 +131,7 @@ _RAY_ACTOR_DIED = (
     "The actor died unexpectedly",
     "actor is dead because its worker process",
 )
+_PINNED_FAILED = re.compile(r"\bfailed to allocate [\d.]+ ?[KMG]i?B of pinned memory\b")
 _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
 # The rest of the memory monitor's kill message (python/ray/_private/memory_monitor.py and the raylet's
 # node_manager.cc, Ray 2.2+), any line of which survives a truncated paste: its table header "Top 10 memory
@@ -166,6 +167,7 @@ class Parser(LineParser):
             "MemoryError",
             "requires more system memory",
             "HostRegister failed",
+            "of pinned memory",
             "Too large swap space",
             "too large swap space",
             "DefaultCPUAllocator",
@@ -351,6 +353,10 @@ class Parser(LineParser):
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
             or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
+            # ggml's pinned host buffer (ggml-cuda.cu ggml_cuda_host_malloc): "failed to allocate 16607.35
+            # MiB of pinned memory: out of memory" (older: "WARNING: failed to allocate 1024.00 MB of pinned
+            # memory")
+            or ("of pinned memory" in body and _PINNED_FAILED.search(body) is not None)
             # SGLang's hierarchical cache sizing its host pool: "Not enough host memory available.
             # Requesting 40.00 GB but only have 44.87 GB free."
             or "Not enough host memory available" in body
