@@ -335,3 +335,25 @@ def test_another_tenant_in_a_reporters_words_is_another_process():
     assert "prose-other-process" in prose(TWO_CONTAINERS)
     assert "prose-other-process" in prose(TWO_COPIES)
     assert "prose-other-process" not in prose(FOUR_CARDS)
+
+
+# llama.cpp's multimodal tools log a request's image entering the encoder and leaving it ("encoding image
+# slice...", "image slice encoded in %ld ms", "failed to encode image slice": tools/mtmd/mtmd-cli.cpp,
+# mtmd-helper.cpp); a failure in between is the encoder's, one after it the text model's.
+MTMD_ENCODING = """\
+encoding image slice...
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 3012.50 MiB on device 0: cudaMalloc failed: \\
+out of memory
+ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 3158835200
+failed to encode image slice
+"""
+MTMD_ENCODED = """\
+encoding image slice...
+image slice encoded in 512 ms
+decode: failed to find a memory slot for batch of size 512
+"""
+
+
+def test_a_failure_while_llama_cpp_encodes_an_image_is_the_encoder():
+    assert ranked(MTMD_ENCODING)[0] == "multimodal-encoder"
+    assert ranked(MTMD_ENCODED)[0] == "kv-exhaustion-at-runtime"

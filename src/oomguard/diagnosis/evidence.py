@@ -180,6 +180,9 @@ SIGNALS = frozenset(
         "logits-buffer-failed",
         # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
         "prompt-logprobs-requested",
+        # the engine failed while a request's image (or audio) was in its encoder (llama.cpp's mtmd: "encoding
+        # image slice..." with no "image slice encoded" after it)
+        "encoder-step-failed",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)

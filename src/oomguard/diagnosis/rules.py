@@ -452,6 +452,7 @@ class Situation:
 
 
 FAILURE_SIGNALS = {
+    "encoder-step-failed",
     "free-memory-below-utilization",
     "engine-leak-check",
     "no-kv-cache-memory",
@@ -510,6 +511,7 @@ SIGNAL_PHASE = {
     "kv-pool-dry": "runtime",
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
+    "encoder-step-failed": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
@@ -1002,6 +1004,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     _platform_limit(ev, t)
+    for s in ev.signals("encoder-step-failed")[:1]:
+        t.add(
+            "multimodal-encoder",
+            STRONG + 0.5,
+            "the engine's own lines say a request's image was in the encoder when it failed",
+            s,
+        )
     for s in ev.signals("lora-cache-full"):
         t.add(
             "spec-decode-or-lora-extra",
