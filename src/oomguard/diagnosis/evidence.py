@@ -258,6 +258,9 @@ STARTUP_QUANTITIES = frozenset(
         "kv_available_bytes",
         "activation_bytes",
         "non_torch_bytes",
+        # the device's used memory less the process's PyTorch allocations (vLLM 0.6.2-0.6.3's
+        # non_torch_memory: every other process's memory is in it)
+        "device_outside_torch_bytes",
         "cuda_graph_estimate_bytes",
         "cuda_graph_actual_bytes",
         "gpu_total_bytes",

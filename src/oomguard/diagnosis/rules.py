@@ -1856,6 +1856,17 @@ EMPTY_POOL = (
 )
 
 
+def _tenant_above_pool(ev: Evidence, t: Tally) -> None:
+    """The tenant is the cause and the empty KV pool its symptom: it ranks above the pool."""
+    for s in ev.signals(*EMPTY_POOL)[:1]:
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            "the engine found no room for its KV pool on a device someone else held memory on",
+            s,
+        )
+
+
 def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
     "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
@@ -1864,6 +1875,23 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     weights)."""
     if ev.has("free-memory-below-utilization"):
         return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    device_total = setup.gpu_total_bytes
+    for n in ev.of(StartupNumber):
+        if (
+            n.quantity == "device_outside_torch_bytes"
+            and device_total
+            and n.value >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * device_total)
+        ):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"vLLM's profile found {n.value / GIB:.2f} GiB of the device in use outside its own PyTorch "
+                "allocations (what it logs as non_torch_memory in these versions): more than a CUDA context "
+                "and NCCL take, another process holds it",
+                n,
+            )
+            _tenant_above_pool(ev, t)
+            break
     totals = {
         (n.where.source, n.where.line): n.value
         for n in ev.of(StartupNumber)
@@ -1889,14 +1917,7 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
                 "placed anything on it: another process holds it",
                 n,
             )
-            for s in ev.signals(*EMPTY_POOL)[:1]:
-                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
-                t.add(
-                    "other-process-or-shared-gpu",
-                    MEDIUM + 0.5,
-                    "the engine found no room for its KV pool on a device someone else held memory on",
-                    s,
-                )
+            _tenant_above_pool(ev, t)
             return
         if held < NOTHING_HELD and empty is None:
             empty = n
