@@ -341,3 +341,28 @@ def test_a_grid_past_the_launch_limit_is_the_platform_not_an_offset():
 def test_offsets_past_2_31_are_no_launch_limit():
     assert "prose-launch-limit" not in signals(FLEX_OFFSETS_TITLE)
     assert top(FLEX_OFFSETS_TITLE) == "int32-index-overflow"
+
+
+# --- NCCL's result codes; NumPy's int32 bound ---------------------------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/25597: NCCL's result code after its own buffer allocation
+# failed (the EngineCore's lines, without PyTorch's "NCCL error" wrapper).
+NCCL_INTERNAL = """\
+(EngineCore_DP4 pid=1675) ncclInternalError: Internal check failed.
+(EngineCore_DP4 pid=1675) Last error:
+(EngineCore_DP4 pid=1675) ncclProxyClientGetFd call to tpRank 7 handle 0x77ed00e001d0 failed : 3
+"""
+
+# NumPy 2's conversion check (numpy/_core/src/multiarray, NEP 50): a Python int past an int32 array's range,
+# and the same check for a byte array, no 32-bit limit in it.
+NUMPY_INT32 = "OverflowError: Python integer 2147483648 out of bounds for int32\n"
+NUMPY_UINT8 = "OverflowError: Python integer 256 out of bounds for uint8\n"
+
+
+def test_nccl_result_codes_are_nccl_errors():
+    assert "nccl-error" in signals(NCCL_INTERNAL)
+
+
+def test_numpy_int32_bound_is_int32_overflow():
+    assert top(NUMPY_INT32) == "int32-index-overflow"
+    assert "int32-index-math" not in signals(NUMPY_UINT8)

@@ -16,6 +16,7 @@ own spellings, none of which a memory error carries:
 - C++ asserts of kernels (aiter/Composable Kernel, FlashInfer, ggml, vLLM csrc): "KV cache K offset overflow:
   exceed int32 max", "std::numeric_limits<int32_t>::max()", "GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX)";
 - c10's checked conversion (c10/util/TypeCast.h): "value cannot be converted to type int without overflow";
+  NumPy 2's "OverflowError: Python integer 2147483648 out of bounds for int32";
 - the limit by value in an assert or a kernel's arithmetic: "2**31", "2^31", "2^32" (PyTorch MPS: "total
   bytes of NDArray > 2**32").
 An integer overflow of no stated width (Rust's "attempt to multiply with overflow", a 64-bit byte count) is
@@ -36,6 +37,8 @@ _LIMIT = re.compile(
     r"|\bnumeric_limits<\s*(?:u?int(?:32_t)?|unsigned|index_t)\s*>\s*::\s*max\b"
     r"|\b(?:int32|32-bit) (?:overflow|max)\b|\bexceeds? (?:the )?int32\b|\boverflows? int32\b"
     r"|\bvalue cannot be converted to type u?int(?:32_t)? without overflow\b"
+    # NumPy 2 refusing a Python int for an int32 array ("Python integer 2147483648 out of bounds for int32")
+    r"|\bout of bounds for u?int32\b"
     # the limit by value, as asserts and a kernel's arithmetic write it ("assert n < 2**31", "2^31 / 40960")
     r"|(?<![\w.])2(?:\^|\*\*| \*\* )3[12]\b|(?<![\w.])2\u00b3[\u00b9\u00b2]",
     re.IGNORECASE,
