@@ -366,3 +366,36 @@ def test_nccl_result_codes_are_nccl_errors():
 def test_numpy_int32_bound_is_int32_overflow():
     assert top(NUMPY_INT32) == "int32-index-overflow"
     assert "int32-index-math" not in signals(NUMPY_UINT8)
+
+
+# --- the fix quoted as a diff ------------------------------------------------------------------------------
+
+# https://github.com/ModelTC/LightLLM/pull/998: the PR's diff widens the loaded token index to 64 bits.
+LIGHTLLM_WIDENING = """\
+Fix error illegal memory access when max_total_token_num is too large
+
+lightllm/models/deepseek2/triton_kernel/context_flashattention_nopad.py:94
+             Req_to_tokens + stride_req_to_tokens_b * cur_batch_req_idx + stride_req_to_tokens_s * (start_n + offs_n),
+             mask=(start_n + offs_n) < block_end_loc,
+             other=0,
+-        )
++        ).to(tl.int64)
+"""  # noqa: E501
+
+# https://github.com/vllm-project/vllm/pull/19298: DeepEP's buffer-size assertion, a size check with no 32-bit
+# limit in it (the expert-parallel buffer).
+DEEPEP_SIZE_ASSERT = (
+    "RuntimeError: Failed: Assertion error /mnt/data/home/smo/vllm/tools/ep_kernels/ep_kernels_workspace/"
+    "DeepEP/csrc/deep_ep.cpp:1040 'layout.total_bytes <= num_rdma_bytes'\n"
+)
+
+
+def test_a_diff_widening_an_offset_to_64_bits_is_int32_overflow():
+    assert "int64-widening" in signals(LIGHTLLM_WIDENING)
+    assert top(LIGHTLLM_WIDENING) == "int32-index-overflow"
+
+
+def test_a_size_assertion_without_a_32_bit_limit_is_not_int32():
+    found = signals(DEEPEP_SIZE_ASSERT)
+    assert "int32-index-math" not in found and "int64-widening" not in found
+    assert top(DEEPEP_SIZE_ASSERT) != "int32-index-overflow"

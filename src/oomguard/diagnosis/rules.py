@@ -822,6 +822,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "a kernel's 32-bit index math overflowed (more than 2^31 elements)",
             s,
         )
+    for s in ev.signals("int64-widening")[:1]:
+        t.add(
+            "int32-index-overflow",
+            MEDIUM + 0.5,
+            "the quoted fix widens an index or offset to 64 bits: its 32-bit arithmetic overflowed",
+            s,
+        )
     mnbt = setup.flag_int("max_num_batched_tokens") or 0
     for s in ev.signals("illegal-memory-access"):
         t.add(
