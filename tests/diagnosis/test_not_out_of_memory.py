@@ -399,3 +399,17 @@ def test_a_size_assertion_without_a_32_bit_limit_is_not_int32():
     found = signals(DEEPEP_SIZE_ASSERT)
     assert "int32-index-math" not in found and "int64-widening" not in found
     assert top(DEEPEP_SIZE_ASSERT) != "int32-index-overflow"
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/397 and https://github.com/hiyouga/LlamaFactory/issues/3839
+# (their titles): the collective library's failure on Ascend NPUs, HCCL for NCCL.
+HCCL_FAILURES = (
+    "RuntimeError: create:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:89 HCCL function error: "
+    "HcclCommInitRootInfo(numRanks, &rootInfo, rank, &(comm->hcclComm_))\n"
+    "RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64\n"
+)
+
+
+def test_hccl_failures_are_the_collective_librarys_like_nccl():
+    assert signals(HCCL_FAILURES).count("nccl-error") == 2
+    assert top(HCCL_FAILURES) == "other"

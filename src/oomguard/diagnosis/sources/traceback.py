@@ -88,6 +88,8 @@ _RAY_ACTOR_DIED = (
 # NCCL's failing result codes as ncclGetErrorString and the NCCL_DEBUG lines name them (a CUDA call inside
 # NCCL, often its own buffer allocation, failed; a system call failed; an internal check failed).
 _NCCL_RESULTS = ("ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError")
+# The same communicator failures on Ascend NPUs (torch_npu's ProcessGroupHCCL and its HCCL calls).
+_HCCL = ("HCCL error in:", "HCCL function error")
 _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
 
 
@@ -129,6 +131,7 @@ class Parser(LineParser):
             "exceeds the memory usage threshold",
             "NCCL WARN Cuda failure",
             *_NCCL_RESULTS,
+            *_HCCL,
             "NCCL WARN Failed to CUDA",
             "max tokens in paged kv cache",
             "lack of CPU swap space",
@@ -249,7 +252,7 @@ class Parser(LineParser):
             "NCCL error" in body
             or "NCCL WARN Cuda failure" in body
             or "NCCL WARN Failed to CUDA" in body  # alloc.h: "Failed to CUDA calloc N bytes"
-            or any(r in body for r in _NCCL_RESULTS)
+            or any(r in body for r in _NCCL_RESULTS + _HCCL)
         ):
             self.ctx.signal(line, body, "nccl-error")
 
