@@ -91,3 +91,26 @@ def test_empty_gpu_table_does_not_add_other_process_to_a_kv_failure():
     causes = [c.cls for c in diagnose(evidence).causes]
     assert causes[0] == "kv-cache-insufficient-at-startup"
     assert "other-process-or-shared-gpu" not in causes[:2]
+
+
+# A docker image is software, not a picture (https://github.com/vllm-project/vllm/issues/10360,
+# https://github.com/huggingface/text-generation-inference/issues/943); a vision model still is one
+# (https://github.com/sgl-project/sglang/issues/8902).
+DOCKER_IMAGE = (
+    "docker run 0.6.4 image requires more GPU memory than version 0.6.3 to trigger OOM with the same "
+    "settings."
+)
+MONITORED_FROM_THE_IMAGE = (
+    "I also monitored the GPU memory usage from the moment I ran the docker image, and the memory occupancy "
+    "for each GPU never exceeds 7%, yet the error occurs."
+)
+A_VISION_MODEL = (
+    "When serving a vlm (qwen2.5-vl-3b/7b/32b in my cases). The GPU memory keeps increasing until it gets "
+    "cuda out of memory for the coming request."
+)
+
+
+def test_a_docker_image_is_not_a_picture():
+    assert "prose-multimodal" not in prose_signals(DOCKER_IMAGE)
+    assert "prose-multimodal" not in prose_signals(MONITORED_FROM_THE_IMAGE)
+    assert "prose-multimodal" in prose_signals(A_VISION_MODEL)

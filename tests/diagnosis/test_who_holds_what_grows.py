@@ -297,3 +297,20 @@ def test_a_failure_while_llama_server_loads_its_draft_is_the_drafts_extra():
     assert ranked(LLAMA_CPP_TARGET + LLAMA_CPP_KV_FAILS)[0] == "max-model-len-exceeds-kv"
     failed = LLAMA_CPP_TARGET + "srv    load_model: failed to load draft model, 'Qwen3-0.6B-Q8_0.gguf'\n"
     assert ranked(failed)[0] == "spec-decode-or-lora-extra"
+
+
+# SGLang prints every server argument (server_args=ServerArgs(...), python/sglang/srt/server_args.py), the
+# speculative ones None when off; the OOM is SGLang's own KV allocator's.
+SGLANG_SPEC = (
+    "[2025-02-14 10:01:12] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', "
+    "mem_fraction_static=0.88, speculative_algorithm={algo}, speculative_draft_model_path={draft}, "
+    "lora_paths=None)\n"
+    "[2025-02-14 10:09:40 TP0] Prefill out of memory. Try to lower your batch size.\n"
+)
+
+
+def test_speculative_decoding_and_lora_are_read_in_every_engines_spelling():
+    on = ranked(SGLANG_SPEC.format(algo="'EAGLE'", draft="'lmsys/sglang-EAGLE-LLaMA3-Instruct-8B'"))
+    assert "spec-decode-or-lora-extra" in on[:3]
+    off = ranked(SGLANG_SPEC.format(algo="None", draft="None"))
+    assert "spec-decode-or-lora-extra" not in off[:3]

@@ -1957,6 +1957,23 @@ def _tp_ranks(ev: Evidence, t: Tally) -> None:
 TP_SPREAD_SHARE = 0.1
 
 
+# The flags that configure speculative decoding, every engine's spelling: vLLM (speculative_config; before
+# v0.8 speculative_model / num_speculative_tokens), SGLang (speculative_algorithm,
+# speculative_draft_model_path), TGI (--speculate), TensorRT-LLM (speculative_decoding_mode).
+SPECULATIVE_FLAGS = (
+    "speculative_config",
+    "speculative_model",
+    "num_speculative_tokens",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "speculate",
+    "speculative_decoding_mode",
+)
+# LoRA adapters served beside the base model: vLLM --lora-modules / --max-loras, SGLang lora_paths, TGI
+# --lora-adapters.
+LORA_FLAGS = ("lora_modules", "lora_paths", "lora_adapters")
+
+
 def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
     where = setup.provenance
     u = setup.flag_float("gpu_memory_utilization")
@@ -2000,10 +2017,7 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
     if setup.flag_true("enforce_eager"):
         t.add("cuda-graph-capture", -MEDIUM, "enforce_eager is set: no CUDA graphs are captured", fact)
-    if any(
-        setup.flag(k) not in (None, "None", "none", "null")
-        for k in ("speculative_config", "speculative_model", "num_speculative_tokens")
-    ):
+    if any(setup.flag(k) not in (None, "None", "none", "null") for k in SPECULATIVE_FLAGS):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,
@@ -2011,7 +2025,9 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "versions)",
             fact,
         )
-    if setup.flag_true("enable_lora"):
+    if setup.flag_true("enable_lora") or any(
+        setup.flag(k) not in (None, "None", "none", "null", "[]", "{}", "") for k in LORA_FLAGS
+    ):
         t.add(
             "spec-decode-or-lora-extra",
             MEDIUM if sit.failures else WEAK,

@@ -38,6 +38,13 @@ _SPAN = (
     r"several|many|hundreds of|thousands of)\s*(requests?|queries|calls|iterations?|steps?|epochs?|rounds?|"
     r"cycles?|turns?|generations?|batches|hours?|hrs?|days?|minutes?|mins?|weeks?|h|d)\b"
 )
+# An image that is software, not a picture: "the docker image", "vllm/vllm-openai:v0.8.5 image", "the 0.6.4
+# image", "a ROCm image", "image tag".
+_SOFTWARE_IMAGE = re.compile(
+    r"\b(docker|container|containers|rocm|cuda|base|official|nightly|oci|disk|system|vm|runtime|server|release|"
+    r"latest|dev|vllm|sglang|tgi|lmdeploy|ollama|triton|v?\d+(\.\w+)+|[\w.-]+/[\w.-]+(:[\w.-]+)?)\s+images?\b"
+    r"|\bimages?\s+(tags?|versions?|digests?|builds?|registry|pull\w*)\b"
+)
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
@@ -287,6 +294,8 @@ class Parser(LineParser):
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue
+            if name == "prose-multimodal":
+                low = _SOFTWARE_IMAGE.sub(" ", low)  # a docker image is no picture
             # Any mention said without a negation counts ("no leak in the forward ... the leaking memory");
             # for CUDA graphs the first mention decides, a negated one kept as its negation ("not related to
             # CUDA graphs, disabling CUDA graphs did not help").
