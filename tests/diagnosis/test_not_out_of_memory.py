@@ -284,3 +284,60 @@ def test_a_wrappers_memory_guess_over_a_keyerror_is_not_memory():
 def test_the_same_wrapper_over_an_allocator_oom_is_memory():
     assert "misreported-oom" not in signals(WRAPPED_REAL_OOM)
     assert top(WRAPPED_REAL_OOM) != "other"
+
+
+# --- a KV offload connector's own pool --------------------------------------------------------------------
+
+# https://github.com/LMCache/LMCache/issues/1337: LMCache's NIXL transfer buffer full on the prefiller.
+LMCACHE_NIXL_FULL = """\
+[2025-08-14 14:57:51,765] LMCache WARNING: Failed to allocate memory object, retrying... (nixl_connector_v3.py:567:lmcache.v1.storage_backend.connector.nixl_connector_v3)
+[2025-08-14 14:57:51,765] LMCache DEBUG: Failed to allocate memory for tensor(torch.Size([2, 28, 256, 1024]), torch.bfloat16) because no free blocks is available (memory_management.py:992:lmcache.v1.memory_management)
+"""  # noqa: E501
+
+
+def test_an_offload_connectors_full_pool_is_not_the_gpu():
+    first = oomguard.diagnose(LMCACHE_NIXL_FULL).diagnosis.causes[0]
+    assert first.cls == "other"
+    assert "connector" in first.explanation
+
+
+def test_the_engines_own_kv_pool_running_dry_is_no_connector_pool():
+    from tests.diagnosis.test_engine_readers import TGI_BLOCKS
+
+    assert "offload-pool-full" not in signals(TGI_BLOCKS)
+
+
+# --- a kernel fault and a launch limit in the reporter's words --------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/48266 (its title): the fault in words.
+ROCM_FAULT_TITLE = (
+    "[Bug][ROCm/gfx942] GPU memory access fault (worker crash) when sequences cross 2048 tokens — "
+    "DeepSeek V4 flash arch, sparse_attn_indexer + fp8 KV cache, MI325X TP=4\n"
+)
+
+# https://github.com/sgl-project/sglang/issues/7545: the same fault, explained by a grid past 65,535 rows.
+GRID_PAST_LIMIT = (
+    "When I run Qwen3-235B-A22B model, and enable DP+TP+EP,  it will memory access fault.\n"
+    "...I found this issue is caused by triton kernel **pre_reorder_triton_kernel**. In this kernel the grid "
+    "is set by hindden_states.shape[0], here is 92029. The unit test is also wrong for batch size > 65536.\n"
+)
+
+# https://github.com/vllm-project/vllm/issues/50427 (its title): offsets past 2^31, no grid limit.
+FLEX_OFFSETS_TITLE = (
+    "[Bug]: FlexAttention paged K/V offsets overflow int32 once `num_gpu_blocks ≥ 2**31 / (block_size · 2 · "
+    "num_kv_heads · head_size)` — crash *or* silent wrong output\n"
+)
+
+
+def test_a_memory_access_fault_in_words_is_read_as_a_kernel_fault():
+    assert "prose-kernel-fault" in signals(ROCM_FAULT_TITLE)
+    assert top(ROCM_FAULT_TITLE) == "int32-index-overflow"
+
+
+def test_a_grid_past_the_launch_limit_is_the_platform_not_an_offset():
+    assert top(GRID_PAST_LIMIT) == "other"
+
+
+def test_offsets_past_2_31_are_no_launch_limit():
+    assert "prose-launch-limit" not in signals(FLEX_OFFSETS_TITLE)
+    assert top(FLEX_OFFSETS_TITLE) == "int32-index-overflow"

@@ -133,6 +133,9 @@ SIGNALS = frozenset(
         # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
         # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
         "misreported-oom",
+        # a KV offload connector's own pool (LMCache's CPU or NIXL buffer, sized by its configuration) had no
+        # room: not the GPU's memory, not the host's
+        "offload-pool-full",
         # SGLang
         "sglang-negative-token-budget",  # "profiled value -N" / negative max_total_num_tokens
         "sglang-not-enough-memory",  # "Not enough memory. Please try to increase --mem-fraction-static."
@@ -149,9 +152,15 @@ SIGNALS = frozenset(
         "kernel-oom-kill",  # dmesg "Out of memory: Killed process" / "oom-kill:"
         "host-enomem",  # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
         "unified-memory-exhausted",  # NVRM NV_ERR_NO_MEMORY on UMA parts
-        "cgroup-oom-kill",  # memory.events oom_kill > 0
+        "cgroup-oom-kill",  # memory.events oom_kill > 0 (also as Slurm's cgroup plugin reports it)
+        "oomd-kill",  # a userspace OOM killer (systemd-oomd) killed the cgroup under memory pressure
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
+        # vLLM V0 warns its pinned CPU swap space takes over 40% of the host's memory (not a failure itself)
+        "swap-space-large",
+        # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
+        # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
+        "pinned-alloc-failed",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
@@ -192,6 +201,7 @@ SIGNALS = frozenset(
         "prose-not-freed",  # memory not given back (after a delete, a shutdown, a request)
         "prose-fragmentation",
         "prose-host-memory",
+        "prose-killed",  # the reporter says the process was killed (no exception of its own)
         "prose-activation",
         "prose-spec-decode",
         "prose-lora",
@@ -205,6 +215,8 @@ SIGNALS = frozenset(
         "prose-not-cudagraph",
         "prose-multimodal",
         "prose-int32",
+        "prose-kernel-fault",  # an illegal memory access / out-of-bounds read / GPU page fault, in words
+        "prose-launch-limit",  # a kernel grid past the device's 65,535 limit, in words
         "prose-dp-attention",
         "prose-oom",  # the reporter says it ran out of memory (no mechanism named)
         "failure-words",  # nothing recognised, but a line names a failure (out_of_memory=1 when it says OOM)
@@ -222,6 +234,7 @@ HOST_SIGNALS = frozenset(
         "host-enomem",
         "unified-memory-exhausted",
         "cgroup-oom-kill",
+        "oomd-kill",
         "ray-memory-kill",
     }
 )

@@ -1123,6 +1123,23 @@ def _allocation_cap(ev: Evidence) -> Advice | None:
 def _not_memory(ev: Evidence) -> Advice | None:
     """The device could not run the work (no code for the GPU, a driver too old, a device the process cannot
     see), or a kernel's launch asked more than one block may have (registers, shared memory, grid size)."""
+    if ev.has("offload-pool-full"):
+        return Advice(
+            "The KV offload connector's own pool (LMCache's CPU backend or NIXL transfer buffer) had no room "
+            "for the blocks it was given: its size is its configuration's, not the GPU's or the host's free "
+            "memory.",
+            (
+                Fix(
+                    {},
+                    "a larger connector pool (LMCache max_local_cpu_size / nixl_buffer_size, within host "
+                    "memory), or a connector version that evicts instead of failing or retrying forever",
+                    "mechanism",
+                ),
+            ),
+            ("GPU memory settings: the GPU did not run out.",),
+            "The same load runs with the connector's pool no longer reporting failed allocations.",
+            "The connector's configuration (pool sizes) and version, and the host's free memory.",
+        )
     if ev.has("misreported-oom"):
         return Advice(
             "The message that blames memory is a wrapper's guess: the exception it wraps is one no "
