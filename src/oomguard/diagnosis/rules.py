@@ -694,6 +694,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
+    _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _levers_tried(ev, tally)
@@ -2226,6 +2227,28 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
         unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
         if unsplit <= WEIGHTS_SMALL * total:
             t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
+
+
+# The weights' own quantities as engines log them per GPU once loaded: vLLM's "Model loading took X GiB",
+# TensorRT-LLM's "Loaded engine size: N MiB", SGLang's "Load weight end. ... mem usage=X GB".
+LOGGED_WEIGHTS = ("weights_bytes", "sglang_weights_bytes")
+
+
+def _logged_weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The weights the engine itself measured on one GPU against that GPU: filling it, nothing else fits
+    beside them; under half of it, the weights are not what failed (the sizing from a model's name is an
+    estimate; this is the engine's measurement)."""
+    total = setup.gpu_total_bytes
+    logged = [n for n in ev.of(StartupNumber) if n.quantity in LOGGED_WEIGHTS and n.value > 0]
+    if not total or not logged or not (sit.failures or sit.gpu_failure):
+        return
+    weights = max(logged, key=lambda n: n.value)
+    share = weights.value / total
+    said = f"the engine measured {weights.value / GIB:.1f} GiB of weights on a {total / GIB:.0f} GiB device"
+    if share >= WEIGHTS_FILL:
+        t.add("weights-dont-fit", STRONG, said + ": nothing else fits beside them", weights)
+    elif share <= WEIGHTS_SMALL:
+        t.add("weights-dont-fit", -MEDIUM, said + ": they fit with room to spare", weights)
 
 
 def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:

@@ -191,6 +191,14 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple "
             r"(processes|instances)|"
             r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
+            # the same in other words: another tenant of the device, whatever kind of program it is
+            r"|\b(another|a second|the second|other) (container|containers|service|services|"
+            r"program|programs|application|applications|apps?|users?|jobs?|copy|copies|deployments?|pods?|"
+            r"workers? process)\b"
+            r"|\b(two|three|four|several|multiple) (\w+ )?(containers|services|copies|deployments|pods|"
+            r"vllm instances|sglang instances)\b"
+            r"|\bsame (card|device|npu|gpus)\b|\b(occupied|taken|held|used) by (another|other|a different|"
+            r"the other|a previous|an? (old|older|stale|zombie))\b|\bzombie process(es)?\b"
         ),
         None,
     ),
