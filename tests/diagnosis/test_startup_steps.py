@@ -398,3 +398,62 @@ VLLM_LOADED_OOM = VLLM_READING_WEIGHTS_OOM.replace(
 def test_vllm_reading_its_checkpoint_is_the_weights_step() -> None:
     assert ranked(VLLM_READING_WEIGHTS_OOM)[0] == "weights-dont-fit"
     assert ranked(VLLM_LOADED_OOM)[0] != "weights-dont-fit"
+
+
+# https://github.com/ollama/ollama/pull/5469: ggml's pinned host buffer for the layers kept on the CPU
+# (ggml-cuda.cu ggml_cuda_host_malloc) failing while the model loads: host memory, not the GPU's.
+PINNED_HOST_FAILED = (
+    "Jul 10 16:29:17 DESKTOP ollama[180]: ggml_cuda_host_malloc: failed to allocate 16607.35 MiB of pinned "
+    "memory: out of memory\n"
+    "Jul 10 16:29:17 DESKTOP ollama[180]: llm_load_tensors: offloading 11 repeating layers to GPU\n"
+    "Jul 10 16:29:17 DESKTOP ollama[180]: llm_load_tensors:        CPU buffer size = 16607.35 MiB\n"
+    "Jul 10 16:29:17 DESKTOP ollama[180]: llm_load_tensors:      CUDA0 buffer size =  8608.53 MiB\n"
+)
+# The device buffer of the same load failing (ggml's CUDA check naming the device allocation).
+DEVICE_BUFFER_FAILED = (
+    "llm_load_tensors: offloading 33 repeating layers to GPU\n"
+    "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8608.53 MiB on device 0: cudaMalloc failed: out "
+    "of memory\n"
+)
+
+
+def test_a_pinned_host_buffer_failing_is_host_memory() -> None:
+    assert ranked(PINNED_HOST_FAILED)[0] == "host-ram-oom"
+    assert "host-enomem" not in signals(DEVICE_BUFFER_FAILED)
+    assert ranked(DEVICE_BUFFER_FAILED)[0] == "weights-dont-fit"
+
+
+# vLLM Ascend (vllm_ascend/worker/model_runner_v1.py) capturing its NPU graphs after the KV pool, as a public
+# log of it reads; the NPU's allocator message follows.
+ASCEND_CAPTURE_OOM = (
+    "(EngineCore_DP0 pid=2041805) INFO 10-14 17:17:23 [kv_cache_utils.py:864] GPU KV cache size: 128,000 "
+    "tokens\n"
+    "(EngineCore_DP0 pid=2041805) INFO 10-14 17:17:23 [model_runner_v1.py:3938] Starting to capture ACL "
+    "graphs for cases: [8, 16, 24, 32], mode: FULL, uniform_decode: True\n"
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.96 GiB total capacity; 55.91 "
+    "GiB already allocated; 55.91 GiB current active; 1.80 GiB free; 58.73 GiB reserved in total by "
+    "PyTorch)\n"
+)
+
+
+def test_vllm_ascend_graph_capture_is_the_capture_step() -> None:
+    assert ranked(ASCEND_CAPTURE_OOM)[0] == "cuda-graph-capture"
+
+
+# vLLM's own measurement of the weights it loaded (vllm/v1/worker/gpu_model_runner.py load_model: "Model
+# loading took X GiB and Y seconds"), then the profile run's OOM on a 16 GB card: the weights filled it.
+WEIGHTS_FILL_THE_CARD = (
+    "INFO 03-02 19:49:01 [gpu_model_runner.py:1186] Model loading took 14.99 GiB and 4.21 seconds\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 0 has a total capacity of "
+    "15.59 GiB of which 170.44 MiB is free. Including non-PyTorch memory, this process has 15.41 GiB memory "
+    "in use.\n"
+)
+# The same step with weights taking a third of a 24 GB card: the profile run's activations, not the weights.
+WEIGHTS_WITH_ROOM = WEIGHTS_FILL_THE_CARD.replace("took 14.99 GiB", "took 7.50 GiB").replace(
+    "capacity of 15.59 GiB", "capacity of 23.58 GiB"
+)
+
+
+def test_the_weights_the_engine_measured_against_the_device() -> None:
+    assert ranked(WEIGHTS_FILL_THE_CARD)[0] == "weights-dont-fit"
+    assert ranked(WEIGHTS_WITH_ROOM)[0] != "weights-dont-fit"

@@ -314,3 +314,24 @@ def test_speculative_decoding_and_lora_are_read_in_every_engines_spelling():
     assert "spec-decode-or-lora-extra" in on[:3]
     off = ranked(SGLANG_SPEC.format(algo="None", draft="None"))
     assert "spec-decode-or-lora-extra" not in off[:3]
+
+
+# Another tenant of the device, in the words reporters use for it: containers
+# (https://github.com/vllm-project/vllm/issues/17366), copies of a model
+# (https://github.com/triton-inference-server/tensorrtllm_backend/issues/481); several cards of one server are
+# no tenant (https://github.com/vllm-project/vllm/issues/7553).
+TWO_CONTAINERS = (
+    "I started two docker containers on a card on an A100(80G) machine to run the w8w8 quantized qwen2.5 "
+    "14B model, limiting gpu-memory-utilization to 0.3 respectively. The first service can be loaded "
+    "normally, but the second service fails to start."
+)
+TWO_COPIES = (
+    "I'm trying to get the triton server to run two copies of the model, and it overpopulates the first GPU."
+)
+FOUR_CARDS = "I run the model on the server with 4 x NVIDIA GeForce RTX 4090 cards and get OOM errors."
+
+
+def test_another_tenant_in_a_reporters_words_is_another_process():
+    assert "prose-other-process" in prose(TWO_CONTAINERS)
+    assert "prose-other-process" in prose(TWO_COPIES)
+    assert "prose-other-process" not in prose(FOUR_CARDS)

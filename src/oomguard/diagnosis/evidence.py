@@ -153,9 +153,15 @@ SIGNALS = frozenset(
         "kernel-oom-kill",  # dmesg "Out of memory: Killed process" / "oom-kill:"
         "host-enomem",  # mmap/malloc ENOMEM, std::bad_alloc, MemoryError
         "unified-memory-exhausted",  # NVRM NV_ERR_NO_MEMORY on UMA parts
-        "cgroup-oom-kill",  # memory.events oom_kill > 0
+        "cgroup-oom-kill",  # memory.events oom_kill > 0 (also as Slurm's cgroup plugin reports it)
+        "oomd-kill",  # a userspace OOM killer (systemd-oomd) killed the cgroup under memory pressure
         "cgroup-at-limit",  # memory.current within a few % of memory.max
         "host-memory-low",  # free -m: available tiny
+        # vLLM V0 warns its pinned CPU swap space takes over 40% of the host's memory (not a failure itself)
+        "swap-space-large",
+        # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
+        # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
+        "pinned-alloc-failed",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
@@ -196,6 +202,7 @@ SIGNALS = frozenset(
         "prose-not-freed",  # memory not given back (after a delete, a shutdown, a request)
         "prose-fragmentation",
         "prose-host-memory",
+        "prose-killed",  # the reporter says the process was killed (no exception of its own)
         "prose-activation",
         "prose-spec-decode",
         "prose-lora",
@@ -228,6 +235,7 @@ HOST_SIGNALS = frozenset(
         "host-enomem",
         "unified-memory-exhausted",
         "cgroup-oom-kill",
+        "oomd-kill",
         "ray-memory-kill",
     }
 )

@@ -197,8 +197,19 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "/vl/",
         ),
     ),
-    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it.
-    ("kv-slots", ("alloc_token_slots", "alloc_paged_token_slots")),
+    # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it; its
+    # callers alloc_for_extend / alloc_for_decode and the request-slot pool's alloc_req_slots
+    # (python/sglang/srt/mem_cache/common.py) raise nothing else.
+    (
+        "kv-slots",
+        (
+            "alloc_token_slots",
+            "alloc_paged_token_slots",
+            "alloc_for_extend",
+            "alloc_for_decode",
+            "alloc_req_slots",
+        ),
+    ),
     # Sleep mode re-mapping the memory it released (vLLM's CuMemAllocator and LLM/worker wake_up, SGLang's
     # resume_memory_occupation through torch_memory_saver's resume): what an RL trainer took meanwhile.
     (
@@ -683,6 +694,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
+    _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _levers_tried(ev, tally)
@@ -1707,13 +1719,36 @@ def _step(ev: Evidence, step: StepAnalysis | None, t: Tally) -> None:
             )
 
 
+# Code that allocates host memory, pinned for transfers to the GPU: vLLM V0's CPU swap blocks
+# (worker/cache_engine.py: `self.cpu_cache = self._allocate_kv_cache(self.num_cpu_blocks, "cpu")`), its
+# --cpu-offload-gb weights (model_executor/models/utils.py, maybe_offload_to_cpu), SGLang's HiCache host pool
+# (mem_cache/memory_pool_host.py), LMCache's pinned buffer (v1/memory_management.py, PinMemoryAllocator), and
+# any explicit `pin_memory=True` / `.pin_memory()`. (A bare `pin_memory=pin_memory` is
+# not one: vLLM V0 allocates its GPU blocks through the same line.)
+_HOST_ALLOCATION = re.compile(
+    r"num_cpu_blocks|maybe_offload_to_cpu|memory_pool_host|PinMemoryAllocator|"
+    r"pin_memory=True|\.pin_memory\(\)"
+)
+# A line that also moves the tensor to the GPU ("torch.tensor(.., pin_memory=True).to(device)") may have
+# failed on the GPU side.
+_TO_DEVICE = re.compile(r"\.(?:to|cuda)\(")
+
+
+def host_allocation_frame(frame: Frame) -> bool:
+    """A frame whose code, function or file allocates host memory (see _HOST_ALLOCATION), and no more."""
+    return bool(
+        _HOST_ALLOCATION.search(f"{frame.code} {frame.function} {frame.path}")
+    ) and not _TO_DEVICE.search(frame.code)
+
+
 def _host(ev: Evidence, t: Tally) -> None:
     names = {
         "host-killed": "the process was killed (SIGKILL) with no Python traceback",
-        "exit-137": "exit code 137 = 128 + SIGKILL",
+        "exit-137": "the process exited by SIGKILL (exit code 137 = 128 + 9, or -9)",
         "oom-killed": "Kubernetes reports OOMKilled: the container's memory limit",
         "kernel-oom-kill": "the kernel's OOM killer killed the process",
         "cgroup-oom-kill": "the cgroup's oom_kill counter is non-zero",
+        "oomd-kill": "systemd-oomd killed the cgroup under host memory pressure",
         "host-enomem": "host memory allocation failed (ENOMEM / bad_alloc): not GPU memory",
         "unified-memory-exhausted": "the NVIDIA driver ran out of memory on a unified-memory system: GPU "
         "allocations are host RAM there",
@@ -1726,6 +1761,32 @@ def _host(ev: Evidence, t: Tally) -> None:
         weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
         for s in sigs:
             t.add("host-ram-oom", weight, why, s)
+    failed = ev.of(OomMessage) or ev.signals("exception", *FAILURE_SIGNALS)
+    for f in [f for f in ev.of(Frame) if host_allocation_frame(f)][:1] if failed else []:
+        t.add(
+            "host-ram-oom",
+            STRONG + 1.0,
+            "the allocation that failed is host memory (pinned for transfers, or a CPU pool): the host ran "
+            "short, whatever the error calls it",
+            f,
+        )
+    for s in ev.signals("swap-space-large")[:1]:
+        swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
+        t.add(
+            "host-ram-oom",
+            MEDIUM,
+            f"vLLM pins {swap / GIB:.1f} GiB of host RAM per GPU for its CPU swap space, "
+            f"{swap / total if total else 0:.0%} of the host's {total / GIB:.1f} GiB (it warns above 40%)",
+            s,
+        )
+    if not ev.of(OomMessage):  # a GPU OOM after the fallback is the failure; the warning is not its cause
+        for s in ev.signals("pinned-alloc-failed")[:1]:
+            t.add(
+                "host-ram-oom",
+                MEDIUM,
+                "pinning host memory failed (the engine fell back to pageable RAM): the host is short of it",
+                s,
+            )
     limits = [h for h in ev.of(HostMemory) if h.quantity == "limit"]
     currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
     if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):
@@ -2175,6 +2236,28 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
             t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
 
 
+# The weights' own quantities as engines log them per GPU once loaded: vLLM's "Model loading took X GiB",
+# TensorRT-LLM's "Loaded engine size: N MiB", SGLang's "Load weight end. ... mem usage=X GB".
+LOGGED_WEIGHTS = ("weights_bytes", "sglang_weights_bytes")
+
+
+def _logged_weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The weights the engine itself measured on one GPU against that GPU: filling it, nothing else fits
+    beside them; under half of it, the weights are not what failed (the sizing from a model's name is an
+    estimate; this is the engine's measurement)."""
+    total = setup.gpu_total_bytes
+    logged = [n for n in ev.of(StartupNumber) if n.quantity in LOGGED_WEIGHTS and n.value > 0]
+    if not total or not logged or not (sit.failures or sit.gpu_failure):
+        return
+    weights = max(logged, key=lambda n: n.value)
+    share = weights.value / total
+    said = f"the engine measured {weights.value / GIB:.1f} GiB of weights on a {total / GIB:.0f} GiB device"
+    if share >= WEIGHTS_FILL:
+        t.add("weights-dont-fit", STRONG, said + ": nothing else fits beside them", weights)
+    elif share <= WEIGHTS_SMALL:
+        t.add("weights-dont-fit", -MEDIUM, said + ": they fit with room to spare", weights)
+
+
 def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     """The KV one request at the setup's context length needs (the planner's layout for a catalog model)
     against what the engine's budget leaves beside the weights: a context the pool cannot hold once is the
@@ -2214,6 +2297,7 @@ PROSE = {
     "prose-not-freed": ("memory-leak", MEDIUM + 0.5),
     "prose-fragmentation": ("fragmentation", STRONG - 0.5),
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
+    "prose-killed": ("host-ram-oom", MEDIUM),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
     "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
     "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),

@@ -1,4 +1,6 @@
-"""`free` output (-b/-k/-m/-g/-h): the Mem: row under its header, total / used / available."""
+"""`free` output (-b/-k/-m/-g/-h): the Mem: row under its header, total / used / available; and the same
+figures as /proc/meminfo prints them ("MemTotal:       263855252 kB", "MemAvailable:     1048576 kB", always
+KiB, fs/proc/meminfo.c)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ _HUMAN = {
     "Ti": 1 << 40,
 }
 _CELL = re.compile(r"^(?P<v>[\d.]+)(?P<u>[KMGT]i?|B)?$")
+_MEMINFO = re.compile(r"^(?P<k>MemTotal|MemAvailable):\s+(?P<v>\d+) kB$")
+_MEMINFO_QUANTITY = {"MemTotal": "total", "MemAvailable": "available"}
 # Plain `free` prints KiB, `free -m` MiB. A host with >= 10 GiB shows >= 10M in KiB and < 10M in MiB unless it
 # has more than 10 TiB, so a bare total above this is KiB.
 KIB_THRESHOLD = 10_000_000
@@ -28,7 +32,7 @@ KIB_THRESHOLD = 10_000_000
 
 class Parser(LineParser):
     # The header ("total used free ..."), the unit ("free -m"), the rows ("Mem:", "-/+ buffers/cache:").
-    TRIGGERS = Triggers(words=("free", "Mem:", "-/+ buffers/cache:"))
+    TRIGGERS = Triggers(words=("free", "Mem:", "-/+ buffers/cache:", "MemTotal:", "MemAvailable:"))
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -47,6 +51,19 @@ class Parser(LineParser):
             return
         if text.startswith("-/+ buffers/cache:"):
             self._old_available(line, text)
+            return
+        if text.startswith(("MemTotal:", "MemAvailable:")):
+            info = _MEMINFO.match(text)
+            if info:
+                self.ctx.emit(
+                    HostMemory(
+                        where=self.ctx.where(line),
+                        text=self.ctx.clip(text),
+                        quantity=_MEMINFO_QUANTITY[info.group("k")],
+                        value=int(info.group("v")) << 10,
+                        scope="host",
+                    )
+                )
             return
         if not text.startswith("Mem:"):
             return

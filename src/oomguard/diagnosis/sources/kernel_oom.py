@@ -27,6 +27,33 @@ _SYSTEMD_PEAK = re.compile(
     r"(?P<unit>[\w@.-]+\.service): Consumed .*?(?P<v>[\d.]+)(?P<u>[KMGT])B? memory peak"
 )
 _BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# Kernels before 4.19 name the victim first ("Out of memory: Kill process 1234 (python) score 912 or sacrifice
+# child", mm/oom_kill.c), then "Killed process ..." on the next line.
+_KILL_PROCESS = re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Kill process \d+\b")
+# systemd-oomd kills a whole cgroup under memory pressure or swap use (src/oom/oomd-manager.c): "Killed
+# /user.slice/.../vllm.scope due to memory pressure for /user.slice/... being 82.36% > 50.00% for > 20s with
+# reclaim activity", "... due to memory used ... / total ... and swap used ..."; the unit then says
+# "vllm.service: systemd-oomd killed 19 process(es) in this unit."
+_OOMD = re.compile(
+    r"\bKilled \S+ due to (?:memory pressure|memory used|swap used)\b|\bsystemd-oomd killed \d+ process"
+)
+# Slurm's cgroup plugin reading memory.events: "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=
+# 1234.0. Some of your processes may have been killed by the cgroup out-of-memory handler.", and its own job
+# limit enforcement "slurmstepd: error: Exceeded job memory limit" / "srun: error: node1: task 0: Out Of
+# Memory".
+_SLURM = re.compile(
+    r"\bDetected (?P<n>\d+) oom[-_]kill event|\bExceeded (?:job|step) memory limit\b|"
+    r"\btask \d+: Out Of Memory\b"
+)
+# A process ended by SIGKILL as the tool that waited for it says so: torchrun ("traceback : Signal 9 (SIGKILL)
+# received by PID 8158", torch/distributed/elastic), Python's subprocess ("died with <Signals.SIGKILL: 9>.")
+# and multiprocessing ("exitcode=-SIGKILL"), Go's os/exec ("signal: killed": ollama's "llama runner process
+# has terminated: signal: killed"), zsh ("zsh: killed     python serve.py") and bash job control ("[1]+
+# Killed   python serve.py").
+_SIGKILLED = re.compile(
+    r"\bSignal 9 \(SIGKILL\) received by PID\b|<Signals\.SIGKILL: 9>|\bexitcode=-SIGKILL\b|"
+    r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b"
+)
 # A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
 # worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
 # V1's "Worker proc VllmWorker-0 died unexpectedly (exit code: -9)", SGLang's "Rank 0 scheduler died during
@@ -46,6 +73,17 @@ class Parser(LineParser):
             *_SYSTEMD_OOM,
             "memory peak",
             "failcnt",
+            "Kill process",
+            "due to memory pressure",
+            "due to memory used",
+            "due to swap used",
+            "systemd-oomd killed",
+            "oom-kill event",
+            "oom_kill event",
+            "memory limit",
+            "Out Of Memory",
+            "signal: killed",
+            "zsh: killed",
             "exit code",
             "exitcode",
         )
@@ -66,8 +104,15 @@ class Parser(LineParser):
                         scope=m.group("name"),
                     )
                 )
-        elif "oom-kill:" in body or "invoked oom-killer" in body or "oom_reaper: reaped" in body:
+        elif (
+            "oom-kill:" in body
+            or "invoked oom-killer" in body
+            or "oom_reaper: reaped" in body
+            or ("Kill process" in body and _KILL_PROCESS.search(body))
+        ):
             self.ctx.signal(line, body, "kernel-oom-kill")
+        elif ("due to" in body or "systemd-oomd" in body) and _OOMD.search(body):
+            self.ctx.signal(line, body, "oomd-kill")
         elif (
             body.strip() in ("Killed", "Killed.")
             # each pattern only where its word is: a search tries every position of every line (H6)
@@ -77,8 +122,13 @@ class Parser(LineParser):
                 "SIGKILL" in body
                 and re.search(r"\bkilled (?:with|by) SIGKILL\b|\bSIGKILL\b.{0,40}\b137\b", body)
             )
+            or (("SIGKILL" in body or "killed" in body.lower()) and _SIGKILLED.search(body.strip()))
         ):
             self.ctx.signal(line, body, "host-killed")
+        if "oom" in body.lower() or "Out Of Memory" in body or "memory limit" in body:
+            slurm = _SLURM.search(body)
+            if slurm:
+                self.ctx.signal(line, body, "cgroup-oom-kill", count=float(slurm.group("n") or 1))
         if "-9" in body and _DIED_SIGKILL.search(body):
             self.ctx.signal(line, body, "host-killed")
         if "NV_ERR_NO_MEMORY" in body:
@@ -110,6 +160,8 @@ class Parser(LineParser):
         m = _MEMCG.search(body)
         if not m or "memory+swap" in body or "kmem" in body:
             return
+        # mem_cgroup_print_oom_meminfo prints this line only inside an OOM report of the cgroup.
+        self.ctx.signal(line, body, "kernel-oom-kill")
         for quantity, group in (("current", "usage"), ("limit", "limit")):
             self.ctx.emit(
                 HostMemory(

@@ -8,7 +8,7 @@ import shlex
 
 from oomguard.diagnosis.evidence import Flags, HostMemory, Version
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, log_size
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.diagnosis.sources.vllm_log import parse_argv
 
@@ -26,11 +26,30 @@ _QUANTITY = {
     "": 1,
 }
 _MEM_LIMIT = re.compile(r"^\s*memory:\s*(?P<v>\d+(?:\.\d+)?)(?P<u>Ki|Mi|Gi|Ti|K|k|M|G|T)?\s*$")
+# A process's exit status as each tool prints it: kubectl ("Exit Code: 137"), docker ("exited with code 137",
+# `docker ps` "Exited (137) 2 minutes ago", inspect "ExitCode": 137), shells and Go ("exit status 137"),
+# Python's subprocess ("returned non-zero exit status 137"), torchrun ("exitcode  : -9 (pid: 8158)",
+# "failed (exitcode: -9)"), vLLM V0's multiproc executor ("Worker VllmWorkerProcess pid 1867 died, exit code:
+# -9", vllm/executor/multiproc_worker_utils.py), docker compose ("exits with error code 137").
 _EXIT = re.compile(
-    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*|\bexit[ =]|\(exit\s)(?P<c>\d+)",
+    r"(?:Exit Code:\s*|exit code[: ]\s*|exited with code\s*|ExitCode[\":\s]*|\bexit[ =]|\(exit\s|"
+    r"\bexit status\s+|\berror code\s+|\bexitcode\s*[:=]\s*|\bExited\s+\()(?P<c>-?\d+)\b",
     re.IGNORECASE,
 )
+# vLLM V1's engine launcher names each engine core process that died with its exit code (negative: the signal
+# that ended it): "Engine core initialization failed. See root cause above. Failed core proc(s):
+# {'EngineCore_DP0': -9}" (vllm/v1/engine/utils.py, wait_for_engine_startup).
+_CORE_PROCS = re.compile(r"Failed core proc\(s\): \{(?P<procs>[^}]*)\}")
+_PROC_CODE = re.compile(r":\s*(?P<c>-?\d+)\b")
+# The exit statuses of a process ended by SIGKILL (signal 9): 128 + 9 from a shell or a container runtime,
+# -9 from Python's multiprocessing and subprocess (a negative exit code is the signal).
+SIGKILL_EXITS = frozenset({137, -9})
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
+# A `docker stats` / `podman stats` row: "3f1c2a9b8d7e   vllm   0.05%   15.5GiB / 15.6GiB   99.36%   ..."
+# (CPU %, MEM USAGE / LIMIT, MEM %): the container's memory and its cgroup limit.
+_STATS_ROW = re.compile(
+    r"\s(?P<cpu>[\d.]+)%\s+(?P<used>[\d.]+\s?[kKMGT]i?B) / (?P<limit>[\d.]+\s?[kKMGT]i?B)\s+(?P<pct>[\d.]+)%"
+)
 
 
 # kubectl describe: "    Image:          vllm/vllm-openai:v0.10.2" (the tag is the engine's version).
@@ -39,7 +58,20 @@ _IMAGE = re.compile(
 )
 _SPEC_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>Command|Args):\s*(?P<rest>.*)$")
 # Lines without one of these are not kubectl's or docker's (the section headers are among them).
-_WORDS = ("xit", "OOMKill", "Restart", "Limits", "Requests", "memory", "Evicted", "KILL")
+_WORDS = (
+    "xit",
+    "rror code",
+    "core proc",
+    "System OOM",
+    "iB / ",
+    "OOMKill",
+    "Restart",
+    "Limits",
+    "Requests",
+    "memory",
+    "Evicted",
+    "KILL",
+)
 
 
 class Parser(LineParser):
@@ -69,13 +101,40 @@ class Parser(LineParser):
         if "OOMKill" in body:
             self.ctx.signal(line, body, "oom-killed")
         # each pattern's words first: a caseless search tries every position of every line (H6)
-        m = _EXIT.search(body) if "exit" in body.lower() else None
-        if m and int(m.group("c")) == 137:
+        low = body.lower()
+        m = _EXIT.search(body) if "exit" in low or "error code" in low else None
+        if m and int(m.group("c")) in SIGKILL_EXITS:
+            self.ctx.signal(line, body, "exit-137", exit_code=int(m.group("c")))
+        procs = _CORE_PROCS.search(body) if "Failed core proc" in body else None
+        if procs and any(
+            int(c.group("c")) in SIGKILL_EXITS for c in _PROC_CODE.finditer(procs.group("procs"))
+        ):
             self.ctx.signal(line, body, "exit-137")
         if "status=9/KILL" in body:
             self.ctx.signal(line, body, "exit-137")
-        if "Evicted" in body and "memory" in body.lower():
+        # The eviction's reason ("Evicted") and its message on the next line: "The node was low on resource:
+        # memory. ... Container vllm was using 61Gi, which exceeds its request of 0." (the kubelet's eviction
+        # manager)
+        if ("Evicted" in body and "memory" in low) or "low on resource: memory" in body:
             self.ctx.signal(line, body, "oom-killed")
+        # The kubelet's event for a kernel OOM kill on the node: "System OOM encountered, victim process:
+        # python3, pid: 4101" (pkg/kubelet/oom, reason SystemOOM).
+        if "System OOM encountered" in body:
+            self.ctx.signal(line, body, "kernel-oom-kill")
+        stats = _STATS_ROW.search(body) if "iB / " in body else None
+        if stats:
+            for quantity, group in (("current", "used"), ("limit", "limit")):
+                size = log_size(stats.group(group))
+                if size:
+                    self.ctx.emit(
+                        HostMemory(
+                            where=self.ctx.where(line),
+                            text=self.ctx.clip(body),
+                            quantity=quantity,
+                            value=size,
+                            scope="container",
+                        )
+                    )
         r = _RESTARTS.search(body) if "Restart Count:" in body else None
         if r:
             self.ctx.emit(

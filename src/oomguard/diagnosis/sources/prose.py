@@ -97,9 +97,32 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         "prose-host-memory",
         re.compile(
             r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|"
-            r"memory limit|memory monitor|unified.memory|physical (memory|limit)|ray)\b|内存"
+            r"memory limit|memory monitor|unified.memory|physical (memory|limit)|ray|oom[- ]?killer|"
+            r"sigkill\w*|swap space|pinned memory|page-locked|/dev/shm|shm)\b|内存"
         ),
-        re.compile(rf"{_OOM}|\blimit\b|\booms\b|爆"),
+        # how a host says it: the kill, or the memory running out
+        re.compile(
+            rf"{_OOM}|\blimit\b|\booms\b|\bkill(s|ing)?\b|\bran out\b|\bruns? out\b|\brunning out\b|"
+            r"\bexhaust\w*|爆"
+        ),
+    ),
+    # The host's memory given as a size ("all shards are first loaded into CPU memory, which occupies around
+    # 40GB"): words that name the host's RAM itself (not a pod or a container, which hold GPUs too).
+    (
+        "prose-host-memory",
+        re.compile(
+            r"\b(host (ram|memory)|cpu memory|cpu ram|system memory|system ram|node memory|ram|rss)\b"
+        ),
+        re.compile(r"\b\d+(\.\d+)?\s?[gt]i?b\b"),
+    ),
+    # A process "killed" with no exception of its own: the host's OOM killer is what kills a process outright;
+    # a GPU that runs out raises an error in it instead ("the program always be killed", "it got killed").
+    (
+        "prose-killed",
+        re.compile(
+            r"\b(be|been|being|was|were|is|are|got|gets?|getting)\s+(\w+\s+)?(killed|sigkilled|oom-?killed)\b"
+        ),
+        None,
     ),
     (
         "prose-activation",
@@ -168,6 +191,14 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple "
             r"(processes|instances)|"
             r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
+            # the same in other words: another tenant of the device, whatever kind of program it is
+            r"|\b(another|a second|the second|other) (container|containers|service|services|"
+            r"program|programs|application|applications|apps?|users?|jobs?|copy|copies|deployments?|pods?|"
+            r"workers? process)\b"
+            r"|\b(two|three|four|several|multiple) (\w+ )?(containers|services|copies|deployments|pods|"
+            r"vllm instances|sglang instances)\b"
+            r"|\bsame (card|device|npu|gpus)\b|\b(occupied|taken|held|used) by (another|other|a different|"
+            r"the other|a previous|an? (old|older|stale|zombie))\b|\bzombie process(es)?\b"
         ),
         None,
     ),
@@ -208,8 +239,11 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     ),
     (
         "prose-dp-attention",
+        # (not the flag that turns it on, `--enable-dp-attention` / `enable_dp_attention=True`: a setting
+        # quoted in a sentence is configuration, which the setup weighs, not a statement of mechanism)
         re.compile(
-            r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
+            r"(?<![-_])\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|"
+            r"attention data parallel)\b"
         ),
         None,
     ),
@@ -230,7 +264,11 @@ _TABLE = re.compile(r"^\s*[|+]|\|.*\||\S {3,}\S.* {3,}\S")
 _DUMP = re.compile(
     r"\w\(\w+=|\w=\{|\w=\[|[{\[]\s*'\w+'\s*:.*'\w+'\s*:|(\b\w+=\S+[,\s]+){4,}|\w+:\s*\d+(,\s*\w+:\s*\d+){2,}"
 )
-_MACHINE = re.compile(r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()")
+_MACHINE = re.compile(
+    r"^\s*(File \"|Traceback|[\w.]+(Error|Exception|Warning)\b|\[\s*[\d.]+\]|at [\w.$]+\()"
+    # a syslog / journalctl line: "Jul 10 16:29:17 DESKTOP ollama[180]: ..."
+    r"|^\s*[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.@/-]+(\[\d+\])?:"
+)
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")
 # A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).

@@ -153,9 +153,14 @@ class Parser(LineParser):
             )
         if "memory capacity is unbalanced" in body:
             self.ctx.signal(line, body, "sglang-unbalanced-memory")
-        if ("Retract" in body or "retract" in body) and (
-            "KV cache pool is full" in body or "#retracted" in body or "Retract requests" in body
-        ):
+        # The scheduler's retraction notice: "KV cache pool is full. Retract requests. #retracted_reqs: 1,
+        # #new_token_ratio: 0.5000 -> 0.9000" (0.3+); before, "Decode out of memory happened. #retracted_reqs:
+        # 1, #new_token_ratio: ..." (managers/tp_worker.py, 0.1-0.3), whose first sentence is what gets
+        # quoted.
+        if (
+            ("Retract" in body or "retract" in body)
+            and ("KV cache pool is full" in body or "#retracted" in body or "Retract requests" in body)
+        ) or "Decode out of memory happened" in body:
             self.ctx.signal(line, body, "sglang-retract")
         if "ServerArgs(" in body:
             m = _ARGS.search(body)

@@ -56,6 +56,12 @@ _LENGTH_REDUCED = re.compile(
 _ALLOCATED = re.compile(r"Allocated (?P<v>[\d.]+ [KMG]iB) for max tokens in paged KV cache \((?P<n>\d+)\)")
 _BELOW_ONE_SEQUENCE = "must be large enough to process at least 1 sequence"
 _NO_FREE_BLOCKS = "No free blocks left"
+# The KV cache manager's other spellings of an empty pool (batch_manager/kvCacheManager.cpp): "Can't allocate
+# new blocks for window size 8. No free blocks left." (0.15+, cut after its first sentence in pastes) and the
+# assertions on a free block of older releases ("Assertion failed: freeBlockIterator.has_value()
+# (.../kvCacheManager.cpp:249)", https://github.com/NVIDIA/TensorRT-LLM/issues/1279).
+_CANT_ALLOCATE_BLOCKS = "Can't allocate new blocks"
+_FREE_BLOCK_ASSERT = re.compile(r"\bAssertion failed: [^()]*\b(?:freeBlock\w*|hasFreeBlocks|free blocks?)\b")
 # batch_manager/peftCacheManager.cpp: "Error storing task=1 in PEFT cache -- <why>" (the pages are full).
 _PEFT_FULL = re.compile(r"Error storing task=\S+ in PEFT cache")
 _LORA_CACHE = re.compile(r"Using (?P<n>\d+) bytes for LoRA (?P<where>host|device) cache")
@@ -104,6 +110,8 @@ class Parser(LineParser):
             "Requested amount of GPU memory",
             "Error Code 2: OutOfMemory",
             _NO_FREE_BLOCKS,
+            _CANT_ALLOCATE_BLOCKS,
+            "kvCacheManager",
             "PEFT cache",
             "for LoRA",
             _CREATION_FAILED,
@@ -150,7 +158,11 @@ class Parser(LineParser):
             if m:
                 size = m.group("n") or m.group("size")
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=int(size) if size else None))
-        if _NO_FREE_BLOCKS in body:
+        if (
+            _NO_FREE_BLOCKS in body
+            or _CANT_ALLOCATE_BLOCKS in body
+            or ("kvCacheManager" in body and _FREE_BLOCK_ASSERT.search(body))
+        ):
             self.ctx.signal(line, body, "kv-pool-dry", kv_cache_tokens=self.kv_tokens)
         if "for LoRA" in body:
             m = _LORA_CACHE.search(body)

@@ -66,7 +66,19 @@ _KV_DRY = re.compile(
     r"failed to find (?:a )?(?:memory|KV cache) slot|failed to find free space in the KV cache|"
     r"could not find a KV slot|"
     # TensorRT-LLM's KV cache manager: "Can't allocate new blocks. No free blocks left."
-    r"No free blocks left"
+    r"No free blocks left|"
+    # vLLM V0's block managers: v1 "Out of memory! No free blocks are available." (core/block_manager_v1.py),
+    # v2 "BlockAllocator.NoFreeBlocksError" (core/block/interfaces.py); V1's block pool "Cannot get 12 free
+    # blocks from the pool" (v1/core/block_pool.py)
+    r"\bNo free blocks are available\b|\bNoFreeBlocksError\b|\bfree blocks from the pool\b|"
+    # LMDeploy TurboMind's batch "No enough blocks." (models/llama/LlamaBatch.cc,
+    # https://github.com/InternLM/lmdeploy/issues/720); LightLLM's token pool "warn no enough cache need_size
+    # 1024 left_size 37" (common/mem_manager.py)
+    r"\bNo enough blocks\b|\bno enough cache need_size\b|"
+    # SGLang's request-slot pool, sized by --max-running-requests: "alloc_req_slots runs out of memory. Please
+    # set a smaller number for `--max-running-requests`." (mem_cache/common.py); its token pool before 0.2:
+    # "Prefill out of memory. This should never happen." (managers/router/infer_batch.py)
+    r"\balloc_req_slots runs out of memory\b|\bPrefill out of memory\. This should never happen\b"
 )
 # vLLM V0 (and forks) sizing the CPU swap space (pinned host blocks, --swap-space GiB per GPU) against the
 # host: "Too large swap space. 32.00 GiB out of the 31.27 GiB total CPU memory is allocated for the swap
@@ -75,6 +87,40 @@ _SWAP_TOO_LARGE = re.compile(
     r"Too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
     r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
 )
+# vLLM V0's softer check of the same (vllm/config.py, CacheConfig.verify_with_parallel_config): above 40% of
+# the host's memory it warns "Possibly too large swap space. 16.00 GiB out of the 31.27 GiB total CPU memory
+# is allocated for the swap space." and starts, pinning that much host RAM per GPU.
+_SWAP_LARGE = re.compile(
+    r"Possibly too large swap space\. (?P<swap>[\d.]+ ?[KMGT]i?B) out of the "
+    r"(?P<total>[\d.]+ ?[KMGT]i?B) total CPU memory"
+)
+# The host refused memory, as each runtime words it:
+# PyTorch's CPU allocator (c10/core/impl/alloc_cpu.cpp): "DefaultCPUAllocator: can't allocate memory: you
+# tried to allocate 2359296 bytes. Error code 12 (Cannot allocate memory)", before 1.6 "DefaultCPUAllocator:
+# not enough memory: you tried to allocate 1073741824 bytes.";
+# NumPy's _ArrayMemoryError: "Unable to allocate 3.00 GiB for an array with shape (32000, 25165) and data type
+# float32";
+# Rust's default alloc error handler (tokenizers, TGI's router, candle, mistral.rs): "memory allocation of
+# 17179869184 bytes failed";
+# Go's runtime (ollama): "fatal error: runtime: out of memory";
+# Windows' commit limit: "OSError: [WinError 1455] The paging file is too small for this operation to
+# complete";
+# ggml's pinned host buffer (ggml-cuda.cu, ggml_cuda_host_malloc): "failed to allocate 16607.35 MiB of pinned
+# memory: out of memory";
+# shared memory (/dev/shm, a container's 64 MB default): NCCL's "Error while creating shared memory segment
+# /dev/shm/nccl-4hXb3s (size 9637888)", PyTorch's DataLoader "This might be caused by insufficient shared
+# memory (shm)", and "No space left on device" writing under /dev/shm.
+_HOST_REFUSED = re.compile(
+    r"\bDefaultCPUAllocator: (?:can't allocate memory|not enough memory)\b|"
+    r"\bUnable to allocate (?P<array>[\d.]+ ?[KMGTP]i?B) for an array\b|"
+    r"\bmemory allocation of (?P<bytes>\d+) bytes failed\b|"
+    r"\bruntime: out of memory\b|"
+    r"\bThe paging file is too small\b|"
+    r"\bfailed to allocate (?P<pinned>[\d.]+ ?[KMG]i?B) of pinned memory\b|"
+    r"\bError while creating shared memory segment\b|\binsufficient shared memory \(shm\)|"
+    r"/dev/shm\b.{0,120}\bNo space left on device\b|\bNo space left on device\b.{0,120}/dev/shm\b"
+)
+_TRIED_BYTES = re.compile(r"you tried to allocate (?P<n>\d+) bytes")
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
@@ -90,7 +136,20 @@ _RAY_ACTOR_DIED = (
 _NCCL_RESULTS = ("ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError")
 # The same communicator failures on Ascend NPUs (torch_npu's ProcessGroupHCCL and its HCCL calls).
 _HCCL = ("HCCL error in:", "HCCL function error")
+_PINNED_FAILED = re.compile(r"\bfailed to allocate [\d.]+ ?[KMG]i?B of pinned memory\b")
 _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
+# The rest of the memory monitor's kill message (python/ray/_private/memory_monitor.py and the raylet's
+# node_manager.cc, Ray 2.2+), any line of which survives a truncated paste: its table header "Top 10 memory
+# users:", its advice "Refer to the documentation on how to address the out of memory issue:
+# https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html ... To adjust the kill threshold,
+# set the environment variable `RAY_memory_usage_threshold`", and the dead worker's exit type
+# "Worker exit type: NODE_OUT_OF_MEMORY" (src/ray/protobuf/common.proto, WorkerExitType).
+_RAY_MONITOR = (
+    "Top 10 memory users",
+    "ray-oom-prevention",
+    "RAY_memory_usage_threshold",
+    "NODE_OUT_OF_MEMORY",
+)
 
 
 class Parser(LineParser):
@@ -113,7 +172,15 @@ class Parser(LineParser):
             "MemoryError",
             "requires more system memory",
             "HostRegister failed",
+            "of pinned memory",
             "Too large swap space",
+            "too large swap space",
+            "DefaultCPUAllocator",
+            "memory allocation of",
+            "paging file",
+            "shared memory segment",
+            "insufficient shared memory",
+            "No space left on device",
             "No enough gpu memory",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
@@ -121,6 +188,7 @@ class Parser(LineParser):
             "The actor died unexpectedly",
             "actor is dead because",
             "killed due to memory pressure",
+            *_RAY_MONITOR,
             # CUDA runtime allocation failures of C++ code (allocator.RUNTIME_OOM) and other engines' errors
             "cudaMalloc",
             "CUBLAS_STATUS_ALLOC_FAILED",
@@ -144,6 +212,13 @@ class Parser(LineParser):
             "failed to find",
             "could not find a KV slot",
             "No free blocks left",
+            "No free blocks are available",
+            "NoFreeBlocksError",
+            "free blocks from the pool",
+            "No enough blocks",
+            "no enough cache need_size",
+            "alloc_req_slots runs out of memory",
+            "Prefill out of memory",
             "Not enough host memory available",
             "RuntimeBuffers::reshape",
             "CUresult error",
@@ -172,6 +247,7 @@ class Parser(LineParser):
             or "running low on memory" in body
             or "exceeds the memory usage threshold" in body
             or _RAY_PRESSURE.search(body)
+            or any(k in body for k in _RAY_MONITOR)
         ):
             self.ctx.signal(line, body, "ray-memory-kill")
             return True
@@ -257,12 +333,43 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "nccl-error")
 
     def _host_enomem(self, line: Line, body: str) -> None:
+        refused = _HOST_REFUSED.search(body) if _could_be_refused(body) else None
+        if refused:
+            tried = _TRIED_BYTES.search(body)
+            size = refused.group("array") or refused.group("pinned")
+            requested = (
+                int(tried.group("n"))
+                if tried
+                else int(refused.group("bytes"))
+                if refused.group("bytes")
+                else log_size(size)
+                if size
+                else None
+            )
+            # ggml only warns and falls back to pageable memory when pinning fails: a sign, not the failure
+            name = "pinned-alloc-failed" if refused.group("pinned") else "host-enomem"
+            self.ctx.signal(line, body, name, requested_bytes=requested)
+            return
+        large = _SWAP_LARGE.search(body) if "too large swap space" in body else None
+        if large:
+            self.ctx.signal(
+                line,
+                body,
+                "swap-space-large",
+                swap_bytes=log_size(large.group("swap")),
+                host_total_bytes=log_size(large.group("total")),
+            )
+            return
         if (
             "Cannot allocate memory" in body
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
             or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
+            # ggml's pinned host buffer (ggml-cuda.cu ggml_cuda_host_malloc): "failed to allocate 16607.35
+            # MiB of pinned memory: out of memory" (older: "WARNING: failed to allocate 1024.00 MB of pinned
+            # memory")
+            or ("of pinned memory" in body and _PINNED_FAILED.search(body) is not None)
             # SGLang's hierarchical cache sizing its host pool: "Not enough host memory available.
             # Requesting 40.00 GB but only have 44.87 GB free."
             or "Not enough host memory available" in body
@@ -319,6 +426,23 @@ class Parser(LineParser):
                 code=code,
             )
         )
+
+
+# Words one of which every _HOST_REFUSED spelling holds (a search tries every position of every line).
+_REFUSED_WORDS = (
+    "DefaultCPUAllocator",
+    "Unable to allocate",
+    "memory allocation of",
+    "runtime: out of memory",
+    "paging file",
+    "pinned memory",
+    "shared memory",
+    "No space left",
+)
+
+
+def _could_be_refused(body: str) -> bool:
+    return any(w in body for w in _REFUSED_WORDS)
 
 
 def split_body(raw: str) -> str:

@@ -191,6 +191,7 @@ class Parser(LineParser):
             "Graph capturing finished",
             "Capturing",
             "CUDA graphs can take additional",
+            "capture ACL graphs",
             "max seq len",
             "No available memory for the cache blocks",
             "exceeds available Mamba cache blocks",
@@ -583,6 +584,10 @@ class Parser(LineParser):
             or "Capturing the model for CUDA graphs" in body
             or "CUDA graphs can take additional" in body
             or "Capturing CUDA graphs" in body
+            # vLLM Ascend's NPU graphs: "Starting to capture ACL graphs for cases: [8, 16, ...]" and the bar
+            # "Capturing ACL graphs (mixed prefill-decode, PIECEWISE)"
+            or "Capturing ACL graph" in body
+            or "capture ACL graphs" in body
         ):
             self.ctx.signal(line, body, "milestone-cudagraph-start")
 
