@@ -239,8 +239,11 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     ),
     (
         "prose-dp-attention",
+        # (not the flag that turns it on, `--enable-dp-attention` / `enable_dp_attention=True`: a setting
+        # quoted in a sentence is configuration, which the setup weighs, not a statement of mechanism)
         re.compile(
-            r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
+            r"(?<![-_])\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|"
+            r"attention data parallel)\b"
         ),
         None,
     ),
