@@ -121,6 +121,7 @@ SIGNALS = frozenset(
         "kv-pool-dry",
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
+        "int64-widening",  # a quoted diff whose added line widens an index or offset to 64 bits
         "illegal-memory-access",
         "hsa-out-of-resources",
         # EP / communication

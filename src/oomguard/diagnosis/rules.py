@@ -698,7 +698,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _levers_tried(ev, tally)
-    _growth_before_kill(ev, tally)
+    _growth_before_kill(ev, tally, sit)
     _priors(ev, tally, sit)
     return tally, sit
 
@@ -832,6 +832,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "int32-index-overflow",
             STRONG + 1.0,
             "a kernel's 32-bit index math overflowed (more than 2^31 elements)",
+            s,
+        )
+    for s in ev.signals("int64-widening")[:1]:
+        t.add(
+            "int32-index-overflow",
+            MEDIUM + 0.5,
+            "the quoted fix widens an index or offset to 64 bits: its 32-bit arithmetic overflowed",
             s,
         )
     mnbt = setup.flag_int("max_num_batched_tokens") or 0
@@ -2360,12 +2367,12 @@ def _levers_tried(ev: Evidence, t: Tally) -> None:
                 t.add(cls, -WEAK, f"the report says {fact.lever.value} did not help", fact)
 
 
-def _growth_before_kill(ev: Evidence, t: Tally) -> None:
+def _growth_before_kill(ev: Evidence, t: Tally, sit: Situation) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
-    grow)."""
+    grow). Memory that grows while the weights load is the load itself (shard after shard), not a leak."""
     growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
-    if not growth or t.score("host-ram-oom") <= 0:
+    if not growth or t.score("host-ram-oom") <= 0 or sit.phase == "startup-weights":
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
     t.add("memory-leak", STRONG, why, growth[0])
