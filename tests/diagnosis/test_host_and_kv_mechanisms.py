@@ -302,6 +302,23 @@ KV_POOL_EMPTY = {
         "    raise BlockAllocator.NoFreeBlocksError()\n"
         "vllm.core.block.interfaces.BlockAllocator.NoFreeBlocksError\n"
     ),
+    # vllm-metal's own allocator before it used vLLM's scheduler
+    # (https://github.com/vllm-project/vllm-metal/pull/128).
+    "vllm-metal": "RuntimeError: Not enough free blocks",
+    # vLLM V0's stats line with requests swapped out (https://github.com/vllm-project/vllm/issues/5578).
+    "vllm-v0-swapped": (
+        "INFO 06-16 10:12:31 metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+        "2311.4 tokens/s, Running: 39 reqs, Swapped: 129 reqs, Pending: 9831 reqs, GPU KV cache usage: "
+        "99.6%, CPU KV cache usage: 97.2%.\n"
+    ),
+    # vLLM V1's scheduler resuming a preempted request (vllm/v1/core/sched/scheduler.py), as quoted in
+    # https://github.com/LMCache/LMCache/pull/1361.
+    "vllm-v1-preempted": (
+        "(EngineCore_0 pid=3945189) INFO 08-21 07:17:09 [scheduler.py:495] Preempted request "
+        "cmpl-e5951453df7d471e8aac25957dbc9096-0 has been resumed!\n"
+        "(EngineCore_0 pid=3945189) INFO 08-21 07:17:09 [scheduler.py:495] Preempted request "
+        "cmpl-d6ea6f87cb0d4f27a01cf8874e4e083b-0 has been resumed!\n"
+    ),
     # vLLM V1's block pool (vllm/v1/core/block_pool.py, get_new_blocks).
     "vllm-v1-block-pool": "(EngineCore_DP0 pid=4012) ValueError: Cannot get 12 free blocks from the pool",
     # TensorRT-LLM's KV cache manager, an older assertion
@@ -353,6 +370,14 @@ KV_POOL_NEAR_MISSES = {
         "[TensorRT-LLM][ERROR] Assertion failed: Input length (9000) + max new tokens (100) + draft tokens "
         "(0) must be less than max sequence length (8192). "
         "(/src/tensorrt_llm/batch_manager/llmRequest.cpp:120)"
+    ),
+    # A V0 stats line with nothing swapped and the pool half empty, then a CUDA OOM: not the KV pool.
+    "vllm-v0-nothing-swapped": (
+        "INFO 06-16 10:12:31 metrics.py:341] Avg prompt throughput: 812.0 tokens/s, Avg generation "
+        "throughput: 95.1 tokens/s, Running: 4 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+        "41.2%, CPU KV cache usage: 0.0%.\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total "
+        "capacity of 79.15 GiB of which 2.10 GiB is free.\n"
     ),
     # vLLM sizing its pool at startup (vllm/worker/worker.py): no room for blocks at all, before serving.
     "vllm-startup-no-blocks": (
