@@ -561,3 +561,31 @@ def test_the_same_engines_gpu_block_allocation_is_not_the_host() -> None:
         "capacity of 79.15 GiB of which 10.20 GiB is free.",
     )
     assert first(text) != HOST
+
+
+# --- vLLM's CPU backend: every byte it holds is host RAM ----------------------------------------------------
+
+# vLLM's platform detection (vllm/platforms/__init__.py) and the CPU backend's KV space warning
+# (vllm/platforms/cpu.py), then a worker dying while the weights load
+# (https://github.com/vllm-project/vllm/issues/15800).
+CPU_BACKEND_WORKER_DIES = (
+    "INFO 03-31 15:44:50 [__init__.py:239] Automatically detected platform cpu.\n"
+    "WARNING 03-31 15:44:52 [cpu.py:80] Environment variable VLLM_CPU_KVCACHE_SPACE (GiB) for CPU backend is "
+    "not set, using 4 by default.\n"
+    "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+    "ChildProcessError: worker died\n"
+)
+
+
+def test_a_failure_on_vllms_cpu_backend_is_the_host() -> None:
+    assert first(CPU_BACKEND_WORKER_DIES) == HOST
+
+
+def test_the_same_failure_on_a_cuda_platform_is_not_the_host() -> None:
+    text = (
+        "INFO 03-31 15:44:50 [__init__.py:239] Automatically detected platform cuda.\n"
+        "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity "
+        "of 23.65 GiB of which 512.00 MiB is free.\n"
+    )
+    assert first(text) != HOST
