@@ -589,3 +589,23 @@ def test_the_same_failure_on_a_cuda_platform_is_not_the_host() -> None:
         "of 23.65 GiB of which 512.00 MiB is free.\n"
     )
     assert first(text) != HOST
+
+
+# `docker inspect` prints the OOM flag in every container's state
+# (https://docs.docker.com/reference/cli/docker/inspect/).
+DOCKER_STATE = (
+    '        "State": {\n'
+    '            "Status": "exited",\n'
+    '            "Running": false,\n'
+    '            "OOMKilled": true,\n'
+    '            "Dead": false,\n'
+    '            "ExitCode": 1,\n'
+)
+
+
+def test_docker_inspects_oom_flag_set_is_the_host() -> None:
+    assert first(DOCKER_STATE) == HOST
+
+
+def test_docker_inspects_oom_flag_unset_is_not_the_host() -> None:
+    assert first(DOCKER_STATE.replace('"OOMKilled": true', '"OOMKilled": false')) != HOST
