@@ -76,6 +76,8 @@ SIGKILL_EXITS = {
     # zsh's and bash's job reports of a SIGKILLed child.
     "zsh": "zsh: killed     python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-2-70b-hf",
     "bash-job": "[1]+  Killed                  python serve.py --model Qwen/Qwen2.5-72B-Instruct",
+    # supervisord's process state log (supervisor/process.py, "terminated by %s").
+    "supervisord": "2024-05-01 10:00:00,123 WARN exited: vllm (terminated by SIGKILL; not expected)",
 }
 
 

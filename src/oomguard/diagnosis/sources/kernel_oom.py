@@ -49,10 +49,10 @@ _SLURM = re.compile(
 # received by PID 8158", torch/distributed/elastic), Python's subprocess ("died with <Signals.SIGKILL: 9>.")
 # and multiprocessing ("exitcode=-SIGKILL"), Go's os/exec ("signal: killed": ollama's "llama runner process
 # has terminated: signal: killed"), zsh ("zsh: killed     python serve.py") and bash job control ("[1]+
-# Killed   python serve.py").
+# Killed   python serve.py"), supervisord ("WARN exited: vllm (terminated by SIGKILL; not expected)").
 _SIGKILLED = re.compile(
     r"\bSignal 9 \(SIGKILL\) received by PID\b|<Signals\.SIGKILL: 9>|\bexitcode=-SIGKILL\b|"
-    r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b"
+    r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b|\bterminated by SIGKILL\b"
 )
 # A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
 # worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
