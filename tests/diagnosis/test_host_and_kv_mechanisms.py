@@ -142,6 +142,12 @@ HOST_KILLERS = {
         "[44517.301477] memory+swap: usage 0kB, limit 9007199254740988kB, failcnt 0\n"
         "[44517.301477] kmem: usage 19932kB, limit 9007199254740988kB, failcnt 0\n"
     ),
+    # Jetson's nvmap: the Tegra GPU allocates from the board's RAM (the L4T driver's NvMap allocator).
+    "jetson-nvmap": (
+        "NvMapMemAllocInternalTagged: 1075072515 error 12\n"
+        "NvMapMemHandleAlloc: error 12\n"
+        "RuntimeError: CUDA error: out of memory\n"
+    ),
     # Kernels before 4.19 (mm/oom_kill.c, "Out of memory: Kill process %d (%s) score %u or sacrifice child").
     "kernel-pre-4.19": (
         "[ 1234.567890] Out of memory: Kill process 1234 (python) score 912 or sacrifice child"
