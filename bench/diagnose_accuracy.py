@@ -107,6 +107,8 @@ ROUND_OF_HARVESTER = {
     "harvest4-more": 4,
     "harvest5-vllm": 5,
     "harvest5-other": 5,
+    "harvest6-core": 6,
+    "harvest6-rl": 6,
 }
 
 

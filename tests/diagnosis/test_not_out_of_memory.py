@@ -341,3 +341,75 @@ def test_a_grid_past_the_launch_limit_is_the_platform_not_an_offset():
 def test_offsets_past_2_31_are_no_launch_limit():
     assert "prose-launch-limit" not in signals(FLEX_OFFSETS_TITLE)
     assert top(FLEX_OFFSETS_TITLE) == "int32-index-overflow"
+
+
+# --- NCCL's result codes; NumPy's int32 bound ---------------------------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/25597: NCCL's result code after its own buffer allocation
+# failed (the EngineCore's lines, without PyTorch's "NCCL error" wrapper).
+NCCL_INTERNAL = """\
+(EngineCore_DP4 pid=1675) ncclInternalError: Internal check failed.
+(EngineCore_DP4 pid=1675) Last error:
+(EngineCore_DP4 pid=1675) ncclProxyClientGetFd call to tpRank 7 handle 0x77ed00e001d0 failed : 3
+"""
+
+# NumPy 2's conversion check (numpy/_core/src/multiarray, NEP 50): a Python int past an int32 array's range,
+# and the same check for a byte array, no 32-bit limit in it.
+NUMPY_INT32 = "OverflowError: Python integer 2147483648 out of bounds for int32\n"
+NUMPY_UINT8 = "OverflowError: Python integer 256 out of bounds for uint8\n"
+
+
+def test_nccl_result_codes_are_nccl_errors():
+    assert "nccl-error" in signals(NCCL_INTERNAL)
+
+
+def test_numpy_int32_bound_is_int32_overflow():
+    assert top(NUMPY_INT32) == "int32-index-overflow"
+    assert "int32-index-math" not in signals(NUMPY_UINT8)
+
+
+# --- the fix quoted as a diff ------------------------------------------------------------------------------
+
+# https://github.com/ModelTC/LightLLM/pull/998: the PR's diff widens the loaded token index to 64 bits.
+LIGHTLLM_WIDENING = """\
+Fix error illegal memory access when max_total_token_num is too large
+
+lightllm/models/deepseek2/triton_kernel/context_flashattention_nopad.py:94
+             Req_to_tokens + stride_req_to_tokens_b * cur_batch_req_idx + stride_req_to_tokens_s * (start_n + offs_n),
+             mask=(start_n + offs_n) < block_end_loc,
+             other=0,
+-        )
++        ).to(tl.int64)
+"""  # noqa: E501
+
+# https://github.com/vllm-project/vllm/pull/19298: DeepEP's buffer-size assertion, a size check with no 32-bit
+# limit in it (the expert-parallel buffer).
+DEEPEP_SIZE_ASSERT = (
+    "RuntimeError: Failed: Assertion error /mnt/data/home/smo/vllm/tools/ep_kernels/ep_kernels_workspace/"
+    "DeepEP/csrc/deep_ep.cpp:1040 'layout.total_bytes <= num_rdma_bytes'\n"
+)
+
+
+def test_a_diff_widening_an_offset_to_64_bits_is_int32_overflow():
+    assert "int64-widening" in signals(LIGHTLLM_WIDENING)
+    assert top(LIGHTLLM_WIDENING) == "int32-index-overflow"
+
+
+def test_a_size_assertion_without_a_32_bit_limit_is_not_int32():
+    found = signals(DEEPEP_SIZE_ASSERT)
+    assert "int32-index-math" not in found and "int64-widening" not in found
+    assert top(DEEPEP_SIZE_ASSERT) != "int32-index-overflow"
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/397 and https://github.com/hiyouga/LlamaFactory/issues/3839
+# (their titles): the collective library's failure on Ascend NPUs, HCCL for NCCL.
+HCCL_FAILURES = (
+    "RuntimeError: create:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:89 HCCL function error: "
+    "HcclCommInitRootInfo(numRanks, &rootInfo, rank, &(comm->hcclComm_))\n"
+    "RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64\n"
+)
+
+
+def test_hccl_failures_are_the_collective_librarys_like_nccl():
+    assert signals(HCCL_FAILURES).count("nccl-error") == 2
+    assert top(HCCL_FAILURES) == "other"

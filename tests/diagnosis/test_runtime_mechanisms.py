@@ -358,3 +358,25 @@ INDEXER_FRAME = Frame(
 def test_the_attention_indexers_logits_are_not_the_vocabulary():
     assert ranked(INDEXER_LOGITS)[0] != "sampler-or-logits"
     assert not logits_frame(INDEXER_FRAME, 0)
+
+
+# https://github.com/sgl-project/sglang/pull/5634 (near miss): the flag that turns DP attention on, quoted in
+# the command, is configuration; the sentence after it names the mechanism (the graph capture size).
+DP_ATTENTION_FLAG = (
+    "latest main on H200 will hang with cmd `SGL_ENABLE_JIT_DEEPGEMM=1 python3 -m sglang.launch_server "
+    "--model /DeepSeek-V3 --tp 8 --trust-remote-code --enable-dp-attention --dp-size 8` and the root cause "
+    "is OOM\n\n"
+    "And the OOM is cause by large cuda graph capture size\n"
+)
+# https://github.com/NVIDIA/TensorRT-LLM/pull/10330: attention DP's own KV accounting in words.
+DP_ATTENTION_SAID = (
+    "For Attention DP, attn_tp_size should effectively be 1. However, the current logic calculates it using "
+    "the global TP size (e.g., 8), resulting in smaller number of local attention heads and causing the "
+    "system to attempt allocating an excessive number of blocks. So it leads to OOM if config contains "
+    "`max_attention_window` explicitly, e.g.,\n"
+)
+
+
+def test_the_dp_attention_flag_in_a_command_is_no_statement():
+    assert ranked(DP_ATTENTION_FLAG)[0] == "cuda-graph-capture"
+    assert ranked(DP_ATTENTION_SAID)[0] == "dp-replica-kv-accounting"

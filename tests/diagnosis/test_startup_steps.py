@@ -438,3 +438,44 @@ ASCEND_CAPTURE_OOM = (
 
 def test_vllm_ascend_graph_capture_is_the_capture_step() -> None:
     assert ranked(ASCEND_CAPTURE_OOM)[0] == "cuda-graph-capture"
+
+
+# vLLM's own measurement of the weights it loaded (vllm/v1/worker/gpu_model_runner.py load_model: "Model
+# loading took X GiB and Y seconds"), then the profile run's OOM on a 16 GB card: the weights filled it.
+WEIGHTS_FILL_THE_CARD = (
+    "INFO 03-02 19:49:01 [gpu_model_runner.py:1186] Model loading took 14.99 GiB and 4.21 seconds\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 0 has a total capacity of "
+    "15.59 GiB of which 170.44 MiB is free. Including non-PyTorch memory, this process has 15.41 GiB memory "
+    "in use.\n"
+)
+# The same step with weights taking a third of a 24 GB card: the profile run's activations, not the weights.
+WEIGHTS_WITH_ROOM = WEIGHTS_FILL_THE_CARD.replace("took 14.99 GiB", "took 7.50 GiB").replace(
+    "capacity of 15.59 GiB", "capacity of 23.58 GiB"
+)
+
+
+def test_the_weights_the_engine_measured_against_the_device() -> None:
+    assert ranked(WEIGHTS_FILL_THE_CARD)[0] == "weights-dont-fit"
+    assert ranked(WEIGHTS_WITH_ROOM)[0] != "weights-dont-fit"
+
+
+# https://github.com/MiuLab/Taiwan-LLM/issues/24: memory that grows while TGI's shard loads its weights is the
+# load itself, not a leak; the same growth words once the server serves still point at a leak.
+GROWTH_WHILE_LOADING = (
+    "I got just single RTX2080ti(with 11GB ram only) to run the model with text-generation-inference\n"
+    "After executing the .sh file, the GPU ram consumption gradually increase. \n"
+    'And the message "waiting for shard to be ready ... rank=0" constantly appears.\n'
+    'Finally, it ends up with the message "torch.cuda.OutOfMemoryError: CUDA out of memory..."\n'
+)
+
+
+GROWTH_WHILE_SERVING = (
+    "2024-05-31T05:54:05.264204Z  INFO text_generation_router: router/src/main.rs:355: Connected\n"
+    "After a few hours of requests the GPU ram consumption gradually increase until the server is killed.\n"
+    'Finally, it ends up with the message "torch.cuda.OutOfMemoryError: CUDA out of memory..."\n'
+)
+
+
+def test_memory_growing_while_the_weights_load_is_the_load_not_a_leak() -> None:
+    assert ranked(GROWTH_WHILE_LOADING)[0] == "weights-dont-fit"
+    assert ranked(GROWTH_WHILE_SERVING)[0] == "memory-leak"

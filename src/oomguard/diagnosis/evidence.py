@@ -121,6 +121,7 @@ SIGNALS = frozenset(
         "kv-pool-dry",
         # kernels / indexing
         "int32-index-math",  # canUse32BitIndexMath, INT32_MAX, 32-bit offsets
+        "int64-widening",  # a quoted diff whose added line widens an index or offset to 64 bits
         "illegal-memory-access",
         "hsa-out-of-resources",
         # EP / communication
@@ -182,6 +183,9 @@ SIGNALS = frozenset(
         "logits-buffer-failed",
         # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
         "prompt-logprobs-requested",
+        # the engine failed while a request's image (or audio) was in its encoder (llama.cpp's mtmd: "encoding
+        # image slice..." with no "image slice encoded" after it)
+        "encoder-step-failed",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -257,6 +261,9 @@ STARTUP_QUANTITIES = frozenset(
         "kv_available_bytes",
         "activation_bytes",
         "non_torch_bytes",
+        # the device's used memory less the process's PyTorch allocations (vLLM 0.6.2-0.6.3's
+        # non_torch_memory: every other process's memory is in it)
+        "device_outside_torch_bytes",
         "cuda_graph_estimate_bytes",
         "cuda_graph_actual_bytes",
         "gpu_total_bytes",

@@ -452,6 +452,7 @@ class Situation:
 
 
 FAILURE_SIGNALS = {
+    "encoder-step-failed",
     "free-memory-below-utilization",
     "engine-leak-check",
     "no-kv-cache-memory",
@@ -510,6 +511,7 @@ SIGNAL_PHASE = {
     "kv-pool-dry": "runtime",
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
+    "encoder-step-failed": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
@@ -694,10 +696,11 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _tp_ranks(ev, tally)
     _config(setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
+    _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _levers_tried(ev, tally)
-    _growth_before_kill(ev, tally)
+    _growth_before_kill(ev, tally, sit)
     _priors(ev, tally, sit)
     return tally, sit
 
@@ -831,6 +834,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "int32-index-overflow",
             STRONG + 1.0,
             "a kernel's 32-bit index math overflowed (more than 2^31 elements)",
+            s,
+        )
+    for s in ev.signals("int64-widening")[:1]:
+        t.add(
+            "int32-index-overflow",
+            MEDIUM + 0.5,
+            "the quoted fix widens an index or offset to 64 bits: its 32-bit arithmetic overflowed",
             s,
         )
     mnbt = setup.flag_int("max_num_batched_tokens") or 0
@@ -1002,6 +1012,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     _platform_limit(ev, t)
+    for s in ev.signals("encoder-step-failed")[:1]:
+        t.add(
+            "multimodal-encoder",
+            STRONG + 0.5,
+            "the engine's own lines say a request's image was in the encoder when it failed",
+            s,
+        )
     for s in ev.signals("lora-cache-full"):
         t.add(
             "spec-decode-or-lora-extra",
@@ -1855,6 +1872,17 @@ EMPTY_POOL = (
 )
 
 
+def _tenant_above_pool(ev: Evidence, t: Tally) -> None:
+    """The tenant is the cause and the empty KV pool its symptom: it ranks above the pool."""
+    for s in ev.signals(*EMPTY_POOL)[:1]:
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            "the engine found no room for its KV pool on a device someone else held memory on",
+            s,
+        )
+
+
 def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
     "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
@@ -1863,6 +1891,23 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     weights)."""
     if ev.has("free-memory-below-utilization"):
         return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    device_total = setup.gpu_total_bytes
+    for n in ev.of(StartupNumber):
+        if (
+            n.quantity == "device_outside_torch_bytes"
+            and device_total
+            and n.value >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * device_total)
+        ):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"vLLM's profile found {n.value / GIB:.2f} GiB of the device in use outside its own PyTorch "
+                "allocations (what it logs as non_torch_memory in these versions): more than a CUDA context "
+                "and NCCL take, another process holds it",
+                n,
+            )
+            _tenant_above_pool(ev, t)
+            break
     totals = {
         (n.where.source, n.where.line): n.value
         for n in ev.of(StartupNumber)
@@ -1888,14 +1933,7 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
                 "placed anything on it: another process holds it",
                 n,
             )
-            for s in ev.signals(*EMPTY_POOL)[:1]:
-                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
-                t.add(
-                    "other-process-or-shared-gpu",
-                    MEDIUM + 0.5,
-                    "the engine found no room for its KV pool on a device someone else held memory on",
-                    s,
-                )
+            _tenant_above_pool(ev, t)
             return
         if held < NOTHING_HELD and empty is None:
             empty = n
@@ -2236,6 +2274,28 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
             t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
 
 
+# The weights' own quantities as engines log them per GPU once loaded: vLLM's "Model loading took X GiB",
+# TensorRT-LLM's "Loaded engine size: N MiB", SGLang's "Load weight end. ... mem usage=X GB".
+LOGGED_WEIGHTS = ("weights_bytes", "sglang_weights_bytes")
+
+
+def _logged_weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
+    """The weights the engine itself measured on one GPU against that GPU: filling it, nothing else fits
+    beside them; under half of it, the weights are not what failed (the sizing from a model's name is an
+    estimate; this is the engine's measurement)."""
+    total = setup.gpu_total_bytes
+    logged = [n for n in ev.of(StartupNumber) if n.quantity in LOGGED_WEIGHTS and n.value > 0]
+    if not total or not logged or not (sit.failures or sit.gpu_failure):
+        return
+    weights = max(logged, key=lambda n: n.value)
+    share = weights.value / total
+    said = f"the engine measured {weights.value / GIB:.1f} GiB of weights on a {total / GIB:.0f} GiB device"
+    if share >= WEIGHTS_FILL:
+        t.add("weights-dont-fit", STRONG, said + ": nothing else fits beside them", weights)
+    elif share <= WEIGHTS_SMALL:
+        t.add("weights-dont-fit", -MEDIUM, said + ": they fit with room to spare", weights)
+
+
 def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     """The KV one request at the setup's context length needs (the planner's layout for a catalog model)
     against what the engine's budget leaves beside the weights: a context the pool cannot hold once is the
@@ -2345,12 +2405,12 @@ def _levers_tried(ev: Evidence, t: Tally) -> None:
                 t.add(cls, -WEAK, f"the report says {fact.lever.value} did not help", fact)
 
 
-def _growth_before_kill(ev: Evidence, t: Tally) -> None:
+def _growth_before_kill(ev: Evidence, t: Tally, sit: Situation) -> None:
     """Host memory that grew over time until the kill: the kill is how the growth ended, the limit only
     where it surfaced, so the growth ranks above the kill (a limit too small for a steady footprint does not
-    grow)."""
+    grow). Memory that grows while the weights load is the load itself (shard after shard), not a leak."""
     growth = ev.signals("prose-growth", "prose-leak", "prose-measured-growth")
-    if not growth or t.score("host-ram-oom") <= 0:
+    if not growth or t.score("host-ram-oom") <= 0 or sit.phase == "startup-weights":
         return
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
     t.add("memory-leak", STRONG, why, growth[0])

@@ -15,7 +15,10 @@ own spellings, none of which a memory error carries:
   for operation mul";
 - C++ asserts of kernels (aiter/Composable Kernel, FlashInfer, ggml, vLLM csrc): "KV cache K offset overflow:
   exceed int32 max", "std::numeric_limits<int32_t>::max()", "GGML_ASSERT(ggml_nbytes(src0) <= INT_MAX)";
+- a fix quoted as a diff, whose added line widens an index or offset to 64 bits (`int64-widening`, weaker:
+  the fix implies the overflow, it does not show it);
 - c10's checked conversion (c10/util/TypeCast.h): "value cannot be converted to type int without overflow";
+  NumPy 2's "OverflowError: Python integer 2147483648 out of bounds for int32";
 - the limit by value in an assert or a kernel's arithmetic: "2**31", "2^31", "2^32" (PyTorch MPS: "total
   bytes of NDArray > 2**32").
 An integer overflow of no stated width (Rust's "attempt to multiply with overflow", a 64-bit byte count) is
@@ -35,10 +38,19 @@ _LIMIT = re.compile(
     r"\bcanUse32BitIndexMath\b|\bU?INT(?:32)?_MAX\b|\bint32_t max\b"
     r"|\bnumeric_limits<\s*(?:u?int(?:32_t)?|unsigned|index_t)\s*>\s*::\s*max\b"
     r"|\b(?:int32|32-bit) (?:overflow|max)\b|\bexceeds? (?:the )?int32\b|\boverflows? int32\b"
+    r"|\b(?:integer|int) overflow\b"
     r"|\bvalue cannot be converted to type u?int(?:32_t)? without overflow\b"
+    # NumPy 2 refusing a Python int for an int32 array ("Python integer 2147483648 out of bounds for int32")
+    r"|\bout of bounds for u?int32\b"
     # the limit by value, as asserts and a kernel's arithmetic write it ("assert n < 2**31", "2^31 / 40960")
     r"|(?<![\w.])2(?:\^|\*\*| \*\* )3[12]\b|(?<![\w.])2\u00b3[\u00b9\u00b2]",
     re.IGNORECASE,
+)
+# The fix in a quoted diff: an added line that widens an index or offset to 64 bits ("+ ).to(tl.int64)",
+# "+ int64_t offset = ...", "+ static_cast<int64_t>(idx)"): a PR that had 32-bit arithmetic overflow.
+_WIDENED = re.compile(
+    r"^\+(?![+-]).*(?:\.to\(tl\.int64\)|\btl\.int64\b|\bstatic_cast<\s*int64_t\s*>|\bint64_t\s+\w+\s*=|"
+    r"\(int64_t\)|\.to\(torch\.int64\)|\.long\(\))"
 )
 # PyTorch refusing a negative size: the value the wrapped product left.
 _NEGATIVE_DIMENSION = re.compile(r"\bnegative dimension (?P<n>-\d+)\b")
@@ -52,6 +64,8 @@ class Parser(LineParser):
         words=(
             "canUse32BitIndexMath",
             "negative dimension",
+            "int64",
+            ".long()",
             *("2^31", "2^32", "2**31", "2**32", "2 ** 31", "2 ** 32", "2\u00b3\u00b9", "2\u00b3\u00b2"),
         ),
         caseless=("int_max", "int32", "numeric_limits<", "32-bit ", "overflow"),
@@ -59,6 +73,9 @@ class Parser(LineParser):
 
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
+        if _WIDENED.match(line.text):
+            self.ctx.signal(line, body, "int64-widening")
+            return
         m = _NEGATIVE_DIMENSION.search(body)
         if m and int(m.group("n")) <= WRAPPED_BELOW:
             self.ctx.signal(line, body, "int32-index-math", negative_size=float(m.group("n")))

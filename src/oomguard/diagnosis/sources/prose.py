@@ -191,6 +191,14 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"garbage.collect\w*|mig|co-?locat\w*|other tenants?|multiprocessing|multiple "
             r"(processes|instances)|"
             r"two (processes|instances)|optimizer states?)\b|\bdel\(?\s*llm\b"
+            # the same in other words: another tenant of the device, whatever kind of program it is
+            r"|\b(another|a second|the second|other) (container|containers|service|services|"
+            r"program|programs|application|applications|apps?|users?|jobs?|copy|copies|deployments?|pods?|"
+            r"workers? process)\b"
+            r"|\b(two|three|four|several|multiple) (\w+ )?(containers|services|copies|deployments|pods|"
+            r"vllm instances|sglang instances)\b"
+            r"|\bsame (card|device|npu|gpus)\b|\b(occupied|taken|held|used) by (another|other|a different|"
+            r"the other|a previous|an? (old|older|stale|zombie))\b|\bzombie process(es)?\b"
         ),
         None,
     ),
@@ -231,8 +239,11 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     ),
     (
         "prose-dp-attention",
+        # (not the flag that turns it on, `--enable-dp-attention` / `enable_dp_attention=True`: a setting
+        # quoted in a sentence is configuration, which the setup weighs, not a statement of mechanism)
         re.compile(
-            r"\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|attention data parallel)\b"
+            r"(?<![-_])\b(attention dp|dp attention|dp-attention|attn_tp\w*|attn_dp\w*|"
+            r"attention data parallel)\b"
         ),
         None,
     ),

@@ -134,6 +134,11 @@ _RAY_ACTOR_DIED = (
     "The actor died unexpectedly",
     "actor is dead because its worker process",
 )
+# NCCL's failing result codes as ncclGetErrorString and the NCCL_DEBUG lines name them (a CUDA call inside
+# NCCL, often its own buffer allocation, failed; a system call failed; an internal check failed).
+_NCCL_RESULTS = ("ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError")
+# The same communicator failures on Ascend NPUs (torch_npu's ProcessGroupHCCL and its HCCL calls).
+_HCCL = ("HCCL error in:", "HCCL function error")
 _PINNED_FAILED = re.compile(r"\bfailed to allocate [\d.]+ ?[KMG]i?B of pinned memory\b")
 _RAY_PRESSURE = re.compile(r"killed due to memory pressure \(OOM\)")
 # The rest of the memory monitor's kill message (python/ray/_private/memory_monitor.py and the raylet's
@@ -196,6 +201,9 @@ class Parser(LineParser):
             "Not enough memory to handle",
             "exceeds the memory usage threshold",
             "NCCL WARN Cuda failure",
+            *_NCCL_RESULTS,
+            *_HCCL,
+            "NCCL WARN Failed to CUDA",
             "max tokens in paged kv cache",
             "lack of CPU swap space",
             "No space left for only one request",
@@ -320,7 +328,12 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "deepep-error")
         if "nvshmem" in low and any(w in low for w in ("alloc", "fail", "error", "out of")):
             self.ctx.signal(line, body, "nvshmem-alloc")
-        if "NCCL error" in body or "NCCL WARN Cuda failure" in body:
+        if (
+            "NCCL error" in body
+            or "NCCL WARN Cuda failure" in body
+            or "NCCL WARN Failed to CUDA" in body  # alloc.h: "Failed to CUDA calloc N bytes"
+            or any(r in body for r in _NCCL_RESULTS + _HCCL)
+        ):
             self.ctx.signal(line, body, "nccl-error")
 
     def _host_enomem(self, line: Line, body: str) -> None:

@@ -548,6 +548,10 @@ class Parser(LineParser):
             values = {k.group("k"): _gib(k.group("v")) for k in _KEYVAL_GIB.finditer(body)}
             self.ctx.startup_number(line, msg, "gpu_total_bytes", values.get("total_gpu_memory"))
             self.ctx.startup_number(line, msg, "non_torch_bytes", values.get("non_torch_memory"))
+            # (these versions measured it as the device's used memory less this process's PyTorch
+            # allocations, after the profile: other processes' memory is in it; worker.py
+            # determine_num_available_blocks, v0.6.2-v0.6.3)
+            self.ctx.startup_number(line, msg, "device_outside_torch_bytes", values.get("non_torch_memory"))
             kv = values.get("kv_cache_size")
             self.ctx.startup_number(line, msg, "kv_available_bytes", kv)
             if kv is not None and kv < 0:
