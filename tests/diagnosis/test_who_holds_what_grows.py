@@ -335,3 +335,44 @@ def test_another_tenant_in_a_reporters_words_is_another_process():
     assert "prose-other-process" in prose(TWO_CONTAINERS)
     assert "prose-other-process" in prose(TWO_COPIES)
     assert "prose-other-process" not in prose(FOUR_CARDS)
+
+
+# llama.cpp's multimodal tools log a request's image entering the encoder and leaving it ("encoding image
+# slice...", "image slice encoded in %ld ms", "failed to encode image slice": tools/mtmd/mtmd-cli.cpp,
+# mtmd-helper.cpp); a failure in between is the encoder's, one after it the text model's.
+MTMD_ENCODING = """\
+encoding image slice...
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 3012.50 MiB on device 0: cudaMalloc failed: \\
+out of memory
+ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 3158835200
+failed to encode image slice
+"""
+MTMD_ENCODED = """\
+encoding image slice...
+image slice encoded in 512 ms
+decode: failed to find a memory slot for batch of size 512
+"""
+
+
+def test_a_failure_while_llama_cpp_encodes_an_image_is_the_encoder():
+    assert ranked(MTMD_ENCODING)[0] == "multimodal-encoder"
+    assert ranked(MTMD_ENCODED)[0] == "kv-exhaustion-at-runtime"
+
+
+# vLLM 0.6.2-0.6.3 logged its profile as key=value pairs, non_torch_memory being the device's used memory
+# less its own PyTorch allocations (worker.py determine_num_available_blocks: total_allocated_bytes from
+# mem_get_info minus torch's allocated_bytes): another process's memory is in it. The first fields as the
+# 72B-then-14B report prints them (https://github.com/vllm-project/vllm/issues/10533, cut off there), the
+# rest in the format's order with illustrative values.
+V063_PROFILE = (
+    "INFO 11-21 10:21:37 worker.py:232] Memory profiling results: total_gpu_memory=79.15GiB "
+    "initial_memory_usage=68.01GiB peak_torch_memory=29.12GiB memory_usage_post_profile=68.32GiB "
+    "non_torch_memory={outside}GiB kv_cache_size=-7.44GiB gpu_memory_utilization=0.90\n"
+    "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine.\n"
+)
+
+
+def test_vllm_0_6_3s_non_torch_memory_counts_other_processes():
+    assert ranked(V063_PROFILE.format(outside="39.20"))[0] == "other-process-or-shared-gpu"
+    assert ranked(V063_PROFILE.format(outside="0.35"))[0] == "kv-cache-insufficient-at-startup"

@@ -162,6 +162,8 @@ SIGNALS = frozenset(
         # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
         # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
         "pinned-alloc-failed",
+        # the engine runs on vLLM's CPU backend: its weights and KV cache are host RAM
+        "cpu-platform",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",
@@ -181,6 +183,9 @@ SIGNALS = frozenset(
         "logits-buffer-failed",
         # a request asks for the logprobs of its prompt tokens (a vocabulary row per prompt token)
         "prompt-logprobs-requested",
+        # the engine failed while a request's image (or audio) was in its encoder (llama.cpp's mtmd: "encoding
+        # image slice..." with no "image slice encoded" after it)
+        "encoder-step-failed",
         # a LoRA adapter cache (TensorRT-LLM's PEFT cache) cannot hold the adapters a request needs
         "lora-cache-full",
         # any exception line (a failure with nothing else recognised still gets an answer)
@@ -256,6 +261,9 @@ STARTUP_QUANTITIES = frozenset(
         "kv_available_bytes",
         "activation_bytes",
         "non_torch_bytes",
+        # the device's used memory less the process's PyTorch allocations (vLLM 0.6.2-0.6.3's
+        # non_torch_memory: every other process's memory is in it)
+        "device_outside_torch_bytes",
         "cuda_graph_estimate_bytes",
         "cuda_graph_actual_bytes",
         "gpu_total_bytes",

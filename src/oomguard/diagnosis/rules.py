@@ -452,6 +452,7 @@ class Situation:
 
 
 FAILURE_SIGNALS = {
+    "encoder-step-failed",
     "free-memory-below-utilization",
     "engine-leak-check",
     "no-kv-cache-memory",
@@ -510,6 +511,7 @@ SIGNAL_PHASE = {
     "kv-pool-dry": "runtime",
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
+    "encoder-step-failed": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
@@ -1010,6 +1012,13 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     _platform_limit(ev, t)
+    for s in ev.signals("encoder-step-failed")[:1]:
+        t.add(
+            "multimodal-encoder",
+            STRONG + 0.5,
+            "the engine's own lines say a request's image was in the encoder when it failed",
+            s,
+        )
     for s in ev.signals("lora-cache-full"):
         t.add(
             "spec-decode-or-lora-extra",
@@ -1770,6 +1779,14 @@ def _host(ev: Evidence, t: Tally) -> None:
             "short, whatever the error calls it",
             f,
         )
+    for s in ev.signals("cpu-platform")[:1] if failed else []:
+        t.add(
+            "host-ram-oom",
+            STRONG,
+            "vLLM runs on its CPU backend: the weights and the KV cache (VLLM_CPU_KVCACHE_SPACE) are host "
+            "RAM",
+            s,
+        )
     for s in ev.signals("swap-space-large")[:1]:
         swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
         t.add(
@@ -1855,6 +1872,17 @@ EMPTY_POOL = (
 )
 
 
+def _tenant_above_pool(ev: Evidence, t: Tally) -> None:
+    """The tenant is the cause and the empty KV pool its symptom: it ranks above the pool."""
+    for s in ev.signals(*EMPTY_POOL)[:1]:
+        t.add(
+            "other-process-or-shared-gpu",
+            MEDIUM + 0.5,
+            "the engine found no room for its KV pool on a device someone else held memory on",
+            s,
+        )
+
+
 def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     """What a device had free before the engine placed anything on it (vLLM's startup snapshot, SGLang's
     "Load weight begin", llama.cpp's "using device", ollama's discovery), against its total: beyond a CUDA
@@ -1863,6 +1891,23 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
     weights)."""
     if ev.has("free-memory-below-utilization"):
         return  # vLLM's own check said it, from the same snapshot (_engine_errors)
+    device_total = setup.gpu_total_bytes
+    for n in ev.of(StartupNumber):
+        if (
+            n.quantity == "device_outside_torch_bytes"
+            and device_total
+            and n.value >= max(OUTSIDE_PYTORCH_MIN, OUTSIDE_PYTORCH_SHARE * device_total)
+        ):
+            t.add(
+                "other-process-or-shared-gpu",
+                STRONG,
+                f"vLLM's profile found {n.value / GIB:.2f} GiB of the device in use outside its own PyTorch "
+                "allocations (what it logs as non_torch_memory in these versions): more than a CUDA context "
+                "and NCCL take, another process holds it",
+                n,
+            )
+            _tenant_above_pool(ev, t)
+            break
     totals = {
         (n.where.source, n.where.line): n.value
         for n in ev.of(StartupNumber)
@@ -1888,14 +1933,7 @@ def _held_before_start(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
                 "placed anything on it: another process holds it",
                 n,
             )
-            for s in ev.signals(*EMPTY_POOL)[:1]:
-                # The tenant is the cause, the small pool its symptom: it ranks above the pool.
-                t.add(
-                    "other-process-or-shared-gpu",
-                    MEDIUM + 0.5,
-                    "the engine found no room for its KV pool on a device someone else held memory on",
-                    s,
-                )
+            _tenant_above_pool(ev, t)
             return
         if held < NOTHING_HELD and empty is None:
             empty = n

@@ -28,6 +28,9 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
   this model" (ollama llm/server.go)
 - "error loading model: unable to allocate backend buffer", "llama_model_load: error loading model"
 - "warmup: warmup with image size = W x H" (the multimodal projector's warm-up)
+- a request's image through the encoder (tools/mtmd/mtmd-helper.cpp, mtmd-cli.cpp; llava's clip.cpp before
+  mtmd): "encoding image slice...", then "image slice encoded in N ms" or "failed to encode image slice";
+  "decoding image batch i/n" ... "image decoded (batch i/n) in N ms"; "encode_image_with_clip: ..."
 - "main: server is listening on ...", "slot launch_slot_: ...", ollama's "llama runner started in"
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
 - ollama's planner: "memory layout cannot be allocated"
@@ -71,6 +74,7 @@ class Step(enum.Enum):
     LOAD = "load"  # allocating and reading the model's tensors
     CONTEXT = "context"  # creating the context: KV cache and compute buffers, sized by n_ctx
     MM_WARMUP = "mm-warmup"  # the multimodal projector's warm-up on its largest image
+    MM_ENCODE = "mm-encode"  # a request's image (or audio) through the vision encoder and projector
     SERVING = "serving"
 
 
@@ -118,6 +122,10 @@ _NO_KV_SLOT = (
     "failed to find KV cache slot",
     "find a KV slot for the batch",
 )
+# A request's image entering the encoder, and the encoder done with it.
+_MM_ENCODE_START = ("encoding image", "decoding image batch", "encode_image_with_clip")
+_MM_ENCODE_DONE = ("image slice encoded", "image decoded", "image embedding created")
+_MM_ENCODE_FAILED = "failed to encode image"
 # The server loading the speculative draft, after the target model and its context (server.cpp load_model).
 _DRAFT_START = ("loading draft model", "draft context")
 _DRAFT_FAILED = "failed to load draft model"
@@ -156,6 +164,9 @@ class Parser(LineParser):
             "current device:",
             *_DRAFT_START,
             _DRAFT_FAILED,
+            *_MM_ENCODE_START,
+            *_MM_ENCODE_DONE,
+            _MM_ENCODE_FAILED,
             "MiB free",
             "inference compute",
             *_NO_KV_SLOT,
@@ -229,6 +240,12 @@ class Parser(LineParser):
                 self.n_ctx = int(m.group("n"))
             if m or "KV buffer size" in body:
                 self.step = Step.CONTEXT
+        if any(w in body for w in _MM_ENCODE_START) and self.step is not Step.MM_WARMUP:
+            self.step = Step.MM_ENCODE
+        elif any(w in body for w in _MM_ENCODE_DONE) and self.step is Step.MM_ENCODE:
+            self.step = Step.SERVING
+        if _MM_ENCODE_FAILED in body:
+            self._encoder_failed(line, body)
         if "warmup with image size" in body:
             self.step = Step.MM_WARMUP
             self._once(line, body, "milestone-mm-profile")
@@ -243,6 +260,9 @@ class Parser(LineParser):
         if m:
             requested = log_size(m.group("v"))
             device = (m.groupdict().get("dev") or "") if m.re is _BUFFER_OF_SIZE else ""
+        if self.step is Step.MM_ENCODE:
+            self._encoder_failed(line, body)
+            return
         if self.drafting:
             # The draft's weights, KV cache or compute buffer: the step (milestone-drafter-loading) names it.
             if "draft failure" not in self.said:
@@ -369,11 +389,17 @@ class Parser(LineParser):
                 )
             )
 
+    def _encoder_failed(self, line: Line, body: str) -> None:
+        """A failure while a request's image was in the encoder: the encoder's step (once)."""
+        self._once(line, body, "encoder-step-failed")
+
     def _ggml_check(self, line: Line, body: str) -> None:
         """ggml's CUDA_CHECK names the function whose call failed: the engine's own stack frame."""
         m = _IN_FUNCTION.search(body)
         if not m:
             return
+        if self.step is Step.MM_ENCODE:
+            self._encoder_failed(line, body)
         after = line.following()
         self.ctx.emit(
             Frame(
