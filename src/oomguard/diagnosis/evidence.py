@@ -162,6 +162,8 @@ SIGNALS = frozenset(
         # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
         # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
         "pinned-alloc-failed",
+        # the engine runs on vLLM's CPU backend: its weights and KV cache are host RAM
+        "cpu-platform",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",

@@ -1780,6 +1780,14 @@ def _host(ev: Evidence, t: Tally) -> None:
             "short, whatever the error calls it",
             f,
         )
+    for s in ev.signals("cpu-platform")[:1] if failed else []:
+        t.add(
+            "host-ram-oom",
+            STRONG,
+            "vLLM runs on its CPU backend: the weights and the KV cache (VLLM_CPU_KVCACHE_SPACE) are host "
+            "RAM",
+            s,
+        )
     for s in ev.signals("swap-space-large")[:1]:
         swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
         t.add(

@@ -44,6 +44,7 @@ _PROC_CODE = re.compile(r":\s*(?P<c>-?\d+)\b")
 # The exit statuses of a process ended by SIGKILL (signal 9): 128 + 9 from a shell or a container runtime,
 # -9 from Python's multiprocessing and subprocess (a negative exit code is the signal).
 SIGKILL_EXITS = frozenset({137, -9})
+_NOT_OOM_KILLED = re.compile(r"\bOOMKilled\W{0,3}\s*false\b", re.IGNORECASE)
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 # A `docker stats` / `podman stats` row: "3f1c2a9b8d7e   vllm   0.05%   15.5GiB / 15.6GiB   99.36%   ..."
 # (CPU %, MEM USAGE / LIMIT, MEM %): the container's memory and its cgroup limit.
@@ -98,7 +99,8 @@ class Parser(LineParser):
         if body.startswith("Requests:"):
             self.section = "requests"
             return
-        if "OOMKill" in body:
+        # docker inspect prints the flag either way ("OOMKilled": false is every container's state)
+        if "OOMKill" in body and not _NOT_OOM_KILLED.search(body):
             self.ctx.signal(line, body, "oom-killed")
         # each pattern's words first: a caseless search tries every position of every line (H6)
         low = body.lower()
