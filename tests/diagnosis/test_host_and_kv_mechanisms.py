@@ -617,3 +617,21 @@ def test_docker_inspects_oom_flag_set_is_the_host() -> None:
 
 def test_docker_inspects_oom_flag_unset_is_not_the_host() -> None:
     assert first(DOCKER_STATE.replace('"OOMKilled": true', '"OOMKilled": false')) != HOST
+
+
+HOST_PROSE_MORE = {
+    # What a host out of RAM does, said with the RAM named.
+    "ram-fills-up": "While the weights load the system RAM fills up to 100% and the whole machine freezes.",
+    # 内存 (RAM) 不足 (not enough), as Chinese reports say it.
+    "neicun-buzu": "加载 Qwen2-72B 时内存不足，进程直接退出了。",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_PROSE_MORE))
+def test_a_reporter_describing_ram_running_out_is_the_host(name: str) -> None:
+    assert first(HOST_PROSE_MORE[name]) == HOST
+
+
+def test_the_gpus_memory_in_chinese_is_not_the_host() -> None:
+    # 显存 / GPU内存 is the GPU's memory.
+    assert first("推理时 GPU内存不足，报错 CUDA out of memory。") != HOST
