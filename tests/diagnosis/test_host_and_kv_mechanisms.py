@@ -148,6 +148,14 @@ HOST_KILLERS = {
         "NvMapMemHandleAlloc: error 12\n"
         "RuntimeError: CUDA error: out of memory\n"
     ),
+    # Container platforms' words for the kill at the memory limit: AWS ECS's stopped reason
+    # (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-error-codes.html) and Cloud
+    # Run's (https://cloud.google.com/run/docs/configuring/services/memory-limits).
+    "ecs": "Stopped reason: OutOfMemoryError: Container killed due to memory usage",
+    "cloud-run": (
+        "Memory limit of 16384 MiB exceeded with 16502 MiB used. Consider increasing the memory limit, see "
+        "https://cloud.google.com/run/docs/configuring/memory-limits"
+    ),
     # Kernels before 4.19 (mm/oom_kill.c, "Out of memory: Kill process %d (%s) score %u or sacrifice child").
     "kernel-pre-4.19": (
         "[ 1234.567890] Out of memory: Kill process 1234 (python) score 912 or sacrifice child"
