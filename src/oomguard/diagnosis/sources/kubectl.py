@@ -71,8 +71,14 @@ _WORDS = (
     "rror code",
     "core proc",
     "System OOM",
-    "OOM",
-    "oom",
+    "OOM-killed",
+    "OOM killed",
+    "OOM_killed",
+    "oom-killed",
+    "oom killed",
+    "oom_killed",
+    "Container killed",
+    "Memory limit of",
     "iB / ",
     "OOMKill",
     "Restart",
@@ -110,7 +116,7 @@ class Parser(LineParser):
             return
         # docker inspect prints the flag either way ("OOMKilled": false is every container's state)
         if ("OOMKill" in body and not _NOT_OOM_KILLED.search(body)) or (
-            ("OOM" in body or "oom" in body or "memory" in body) and _PLATFORM_OOM_KILL.search(body)
+            ("killed" in body or "Memory limit of" in body) and _PLATFORM_OOM_KILL.search(body)
         ):
             self.ctx.signal(line, body, "oom-killed")
         # each pattern's words first: a caseless search tries every position of every line (H6)
