@@ -110,8 +110,9 @@ def main() -> int:
     by_sample: dict[str, list[Reading]] = defaultdict(list)
     for r in readings():
         by_sample[r.sample].append(r)
-        if r.sample.startswith("round 5"):
-            by_sample["round 5, all (145, unseen)"].append(r)
+        for number, size in (("5", 145), ("6", 106)):
+            if r.sample.startswith(f"round {number} "):
+                by_sample[f"round {number}, all ({size}, unseen)"].append(r)
     for sample, group in by_sample.items():
         print(f"\n=== {sample}: {len(group)} reports ===")
         print(line("all", group))

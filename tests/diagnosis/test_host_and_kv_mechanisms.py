@@ -76,6 +76,8 @@ SIGKILL_EXITS = {
     # zsh's and bash's job reports of a SIGKILLed child.
     "zsh": "zsh: killed     python -m vllm.entrypoints.openai.api_server --model meta-llama/Llama-2-70b-hf",
     "bash-job": "[1]+  Killed                  python serve.py --model Qwen/Qwen2.5-72B-Instruct",
+    # supervisord's process state log (supervisor/process.py, "terminated by %s").
+    "supervisord": "2024-05-01 10:00:00,123 WARN exited: vllm (terminated by SIGKILL; not expected)",
 }
 
 
@@ -139,6 +141,20 @@ HOST_KILLERS = {
         "[44517.301476] memory: usage 131072kB, limit 131072kB, failcnt 15691\n"
         "[44517.301477] memory+swap: usage 0kB, limit 9007199254740988kB, failcnt 0\n"
         "[44517.301477] kmem: usage 19932kB, limit 9007199254740988kB, failcnt 0\n"
+    ),
+    # Jetson's nvmap: the Tegra GPU allocates from the board's RAM (the L4T driver's NvMap allocator).
+    "jetson-nvmap": (
+        "NvMapMemAllocInternalTagged: 1075072515 error 12\n"
+        "NvMapMemHandleAlloc: error 12\n"
+        "RuntimeError: CUDA error: out of memory\n"
+    ),
+    # Container platforms' words for the kill at the memory limit: AWS ECS's stopped reason
+    # (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-error-codes.html) and Cloud
+    # Run's (https://cloud.google.com/run/docs/configuring/services/memory-limits).
+    "ecs": "Stopped reason: OutOfMemoryError: Container killed due to memory usage",
+    "cloud-run": (
+        "Memory limit of 16384 MiB exceeded with 16502 MiB used. Consider increasing the memory limit, see "
+        "https://cloud.google.com/run/docs/configuring/memory-limits"
     ),
     # Kernels before 4.19 (mm/oom_kill.c, "Out of memory: Kill process %d (%s) score %u or sacrifice child").
     "kernel-pre-4.19": (
@@ -302,6 +318,23 @@ KV_POOL_EMPTY = {
         "    raise BlockAllocator.NoFreeBlocksError()\n"
         "vllm.core.block.interfaces.BlockAllocator.NoFreeBlocksError\n"
     ),
+    # vllm-metal's own allocator before it used vLLM's scheduler
+    # (https://github.com/vllm-project/vllm-metal/pull/128).
+    "vllm-metal": "RuntimeError: Not enough free blocks",
+    # vLLM V0's stats line with requests swapped out (https://github.com/vllm-project/vllm/issues/5578).
+    "vllm-v0-swapped": (
+        "INFO 06-16 10:12:31 metrics.py:341] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+        "2311.4 tokens/s, Running: 39 reqs, Swapped: 129 reqs, Pending: 9831 reqs, GPU KV cache usage: "
+        "99.6%, CPU KV cache usage: 97.2%.\n"
+    ),
+    # vLLM V1's scheduler resuming a preempted request (vllm/v1/core/sched/scheduler.py), as quoted in
+    # https://github.com/LMCache/LMCache/pull/1361.
+    "vllm-v1-preempted": (
+        "(EngineCore_0 pid=3945189) INFO 08-21 07:17:09 [scheduler.py:495] Preempted request "
+        "cmpl-e5951453df7d471e8aac25957dbc9096-0 has been resumed!\n"
+        "(EngineCore_0 pid=3945189) INFO 08-21 07:17:09 [scheduler.py:495] Preempted request "
+        "cmpl-d6ea6f87cb0d4f27a01cf8874e4e083b-0 has been resumed!\n"
+    ),
     # vLLM V1's block pool (vllm/v1/core/block_pool.py, get_new_blocks).
     "vllm-v1-block-pool": "(EngineCore_DP0 pid=4012) ValueError: Cannot get 12 free blocks from the pool",
     # TensorRT-LLM's KV cache manager, an older assertion
@@ -353,6 +386,14 @@ KV_POOL_NEAR_MISSES = {
         "[TensorRT-LLM][ERROR] Assertion failed: Input length (9000) + max new tokens (100) + draft tokens "
         "(0) must be less than max sequence length (8192). "
         "(/src/tensorrt_llm/batch_manager/llmRequest.cpp:120)"
+    ),
+    # A V0 stats line with nothing swapped and the pool half empty, then a CUDA OOM: not the KV pool.
+    "vllm-v0-nothing-swapped": (
+        "INFO 06-16 10:12:31 metrics.py:341] Avg prompt throughput: 812.0 tokens/s, Avg generation "
+        "throughput: 95.1 tokens/s, Running: 4 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+        "41.2%, CPU KV cache usage: 0.0%.\n"
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total "
+        "capacity of 79.15 GiB of which 2.10 GiB is free.\n"
     ),
     # vLLM sizing its pool at startup (vllm/worker/worker.py): no room for blocks at all, before serving.
     "vllm-startup-no-blocks": (
@@ -536,3 +577,69 @@ def test_the_same_engines_gpu_block_allocation_is_not_the_host() -> None:
         "capacity of 79.15 GiB of which 10.20 GiB is free.",
     )
     assert first(text) != HOST
+
+
+# --- vLLM's CPU backend: every byte it holds is host RAM ----------------------------------------------------
+
+# vLLM's platform detection (vllm/platforms/__init__.py) and the CPU backend's KV space warning
+# (vllm/platforms/cpu.py), then a worker dying while the weights load
+# (https://github.com/vllm-project/vllm/issues/15800).
+CPU_BACKEND_WORKER_DIES = (
+    "INFO 03-31 15:44:50 [__init__.py:239] Automatically detected platform cpu.\n"
+    "WARNING 03-31 15:44:52 [cpu.py:80] Environment variable VLLM_CPU_KVCACHE_SPACE (GiB) for CPU backend is "
+    "not set, using 4 by default.\n"
+    "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+    "ChildProcessError: worker died\n"
+)
+
+
+def test_a_failure_on_vllms_cpu_backend_is_the_host() -> None:
+    assert first(CPU_BACKEND_WORKER_DIES) == HOST
+
+
+def test_the_same_failure_on_a_cuda_platform_is_not_the_host() -> None:
+    text = (
+        "INFO 03-31 15:44:50 [__init__.py:239] Automatically detected platform cuda.\n"
+        "Loading safetensors checkpoint shards:  25% Completed | 2/8 [00:00<00:00,  7.24it/s]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity "
+        "of 23.65 GiB of which 512.00 MiB is free.\n"
+    )
+    assert first(text) != HOST
+
+
+# `docker inspect` prints the OOM flag in every container's state
+# (https://docs.docker.com/reference/cli/docker/inspect/).
+DOCKER_STATE = (
+    '        "State": {\n'
+    '            "Status": "exited",\n'
+    '            "Running": false,\n'
+    '            "OOMKilled": true,\n'
+    '            "Dead": false,\n'
+    '            "ExitCode": 1,\n'
+)
+
+
+def test_docker_inspects_oom_flag_set_is_the_host() -> None:
+    assert first(DOCKER_STATE) == HOST
+
+
+def test_docker_inspects_oom_flag_unset_is_not_the_host() -> None:
+    assert first(DOCKER_STATE.replace('"OOMKilled": true', '"OOMKilled": false')) != HOST
+
+
+HOST_PROSE_MORE = {
+    # What a host out of RAM does, said with the RAM named.
+    "ram-fills-up": "While the weights load the system RAM fills up to 100% and the whole machine freezes.",
+    # 内存 (RAM) 不足 (not enough), as Chinese reports say it.
+    "neicun-buzu": "加载 Qwen2-72B 时内存不足，进程直接退出了。",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_PROSE_MORE))
+def test_a_reporter_describing_ram_running_out_is_the_host(name: str) -> None:
+    assert first(HOST_PROSE_MORE[name]) == HOST
+
+
+def test_the_gpus_memory_in_chinese_is_not_the_host() -> None:
+    # 显存 / GPU内存 is the GPU's memory.
+    assert first("推理时 GPU内存不足，报错 CUDA out of memory。") != HOST

@@ -376,3 +376,25 @@ V063_PROFILE = (
 def test_vllm_0_6_3s_non_torch_memory_counts_other_processes():
     assert ranked(V063_PROFILE.format(outside="39.20"))[0] == "other-process-or-shared-gpu"
     assert ranked(V063_PROFILE.format(outside="0.35"))[0] == "kv-cache-insufficient-at-startup"
+
+
+# The reporter's sentence has the memory growing until the GPU ran out: the growth is the cause, the VL model
+# only where it surfaced (https://github.com/sgl-project/sglang/issues/8902); memory "increasing as it passes
+# forward" through a vision model the stack names is that step's shape
+# (https://github.com/vllm-project/vllm/issues/8879).
+GROWS_UNTIL_OOM = (
+    "When serving a vlm (qwen2.5-vl-3b/7b/32b in my cases). The GPU memory keeps increasing until it gets "
+    "cuda out of memory for the coming request.\n"
+    "python -m sglang.launch_server --model-path Qwen2.5-VL-3B-Instruct --tp 1 --nnodes 1 --node-rank 0 "
+    "--trust-remote-code --host 0.0.0.0 --port 30000\n"
+)
+GROWS_IN_A_PASS = (
+    'File "/home/u/miniconda3/envs/eval/lib/python3.10/site-packages/vllm/model_executor/models/mllama.py", '
+    "line 1084, in forward\ncross_attention_states = self.vision_model(pixel_values,\n\n"
+    "In this part, OOM occurs as the memory continues to increase as it passes forward.\n"
+)
+
+
+def test_memory_growing_until_it_ran_out_is_the_leak_unless_a_step_holds_it():
+    assert ranked(GROWS_UNTIL_OOM)[0] == "memory-leak"
+    assert ranked(GROWS_IN_A_PASS)[0] == "multimodal-encoder"

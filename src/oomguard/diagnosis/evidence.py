@@ -132,7 +132,8 @@ SIGNALS = frozenset(
         # device index the process cannot see): an error that is not a lack of memory
         "device-error",
         # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
-        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
+        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere; or a
+        # model load that failed for its file or architecture (llama.cpp), whatever ollama then guesses
         "misreported-oom",
         # a KV offload connector's own pool (LMCache's CPU or NIXL buffer, sized by its configuration) had no
         # room: not the GPU's memory, not the host's
@@ -162,6 +163,8 @@ SIGNALS = frozenset(
         # pinning host memory failed and the engine fell back to pageable memory (ggml: "failed to allocate
         # 512.00 MB of pinned memory"): host RAM or the platform's page-locked limit, a warning only
         "pinned-alloc-failed",
+        # the engine runs on vLLM's CPU backend: its weights and KV cache are host RAM
+        "cpu-platform",
         "ray-memory-kill",  # Ray's memory monitor killed the worker (ray.exceptions.OutOfMemoryError)
         # a Ray actor's worker process died (SIGKILL by the OOM killer is Ray's first guess)
         "ray-actor-died",

@@ -700,6 +700,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _context_vs_room(ev, setup, tally, sit)
     _prose(ev, tally)
     _levers_tried(ev, tally)
+    _growth_into_oom(ev, tally, sit)
     _growth_before_kill(ev, tally, sit)
     _priors(ev, tally, sit)
     return tally, sit
@@ -1779,6 +1780,14 @@ def _host(ev: Evidence, t: Tally) -> None:
             "short, whatever the error calls it",
             f,
         )
+    for s in ev.signals("cpu-platform")[:1] if failed else []:
+        t.add(
+            "host-ram-oom",
+            STRONG,
+            "vLLM runs on its CPU backend: the weights and the KV cache (VLLM_CPU_KVCACHE_SPACE) are host "
+            "RAM",
+            s,
+        )
     for s in ev.signals("swap-space-large")[:1]:
         swap, total = s.number("swap_bytes") or 0, s.number("host_total_bytes") or 0
         t.add(
@@ -2407,6 +2416,28 @@ def _growth_before_kill(ev: Evidence, t: Tally, sit: Situation) -> None:
     why = "the memory grew over time before the kill (the report says so): the kill is where it ended"
     t.add("memory-leak", STRONG, why, growth[0])
     t.add("host-ram-oom", -WEAK, why, growth[0])
+
+
+# Frame categories that place a failure in a step of its own.
+PLACED_STEPS = frozenset(
+    {"encoder", "sampler", "cudagraph", "profile", "weights", "kv-alloc", "all2all", "spec-decode", "lora"}
+)
+# A sentence that ends the memory's growth in the GPU running out ("keeps increasing until it gets cuda out
+# of memory").
+_GROWTH_INTO_OOM = re.compile(r"(?i)\b(out of memory|oom|oomed|ran out|runs out|cuda error)\b")
+
+
+def _growth_into_oom(ev: Evidence, t: Tally, sit: Situation) -> None:
+    """The reporter's own sentence has the memory growing until the OOM: the OOM is where the growth ended,
+    the step that raised it only where it surfaced (a step too large for the device fails the first time,
+    it does not grow into the failure). Not when the stack places the failure in a step of its own: memory
+    "increasing as it passes forward" through an encoder is that step's shape."""
+    if sit.categories.keys() & PLACED_STEPS:
+        return
+    for s in ev.signals("prose-growth", "prose-measured-growth"):
+        if _GROWTH_INTO_OOM.search(s.text):
+            t.add("memory-leak", MEDIUM, "the report has the memory growing until it ran out", s)
+            return
 
 
 def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:

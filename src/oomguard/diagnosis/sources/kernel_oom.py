@@ -1,9 +1,12 @@
 """Kernel OOM-killer reports (dmesg, journalctl, /var/log/kern.log), a shell's bare "Killed", NVIDIA driver
-memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY"), systemd's verdict on a
-service the OOM killer hit ("ollama.service: Failed with result 'oom-kill'", "A process of this unit has
-been killed by the OOM killer", "Consumed ..., 123.9G memory peak"), the memory cgroup's usage line of the
-kernel's report ("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c) and an engine's
-worker dying of SIGKILL ("died, exit code: -9")."""
+memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY"; Jetson's nvmap:
+"NvMapMemAllocInternalTagged: 1075072515 error 12"), systemd's verdict on a service the OOM killer hit
+("ollama.service: Failed with result 'oom-kill'", "A process of this unit has been killed by the OOM
+killer", "Consumed ..., 123.9G memory peak"), the memory cgroup's usage line of the kernel's report
+("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c), an engine's worker dying of
+SIGKILL ("died, exit code: -9"), the other killers of a host short of memory (systemd-oomd, Slurm's cgroup
+handler) and the words of the tools that saw a child die of SIGKILL (torchrun, Python's subprocess, Go, zsh
+and bash, supervisord)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ _SYSTEMD_PEAK = re.compile(
     r"(?P<unit>[\w@.-]+\.service): Consumed .*?(?P<v>[\d.]+)(?P<u>[KMGT])B? memory peak"
 )
 _BINARY = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_NVMAP_ENOMEM = re.compile(r"\bNvMapMem\w+:(?: \d+)? error 12\b")
 # Kernels before 4.19 name the victim first ("Out of memory: Kill process 1234 (python) score 912 or sacrifice
 # child", mm/oom_kill.c), then "Killed process ..." on the next line.
 _KILL_PROCESS = re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Kill process \d+\b")
@@ -49,10 +53,10 @@ _SLURM = re.compile(
 # received by PID 8158", torch/distributed/elastic), Python's subprocess ("died with <Signals.SIGKILL: 9>.")
 # and multiprocessing ("exitcode=-SIGKILL"), Go's os/exec ("signal: killed": ollama's "llama runner process
 # has terminated: signal: killed"), zsh ("zsh: killed     python serve.py") and bash job control ("[1]+
-# Killed   python serve.py").
+# Killed   python serve.py"), supervisord ("WARN exited: vllm (terminated by SIGKILL; not expected)").
 _SIGKILLED = re.compile(
     r"\bSignal 9 \(SIGKILL\) received by PID\b|<Signals\.SIGKILL: 9>|\bexitcode=-SIGKILL\b|"
-    r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b"
+    r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b|\bterminated by SIGKILL\b"
 )
 # A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
 # worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
@@ -70,6 +74,7 @@ class Parser(LineParser):
             "invoked oom-killer",
             "oom_reaper: reaped",
             "NV_ERR_NO_MEMORY",
+            "NvMapMem",
             *_SYSTEMD_OOM,
             "memory peak",
             "failcnt",
@@ -131,7 +136,9 @@ class Parser(LineParser):
                 self.ctx.signal(line, body, "cgroup-oom-kill", count=float(slurm.group("n") or 1))
         if "-9" in body and _DIED_SIGKILL.search(body):
             self.ctx.signal(line, body, "host-killed")
-        if "NV_ERR_NO_MEMORY" in body:
+        # Jetson's nvmap (the Tegra GPU allocates from the same physical RAM) failing with ENOMEM:
+        # "NvMapMemAllocInternalTagged: 1075072515 error 12", "NvMapMemHandleAlloc: error 12".
+        if "NV_ERR_NO_MEMORY" in body or ("NvMapMem" in body and _NVMAP_ENOMEM.search(body)):
             self.ctx.signal(line, body, "unified-memory-exhausted")
         if any(w in body for w in _SYSTEMD_OOM):
             self.ctx.signal(line, body, "kernel-oom-kill")

@@ -20,14 +20,11 @@ from oomguard.diagnosis.sources.base import LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _LMCACHE = re.compile(r"\bLMCache\b|\blmcache\.", re.IGNORECASE)
-_POOL_FULL = re.compile(
-    r"\bFailed to allocate memory (?:for tensor|block of size|object)\b"
-    r"|\bbecause no (?:memory|free blocks) (?:is|are) available\b"
-)
+_POOL_FULL = re.compile(r"\bFailed to allocate memory (?:for tensor|block of size|object)\b")
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("Failed to allocate memory", "is available"))
+    TRIGGERS = Triggers(words=("Failed to allocate memory",))
 
     def feed(self, line: Line, msg: Message) -> None:
         text = line.text

@@ -71,6 +71,9 @@ _KV_DRY = re.compile(
     # v2 "BlockAllocator.NoFreeBlocksError" (core/block/interfaces.py); V1's block pool "Cannot get 12 free
     # blocks from the pool" (v1/core/block_pool.py)
     r"\bNo free blocks are available\b|\bNoFreeBlocksError\b|\bfree blocks from the pool\b|"
+    # vllm-metal's own block allocator before it used vLLM's scheduler ('RuntimeError("Not enough free
+    # blocks")', https://github.com/vllm-project/vllm-metal/pull/128)
+    r"\bNot enough free blocks\b|"
     # LMDeploy TurboMind's batch "No enough blocks." (models/llama/LlamaBatch.cc,
     # https://github.com/InternLM/lmdeploy/issues/720); LightLLM's token pool "warn no enough cache need_size
     # 1024 left_size 37" (common/mem_manager.py)
@@ -214,6 +217,7 @@ class Parser(LineParser):
             "No free blocks left",
             "No free blocks are available",
             "NoFreeBlocksError",
+            "Not enough free blocks",
             "free blocks from the pool",
             "No enough blocks",
             "no enough cache need_size",
@@ -262,6 +266,8 @@ class Parser(LineParser):
             return
         if "warming up" in body:
             return  # vLLM's own sampler/pooler warm-up message, read by the vLLM parser
+        if "Container killed due to memory usage" in body:
+            return  # AWS ECS's stopped reason ("OutOfMemoryError: Container killed ..."): kubectl.py's
         text = _join_head(body, line)
         report = allocator.read(text)
         if report is None:

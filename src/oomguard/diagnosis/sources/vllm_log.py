@@ -89,6 +89,9 @@ _STATS = re.compile(
     r"Running: (?P<run>\d+) reqs,(?: Swapped: \d+ reqs,)? (?:Pending|Waiting): (?P<wait>\d+) reqs(?P<rest>.*)"
 )
 _PREEMPT = re.compile(r"Preemptions: (?P<p>\d+)")
+# V0's stats line counts the requests its scheduler swapped out to CPU blocks for lack of GPU blocks.
+_SWAPPED = re.compile(r"Swapped: (?P<n>\d+) reqs")
+_V1_PREEMPTED = re.compile(r"\bPreempted request \S+ has been resumed\b|\bPreempting request \S+:")
 # A number as vLLM prints it ("97.5"): "9.5.3" (two lines run together) is no usage at all.
 _KV_USAGE = re.compile(r"(?:GPU |XPU |NPU )?KV cache usage: (?P<u>\d+(?:\.\d+)?)%")
 _ENGINE = re.compile(r"(Engine \d+):")
@@ -207,6 +210,8 @@ class Parser(LineParser):
             "EngineCore failed to start",
             "is preempted by PreemptionMode",
             "is preempted in PreemptionMode",
+            "Preempted request",
+            "Preempting request",
             "profile run",
             "Memory profiling takes",
             "Starting profile",
@@ -389,7 +394,17 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "engine-dead")
         if "Engine core initialization failed" in body or "EngineCore failed to start" in body:
             self.ctx.signal(line, body, "engine-init-failed")
-        if "is preempted by PreemptionMode" in body or "is preempted in PreemptionMode" in body:
+        # V0's scheduler warns on every 50th preemption ("Sequence group 7 is preempted by
+        # PreemptionMode.RECOMPUTE mode because there is not enough KV cache space", core/scheduler.py); V1
+        # logs a preempted request coming back ("Preempted request cmpl-e595..-0 has been resumed!",
+        # v1/core/sched/scheduler.py) and, from the observability change, the preemption itself
+        # ("Preempting request cmpl-abc123: 480 computed tokens lost",
+        # https://github.com/vllm-project/vllm/pull/42827).
+        if (
+            "is preempted by PreemptionMode" in body
+            or "is preempted in PreemptionMode" in body
+            or (("Preempted request" in body or "Preempting request" in body) and _V1_PREEMPTED.search(body))
+        ):
             self.ctx.signal(line, body, "kv-preempted")
 
     def _milestones(self, line: Line, msg: Message) -> None:
@@ -472,7 +487,10 @@ class Parser(LineParser):
         rest = m.group("rest")
         usage = _KV_USAGE.search(rest)
         pre = _PREEMPT.search(msg.body)
+        swapped = _SWAPPED.search(msg.body) if "Swapped" in msg.body else None
         engine = _ENGINE.search(msg.body)
+        # requests swapped out at this sample were preempted (V0's swap mode), whatever the preemption count
+        preempted = max(float(pre.group("p")) if pre else 0.0, float(swapped.group("n")) if swapped else 0.0)
         self.ctx.emit(
             LoadSample(
                 where=self.ctx.where(line),
@@ -480,7 +498,7 @@ class Parser(LineParser):
                 running=int(m.group("run")),
                 waiting=int(m.group("wait")),
                 kv_usage=float(usage.group("u")) / 100 if usage else None,
-                preemptions=float(pre.group("p")) if pre else None,
+                preemptions=preempted if pre or swapped else None,
                 engine=" ".join(x for x in (msg.tag, engine.group(1) if engine else "") if x),
             )
         )
