@@ -148,6 +148,14 @@ HOST_KILLERS = {
         "NvMapMemHandleAlloc: error 12\n"
         "RuntimeError: CUDA error: out of memory\n"
     ),
+    # Container platforms' words for the kill at the memory limit: AWS ECS's stopped reason
+    # (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-error-codes.html) and Cloud
+    # Run's (https://cloud.google.com/run/docs/configuring/services/memory-limits).
+    "ecs": "Stopped reason: OutOfMemoryError: Container killed due to memory usage",
+    "cloud-run": (
+        "Memory limit of 16384 MiB exceeded with 16502 MiB used. Consider increasing the memory limit, see "
+        "https://cloud.google.com/run/docs/configuring/memory-limits"
+    ),
     # Kernels before 4.19 (mm/oom_kill.c, "Out of memory: Kill process %d (%s) score %u or sacrifice child").
     "kernel-pre-4.19": (
         "[ 1234.567890] Out of memory: Kill process 1234 (python) score 912 or sacrifice child"
@@ -617,3 +625,21 @@ def test_docker_inspects_oom_flag_set_is_the_host() -> None:
 
 def test_docker_inspects_oom_flag_unset_is_not_the_host() -> None:
     assert first(DOCKER_STATE.replace('"OOMKilled": true', '"OOMKilled": false')) != HOST
+
+
+HOST_PROSE_MORE = {
+    # What a host out of RAM does, said with the RAM named.
+    "ram-fills-up": "While the weights load the system RAM fills up to 100% and the whole machine freezes.",
+    # 内存 (RAM) 不足 (not enough), as Chinese reports say it.
+    "neicun-buzu": "加载 Qwen2-72B 时内存不足，进程直接退出了。",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOST_PROSE_MORE))
+def test_a_reporter_describing_ram_running_out_is_the_host(name: str) -> None:
+    assert first(HOST_PROSE_MORE[name]) == HOST
+
+
+def test_the_gpus_memory_in_chinese_is_not_the_host() -> None:
+    # 显存 / GPU内存 is the GPU's memory.
+    assert first("推理时 GPU内存不足，报错 CUDA out of memory。") != HOST

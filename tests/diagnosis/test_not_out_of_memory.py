@@ -413,3 +413,31 @@ HCCL_FAILURES = (
 def test_hccl_failures_are_the_collective_librarys_like_nccl():
     assert signals(HCCL_FAILURES).count("nccl-error") == 2
     assert top(HCCL_FAILURES) == "other"
+
+
+# --- a model load that failed for its file, not for memory ------------------------------------------------
+
+# llama-server's lines for a truncated GGUF (src/llama-model-loader.cpp's check), as an application's test
+# quotes the real output: the load failed for the file, not the device.
+TRUNCATED_GGUF = """\
+E llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the file bounds, model is corrupted or incomplete
+E llama_model_load_from_file_impl: failed to load model
+"""  # noqa: E501
+
+# https://github.com/ikawrakow/ik_llama.cpp/issues/756: the same load failing for memory.
+LOAD_OUT_OF_MEMORY = """\
+ggml_backend_cuda_buffer_type_alloc_buffer: allocating 44063.76 MiB on device 0: cudaMalloc failed: out of memory
+llama_model_load: error loading model: unable to allocate backend buffer
+llama_load_model_from_file: failed to load model
+"""  # noqa: E501
+
+
+def test_a_model_file_the_loader_cannot_read_is_not_the_weights_memory():
+    found = signals(TRUNCATED_GGUF)
+    assert "misreported-oom" in found and "load-model-failed" not in found
+    assert top(TRUNCATED_GGUF) == "other"
+
+
+def test_a_load_that_ran_out_of_memory_is_still_the_weights():
+    assert "misreported-oom" not in signals(LOAD_OUT_OF_MEMORY)
+    assert top(LOAD_OUT_OF_MEMORY) == "weights-dont-fit"

@@ -132,7 +132,8 @@ SIGNALS = frozenset(
         # device index the process cannot see): an error that is not a lack of memory
         "device-error",
         # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
-        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere
+        # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere; or a
+        # model load that failed for its file or architecture (llama.cpp), whatever ollama then guesses
         "misreported-oom",
         # a KV offload connector's own pool (LMCache's CPU or NIXL buffer, sized by its configuration) had no
         # room: not the GPU's memory, not the host's

@@ -1143,8 +1143,8 @@ def _not_memory(ev: Evidence) -> Advice | None:
     if ev.has("misreported-oom"):
         return Advice(
             "The message that blames memory is a wrapper's guess: the exception it wraps is one no "
-            "allocation raises (a missing key, a wrong call, a missing module), and nothing in the evidence "
-            "says memory ran out.",
+            "allocation raises (a missing key, a wrong call, a missing module, a model file the engine "
+            "cannot read), and nothing in the evidence says memory ran out.",
             (
                 Fix(
                     {},

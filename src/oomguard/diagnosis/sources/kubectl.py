@@ -44,6 +44,13 @@ _PROC_CODE = re.compile(r":\s*(?P<c>-?\d+)\b")
 # The exit statuses of a process ended by SIGKILL (signal 9): 128 + 9 from a shell or a container runtime,
 # -9 from Python's multiprocessing and subprocess (a negative exit code is the signal).
 SIGKILL_EXITS = frozenset({137, -9})
+# A container platform's own words for the kill at its memory limit: AWS ECS's stopped reason
+# "OutOfMemoryError: Container killed due to memory usage", Cloud Run's "Memory limit of 16384 MiB exceeded
+# with 16502 MiB used", and the generic "OOM-killed" / "oom killed".
+_PLATFORM_OOM_KILL = re.compile(
+    r"\bContainer killed due to memory usage\b|\bMemory limit of [\d.]+ ?[KMG]i?B exceeded\b|"
+    r"\b(?:OOM|oom)[- _]killed\b"
+)
 _NOT_OOM_KILLED = re.compile(r"\bOOMKilled\W{0,3}\s*false\b", re.IGNORECASE)
 _RESTARTS = re.compile(r"Restart Count:\s*(?P<n>\d+)")
 # A `docker stats` / `podman stats` row: "3f1c2a9b8d7e   vllm   0.05%   15.5GiB / 15.6GiB   99.36%   ..."
@@ -64,6 +71,14 @@ _WORDS = (
     "rror code",
     "core proc",
     "System OOM",
+    "OOM-killed",
+    "OOM killed",
+    "OOM_killed",
+    "oom-killed",
+    "oom killed",
+    "oom_killed",
+    "Container killed",
+    "Memory limit of",
     "iB / ",
     "OOMKill",
     "Restart",
@@ -100,7 +115,9 @@ class Parser(LineParser):
             self.section = "requests"
             return
         # docker inspect prints the flag either way ("OOMKilled": false is every container's state)
-        if "OOMKill" in body and not _NOT_OOM_KILLED.search(body):
+        if ("OOMKill" in body and not _NOT_OOM_KILLED.search(body)) or (
+            ("killed" in body or "Memory limit of" in body) and _PLATFORM_OOM_KILL.search(body)
+        ):
             self.ctx.signal(line, body, "oom-killed")
         # each pattern's words first: a caseless search tries every position of every line (H6)
         low = body.lower()

@@ -65,6 +65,7 @@ from oomguard.diagnosis.sources.base import (
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.errors import UnknownGpuError
 from oomguard.hardware import find_gpu
+from oomguard.units import MiB
 
 
 class Step(enum.Enum):
@@ -78,7 +79,6 @@ class Step(enum.Enum):
     SERVING = "serving"
 
 
-_MIB = 1 << 20
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
 _KV_BUFFER = re.compile(r"(?P<dev>[\w-]+) KV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
 # KV buffers in host memory (no GPU offload of the cache): they take nothing from the device.
@@ -109,6 +109,21 @@ _ALLOC_FAILED = (
     "Device memory allocation of size",  # ggml_vulkan: "Device memory allocation of size N failed."
 )
 _LOAD_FAILED = ("error loading model", "failed to load model")
+# A load that failed for the model file or its architecture, not for memory (src/llama-model-loader.cpp,
+# llama-model.cpp, llama-vocab.cpp, ggml/src/gguf.cpp): ollama then still says "you may not have enough
+# available memory", a guess over a reason that names none (`misreported-oom`).
+_NOT_MEMORY_LOAD = re.compile(
+    r"\bunknown model architecture\b|\binvalid magic characters\b|\bwrong number of tensors\b"
+    r"|\bhas wrong shape\b|\bunknown pre-tokenizer type\b|\bnot within the file bounds\b"
+)
+_NOT_MEMORY_WORDS = (
+    "unknown model architecture",
+    "invalid magic characters",
+    "wrong number of tensors",
+    "has wrong shape",
+    "unknown pre-tokenizer type",
+    "not within the file bounds",
+)
 _CONTEXT_FAILED = (
     "failed to create context",
     "failed to initialize the context",
@@ -153,6 +168,7 @@ class Parser(LineParser):
         words=(
             "load_tensors:",
             *_LOAD_FAILED,
+            *_NOT_MEMORY_WORDS,
             "n_ctx",
             "KV buffer size",
             "llama_kv_cache",
@@ -202,6 +218,9 @@ class Parser(LineParser):
             self._once(line, body, "logits-buffer-failed", requested_bytes=log_size(output.group("v")))
         if any(w in body for w in _NO_KV_SLOT):
             self._once(line, body, "kv-pool-dry", n_ctx=self.n_ctx)
+        if _NOT_MEMORY_LOAD.search(body):
+            self._once(line, body, "misreported-oom")
+            self.said.add("load-model-failed")  # the load failed for this reason: no weights-memory failure
         if _RUNNER_LOAD_EXIT in body and self.step in (Step.NONE, Step.LOAD):
             self._once(line, body, "load-model-failed")
         if "current device:" in body:
@@ -338,7 +357,7 @@ class Parser(LineParser):
         body = msg.body
         m = _USING_DEVICE.search(body)
         if m:
-            self._device_free(line, msg, m.group("dev"), int(m.group("free")) * _MIB, None, m.group("desc"))
+            self._device_free(line, msg, m.group("dev"), int(m.group("free")) * MiB, None, m.group("desc"))
             return
         o = _OLLAMA_COMPUTE.search(body) if "inference compute" in body else None
         if o is None or "library=cpu" in body or "type=iGPU" in body:

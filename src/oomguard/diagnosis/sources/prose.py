@@ -98,7 +98,8 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         re.compile(
             r"\b(host|cpu memory|system memory|node memory|container|pod|ram|rss|cgroup|page cache|"
             r"memory limit|memory monitor|unified.memory|physical (memory|limit)|ray|oom[- ]?killer|"
-            r"sigkill\w*|swap space|pinned memory|page-locked|/dev/shm|shm)\b|内存"
+            r"sigkill\w*|swap space|pinned memory|page-locked|/dev/shm|shm)\b|"
+            r"(?<!gpu )(?<!cuda )(?<![显卡])内存"
         ),
         # how a host says it: the kill, or the memory running out
         re.compile(
@@ -113,7 +114,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         re.compile(
             r"\b(host (ram|memory)|cpu memory|cpu ram|system memory|system ram|node memory|ram|rss)\b"
         ),
-        re.compile(r"\b\d+(\.\d+)?\s?[gt]i?b\b"),
+        # its size, or what a host out of RAM does: fill up, swap, freeze
+        re.compile(
+            r"\b\d+(\.\d+)?\s?[gt]i?b\b|\b100\s?%|\bfill(s|ed|ing)? up\b|\bswapp\w*|\bthrash\w*|"
+            r"\bfr(eez\w*|oze)\b|\bunresponsive\b"
+        ),
+    ),
+    # 内存 is RAM (显存 is the GPU's): "内存不足" (not enough), "内存溢出" (overflow), unless the GPU's is
+    # meant ("GPU内存", "显卡内存")
+    (
+        "prose-host-memory",
+        re.compile(r"(?<!gpu )(?<!cuda )(?<![显卡])内存\s*(不足|溢出|不够|满了|耗尽)"),
+        None,
     ),
     # A process "killed" with no exception of its own: the host's OOM killer is what kills a process outright;
     # a GPU that runs out raises an error in it instead ("the program always be killed", "it got killed").

@@ -266,6 +266,8 @@ class Parser(LineParser):
             return
         if "warming up" in body:
             return  # vLLM's own sampler/pooler warm-up message, read by the vLLM parser
+        if "Container killed due to memory usage" in body:
+            return  # AWS ECS's stopped reason ("OutOfMemoryError: Container killed ..."): kubectl.py's
         text = _join_head(body, line)
         report = allocator.read(text)
         if report is None:
