@@ -398,3 +398,25 @@ GROWS_IN_A_PASS = (
 def test_memory_growing_until_it_ran_out_is_the_leak_unless_a_step_holds_it():
     assert ranked(GROWS_UNTIL_OOM)[0] == "memory-leak"
     assert ranked(GROWS_IN_A_PASS)[0] == "multimodal-encoder"
+
+
+# The MTP heads live in model files of their own (vLLM v0.33 model_executor/models/deepseek_mtp.py, SGLang
+# python/sglang/srt/models/deepseek_nextn.py); the target's own file is the target's step.
+MODEL_FILE_OOM = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/site-packages/{pkg}/{file}", line 212, in forward\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity "
+    "of 79.19 GiB of which 301.50 MiB is free. Including non-PyTorch memory, this process has 78.88 GiB "
+    "memory in use. Of the allocated memory 77.12 GiB is allocated by PyTorch, and 21.20 MiB is reserved "
+    "by PyTorch but unallocated.\n"
+)
+
+
+def test_a_stack_in_an_mtp_heads_own_file_is_the_draft():
+    for pkg, file in (
+        ("vllm/model_executor/models", "deepseek_mtp.py"),
+        ("sglang/srt/models", "deepseek_nextn.py"),
+    ):
+        assert ranked(MODEL_FILE_OOM.format(pkg=pkg, file=file))[0] == "spec-decode-or-lora-extra", file
+    target = MODEL_FILE_OOM.format(pkg="vllm/model_executor/models", file="deepseek_v2.py")
+    assert ranked(target)[0] != "spec-decode-or-lora-extra"

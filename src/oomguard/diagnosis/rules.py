@@ -224,9 +224,22 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "spec-decode",
-        ("spec_decode", "eagle", "medusa", "/mtp", "drafter", "draft_model", "speculat", "propose"),
+        (
+            "spec_decode",
+            "eagle",
+            "medusa",
+            "/mtp",
+            # the MTP heads' own model files (vLLM deepseek_mtp.py, qwen3_next_mtp.py, glm4_moe_mtp.py;
+            # SGLang deepseek_nextn.py), any draft runner or worker
+            "_mtp",
+            "nextn",
+            "draft",
+            "speculat",
+            "propose",
+        ),
     ),
-    ("lora", ("lora", "punica")),
+    # LoRA's adapters and kernels; TensorRT-LLM's PEFT cache
+    ("lora", ("lora", "punica", "peft")),
     (
         "cudagraph",
         (

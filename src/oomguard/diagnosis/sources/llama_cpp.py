@@ -65,6 +65,7 @@ from oomguard.diagnosis.sources.base import (
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.errors import UnknownGpuError
 from oomguard.hardware import find_gpu
+from oomguard.units import MiB
 
 
 class Step(enum.Enum):
@@ -78,7 +79,6 @@ class Step(enum.Enum):
     SERVING = "serving"
 
 
-_MIB = 1 << 20
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(?P<n>\d+)")
 _KV_BUFFER = re.compile(r"(?P<dev>[\w-]+) KV buffer size\s*=\s*(?P<v>[\d.]+\s*[KMG]iB)")
 # KV buffers in host memory (no GPU offload of the cache): they take nothing from the device.
@@ -357,7 +357,7 @@ class Parser(LineParser):
         body = msg.body
         m = _USING_DEVICE.search(body)
         if m:
-            self._device_free(line, msg, m.group("dev"), int(m.group("free")) * _MIB, None, m.group("desc"))
+            self._device_free(line, msg, m.group("dev"), int(m.group("free")) * MiB, None, m.group("desc"))
             return
         o = _OLLAMA_COMPUTE.search(body) if "inference compute" in body else None
         if o is None or "library=cpu" in body or "type=iGPU" in body:
