@@ -643,3 +643,20 @@ def test_a_reporter_describing_ram_running_out_is_the_host(name: str) -> None:
 def test_the_gpus_memory_in_chinese_is_not_the_host() -> None:
     # 显存 / GPU内存 is the GPU's memory.
     assert first("推理时 GPU内存不足，报错 CUDA out of memory。") != HOST
+
+
+def test_a_reporter_saying_the_kv_cache_ran_out_of_blocks_is_runtime_kv_exhaustion() -> None:
+    text = (
+        "Under load the KV cache runs out of free blocks after a few minutes and requests keep getting "
+        "retracted until throughput collapses."
+    )
+    assert first(text) == KV
+
+
+def test_running_out_of_memory_with_a_kv_setting_named_is_not_runtime_kv_exhaustion() -> None:
+    # https://github.com/NVIDIA/TensorRT-LLM/pull/18523: the activations, the KV fraction only named.
+    text = (
+        "The Gemma3 27B FP8 accuracy test can run out of memory during MMLU on an H100 even with the KV "
+        "cache fraction at 0.9, because nothing is left for the activations."
+    )
+    assert first(text) != KV

@@ -193,8 +193,12 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
     ),
     (
         "prose-kv-full",
-        re.compile(r"\bkv[ -]cache\b"),
-        re.compile(r"\bfull\b|\bexhaust\w*|\b100%|\bsaturat\w*|\bpreempt\w*"),
+        re.compile(r"\bkv[ -]cache\b|\bkv blocks?\b|\bcache blocks\b"),
+        # full, or ran out of blocks while serving: retracted (SGLang), swapped out (vLLM V0)
+        re.compile(
+            r"\bfull\b|\bexhaust\w*|\b100%|\bsaturat\w*|\bpreempt\w*|\bretract\w*|\bswapped out\b|"
+            r"\b(ran|runs?|running) out of (free )?(kv|cache|blocks|pages|slots)\b|\bno (free|more) blocks\b"
+        ),
     ),
     (
         "prose-other-process",
