@@ -4,18 +4,15 @@ cited above it; the step it failed in decides the class, read from the engine's 
 
 from __future__ import annotations
 
-import io
+from tests.diagnosis import pasted
 
 import oomguard
 from oomguard.diagnosis.evidence import Evidence, Frame, HostMemory, OomMessage, Signal
-from oomguard.diagnosis.read import read_one
 from oomguard.units import GiB, MiB
 
 
 def read(text: str) -> Evidence:
-    evidence = Evidence()
-    evidence.documents.append(read_one("evidence.log", io.BytesIO(text.encode()), evidence))
-    return evidence
+    return pasted.read(text, "evidence.log")
 
 
 def signals(evidence: Evidence, name: str) -> list[Signal]:

@@ -6,20 +6,13 @@ from __future__ import annotations
 import io
 
 import pytest
+from tests.diagnosis.pasted import ranked
 
-from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, OomMessage
-from oomguard.diagnosis.read import read_one, require_evidence
+from oomguard.diagnosis.read import read_one
 from oomguard.diagnosis.sources import allocator
 from oomguard.errors import InputFormatError
 from oomguard.units import GiB, MiB
-
-
-def ranked(text: str) -> list[str]:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    require_evidence(evidence)
-    return [c.cls for c in diagnose(evidence).causes]
 
 
 def oom(text: str) -> OomMessage:

@@ -3,11 +3,10 @@ real, as written in the cited public threads."""
 
 from __future__ import annotations
 
-import io
+from tests.diagnosis.pasted import read
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, LeverTried, TriedLever
-from oomguard.diagnosis.read import read_one
+from oomguard.diagnosis.evidence import LeverTried, TriedLever
 from oomguard.diagnosis.sources.levers_tried import levers_tried
 
 # https://github.com/runpod-workers/worker-vllm/issues/68 (Llama 3 70B in bf16 on a 40 GB GPU)
@@ -33,12 +32,6 @@ MODEL_NAMED_GPTQ = (
 )
 # Advice, not an outcome (https://github.com/sgl-project/sglang/issues/6027).
 ADVICE = "If it still OOMs, try to add `--max-prefill 4096` or `--mem-fraction-static 0.83`"
-
-
-def read(text: str) -> Evidence:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    return evidence
 
 
 def test_a_change_said_to_work_is_read_with_its_lever() -> None:

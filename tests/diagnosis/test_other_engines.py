@@ -4,18 +4,15 @@ is real, from the public thread cited above it."""
 
 from __future__ import annotations
 
-import io
+from tests.diagnosis import pasted
 
 import oomguard
 from oomguard.diagnosis.evidence import Evidence, OomMessage, Signal, StartupNumber
-from oomguard.diagnosis.read import read_one
 from oomguard.units import GiB, MiB
 
 
 def read(text: str) -> Evidence:
-    evidence = Evidence()
-    evidence.documents.append(read_one("evidence.log", io.BytesIO(text.encode()), evidence))
-    return evidence
+    return pasted.read(text, "evidence.log")
 
 
 def names(evidence: Evidence) -> list[str]:

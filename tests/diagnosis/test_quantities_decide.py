@@ -9,11 +9,12 @@ import io
 import json
 
 import pytest
+from tests.diagnosis.pasted import ranked
 
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence
-from oomguard.diagnosis.read import read_one, require_evidence
+from oomguard.diagnosis.read import read_one
 from oomguard.diagnosis.rules import CLASSES, Tally
 
 ALLOC_TAIL = (
@@ -22,13 +23,6 @@ ALLOC_TAIL = (
     "See documentation for Memory Management  "
     "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
 )
-
-
-def ranked(text: str) -> list[str]:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    require_evidence(evidence)
-    return [c.cls for c in diagnose(evidence).causes]
 
 
 # https://github.com/ai-dynamo/dynamo/issues/1492: a worker lands on a GPU another job fills. Inside its

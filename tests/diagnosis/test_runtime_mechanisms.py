@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import io
 
-from oomguard.diagnosis.diagnosis import diagnose
+from tests.diagnosis.pasted import ranked
+
 from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, StartupNumber, Where
-from oomguard.diagnosis.read import read_one, require_evidence
+from oomguard.diagnosis.read import read_one
 from oomguard.diagnosis.rules import frame_category, logits_frame, logits_rows
 from oomguard.units import MiB
-
-
-def ranked(text: str) -> list[str]:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    require_evidence(evidence)
-    return [c.cls for c in diagnose(evidence).causes]
-
 
 # https://github.com/THUDM/slime/issues/1450: slime's SFT loss computing log-probs over the whole vocabulary
 # (Megatron's vocab-parallel cross entropy) for an untruncated sequence; the stack as the issue pastes it.

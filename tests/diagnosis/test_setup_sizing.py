@@ -5,23 +5,16 @@ model-parallel torchrun). Texts are real, pasted as in the cited public threads.
 
 from __future__ import annotations
 
-import io
+from tests.diagnosis.pasted import read
 
 from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import DeviceNamed, Evidence, Flags, ModelNamed
-from oomguard.diagnosis.read import read_one
+from oomguard.diagnosis.evidence import DeviceNamed, Flags, ModelNamed
 from oomguard.diagnosis.rules import score
 from oomguard.diagnosis.setup import EngineSetup, recover_setup
 from oomguard.diagnosis.sizing import model_size, params_in_name
 from oomguard.diagnosis.sources.setting import command_flags, gpus_named, models_named
 from oomguard.models.resolve import catalog_match
 from oomguard.units import GiB
-
-
-def read(text: str) -> Evidence:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    return evidence
 
 
 def setup_of(text: str) -> EngineSetup:

@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import io
 
+from tests.diagnosis.pasted import ranked
+
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, GpuProcess
-from oomguard.diagnosis.read import read_one, require_evidence
-
-
-def ranked(text: str) -> list[str]:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    require_evidence(evidence)
-    return [c.cls for c in diagnose(evidence).causes]
+from oomguard.diagnosis.read import read_one
 
 
 def signals(text: str) -> set[str]:

@@ -4,24 +4,9 @@ engines' own lines (format strings cited); each test also shows a near-miss of a
 
 from __future__ import annotations
 
-import io
+from tests.diagnosis.pasted import ranked, read
 
-from oomguard.diagnosis.diagnosis import diagnose
-from oomguard.diagnosis.evidence import Evidence, GpuMemory, GpuProcess, StartupNumber
-from oomguard.diagnosis.read import read_one, require_evidence
-
-
-def read(text: str) -> Evidence:
-    evidence = Evidence()
-    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
-    return evidence
-
-
-def ranked(text: str) -> list[str]:
-    evidence = read(text)
-    require_evidence(evidence)
-    return [c.cls for c in diagnose(evidence).causes]
-
+from oomguard.diagnosis.evidence import GpuMemory, GpuProcess, StartupNumber
 
 # SGLang's model_runner.load_model logs what the device has free before its first weight ("Load weight
 # begin. avail mem=%.2f GB", sglang v0.3-v0.5 python/sglang/srt/model_executor/model_runner.py), then what
