@@ -420,3 +420,17 @@ def test_a_stack_in_an_mtp_heads_own_file_is_the_draft():
         assert ranked(MODEL_FILE_OOM.format(pkg=pkg, file=file))[0] == "spec-decode-or-lora-extra", file
     target = MODEL_FILE_OOM.format(pkg="vllm/model_executor/models", file="deepseek_v2.py")
     assert ranked(target)[0] != "spec-decode-or-lora-extra"
+
+
+# A device someone had already taken (https://github.com/sgl-project/sglang/issues/465: a misspelled
+# CUDA_VISIBLE_DEVICES left the server on a busy GPU); a device the engine itself fills is no tenant
+# (https://github.com/vllm-project/vllm/issues/7553).
+ALREADY_TAKEN = (
+    'I had misspelled "CUDA_VISIBLE_DEVICES" and it was still running on a GPU that was consumed already.'
+)
+ITSELF_FULL = "Memory-Usage showed by nvidia-smi is 23859MiB / 24564MiB on each card when the OOM occurs."
+
+
+def test_a_device_someone_already_took_is_another_process():
+    assert "prose-other-process" in prose(ALREADY_TAKEN)
+    assert "prose-other-process" not in prose(ITSELF_FULL)

@@ -215,6 +215,10 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"vllm instances|sglang instances)\b"
             r"|\bsame (card|device|npu|gpus)\b|\b(occupied|taken|held|used) by (another|other|a different|"
             r"the other|a previous|an? (old|older|stale|zombie))\b|\bzombie process(es)?\b"
+            # a device already taken before the engine started
+            r"|\b(gpus?|cards?|devices?|npus?)\s+(that\s+|which\s+)?(is|was|were|are)\s+(already\s+"
+            r"(occupied|in use|busy|taken|consumed)|(occupied|in use|busy|taken|consumed)\s+already)\b"
+            r"|\b(busy|occupied) (gpus?|cards?|devices?)\b"
         ),
         None,
     ),
