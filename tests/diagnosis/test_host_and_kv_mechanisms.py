@@ -660,3 +660,29 @@ def test_running_out_of_memory_with_a_kv_setting_named_is_not_runtime_kv_exhaust
         "cache fraction at 0.9, because nothing is left for the activations."
     )
     assert first(text) != KV
+
+
+# --- ggml's CPU buffers: the weights llama.cpp keeps in RAM ----------------------------------------------
+
+# ggml's CPU backend failing the weights' buffer (ggml/src/ggml.c ggml_aligned_malloc, ggml-backend.cpp
+# ggml_backend_cpu_buffer_type_alloc_buffer) while the model loads.
+GGML_CPU_WEIGHTS = (
+    "ggml_aligned_malloc: insufficient memory (attempted to allocate 40652.88 MB)\n"
+    "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 42628415488\n"
+)
+
+
+def test_ggmls_cpu_buffer_failing_for_the_weights_is_the_host() -> None:
+    assert first(GGML_CPU_WEIGHTS) == HOST
+
+
+def test_ggmls_cpu_buffer_failing_for_a_million_token_kv_cache_is_the_context() -> None:
+    # https://github.com/ggml-org/llama.cpp/issues/8101: the context step's KV buffer, in RAM, for n_ctx 1M.
+    text = (
+        "llama_new_context_with_model: n_ctx      = 1048576\n"
+        "llama_new_context_with_model: n_batch    = 2048\n"
+        "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 137438953504\n"
+        "llama_kv_cache_init: failed to allocate buffer for kv cache\n"
+        "llama_new_context_with_model: llama_kv_cache_init() failed for self-attention cache\n"
+    )
+    assert first(text) != HOST

@@ -85,6 +85,13 @@ _KV_BUFFER = re.compile(r"(?P<dev>[\w-]+) KV buffer size\s*=\s*(?P<v>[\d.]+\s*[K
 _HOST_BUFFERS = ("CPU", "_Host")
 _CUDA_ALLOC = re.compile(r"allocating (?P<v>[\d.]+\s*[KMG]iB) on device (?P<dev>\d+): \w*[Mm]alloc failed")
 _BUFFER_OF_SIZE = re.compile(r"failed to allocate (?:(?P<dev>\w+) )?buffer of size (?P<v>\d+)")
+# The CPU backend's buffers are host RAM (the layers not offloaded to a GPU, or all of them):
+# "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 42628415488",
+# "ggml_aligned_malloc: insufficient memory (attempted to allocate 40652.88 MB)" (ggml/src/ggml-cpu, ggml.c).
+_CPU_BUFFER_FAILED = re.compile(
+    r"\bggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate\b|"
+    r"\bggml_aligned_malloc: insufficient memory\b|\bfailed to allocate CPU buffer\b"
+)
 # ggml's reservation of the compute graph's buffer (llama-context.cpp graph_reserve / sched_reserve).
 _COMPUTE_FAILED = ("failed to allocate compute",)
 _VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
@@ -282,6 +289,13 @@ class Parser(LineParser):
         if self.step is Step.MM_ENCODE:
             self._encoder_failed(line, body)
             return
+        if self.step in (Step.NONE, Step.LOAD) and not self.drafting and _CPU_BUFFER_FAILED.search(body):
+            # loading the weights into a CPU buffer: the host's RAM refused them (the context step's CPU KV
+            # buffer is the context's, read below)
+            self._once(line, body, "host-enomem", requested_bytes=requested)
+            return
+        if "host-enomem" in self.said and any(w in body for w in _LOAD_FAILED):
+            return  # "error loading model: unable to allocate backend buffer" after the CPU buffer failed
         if self.drafting:
             # The draft's weights, KV cache or compute buffer: the step (milestone-drafter-loading) names it.
             if "draft failure" not in self.said:

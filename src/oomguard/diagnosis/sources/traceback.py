@@ -319,8 +319,8 @@ class Parser(LineParser):
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
-        if _ALLOC_BUFFER.search(body):
-            self.ctx.oom(line, body, ENGINE_OOM)
+        if _ALLOC_BUFFER.search(body) and "cpu_buffer_type" not in body and "CPU buffer" not in body:
+            self.ctx.oom(line, body, ENGINE_OOM)  # (ggml's CPU buffers are host RAM: llama_cpp.py)
 
     def _kernel_errors(self, line: Line, body: str) -> None:
         low = body.lower()
