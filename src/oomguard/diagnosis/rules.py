@@ -2182,12 +2182,14 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         }
         unplaced = sit.phase in ("startup-profile", "unknown") and not placed
         weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
-        t.add(
-            "multimodal-encoder",
-            weight,
-            f"{mm}: V1 profiles its encoder at the largest input",
-            fact,
+        # vLLM V1 profiles the encoder at its largest input; other engines load and run it beside the
+        # language model without budgeting its peak.
+        how = (
+            "vLLM V1 profiles its encoder at the largest input"
+            if setup.engine == "vllm"
+            else "its encoder's peak on the largest input comes on top of the language model"
         )
+        t.add("multimodal-encoder", weight, f"{mm}: {how}", fact)
     if setup.parallel("data_parallel_size") > 1:
         t.add("dp-replica-kv-accounting", WEAK, "data parallel: each DP rank sizes its own KV pool", fact)
     if (
