@@ -88,9 +88,10 @@ def test_empty_gpu_table_does_not_add_other_process_to_a_kv_failure():
     )
     evidence = Evidence()
     read_one("evidence.txt", io.BytesIO(text.encode()), evidence)
-    causes = [c.cls for c in diagnose(evidence).causes]
-    assert causes[0] == "kv-cache-insufficient-at-startup"
-    assert "other-process-or-shared-gpu" not in causes[:2]
+    causes = diagnose(evidence).causes
+    assert causes[0].cls == "kv-cache-insufficient-at-startup"
+    # No rule evidence for another process (the learned prior may still list it: "from similar reports").
+    assert all(c.from_prior for c in causes if c.cls == "other-process-or-shared-gpu")
 
 
 # A docker image is software, not a picture (https://github.com/vllm-project/vllm/issues/10360,
