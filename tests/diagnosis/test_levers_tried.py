@@ -75,3 +75,30 @@ def test_a_lever_in_a_log_line_is_no_reporters_outcome() -> None:
         "capture failure"
     )
     assert not read(log).of(LeverTried)
+
+
+# https://github.com/vllm-project/vllm/issues/3285 (Mixtral fp16 on 4 x RTX 4090), as the reporter wrote it.
+NOTHING_HELPS = """Hi! TP 4, model len 1000, enforce eager, multiple gpu utilizations; Nothing helps. I am testing on a 4x 4090 rig and I always get an OOM error, no matter what I try.
+
+Same for the TheBlokes AWQ quantized model... Although, there with enforce-eager it works with a model len of 1000, but with 4x 24GB I should be able to even run the fp16 version with eager, but I recieve an OOM"""  # noqa: E501
+
+
+def test_a_fix_the_reporter_says_did_not_help_moves_under_does_not_help() -> None:
+    """ "TP 4 ... Nothing helps": splitting over more GPUs is not advised again; it is listed under 'does not
+    help' with the reporter's sentence, and no cause both advises and rules out the same option."""
+    causes = diagnose(read(NOTHING_HELPS)).causes
+    weights = next(c for c in causes if c.cls == "weights-dont-fit")
+    assert not any(
+        "--tensor-parallel-size" in f.summary or "tensor_parallel_size" in f.flags for f in weights.fixes
+    )
+    assert any("more GPUs did not help" in n and "Nothing helps" in n for n in weights.not_helpful)
+    for cause in causes:
+        advised = {k for f in cause.fixes for k in f.flags}
+        assert not any(
+            k.replace("_", "-") in n for k in advised for n in cause.not_helpful if "the report says" in n
+        )
+    # Without the reporter's sentence the same cause still advises more GPUs.
+    plain = diagnose(read(NOTHING_HELPS.replace("Nothing helps.", "It fails."))).causes
+    assert any(
+        "--tensor-parallel-size" in f.summary for c in plain if c.cls == "weights-dont-fit" for f in c.fixes
+    )

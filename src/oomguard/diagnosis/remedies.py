@@ -21,7 +21,15 @@ from oomguard.diagnosis.engine_levers import (
     Spelling,
 )
 from oomguard.diagnosis.engine_marks import Engine
-from oomguard.diagnosis.evidence import Evidence, HostMemory, OomMessage, ScheduledStep, StartupNumber
+from oomguard.diagnosis.evidence import (
+    Evidence,
+    HostMemory,
+    LeverTried,
+    OomMessage,
+    ScheduledStep,
+    StartupNumber,
+    TriedLever,
+)
 from oomguard.diagnosis.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnosis.setup import EngineSetup
 from oomguard.diagnosis.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
@@ -96,7 +104,74 @@ def _first_oom(ev: Evidence) -> OomMessage | None:
     return bare[0] if bare else None
 
 
+# A lever the reporter says they tried, as the engines' option names for it (engine_levers.SPELLINGS), plus
+# options of the same lever no spelling table lists. A larger KV share is left out: a fix may lower it.
+_TRIED_LEVER = {
+    TriedLever.SHORTER_CONTEXT: Lever.CONTEXT,
+    TriedLever.SMALLER_STEP: Lever.STEP_TOKENS,
+    TriedLever.QUANTIZED_KV: Lever.KV_DTYPE,
+    TriedLever.FEWER_GPU_LAYERS: Lever.GPU_LAYERS,
+    TriedLever.MORE_GPUS: Lever.SHARDS,
+    TriedLever.QUANTIZED_WEIGHTS: Lever.WEIGHT_BITS,
+    TriedLever.NO_CUDA_GRAPHS: Lever.GRAPHS,
+    TriedLever.FLASH_ATTENTION: Lever.FLASH_ATTN,
+}
+_TRIED_EXTRA_OPTIONS = {
+    TriedLever.NO_CUDA_GRAPHS: (
+        "max_cudagraph_capture_size",
+        "cudagraph_capture_sizes",
+        "disable_cuda_graph",
+    ),
+    TriedLever.EXPANDABLE_SEGMENTS: ("PYTORCH_CUDA_ALLOC_CONF",),
+    TriedLever.SMALLER_MM_INPUT: ("limit_mm_per_prompt", "mm_processor_kwargs"),
+    TriedLever.NO_SPECULATION: ("speculative_config", "num_speculative_tokens"),
+    TriedLever.LESS_LORA: ("max_loras", "max_lora_rank"),
+    TriedLever.MORE_HOST_MEMORY: ("swap_space",),
+}
+
+
+def _options(lever: TriedLever) -> frozenset[str]:
+    """Every engine's option names for a tried lever, in one spelling (dashes as underscores)."""
+    names = list(_TRIED_EXTRA_OPTIONS.get(lever, ()))
+    if lever in _TRIED_LEVER:
+        names += [s[_TRIED_LEVER[lever]].key for s in SPELLINGS.values() if _TRIED_LEVER[lever] in s]
+    return frozenset(n.replace("-", "_") for n in names)
+
+
+def _said_not_to_help(advice: Advice, ev: Evidence) -> Advice:
+    """A fix the reporter says they already tried without success moves under 'does not help', with their
+    sentence: advising it again would send them round in a circle."""
+    tried = [f for f in ev.of(LeverTried) if not f.helped]
+    if not tried:
+        return advice
+    keep: list[Fix] = []
+    said: list[str] = []
+    for fix in advice.fixes:
+        # its options: the flags it sets, or those an engine-neutral fix names in its summary
+        keys = {k.replace("-", "_") for k in fix.flags}
+        keys |= {m.group(1).replace("-", "_") for m in _FLAG_WORD.finditer(fix.summary)}
+        failed = next((f for f in tried if keys & _options(f.lever)), None)
+        if failed is None:
+            keep.append(fix)
+        else:
+            said.append(f'{fix.summary} (the report says {failed.lever.value} did not help: "{failed.text}")')
+    if not said:
+        return advice
+    return replace(advice, fixes=tuple(keep), not_helpful=(*advice.not_helpful, *said))
+
+
 def advise(
+    cls: str,
+    ev: Evidence,
+    setup: EngineSetup,
+    step: StepAnalysis | None = None,
+    engine: Engine = Engine.UNKNOWN,
+) -> Advice:
+    """The advice for one cause (`_advise`), less the fixes the report says were tried and did not help."""
+    return _said_not_to_help(_advise(cls, ev, setup, step, engine), ev)
+
+
+def _advise(
     cls: str,
     ev: Evidence,
     setup: EngineSetup,
