@@ -3,10 +3,10 @@ memory errors on unified-memory parts (GB10/GH200: "NVRM ... NV_ERR_NO_MEMORY"; 
 "NvMapMemAllocInternalTagged: 1075072515 error 12"), systemd's verdict on a service the OOM killer hit
 ("ollama.service: Failed with result 'oom-kill'", "A process of this unit has been killed by the OOM
 killer", "Consumed ..., 123.9G memory peak"), the memory cgroup's usage line of the kernel's report
-("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c), an engine's worker dying of
-SIGKILL ("died, exit code: -9"), the other killers of a host short of memory (systemd-oomd, Slurm's cgroup
-handler) and the words of the tools that saw a child die of SIGKILL (torchrun, Python's subprocess, Go, zsh
-and bash, supervisord)."""
+("memory: usage 131072kB, limit 131072kB, failcnt 15691", mm/memcontrol.c), the other killers of a host
+short of memory (systemd-oomd, Slurm's cgroup handler) and the words of the tools that saw a child die of
+SIGKILL (torchrun, Python's subprocess, Go, zsh and bash, supervisord). An exit code of -9 or 137 in any
+tool's words ("died, exit code: -9") is read by kubectl.py, with the other exit statuses."""
 
 from __future__ import annotations
 
@@ -58,11 +58,6 @@ _SIGKILLED = re.compile(
     r"\bSignal 9 \(SIGKILL\) received by PID\b|<Signals\.SIGKILL: 9>|\bexitcode=-SIGKILL\b|"
     r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b|\bterminated by SIGKILL\b"
 )
-# A worker process an engine saw die of SIGKILL (Python's exit code -9), what the OOM killer sends: vLLM V0's
-# worker monitor "Worker VllmWorkerProcess pid 1786 died, exit code: -9" (executor/multiproc_worker_utils.py),
-# V1's "Worker proc VllmWorker-0 died unexpectedly (exit code: -9)", SGLang's "Rank 0 scheduler died during
-# initialization (exit code: -9)", torch elastic's "failed (exitcode: -9)".
-_DIED_SIGKILL = re.compile(r"\bdied\b[^\n]{0,60}?\bexit code:? \(?-9\b|\bexitcode[:=] ?-9\b")
 
 
 class Parser(LineParser):
@@ -134,8 +129,6 @@ class Parser(LineParser):
             slurm = _SLURM.search(body)
             if slurm:
                 self.ctx.signal(line, body, "cgroup-oom-kill", count=float(slurm.group("n") or 1))
-        if "-9" in body and _DIED_SIGKILL.search(body):
-            self.ctx.signal(line, body, "host-killed")
         # Jetson's nvmap (the Tegra GPU allocates from the same physical RAM) failing with ENOMEM:
         # "NvMapMemAllocInternalTagged: 1075072515 error 12", "NvMapMemHandleAlloc: error 12".
         if "NV_ERR_NO_MEMORY" in body or ("NvMapMem" in body and _NVMAP_ENOMEM.search(body)):
