@@ -102,3 +102,15 @@ def test_a_fix_the_reporter_says_did_not_help_moves_under_does_not_help() -> Non
     assert any(
         "--tensor-parallel-size" in f.summary for c in plain if c.cls == "weights-dont-fit" for f in c.fixes
     )
+
+
+def test_every_engines_spelling_of_a_lever_is_read() -> None:
+    """The reader takes its option names from the same table the fixes are spelled from (engine_levers), so
+    an engine's own option for a lever is heard as that lever."""
+    from oomguard.diagnosis.engine_levers import SPELLINGS, TRIED_LEVERS
+
+    for lever, row in TRIED_LEVERS.items():
+        for spellings in SPELLINGS.values():
+            if row in spellings:
+                key = spellings[row].key
+                assert (lever, True) in levers_tried(f"Setting {key} fixed it."), (lever, key)

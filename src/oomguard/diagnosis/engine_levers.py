@@ -36,9 +36,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import cache
 
 from oomguard.diagnosis.engine_marks import Engine
-from oomguard.diagnosis.evidence import Evidence, Frame, Signal
+from oomguard.diagnosis.evidence import Evidence, Frame, Signal, TriedLever
 from oomguard.diagnosis.setup import EngineSetup
 
 # Each engine's name and own words in machine facts (log tags, C function names, module paths); the
@@ -300,6 +301,63 @@ SPELLINGS: dict[Engine, dict[Lever, Spelling]] = {
         _T: Spelling("tensor_parallel", "tensor_parallel={v}", note="mii.pipeline() / mii.serve()"),
     },
 }
+# A lever a reporter says they tried (sources/levers_tried.py) as the row of SPELLINGS it is, and the options
+# of it no spelling table lists. A larger KV share has no row: a fix may lower it, so it is not that lever.
+TRIED_LEVERS: dict[TriedLever, Lever] = {
+    TriedLever.SHORTER_CONTEXT: Lever.CONTEXT,
+    TriedLever.SMALLER_STEP: Lever.STEP_TOKENS,
+    TriedLever.QUANTIZED_KV: Lever.KV_DTYPE,
+    TriedLever.FEWER_GPU_LAYERS: Lever.GPU_LAYERS,
+    TriedLever.MORE_GPUS: Lever.SHARDS,
+    TriedLever.QUANTIZED_WEIGHTS: Lever.WEIGHT_BITS,
+    TriedLever.NO_CUDA_GRAPHS: Lever.GRAPHS,
+    TriedLever.FLASH_ATTENTION: Lever.FLASH_ATTN,
+}
+TRIED_EXTRA_OPTIONS: dict[TriedLever, tuple[str, ...]] = {
+    TriedLever.SHORTER_CONTEXT: ("max_input_tokens",),
+    TriedLever.SMALLER_STEP: ("max_prefill_tokens",),
+    TriedLever.QUANTIZED_KV: ("cache_type_v",),
+    TriedLever.FEWER_GPU_LAYERS: ("cpu_offload_gb",),
+    TriedLever.MORE_GPUS: ("pipeline_parallel_size",),
+    TriedLever.QUANTIZED_WEIGHTS: ("load_in_8bit",),
+    TriedLever.NO_CUDA_GRAPHS: (
+        "enforce_eager",
+        "disable_cuda_graph",
+        "max_capture_size",
+        "max_cudagraph_capture_size",
+        "cudagraph_capture_sizes",
+    ),
+    TriedLever.FLASH_ATTENTION: ("flash_attention_2",),
+    TriedLever.EXPANDABLE_SEGMENTS: ("PYTORCH_CUDA_ALLOC_CONF",),
+    TriedLever.SMALLER_MM_INPUT: (
+        "limit_mm_per_prompt",
+        "max_pixels",
+        "min_pixels",
+        "max_frames",
+        "mm_processor_kwargs",
+    ),
+    TriedLever.NO_SPECULATION: (
+        "num_speculative_tokens",
+        "speculative_config",
+        "speculative_model",
+        "draft_model",
+    ),
+    TriedLever.LESS_LORA: ("max_loras", "max_lora_rank", "max_cpu_loras", "enable_lora"),
+    TriedLever.NO_PROMPT_LOGPROBS: ("prompt_logprobs",),
+    TriedLever.MORE_HOST_MEMORY: ("swap_space", "shm_size", "memory_limit"),
+}
+
+
+@cache
+def tried_options(lever: TriedLever) -> tuple[str, ...]:
+    """Every engine's option names for a lever a reporter tried (dashes written as underscores, sorted)."""
+    names = list(TRIED_EXTRA_OPTIONS.get(lever, ()))
+    row = TRIED_LEVERS.get(lever)
+    if row is not None:
+        names += [spellings[row].key for spellings in SPELLINGS.values() if row in spellings]
+    return tuple(sorted({n.replace("-", "_") for n in names}))
+
+
 # The KV cache type each engine calls its 8-bit (or FP8) cache.
 KV_TYPE = {
     Engine.VLLM: "fp8",

@@ -19,6 +19,7 @@ from oomguard.diagnosis.engine_levers import (
     SPELLINGS,
     Lever,
     Spelling,
+    tried_options,
 )
 from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import (
@@ -28,7 +29,6 @@ from oomguard.diagnosis.evidence import (
     OomMessage,
     ScheduledStep,
     StartupNumber,
-    TriedLever,
 )
 from oomguard.diagnosis.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnosis.setup import EngineSetup
@@ -104,40 +104,6 @@ def _first_oom(ev: Evidence) -> OomMessage | None:
     return bare[0] if bare else None
 
 
-# A lever the reporter says they tried, as the engines' option names for it (engine_levers.SPELLINGS), plus
-# options of the same lever no spelling table lists. A larger KV share is left out: a fix may lower it.
-_TRIED_LEVER = {
-    TriedLever.SHORTER_CONTEXT: Lever.CONTEXT,
-    TriedLever.SMALLER_STEP: Lever.STEP_TOKENS,
-    TriedLever.QUANTIZED_KV: Lever.KV_DTYPE,
-    TriedLever.FEWER_GPU_LAYERS: Lever.GPU_LAYERS,
-    TriedLever.MORE_GPUS: Lever.SHARDS,
-    TriedLever.QUANTIZED_WEIGHTS: Lever.WEIGHT_BITS,
-    TriedLever.NO_CUDA_GRAPHS: Lever.GRAPHS,
-    TriedLever.FLASH_ATTENTION: Lever.FLASH_ATTN,
-}
-_TRIED_EXTRA_OPTIONS = {
-    TriedLever.NO_CUDA_GRAPHS: (
-        "max_cudagraph_capture_size",
-        "cudagraph_capture_sizes",
-        "disable_cuda_graph",
-    ),
-    TriedLever.EXPANDABLE_SEGMENTS: ("PYTORCH_CUDA_ALLOC_CONF",),
-    TriedLever.SMALLER_MM_INPUT: ("limit_mm_per_prompt", "mm_processor_kwargs"),
-    TriedLever.NO_SPECULATION: ("speculative_config", "num_speculative_tokens"),
-    TriedLever.LESS_LORA: ("max_loras", "max_lora_rank"),
-    TriedLever.MORE_HOST_MEMORY: ("swap_space",),
-}
-
-
-def _options(lever: TriedLever) -> frozenset[str]:
-    """Every engine's option names for a tried lever, in one spelling (dashes as underscores)."""
-    names = list(_TRIED_EXTRA_OPTIONS.get(lever, ()))
-    if lever in _TRIED_LEVER:
-        names += [s[_TRIED_LEVER[lever]].key for s in SPELLINGS.values() if _TRIED_LEVER[lever] in s]
-    return frozenset(n.replace("-", "_") for n in names)
-
-
 def _said_not_to_help(advice: Advice, ev: Evidence) -> Advice:
     """A fix the reporter says they already tried without success moves under 'does not help', with their
     sentence: advising it again would send them round in a circle."""
@@ -150,7 +116,7 @@ def _said_not_to_help(advice: Advice, ev: Evidence) -> Advice:
         # its options: the flags it sets, or those an engine-neutral fix names in its summary
         keys = {k.replace("-", "_") for k in fix.flags}
         keys |= {m.group(1).replace("-", "_") for m in _FLAG_WORD.finditer(fix.summary)}
-        failed = next((f for f in tried if keys & _options(f.lever)), None)
+        failed = next((f for f in tried if keys & set(tried_options(f.lever))), None)
         if failed is None:
             keep.append(fix)
         else:

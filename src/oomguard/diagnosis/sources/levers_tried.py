@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from oomguard.diagnosis.engine_levers import tried_options
 from oomguard.diagnosis.evidence import TriedLever
 
 # An option in either spelling: `max_model_len`, `--max-model-len`, `max-model-len` (not the words "context
@@ -23,124 +24,64 @@ def _option(*names: str) -> str:
     return "|".join(re.escape(n).replace(r"\-", _SEP).replace("_", _SEP) for n in names)
 
 
-# Each lever: the words and options that name it, in every engine's spelling (most specific first: a
-# quantized KV cache before quantized weights, expandable segments before anything with "segment").
+# What names each lever beside the engines' option names (engine_levers.tried_options): short flags, the
+# reporter's words. Listed most specific first (a quantized KV cache before quantized weights).
+WORDS: dict[TriedLever, str] = {
+    TriedLever.EXPANDABLE_SEGMENTS: r"expandable[-_ ]segments?(?::true)?",
+    TriedLever.QUANTIZED_KV: (
+        r"-ctk|-ctv|(?:fp8|int8|int4|q8_0|q4_0|quantized|8-bit|4-bit) (?:kv|k/v)(?: cache)?"
+        r"|kv[- ]cache (?:quantization|in fp8|to fp8)"
+    ),
+    TriedLever.SHORTER_CONTEXT: (
+        r"-c \d+|(?:shorter|smaller|lower|reduc\w*|decreas\w*|limit\w*|capp\w*) (?:the )?(?:context|"
+        r"max(?:imum)? (?:model|sequence) len\w*|sequence length)"
+        r"|(?:context|model|sequence) len(?:gth)? (?:of |to |= ?)?\d+k?"
+    ),
+    TriedLever.SMALLER_STEP: r"-ub|chunked prefill",
+    TriedLever.FEWER_GPU_LAYERS: (
+        r"-ngl|gpu layers|(?:cpu|layer) offload\w*"
+        r"|offload\w* (?:some |the )?(?:layers|weights) to (?:the )?cpu"
+    ),
+    TriedLever.MORE_GPUS: (
+        r"-tp \d+|--tp \d+|(?:more|two|2|four|4|eight|8|multiple|second) gpus?|sharding|sharded"
+    ),
+    # (words, not a model id's parts: "Mixtral-8x7B-Instruct-v0.1-GPTQ" is the model, not a change)
+    TriedLever.QUANTIZED_WEIGHTS: (
+        r"(?<![-/.])(?:quantiz\w*(?: version| model| weights)?(?! (?:kv|k/v|cache))|awq|gptq|"
+        r"bitsandbytes|bnb|(?:int4|int8|4-bit|8-bit)(?! (?:kv|k/v|cache))|fp8 (?:model|weights|checkpoint))"
+    ),
+    TriedLever.NO_CUDA_GRAPHS: r"eager mode|(?:disabl\w*|without|no) cuda ?graphs?",
+    TriedLever.FLASH_ATTENTION: r"-fa|flash[- ]?attention\w*|sdpa",
+    TriedLever.SMALLER_MM_INPUT: (
+        r"(?:fewer|smaller|less|lower|reduc\w*|resiz\w*|downscal\w*) (?:the )?(?:images?|videos?|"
+        r"frames?|resolution|audio)|image (?:size|resolution)"
+    ),
+    TriedLever.NO_SPECULATION: r"speculative decoding|draft model|-md",
+    TriedLever.NO_PROMPT_LOGPROBS: r"prompt logprobs",
+    TriedLever.MORE_HOST_MEMORY: (
+        r"/dev/shm|(?:more|increas\w*|rais\w*|bigger|larger) (?:the )?(?:host |system |cpu |pod |"
+        r"container )?(?:ram|memory limit|shm|shared memory)"
+    ),
+    TriedLever.GPU_TO_ITSELF: (
+        r"(?:kill\w*|stopp?\w*|clos\w*) (?:the )?(?:other|second) (?:process\w*|instance\w*|"
+        r"model\w*|container\w*|job\w*)|(?:its own|a separate|a dedicated|an empty) gpu|"
+        r"nothing else on the gpu"
+    ),
+    TriedLever.RESTART: (
+        r"restart\w* (?:the )?(?:server|container|pod|engine|service)? ?(?:periodically|every|each|"
+        r"daily|nightly)"
+    ),
+}
+
+
+def _pattern(lever: TriedLever) -> re.Pattern[str]:
+    parts = [p for p in (_option(*tried_options(lever)), WORDS.get(lever, "")) if p]
+    return re.compile(rf"(?<!\w)(?:{'|'.join(parts)})(?![\w-])", re.IGNORECASE)
+
+
+# Each lever's pattern: the engines' option names for it and its words (LARGER_KV_SHARE is read on its own).
 LEVERS: tuple[tuple[TriedLever, re.Pattern[str]], ...] = tuple(
-    (lever, re.compile(rf"(?<!\w)(?:{pattern})(?![\w-])", re.IGNORECASE))
-    for lever, pattern in (
-        (TriedLever.EXPANDABLE_SEGMENTS, r"expandable[-_ ]segments?(?::true)?"),
-        (
-            TriedLever.QUANTIZED_KV,
-            _option("kv_cache_dtype", "cache_type_k", "cache_type_v", "quant_policy", "cache_mode")
-            + r"|-ctk|-ctv|(?:fp8|int8|int4|q8_0|q4_0|quantized|8-bit|4-bit) (?:kv|k/v)(?: cache)?"
-            r"|kv[- ]cache (?:quantization|in fp8|to fp8)",
-        ),
-        (
-            TriedLever.SHORTER_CONTEXT,
-            _option(
-                "max_model_len",
-                "context_length",
-                "ctx_size",
-                "num_ctx",
-                "max_seq_len",
-                "max_total_tokens",
-                "max_input_tokens",
-                "session_len",
-                "max_length",
-                "max_new_tokens",
-            )
-            + r"|-c \d+|(?:shorter|smaller|lower|reduc\w*|decreas\w*|limit\w*|capp\w*) (?:the )?(?:context|"
-            r"max(?:imum)? (?:model|sequence) len\w*|sequence length)"
-            r"|(?:context|model|sequence) len(?:gth)? (?:of |to |= ?)?\d+k?",
-        ),
-        (
-            TriedLever.SMALLER_STEP,
-            _option(
-                "max_num_batched_tokens",
-                "chunked_prefill_size",
-                "max_prefill_tokens",
-                "ubatch_size",
-                "num_batch",
-                "max_num_tokens",
-                "max_batch_prefill_tokens",
-                "max_prefill_token_num",
-                "chunk_size",
-            )
-            + r"|-ub|chunked prefill",
-        ),
-        (
-            TriedLever.FEWER_GPU_LAYERS,
-            _option("n_gpu_layers", "num_gpu", "cpu_offload_gb", "max_memory")
-            + r"|-ngl|gpu layers|(?:cpu|layer) offload\w*|offload\w* (?:some |the )?(?:layers|weights) "
-            r"to (?:the )?cpu",
-        ),
-        (
-            TriedLever.MORE_GPUS,
-            _option("tensor_parallel_size", "tp_size", "num_shard", "tensor_split", "pipeline_parallel_size")
-            + r"|-tp \d+|--tp \d+|(?:more|two|2|four|4|eight|8|multiple|second) gpus?|sharding|sharded",
-        ),
-        (
-            TriedLever.QUANTIZED_WEIGHTS,
-            _option("load_in_4bit", "load_in_8bit")
-            # (words, not a model id's parts: "Mixtral-8x7B-Instruct-v0.1-GPTQ" is the model, not a change)
-            + r"|(?<![-/.])(?:quantiz\w*(?: version| model| weights)?(?! (?:kv|k/v|cache))|awq|gptq|"
-            r"bitsandbytes|bnb|(?:int4|int8|4-bit|8-bit)(?! (?:kv|k/v|cache))|"
-            r"fp8 (?:model|weights|checkpoint))",
-        ),
-        (
-            TriedLever.NO_CUDA_GRAPHS,
-            _option(
-                "enforce_eager",
-                "eager_mode",
-                "disable_cuda_graph",
-                "cuda_graph_max_bs",
-                "max_capture_size",
-                "max_cudagraph_capture_size",
-                "cudagraph_capture_sizes",
-                "GGML_CUDA_DISABLE_GRAPHS",
-            )
-            + r"|eager mode|(?:disabl\w*|without|no) cuda ?graphs?",
-        ),
-        (
-            TriedLever.FLASH_ATTENTION,
-            _option("flash_attn", "OLLAMA_FLASH_ATTENTION", "attn_implementation", "flash_attention_2")
-            + r"|-fa|flash[- ]?attention\w*|sdpa",
-        ),
-        (
-            TriedLever.SMALLER_MM_INPUT,
-            _option("limit_mm_per_prompt", "max_pixels", "min_pixels", "max_frames", "mm_processor_kwargs")
-            + r"|(?:fewer|smaller|less|lower|reduc\w*|resiz\w*|downscal\w*) (?:the )?(?:images?|videos?|"
-            r"frames?|resolution|audio)|image (?:size|resolution)",
-        ),
-        (
-            TriedLever.NO_SPECULATION,
-            _option("num_speculative_tokens", "speculative_config", "speculative_model", "draft_model")
-            + r"|speculative decoding|draft model|-md",
-        ),
-        (TriedLever.LESS_LORA, _option("max_loras", "max_lora_rank", "max_cpu_loras", "enable_lora")),
-        (TriedLever.NO_PROMPT_LOGPROBS, _option("prompt_logprobs") + r"|prompt logprobs"),
-        (
-            TriedLever.MORE_HOST_MEMORY,
-            _option("swap_space", "shm_size", "memory_limit")
-            + r"|/dev/shm|(?:more|increas\w*|rais\w*|bigger|larger) (?:the )?(?:host |system |cpu |pod |"
-            r"container )?(?:ram|memory limit|shm|shared memory)",
-        ),
-        (
-            TriedLever.GPU_TO_ITSELF,
-            (
-                r"(?:kill\w*|stopp?\w*|clos\w*) (?:the )?(?:other|second) (?:process\w*|instance\w*|"
-                r"model\w*|container\w*|job\w*)|(?:its own|a separate|a dedicated|an empty) gpu|"
-                r"nothing else on the gpu"
-            ),
-        ),
-        (
-            TriedLever.RESTART,
-            (
-                r"restart\w* (?:the )?(?:server|container|pod|engine|service)? ?(?:periodically|every|each|"
-                r"daily|nightly)"
-            ),
-        ),
-    )
+    (lever, _pattern(lever)) for lever in (*WORDS, TriedLever.LESS_LORA)
 )
 # A larger share for the engine (the KV cache then gets blocks): only when the change is said to go up.
 _SHARE = re.compile(
