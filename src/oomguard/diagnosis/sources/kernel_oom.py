@@ -84,8 +84,6 @@ class Parser(LineParser):
             "Out Of Memory",
             "signal: killed",
             "zsh: killed",
-            "exit code",
-            "exitcode",
         )
     )
 
