@@ -65,6 +65,13 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
             r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
             r"|\b(keeps?|continu\w*)\s+(\w+\s+)?ramp\w*\b"
+            # the trend said after what grew ("grows wired/Metal memory over time", "RssAnon grows
+            # monotonically"), unless it grows with the context, which is the context's size ("grows
+            # monotonically by context x heads x head_dim per turn")
+            r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\b[^.;]{0,40}\bover time\b"
+            r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\s+monoton\w*\b(?![^.;]{0,30}context)"
+            # Chinese: keeps (不断), steadily (持续), all along (一直), gradually (逐渐) increasing / growing
+            r"|(不断|持续|一直|逐渐|缓慢)\s*(的|地|在)?\s*(增加|增长|上涨|上升|变大)|越来越(多|大)"
         ),
         None,
     ),
