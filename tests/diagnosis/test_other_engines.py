@@ -122,6 +122,41 @@ def test_a_batch_without_free_kv_cells_is_the_pool_running_dry():
     assert oomguard.diagnose(bindings).top == "kv-exhaustion-at-runtime"
 
 
+# https://github.com/ollama/ollama/issues/10127: ollama's Go runner words the same failure its own way (its
+# Decode turns llama_decode's "no KV slot" return into this error), and panics on it.
+OLLAMA_NO_SLOT = "panic: failed to decode batch: could not find a kv cache slot (length: 6656)\n"
+
+
+def test_ollamas_runner_finding_no_kv_cache_slot_is_the_pool_running_dry():
+    assert names(read(OLLAMA_NO_SLOT)) == ["kv-pool-dry"]
+    assert oomguard.diagnose(OLLAMA_NO_SLOT).top == "kv-exhaustion-at-runtime"
+
+
+# https://github.com/ollama/ollama/issues/9687: ollama's own engine reserves the compute graph and prints no
+# "failed to allocate compute buffers" after the graph allocator's line; that line alone names the buffer.
+OLLAMA_GRAPH = """Mar 12 10:41:00 user-desktop ollama[4504]: ggml_backend_cuda_buffer_type_alloc_buffer: allocating 8281.63 MiB on device 0: cudaMalloc failed: out of memory
+Mar 12 10:41:00 user-desktop ollama[4504]: ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 8683921920
+"""  # noqa: E501
+
+
+def test_the_graph_allocators_failure_alone_is_the_compute_buffer():
+    s = the(read(OLLAMA_GRAPH), "prefill-tokens-dont-fit")
+    assert (s.where.line, s.number("requested_bytes")) == (1, round(8281.63 * MiB))
+    assert oomguard.diagnose(OLLAMA_GRAPH).top == "activation-peak"
+
+
+def test_a_buffer_for_the_models_tensors_is_not_the_compute_buffer():
+    # https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/1599 (its first lines): the same "failed to
+    # allocate ... buffer of size" from alloc_tensor_range, which places the weights, not a graph.
+    text = (
+        "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n"
+        "alloc_tensor_range: failed to allocate Vulkan0 buffer of size 913270528\n"
+        "llama_model_load: error loading model: unable to allocate Vulkan0 buffer\n"
+    )
+    assert "prefill-tokens-dont-fit" not in names(read(text))
+    assert oomguard.diagnose(text).top == "weights-dont-fit"
+
+
 def test_ollama_runner_exiting_while_it_loads_is_the_weights():
     # https://github.com/ollama/ollama/issues/1566: a 24.6 GiB Mixtral on a 24 GB card, all layers offloaded.
     text = "Error: llama runner exited, you may not have enough available memory to run this model\n"

@@ -22,7 +22,8 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
   buffer of size N", "... allocating X MiB on device N: cudaMalloc failed"
 - decode at runtime: "decode: failed to find a memory slot for batch of size N", "failed to find free space in
   the KV cache, retrying with smaller batch size", "failed to find KV cache slot for ubatch of size N";
-  node-llama-cpp's "could not find a KV slot for the batch"
+  node-llama-cpp's "could not find a KV slot for the batch"; ollama's runner (llama/llama.go Decode) "failed
+  to decode batch: could not find a kv cache slot"
 - the logits output buffer: "llama_output_reserve: failed to allocate output buffer of size N MiB"
 - ollama's runner dying while it loads: "llama runner exited, you may not have enough available memory to run
   this model" (ollama llm/server.go)
@@ -92,8 +93,12 @@ _CPU_BUFFER_FAILED = re.compile(
     r"\bggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate\b|"
     r"\bggml_aligned_malloc: insufficient memory\b|\bfailed to allocate CPU buffer\b"
 )
-# ggml's reservation of the compute graph's buffer (llama-context.cpp graph_reserve / sched_reserve).
-_COMPUTE_FAILED = ("failed to allocate compute",)
+# ggml's reservation of the compute graph's buffer (llama-context.cpp graph_reserve / sched_reserve), and the
+# graph allocator's own line (ggml-alloc.c ggml_gallocr_reserve_n, "_impl" in 2025+ builds): the graph
+# allocator places only a graph's intermediate tensors, never weights or KV (those are allocated by
+# ggml_backend_alloc_ctx_tensors), so its failure is the compute buffer even where no "compute buffers" line
+# follows (ollama's own engine prints none).
+_COMPUTE_FAILED = ("failed to allocate compute", "ggml_gallocr_reserve_n")
 _VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
 # (2026 builds add the PCI address: "using device CUDA0 (NVIDIA GeForce GTX 1080 Ti) (0000:03:00.0) - ...")
 _USING_DEVICE = re.compile(
@@ -143,6 +148,7 @@ _NO_KV_SLOT = (
     "failed to find free space in the KV cache",
     "failed to find KV cache slot",
     "find a KV slot for the batch",
+    "could not find a kv cache slot",
 )
 # A request's image entering the encoder, and the encoder done with it.
 _MM_ENCODE_START = ("encoding image", "decoding image batch", "encode_image_with_clip")
@@ -303,6 +309,10 @@ class Parser(LineParser):
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=requested))
             return
         if any(w in body for w in _COMPUTE_FAILED):
+            if self.pending is None:
+                self.pending = self._failed_here(line, body, requested, device)
+            elif device and not self.pending.device:
+                self.pending = dataclasses.replace(self.pending, device=device)
             self._compute_failed(line, body)
             return
         if self.said & {"max-model-len-exceeds-kv", "prefill-tokens-dont-fit"}:

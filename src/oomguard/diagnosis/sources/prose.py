@@ -65,6 +65,13 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\bnot being (cleared|freed|released)\b|\bnever (freed|released|drops)\b"
             r"|\bafter (a few|several|many|\d+) (hours|days)\b|\bgrows? (across|over|with each|every)\b"
             r"|\b(keeps?|continu\w*)\s+(\w+\s+)?ramp\w*\b"
+            # the trend said after what grew ("grows wired/Metal memory over time", "RssAnon grows
+            # monotonically"), unless it grows with the context, which is the context's size ("grows
+            # monotonically by context x heads x head_dim per turn")
+            r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\b[^.;]{0,40}\bover time\b"
+            r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\s+monoton\w*\b(?![^.;]{0,30}context)"
+            # Chinese: keeps (不断), steadily (持续), all along (一直), gradually (逐渐) increasing / growing
+            r"|(不断|持续|一直|逐渐|缓慢)\s*(的|地|在)?\s*(增加|增长|上涨|上升|变大)|越来越(多|大)"
         ),
         None,
     ),
@@ -211,14 +218,21 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\b(another|a second|the second|other) (container|containers|service|services|"
             r"program|programs|application|applications|apps?|users?|jobs?|copy|copies|deployments?|pods?|"
             r"workers? process)\b"
-            r"|\b(two|three|four|several|multiple) (\w+ )?(containers|services|copies|deployments|pods|"
-            r"vllm instances|sglang instances)\b"
+            r"|\b([2-9]|two|three|four|several|multiple) (\w+ )?(containers|services|copies|deployments|pods|"
+            r"instances)\b"
             r"|\bsame (card|device|npu|gpus)\b|\b(occupied|taken|held|used) by (another|other|a different|"
             r"the other|a previous|an? (old|older|stale|zombie))\b|\bzombie process(es)?\b"
             # a device already taken before the engine started
             r"|\b(gpus?|cards?|devices?|npus?)\s+(that\s+|which\s+)?(is|was|were|are)\s+(already\s+"
             r"(occupied|in use|busy|taken|consumed)|(occupied|in use|busy|taken|consumed)\s+already)\b"
             r"|\b(busy|occupied) (gpus?|cards?|devices?)\b"
+            # a previous run's processes still alive on the device ("2 orphaned VLLM::Worker processes remain
+            # alive, holding ~22GB VRAM"); Chinese: the GPU still (仍然 / 还在) occupied after the kill
+            r"|\borphan(ed|s)?\b[^.;]{0,30}\b(process(es)?|workers?)\b"
+            r"|\b(leftover|lingering|stale|dangling) (\w+ )?(process(es)?|workers?)\b"
+            r"|(仍然|依然|还在|还是)\s*被\s*占用"
+            # Chinese: two models put on one card ("在一张4090上部署两个qwen3-0.6b")
+            r"|(一|同一)\s*(张|块)\s*[\w.-]{0,16}\s*(卡|显卡)?\s*上\s*(部署|跑|运行|启动|起)\s*了?\s*(两|二|三|几|多|[2-9])\s*个"
         ),
         None,
     ),

@@ -1,0 +1,98 @@
+"""What a reporter's sentences say about the mechanism (its trend, who holds the memory, which tensor is
+large), read on prose lines only. Each reading has its real text (thread cited) and a near-miss that must not
+fire: the same words in a log line, a table, or a sentence about another mechanism."""
+
+from __future__ import annotations
+
+from tests.diagnosis.pasted import ranked, read
+
+from oomguard.diagnosis.evidence import Signal
+
+
+def prose(text: str) -> set[str]:
+    return {s.name for s in read(text).of(Signal) if s.name.startswith("prose-")}
+
+
+# --- a trend: the memory grows over time -------------------------------------------------------------------
+
+# https://github.com/waybarrios/vllm-mlx/issues/442
+GROWS_OVER_TIME = (
+    "vllm-mlx / MLX backend grows wired/Metal memory over time and eventually aborts with "
+    "`kIOGPUCommandBufferCallbackErrorOutOfMemory`"
+)
+# https://github.com/LMCache/LMCache/issues/3767
+GROWS_MONOTONICALLY = """\
+When replaying a long timed trace (Mooncake `toolagent_trace.jsonl`, ~23K
+  requests) against vLLM + LMCache v1 in embedded mode (LMCacheConnectorV1,
+  `kv_role: kv_both`), the vLLM EngineCore process's `RssAnon`
+  (anonymous-page RSS) grows monotonically. The host eventually OOM-kills
+  EngineCore.
+"""
+# https://github.com/hiyouga/EasyR1/issues/159 ("during training the RAM keeps increasing, OOM happens")
+GROWS_CHINESE = (
+    "训练的时候内存会不断的增加，会出现OOM的情况，"
+    "即使关掉了val的部分，还是很容易会OOM，更新了vllm版本后依然没有解决"
+)
+# https://github.com/ggml-org/llama.cpp/issues/23446: it grows with the context, which is the context's size.
+GROWS_WITH_CONTEXT = (
+    "VRAM grows monotonically by Δ_context × n_kv_heads × head_dim × sizeof(half) × 2 (K+V) per turn."
+)
+
+
+def test_a_memory_growing_over_time_is_read_however_it_is_said():
+    for text in (GROWS_OVER_TIME, GROWS_MONOTONICALLY, GROWS_CHINESE):
+        assert "prose-growth" in prose(text), text
+        assert ranked(text)[0] == "memory-leak", text
+
+
+def test_a_growth_with_the_context_is_no_trend():
+    assert "prose-growth" not in prose(GROWS_WITH_CONTEXT)
+
+
+def test_a_growth_in_a_log_line_is_no_sentence():
+    line = "INFO 05-01 10:00:00 [monitor.py:12] memory grows monotonically since start (1.2 GiB)"
+    assert "prose-growth" not in prose(line)
+
+
+# --- who holds the memory: another instance, or a previous run's processes still alive ---------------------
+
+# https://github.com/vllm-project/vllm-omni/issues/2317
+ORPHANED_WORKERS = """\
+Expected: All GPU memory released after container removal
+Actual: 2 orphaned VLLM::Worker processes (one per stage) remain alive,
+holding ~22GB VRAM. They are invisible to docker ps but visible in nvidia-smi.
+"""
+# https://github.com/xorbitsai/inference/issues/1212 ("I killed every process, then found the GPU still
+# occupied")
+STILL_OCCUPIED = (
+    "我启动报错了之后我先去查看是否启动了，接着查看日志发现oom了，我以为没啥问题了，就想着启动别打模型吧，"
+    "结果提示我已经满了，我就去kill所有进程，接着查看我的gpu发现还在被占用"
+)
+# https://github.com/vllm-project/vllm/pull/18974
+TWO_INSTANCES = (
+    "This fixes a bug in memory profiling where we conservatively assume all GPU memory usage is due to "
+    "non-torch forward pass allocation. If 2 LLM instances are allocated in the same test case, the second "
+    "one will likely think it ran out of memory."
+)
+# https://github.com/vllm-project/vllm/issues/29481 ("I plan to deploy two qwen3-0.6b models on one 4090")
+TWO_ON_ONE_CARD = (
+    "打算在一张4090上部署两个qwen3-0.6b的模型接口，按道理来说这么小的模型加上0.25的gpu-memory-utilization，"
+    "每个接口应该只占6g显存，一张4090足够了，但是目前只能部起来一个，另一个报错了"
+)
+# https://github.com/OpenBMB/MiniCPM-V/issues/392: one model on one card ("我在一张A100-80G显卡上面做了测试").
+ONE_ON_ONE_CARD = "我在一张A100-80G显卡上面做了测试，发现使用vllm加载时，内存会先到16GB（读取模型）"
+
+
+def test_another_instance_or_a_previous_runs_processes_hold_the_device():
+    for text in (ORPHANED_WORKERS, STILL_OCCUPIED, TWO_INSTANCES, TWO_ON_ONE_CARD):
+        assert "prose-other-process" in prose(text), text
+        assert ranked(text)[0] == "other-process-or-shared-gpu", text
+
+
+def test_one_model_on_one_card_is_no_other_tenant():
+    assert "prose-other-process" not in prose(ONE_ON_ONE_CARD)
+
+
+def test_orphaned_workers_in_a_process_table_are_no_sentence():
+    table = "|    0   N/A  N/A   4242   C   VLLM::Worker (orphaned process)            21950MiB |"
+    assert "prose-other-process" not in prose(table)
