@@ -134,3 +134,31 @@ def test_a_large_attention_tensor_is_not_the_logits():
 
 def test_large_logits_in_a_log_line_are_no_sentence():
     assert "prose-logprobs" not in prose(LOG_PREFIX + LARGE_LOGITS.splitlines()[-1])
+
+
+# --- a step's shape: the prompt prefilled whole, unchunked ------------------------------------------------
+
+# https://github.com/TheTom/vllm-swift/issues/18
+CHUNKING_FORCED_OFF = (
+    "The root cause is that vllm-swift force-disables chunked prefill, so the entire prompt is sent to the "
+    "Swift engine in a single `prefill_req` call."
+)
+# https://github.com/FlashML-org/FreeToken/issues/87: the unchunked run crashes, the chunked one passes.
+UNCHUNKED_CRASH = "**A) Chunked prefill DISABLED (262144 = no chunking) → CRASH**"
+CHUNKED_PASSES = "**B) Chunked prefill ENABLED (16384) → ALL TESTS PASS**"
+# https://github.com/vllm-project/vllm/issues/26863: the flag on a command line is configuration.
+NO_CHUNKING_FLAG = (
+    "vllm serve Qwen/Qwen3-VL-4B-Instruct --max-model-len 32768 --tensor-parallel-size 1 "
+    "--gpu-memory-utilization 0.95 --dtype float16 --port 7001 --enforce-eager --no-enable-chunked-prefill"
+)
+
+
+def test_a_prompt_prefilled_unchunked_is_the_activation_peak():
+    for text in (CHUNKING_FORCED_OFF, UNCHUNKED_CRASH):
+        assert "prose-activation" in prose(text), text
+        assert ranked(text)[0] == "activation-peak", text
+
+
+def test_chunking_enabled_or_the_flag_on_a_command_line_say_nothing():
+    assert "prose-activation" not in prose(CHUNKED_PASSES)
+    assert "prose-activation" not in prose(NO_CHUNKING_FLAG)

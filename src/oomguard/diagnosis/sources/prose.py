@@ -150,6 +150,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         re.compile(r"\b(activations?|workspace|intermediate tensors?|padding|padded|prefill peak)\b"),
         re.compile(_MEM),
     ),
+    # The prompt prefilled whole, in one step ("force-disables chunked prefill, so the entire prompt is sent
+    # ... in a single call", "Chunked prefill DISABLED (262144 = no chunking) -> CRASH"): the step's
+    # activations scale with the whole prompt. (A state, not advice: "disable chunked prefill" is a lever.)
+    (
+        "prose-activation",
+        re.compile(
+            r"\b(disables|disabled|force-disables|force-disabled)\s+(the\s+)?chunk(ed|ing)\b"
+            r"|\bchunk(ed|ing)(\s+prefill)?\s+(is\s+|was\s+|being\s+)?(disabled|off)\b"
+            r"|\b(no|without)\s+(\w+\s+)?chunk(ed|ing)\b(?![\s_-]+size)|\bunchunked\b"
+        ),
+        None,
+    ),
     (
         "prose-spec-decode",
         re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
