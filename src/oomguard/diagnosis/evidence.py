@@ -285,6 +285,21 @@ STARTUP_QUANTITIES = frozenset(
 
 
 @dataclass(frozen=True, kw_only=True)
+class MemoryPlan(Fact):
+    """An engine's own estimate, before it places anything, of what the model needs on the GPUs by part,
+    against what each GPU has free (ollama's offload line). Bytes; None where the line does not say."""
+
+    available: tuple[int, ...]  # free memory per GPU, in the engine's order
+    required: int | None = None  # everything on the GPUs at full offload (the weights, KV, graph, projector)
+    weights: int | None = None  # the layers' weights (ollama before 0.6 counts each layer's KV in them)
+    kv: int | None = None  # the KV cache for the whole context (num_ctx x parallel slots)
+    graph: int | None = None  # the compute graph's reserve (the larger of full and partial offload)
+    projector: int | None = None  # a multimodal projector's weights plus its graph, on the first GPU
+    layers: int | None = None  # the model's layers (with the output layer)
+    offloaded: int | None = None  # the layers the estimate places on the GPUs
+
+
+@dataclass(frozen=True, kw_only=True)
 class FailedStep(Fact):
     """The startup step an engine's own wrapper says raised: vLLM's worker wrappers name the worker method
     they were running ("Error executing method 'load_model'. This might cause deadlock...", "Exception in

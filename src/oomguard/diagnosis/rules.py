@@ -33,6 +33,7 @@ from oomguard.diagnosis.evidence import (
     HostMemory,
     LeverTried,
     LoadSample,
+    MemoryPlan,
     OomMessage,
     ScheduledStep,
     Signal,
@@ -712,6 +713,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _weights_vs_device(ev, setup, tally, sit)
     _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
+    _memory_plan(ev, tally)
     _prose(ev, tally)
     _levers_tried(ev, tally)
     _growth_into_oom(ev, tally, sit)
@@ -2357,6 +2359,47 @@ def _context_vs_room(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation)
         t.add("max-model-len-exceeds-kv", STRONG if ctx.bytes >= total else MEDIUM, why, *facts)
     elif ctx.bytes <= CONTEXT_SMALL * room:
         t.add("max-model-len-exceeds-kv", -WEAK, why + ": the context fits many times", *facts)
+
+
+# A multimodal projector (its weights and its graph on the largest image) taking this share of the first GPU's
+# free memory leaves the language model's layers little of it: ollama places it there before any layer.
+PROJECTOR_SHARE = 0.25
+# The KV cache at this share of what a model needs is what the context asks, not the weights.
+PLAN_KV_SHARE = 0.5
+
+
+def _memory_plan(ev: Evidence, t: Tally) -> None:
+    """The engine's own estimate of the model's parts (ollama's offload line), when they do not all fit the
+    GPUs: a projector that takes a large share of the first GPU is the multimodal encoder's reserve; a KV
+    cache that is most of what the model needs is the context length's (ollama sizes it for num_ctx x the
+    parallel slots, whatever traffic comes). The last estimate is the load that failed."""
+    plans = ev.of(MemoryPlan)
+    if not plans or not plans[-1].available:
+        return
+    plan = plans[-1]
+    free = sum(plan.available)
+    short = (plan.required is not None and plan.required > free) or (
+        plan.layers is not None and plan.offloaded is not None and plan.offloaded < plan.layers
+    )
+    if not short:
+        return
+    if plan.projector and plan.projector >= PROJECTOR_SHARE * plan.available[0]:
+        t.add(
+            "multimodal-encoder",
+            MEDIUM + 0.5,
+            f"the engine reserves {plan.projector / GIB:.1f} GiB on the first GPU for the multimodal "
+            f"projector (its weights and its graph on the largest image) of "
+            f"{plan.available[0] / GIB:.1f} GiB free, before any layer",
+            plan,
+        )
+    if plan.kv and plan.required and plan.kv >= PLAN_KV_SHARE * plan.required:
+        t.add(
+            "max-model-len-exceeds-kv",
+            MEDIUM + 0.5,
+            f"the engine sizes the KV cache for the whole context: {plan.kv / GIB:.1f} GiB of the "
+            f"{plan.required / GIB:.1f} GiB the model needs, with {free / GIB:.1f} GiB free",
+            plan,
+        )
 
 
 PROSE = {

@@ -47,6 +47,8 @@ _SOFTWARE_IMAGE = re.compile(
 )
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
+# The logits that are not the vocabulary's: the attention's scores, a router's, an indexer's.
+_NOT_VOCAB_LOGITS = r"\b(attention|attn|router|routing|gate|gating|indexer|qk|mqa|score|scores)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
 
 # (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
@@ -197,6 +199,19 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
         ),
         re.compile(_MEM),
+    ),
+    # The vocabulary-wide tensor called large ("very large intermediate tensor `logits`", "memory usage
+    # reduction factor (due to large vocabulary)"): its size is the vocabulary's, whatever the memory word.
+    # (Not the attention's, a router's or an indexer's logits: other mechanisms' tensors.)
+    (
+        "prose-logprobs",
+        re.compile(
+            rf"\b(large|huge|big|massive|giant|enormous)\b(?:(?!{_NOT_VOCAB_LOGITS})[^.;]){{0,40}}"
+            r"\b(logits?|vocab|vocabulary|vocabularies|vocab_size)\b"
+            rf"|\b(logits?|vocab|vocabulary|vocab_size)\b(?:(?!{_NOT_VOCAB_LOGITS})[^.;]){{0,30}}"
+            r"\b(large|huge|big|massive|giant|enormous)\b"
+        ),
+        None,
     ),
     (
         "prose-kv-full",
