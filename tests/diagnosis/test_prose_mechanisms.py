@@ -8,6 +8,9 @@ from tests.diagnosis.pasted import ranked, read
 
 from oomguard.diagnosis.evidence import Signal
 
+# A log line's level and source tag: the same sentence behind it is an engine's, not the reporter's.
+LOG_PREFIX = "INFO 05-01 10:00:00 [core.py:12] "
+
 
 def prose(text: str) -> set[str]:
     return {s.name for s in read(text).of(Signal) if s.name.startswith("prose-")}
@@ -50,8 +53,8 @@ def test_a_growth_with_the_context_is_no_trend():
 
 
 def test_a_growth_in_a_log_line_is_no_sentence():
-    line = "INFO 05-01 10:00:00 [monitor.py:12] memory grows monotonically since start (1.2 GiB)"
-    assert "prose-growth" not in prose(line)
+    # (the sentence as an engine would log it: a level and a source tag)
+    assert "prose-growth" not in prose(LOG_PREFIX + GROWS_OVER_TIME)
 
 
 # --- who holds the memory: another instance, or a previous run's processes still alive ---------------------
@@ -96,3 +99,66 @@ def test_one_model_on_one_card_is_no_other_tenant():
 def test_orphaned_workers_in_a_process_table_are_no_sentence():
     table = "|    0   N/A  N/A   4242   C   VLLM::Worker (orphaned process)            21950MiB |"
     assert "prose-other-process" not in prose(table)
+
+
+# --- which tensor is large: the vocabulary-wide logits ------------------------------------------------------
+
+# https://github.com/ROCm/ATOM/pull/1451
+LARGE_LOGITS = """\
+This PR fixes the OOM error of running deepseek v4 with high concurrency.
+
+Root cause: Previously atom-vllm routes mixed batch (prefill + decode) to prefill path, witch will create \
+very large intermediate tensor `logits` witch is related with batch size.
+"""
+# https://github.com/huggingface/transformers/pull/31292
+LARGE_VOCABULARY = """\
+Basically we get:
+Llama3 8B -> MIND-BLOWING 3.62 memory usage reduction factor (due to large vocabulary)
+"""
+# https://github.com/exo-explore/exo/issues/1048: a large tensor, the attention's, not the vocabulary's.
+LARGE_ATTENTION = (
+    "In generate.py, prefill_step_size is currently set to 65536, which causes MLX to attempt allocating a "
+    "very large attention matrix (~37 GB) as a single Metal buffer during prefill."
+)
+
+
+def test_the_logits_or_the_vocabulary_called_large_are_the_logits_peak():
+    for text in (LARGE_LOGITS, LARGE_VOCABULARY):
+        assert "prose-logprobs" in prose(text), text
+        assert ranked(text)[0] == "sampler-or-logits", text
+
+
+def test_a_large_attention_tensor_is_not_the_logits():
+    assert "prose-logprobs" not in prose(LARGE_ATTENTION)
+
+
+def test_large_logits_in_a_log_line_are_no_sentence():
+    assert "prose-logprobs" not in prose(LOG_PREFIX + LARGE_LOGITS.splitlines()[-1])
+
+
+# --- a step's shape: the prompt prefilled whole, unchunked ------------------------------------------------
+
+# https://github.com/TheTom/vllm-swift/issues/18
+CHUNKING_FORCED_OFF = (
+    "The root cause is that vllm-swift force-disables chunked prefill, so the entire prompt is sent to the "
+    "Swift engine in a single `prefill_req` call."
+)
+# https://github.com/FlashML-org/FreeToken/issues/87: the unchunked run crashes, the chunked one passes.
+UNCHUNKED_CRASH = "**A) Chunked prefill DISABLED (262144 = no chunking) → CRASH**"
+CHUNKED_PASSES = "**B) Chunked prefill ENABLED (16384) → ALL TESTS PASS**"
+# https://github.com/vllm-project/vllm/issues/26863: the flag on a command line is configuration.
+NO_CHUNKING_FLAG = (
+    "vllm serve Qwen/Qwen3-VL-4B-Instruct --max-model-len 32768 --tensor-parallel-size 1 "
+    "--gpu-memory-utilization 0.95 --dtype float16 --port 7001 --enforce-eager --no-enable-chunked-prefill"
+)
+
+
+def test_a_prompt_prefilled_unchunked_is_the_activation_peak():
+    for text in (CHUNKING_FORCED_OFF, UNCHUNKED_CRASH):
+        assert "prose-activation" in prose(text), text
+        assert ranked(text)[0] == "activation-peak", text
+
+
+def test_chunking_enabled_or_the_flag_on_a_command_line_say_nothing():
+    assert "prose-activation" not in prose(CHUNKED_PASSES)
+    assert "prose-activation" not in prose(NO_CHUNKING_FLAG)

@@ -409,3 +409,36 @@ def test_a_failure_while_the_drafter_loads_is_the_draft_model() -> None:
     causes = ranked(DRAFTER_LOAD_ON_UNIFIED_MEMORY)
     assert causes[0] == "spec-decode-or-lora-extra"
     assert "host-ram-oom" in causes[:2]
+
+
+# https://github.com/oobabooga/textgen/issues/6338: llama-cpp-python's scores table, n_ctx x n_vocab in fp32,
+# at the model's 32768 context and Qwen's 152064 vocabulary (18.6 GiB, more than the 11 GB of weights).
+SCORES_TABLE = (
+    "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 18.6 GiB for an array with shape "
+    "(32768, 152064) and data type float32\n"
+)
+
+
+def test_a_host_array_as_wide_as_a_vocabulary_is_a_logits_table() -> None:
+    assert ranked(SCORES_TABLE)[:2] == ["sampler-or-logits", "host-ram-oom"]
+    # https://github.com/dottxt-ai/outlines/issues/1079: the same table at Llama 3.1's 131072 x 128256.
+    outlines = "Unable to allocate 62.6 GiB for an array with shape (131072, 128256) and data type float32\n"
+    assert ranked(outlines)[0] == "sampler-or-logits"
+    fixes = diagnose(_evidence(SCORES_TABLE)).causes[0].fixes
+    assert "n_ctx" in fixes[0].summary
+    assert not any("max-num-seqs" in f.summary for f in fixes)  # one row per position, not per sequence
+
+
+def test_a_host_array_of_another_width_is_the_hosts_memory() -> None:
+    # NumPy's error for a pairwise-distance matrix (42161 points): 2-D, but no vocabulary wide.
+    text = (
+        "MemoryError: Unable to allocate 13.2 GiB for an array with shape (42161, 42161) and data type "
+        "float64\n"
+    )
+    assert ranked(text)[0] == "host-ram-oom"
+
+
+def _evidence(text: str) -> Evidence:
+    ev = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), ev)
+    return ev

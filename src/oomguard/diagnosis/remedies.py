@@ -32,6 +32,7 @@ from oomguard.diagnosis.evidence import (
 )
 from oomguard.diagnosis.planner import plan_setup, plannable, planner_fixes
 from oomguard.diagnosis.setup import EngineSetup
+from oomguard.diagnosis.sizing import host_logits_table
 from oomguard.diagnosis.step_shape import CappedStep, StepAnalysis, recommended, reschedule_peaks
 from oomguard.engines.vllm.config import DEFAULT_BLOCK_SIZE
 from oomguard.units import GiB as GIB
@@ -70,6 +71,9 @@ class Advice:
     verify: str
     next_evidence: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Whether the cause's usual levers (CLASS_LEVERS) act on what the advisor found: not where the evidence
+    # placed it outside them (a host table of logits is sized by the context, not by the sequences).
+    class_levers: bool = True
 
 
 def _numbers(ev: Evidence, quantity: str) -> list[float]:
@@ -162,6 +166,7 @@ def _advise(
         advice.verify,
         advice.next_evidence,
         advice.notes,
+        advice.class_levers,
     )
     if engine is Engine.VLLM:
         return _flags_of(vllm, Engine.VLLM)
@@ -581,7 +586,35 @@ def _activation(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> 
     )
 
 
+def _logits_table(ev: Evidence) -> Advice | None:
+    """A table of logits in host RAM, one row per position of the context (llama-cpp-python's scores): the
+    context decides its size, not the number of sequences."""
+    s = host_logits_table(ev)
+    if s is None:
+        return None
+    rows, width = int(s.number("array_rows") or 0), int(s.number("array_width") or 0)
+    return Advice(
+        "A table of logits in host RAM (a row of the whole vocabulary per position of the context, fp32) did "
+        "not fit: it grows with the context x the vocabulary, not with the weights or their quantization.",
+        (
+            Fix(
+                {},
+                f"a smaller context (llama-cpp-python: n_ctx; the wrapper's context option): the table is "
+                f"{rows:,} positions x {width:,} x 4 bytes; each halving of the context halves it",
+                "evidence",
+            ),
+        ),
+        ("A smaller quantization of the weights: the table's size does not depend on them.",),
+        "The model loads with the smaller context, and host memory stays below the limit.",
+        "The context the wrapper passes (n_ctx) and the host's free memory.",
+        class_levers=False,
+    )
+
+
 def _sampler(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
+    table = _logits_table(ev)
+    if table is not None:
+        return table
     fixes: list[Fix] = []
     rows = _signal_number(ev, "sampler-warmup-oom", "num_requests") or setup.flag_int("max_num_seqs")
     oom = _first_oom(ev)
@@ -1385,7 +1418,8 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
     ]
     spelled = SPELLINGS[engine]
     levers: list[Fix] = []
-    for lever, direction, why in ENGINE_CLASS_LEVERS.get((engine, cls), CLASS_LEVERS.get(cls, ())):
+    usual = ENGINE_CLASS_LEVERS.get((engine, cls), CLASS_LEVERS.get(cls, ())) if advice.class_levers else ()
+    for lever, direction, why in usual:
         spelling = spelled.get(lever)
         # ollama's and TabbyAPI's memory share is a reserve left free: it only goes one way.
         reserve_only = lever is Lever.KV_SHARE and engine in RESERVE_SHARE
@@ -1402,6 +1436,7 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
         advice.verify.replace("vLLM", name),
         advice.next_evidence.replace("vLLM", name),
         advice.notes,
+        advice.class_levers,
     )
 
 
@@ -1591,7 +1626,7 @@ def engine_neutral(cls: str, advice: Advice, ev: Evidence, setup: EngineSetup) -
     }
     folded: set[int] = set()
     levers: list[Fix] = []
-    for lever, direction, why in CLASS_LEVERS.get(cls, ()):
+    for lever, direction, why in CLASS_LEVERS.get(cls, ()) if advice.class_levers else ():
         if (lever, direction) not in MECHANISMS:
             continue
         vllm_key = SPELLINGS[Engine.VLLM][lever].key if lever in SPELLINGS[Engine.VLLM] else ""
@@ -1617,6 +1652,7 @@ def engine_neutral(cls: str, advice: Advice, ev: Evidence, setup: EngineSetup) -
         advice.verify.replace("vLLM", "the engine"),
         advice.next_evidence.replace("vLLM", "the engine"),
         advice.notes,
+        advice.class_levers,
     )
 
 

@@ -43,7 +43,7 @@ from oomguard.diagnosis.evidence import (
     TriedLever,
 )
 from oomguard.diagnosis.setup import EngineSetup
-from oomguard.diagnosis.sizing import catalog_vocab
+from oomguard.diagnosis.sizing import catalog_vocab, host_logits_table
 from oomguard.diagnosis.sources.allocator import AllocatorReport
 from oomguard.diagnosis.sources.allocator import outside_pytorch as _outside
 from oomguard.diagnosis.step_shape import StepAnalysis
@@ -698,6 +698,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _engine_errors(ev, setup, tally, sit)
     _oom_messages(ev, setup, tally, sit)
     _logits_sized(ev, setup, tally)
+    _logits_table_on_host(ev, tally)
     _frames(ev, setup, tally, sit)
     _phase_rules(ev, setup, tally, sit)
     _runtime(ev, setup, tally, sit)
@@ -1321,6 +1322,20 @@ def _logits_sized(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
             o,
         )
         break
+
+
+def _logits_table_on_host(ev: Evidence, t: Tally) -> None:
+    """A host array as wide as a vocabulary that could not be allocated is a table of logits: the context
+    times the vocabulary asked for it, so a smaller context is the fix, not more RAM."""
+    s = host_logits_table(ev)
+    if s is not None:
+        t.add(
+            "sampler-or-logits",
+            STRONG + 1.0,
+            f"the host array that failed is {s.number('array_rows') or 0:,.0f} rows x "
+            f"{s.number('array_width') or 0:,.0f} (a vocabulary): a logits table, one row per position",
+            s,
+        )
 
 
 def _free_in_pieces(o: OomMessage, t: Tally) -> None:

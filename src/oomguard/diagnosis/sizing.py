@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from oomguard.diagnosis.evidence import Fact
+from oomguard.diagnosis.evidence import Evidence, Fact, Signal
 from oomguard.units import GiB as GIB
 
 # Parameter counts in model ids: "Llama-3-70B", "Qwen3-30B-A3B" (total first), "Mixtral-8x7B" (experts share
@@ -232,6 +232,26 @@ def catalog_vocab(catalog_id: str) -> int | None:
         return resolve_model(catalog_id).vocab_size or None
     except OomguardError:
         return None
+
+
+@lru_cache(maxsize=1)
+def catalog_vocab_sizes() -> frozenset[int]:
+    """Every vocabulary of the catalog's models (each its LM head's rows): a tensor's dimension equal to one
+    of them is the vocabulary's, whichever model the report ran."""
+    from oomguard.models.resolve import catalog_ids
+
+    return frozenset(v for v in (catalog_vocab(c) for c in catalog_ids()) if v)
+
+
+def host_logits_table(ev: Evidence) -> Signal | None:
+    """The host allocation that failed, when it was a table of logits: a 2-D array (NumPy names its shape)
+    whose rows are as wide as a vocabulary. llama-cpp-python keeps one row per position of the context
+    (`scores`, n_ctx x n_vocab in fp32) from the model's construction."""
+    for s in ev.signals("host-enomem"):
+        width = s.number("array_width")
+        if s.number("array_rows") is not None and width is not None and int(width) in catalog_vocab_sizes():
+            return s
+    return None
 
 
 def model_size(model: str | None, flags: dict[str, str], fact: Fact | None = None) -> ModelSize | None:

@@ -47,6 +47,8 @@ _SOFTWARE_IMAGE = re.compile(
 )
 _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.;,]{0,30}$")
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
+# The logits that are not the vocabulary's: the attention's scores, a router's, an indexer's.
+_NOT_VOCAB_LOGITS = r"\b(attention|attn|router|routing|gate|gating|indexer|qk|mqa|score|scores)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
 
 # (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
@@ -148,6 +150,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         re.compile(r"\b(activations?|workspace|intermediate tensors?|padding|padded|prefill peak)\b"),
         re.compile(_MEM),
     ),
+    # The prompt prefilled whole, in one step ("force-disables chunked prefill, so the entire prompt is sent
+    # ... in a single call", "Chunked prefill DISABLED (262144 = no chunking) -> CRASH"): the step's
+    # activations scale with the whole prompt. (A state, not advice: "disable chunked prefill" is a lever.)
+    (
+        "prose-activation",
+        re.compile(
+            r"\b(disables|disabled|force-disables|force-disabled)\s+(the\s+)?chunk(ed|ing)\b"
+            r"|\bchunk(ed|ing)(\s+prefill)?\s+(is\s+|was\s+|being\s+)?(disabled|off)\b"
+            r"|\b(no|without)\s+(\w+\s+)?chunk(ed|ing)\b(?![\s_-]+size)|\bunchunked\b"
+        ),
+        None,
+    ),
     (
         "prose-spec-decode",
         re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
@@ -197,6 +211,19 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\b(logits?|logitsprocessor|logits_processor|lm_head|log_softmax|log-softmax|log probs)\b"
         ),
         re.compile(_MEM),
+    ),
+    # The vocabulary-wide tensor called large ("very large intermediate tensor `logits`", "memory usage
+    # reduction factor (due to large vocabulary)"): its size is the vocabulary's, whatever the memory word.
+    # (Not the attention's, a router's or an indexer's logits: other mechanisms' tensors.)
+    (
+        "prose-logprobs",
+        re.compile(
+            rf"\b(large|huge|big|massive|giant|enormous)\b(?:(?!{_NOT_VOCAB_LOGITS})[^.;]){{0,40}}"
+            r"\b(logits?|vocab|vocabulary|vocabularies|vocab_size)\b"
+            rf"|\b(logits?|vocab|vocabulary|vocab_size)\b(?:(?!{_NOT_VOCAB_LOGITS})[^.;]){{0,30}}"
+            r"\b(large|huge|big|massive|giant|enormous)\b"
+        ),
+        None,
     ),
     (
         "prose-kv-full",

@@ -124,6 +124,10 @@ _HOST_REFUSED = re.compile(
     r"/dev/shm\b.{0,120}\bNo space left on device\b|\bNo space left on device\b.{0,120}/dev/shm\b"
 )
 _TRIED_BYTES = re.compile(r"you tried to allocate (?P<n>\d+) bytes")
+# The shape NumPy names for the array it could not allocate: "(32768, 152064)". A 2-D one's last dimension is
+# kept (`array_width`): a vocabulary there makes it a table of logits (llama-cpp-python's scores, n_ctx x
+# n_vocab in fp32).
+_ARRAY_SHAPE = re.compile(r"for an array with shape \((?P<rows>\d+), ?(?P<width>\d+)\)")
 _ALLOC_BUFFER = re.compile(r"(?i)failed to allocate .{0,80}buffer|unable to allocate .{0,40}(memory|buffer)")
 # An exception line: "torch.OutOfMemoryError: ...", "ValueError: ...", "ray.exceptions.ActorDiedError: ...".
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception))\b(?::|$)")
@@ -354,7 +358,15 @@ class Parser(LineParser):
             )
             # ggml only warns and falls back to pageable memory when pinning fails: a sign, not the failure
             name = "pinned-alloc-failed" if refused.group("pinned") else "host-enomem"
-            self.ctx.signal(line, body, name, requested_bytes=requested)
+            shape = _ARRAY_SHAPE.search(body) if refused.group("array") else None
+            self.ctx.signal(
+                line,
+                body,
+                name,
+                requested_bytes=requested,
+                array_rows=int(shape.group("rows")) if shape else None,
+                array_width=int(shape.group("width")) if shape else None,
+            )
             return
         large = _SWAP_LARGE.search(body) if "too large swap space" in body else None
         if large:
