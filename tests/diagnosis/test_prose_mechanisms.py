@@ -203,3 +203,23 @@ def test_weights_too_large_or_held_twice_are_read():
 def test_copies_of_the_model_or_a_logged_sentence_are_not_the_weights():
     assert "prose-weights" not in prose(TWO_COPIES_OF_THE_MODEL)
     assert "prose-weights" not in prose(LOG_PREFIX + WEIGHTS_CANNOT_FIT)
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/14274: the device was partly taken before the engine
+# started (the owner outside the container, invisible to its process table).
+USED_BEFORE_STARTUP = """\
+Before startup, npu-smi reported 20,687 MB used out of 44,278 MB. This corresponds
+to approximately 23.06 GiB free and a requested 50% budget of approximately
+21.62 GiB. The container-level process table showed no process, so the owner of
+the pre-existing usage could not be identified from inside the container.
+"""
+# https://github.com/vllm-project/vllm-ascend/issues/5262: the engine's own use before serving (then grew).
+USED_BEFORE_INFERENCE = "- Initial GPU memory usage before inference is 54GB;"
+
+
+def test_memory_used_before_the_engine_started_is_another_tenants():
+    assert "prose-other-process" in prose(USED_BEFORE_STARTUP)
+
+
+def test_memory_used_before_serving_is_the_engines_own():
+    assert "prose-other-process" not in prose(USED_BEFORE_INFERENCE)

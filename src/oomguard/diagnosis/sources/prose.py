@@ -277,6 +277,16 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # Device memory already in use before the engine started ("Before startup, npu-smi reported 20,687 MB
+    # used out of 44,278 MB"): someone else's, whoever the tool shows or hides.
+    (
+        "prose-other-process",
+        re.compile(
+            r"\bbefore (startup|start\w*|launch\w*|"
+            r"(the )?(server|engine|model|vllm|sglang) (start\w*|launch\w*|load\w*))\b"
+        ),
+        re.compile(rf"{_QUANTITY}[^.;]{{0,20}}\b(used|in use|occupied|taken)\b"),
+    ),
     (
         "prose-int32",
         # The limit by name or value (2^31 - 1 = 2,147,483,647; 2^32 = 4,294,967,296), an integer, index or
