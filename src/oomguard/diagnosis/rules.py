@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnosis.causes import CauseClass
+from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
     DeviceNamed,
@@ -709,7 +710,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
-    _config(setup, tally, sit)
+    _config(ev, setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
     _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
@@ -1468,6 +1469,7 @@ MULTIMODAL_FLAGS = (
     "mm_processor_kwargs",
     "mm_encoder_tp_mode",
     "mm_attention_backend",
+    "mmproj",  # llama.cpp's vision projector (-mm / --mmproj)
 )
 
 
@@ -2125,7 +2127,7 @@ SPECULATIVE_FLAGS = (
 LORA_FLAGS = ("lora_modules", "lora_paths", "lora_adapters")
 
 
-def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+def _config(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     where = setup.provenance
     u = setup.flag_float("gpu_memory_utilization")
     mnbt = setup.flag_int("max_num_batched_tokens")
@@ -2185,6 +2187,7 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "LoRA is enabled (adapter buffers and LoRA activations outside the profile)",
             fact,
         )
+    _draft_context(ev, setup, t)
     mm = multimodal_setup(setup)
     if mm:
         # The encoder's profile on its largest input is the step a multimodal deployment adds: with a GPU
@@ -2227,6 +2230,25 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
         t.add("activation-peak", WEAK, "SGLang's prefill activations use the same dynamic slack", fact)
     del where
+
+
+def _draft_context(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """llama.cpp gives a draft model a KV cache of the target's context (-c, per slot) unless --ctx-size-draft
+    sets one of its own (tools/server: the draft's n_ctx is the target's): where the context is what did not
+    fit (a shorter one helped, or creating the context failed), the draft's copy of it is the extra."""
+    llama_cpp = ev.engine_marks[Engine.LLAMA_CPP] or ev.engine_marks[Engine.OLLAMA]
+    if not llama_cpp or not setup.flag("speculative_model") or setup.flag("ctx_size_draft"):
+        return
+    shorter = [f for f in ev.of(LeverTried) if f.lever is TriedLever.SHORTER_CONTEXT and f.helped]
+    said: list[Fact] = [*shorter, *ev.signals("max-model-len-exceeds-kv")]
+    if said:
+        t.add(
+            "spec-decode-or-lora-extra",
+            MEDIUM,
+            "a draft model is set with no context of its own (--ctx-size-draft): llama.cpp sizes its KV "
+            "cache by the target's context, so a context too large for both is the draft's extra",
+            said[0],
+        )
 
 
 # The most common large device (H100/A100 80GB as CUDA reports it).
@@ -2411,6 +2433,7 @@ PROSE = {
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-killed": ("host-ram-oom", MEDIUM),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
+    "prose-weights": ("weights-dont-fit", MEDIUM + 0.5),
     "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
     "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
     "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),

@@ -162,6 +162,20 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # The weights themselves too large for the devices, or held twice while loading or refitting ("the
+    # original bfloat16 weights cannot fit into 4 Gaudi2 HPUs", "we need much larger slice sizes to fit the
+    # sharded weights", "creates a full copy of the model weights", "transiently holding ~2x the repacked
+    # weight footprint").
+    (
+        "prose-weights",
+        re.compile(
+            r"\bweights\s+(\w+\s+)?(do not|don't|won't|cannot|can't|does not|doesn't|would not|wouldn't|"
+            r"could not|couldn't|will not)\s+fit\b|\bto fit the (\w+\s+)?(model\s+)?weights\b"
+            r"|\b(full|second|whole|extra|another|entire) cop(y|ies) of (the |all )?(\w+\s+)?weights\b"
+            r"|(~|\b)\d(\.\d)?\s?x the (\w+\s+)?weights?\b|\b(twice|double) the (\w+\s+)?weights?\b"
+        ),
+        None,
+    ),
     (
         "prose-spec-decode",
         re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
