@@ -51,6 +51,12 @@ TRT_KV_TINY = 1 << 29
 # max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
 # runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
 _LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
+# An engine's exception saying its KV pool did not fit what was left ("AssertionError: Not enough memory for
+# KV cache, try reducing --num-pages", FreeToken's startup check): an exception's own message, not a
+# reporter's guess in a sentence.
+_NO_KV_ROOM = re.compile(
+    r"\b\w*(?:Error|Exception): Not enough (?:GPU |device )?memory for (?:the )?KV cache\b"
+)
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -311,7 +317,7 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
-        if _LMDEPLOY_NO_POOL.search(body):
+        if _LMDEPLOY_NO_POOL.search(body) or _NO_KV_ROOM.search(body):
             self.ctx.signal(line, body, "no-kv-cache-memory")
         m = _TOTAL_TOKENS.search(body)
         if m:
