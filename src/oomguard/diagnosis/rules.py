@@ -2443,6 +2443,7 @@ PROSE = {
     "prose-library-regression": ("other", MEDIUM + 0.5),
     "prose-logprobs": ("sampler-or-logits", STRONG - 0.5),
     "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-context-kv": ("max-model-len-exceeds-kv", MEDIUM + 0.5),
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),
