@@ -51,6 +51,9 @@ TRT_KV_TINY = 1 << 29
 # max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
 # runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
 _LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
+# Other engines' refusal to start a KV pool the memory left cannot hold (FreeToken's startup assertion "Not
+# enough memory for KV cache, try reducing --num-pages").
+_NO_KV_ROOM = re.compile(r"(?i)\bnot enough memory for (?:the )?kv[ -]?cache\b")
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -189,6 +192,8 @@ class Parser(LineParser):
             "insufficient shared memory",
             "No space left on device",
             "No enough gpu memory",
+            "enough memory for KV cache",
+            "enough memory for kv cache",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -311,7 +316,7 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
-        if _LMDEPLOY_NO_POOL.search(body):
+        if _LMDEPLOY_NO_POOL.search(body) or _NO_KV_ROOM.search(body):
             self.ctx.signal(line, body, "no-kv-cache-memory")
         m = _TOTAL_TOKENS.search(body)
         if m:
