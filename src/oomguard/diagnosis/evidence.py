@@ -210,6 +210,7 @@ SIGNALS = frozenset(
         "prose-host-memory",
         "prose-killed",  # the reporter says the process was killed (no exception of its own)
         "prose-activation",
+        "prose-weights",  # the weights do not fit, or are held twice while loading or refitting
         "prose-spec-decode",
         "prose-lora",
         "prose-ep-buffer",

@@ -2433,6 +2433,7 @@ PROSE = {
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-killed": ("host-ram-oom", MEDIUM),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
+    "prose-weights": ("weights-dont-fit", MEDIUM + 0.5),
     "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
     "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
     "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),

@@ -162,6 +162,20 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # The weights themselves too large for the devices, or held twice while loading or refitting ("the
+    # original bfloat16 weights cannot fit into 4 Gaudi2 HPUs", "we need much larger slice sizes to fit the
+    # sharded weights", "creates a full copy of the model weights", "transiently holding ~2x the repacked
+    # weight footprint").
+    (
+        "prose-weights",
+        re.compile(
+            r"\bweights\s+(\w+\s+)?(do not|don't|won't|cannot|can't|does not|doesn't|would not|wouldn't|"
+            r"could not|couldn't|will not)\s+fit\b|\bto fit the (\w+\s+)?(model\s+)?weights\b"
+            r"|\b(full|second|whole|extra|another|entire) cop(y|ies) of (the |all )?(\w+\s+)?weights\b"
+            r"|(~|\b)\d(\.\d)?\s?x the (\w+\s+)?weights?\b|\b(twice|double) the (\w+\s+)?weights?\b"
+        ),
+        None,
+    ),
     (
         "prose-spec-decode",
         re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
@@ -262,6 +276,16 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|(一|同一)\s*(张|块)\s*[\w.-]{0,16}\s*(卡|显卡)?\s*上\s*(部署|跑|运行|启动|起)\s*了?\s*(两|二|三|几|多|[2-9])\s*个"
         ),
         None,
+    ),
+    # Device memory already in use before the engine started ("Before startup, npu-smi reported 20,687 MB
+    # used out of 44,278 MB"): someone else's, whoever the tool shows or hides.
+    (
+        "prose-other-process",
+        re.compile(
+            r"\bbefore (startup|start\w*|launch\w*|"
+            r"(the )?(server|engine|model|vllm|sglang) (start\w*|launch\w*|load\w*))\b"
+        ),
+        re.compile(rf"{_QUANTITY}[^.;]{{0,20}}\b(used|in use|occupied|taken)\b"),
     ),
     (
         "prose-int32",

@@ -51,9 +51,12 @@ TRT_KV_TINY = 1 << 29
 # max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
 # runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
 _LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
-# Other engines' refusal to start a KV pool the memory left cannot hold (FreeToken's startup assertion "Not
-# enough memory for KV cache, try reducing --num-pages").
-_NO_KV_ROOM = re.compile(r"(?i)\bnot enough memory for (?:the )?kv[ -]?cache\b")
+# An engine's exception saying its KV pool did not fit what was left ("AssertionError: Not enough memory for
+# KV cache, try reducing --num-pages", FreeToken's startup check): an exception's own message, not a
+# reporter's guess in a sentence.
+_NO_KV_ROOM = re.compile(
+    r"\b\w*(?:Error|Exception): Not enough (?:GPU |device )?memory for (?:the )?KV cache\b"
+)
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -192,8 +195,6 @@ class Parser(LineParser):
             "insufficient shared memory",
             "No space left on device",
             "No enough gpu memory",
-            "enough memory for KV cache",
-            "enough memory for kv cache",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
