@@ -497,6 +497,7 @@ FAILURE_SIGNALS = {
     "kv-pool-dry",
     "lora-cache-full",
     "logits-buffer-failed",
+    "workspace-too-small",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -1030,6 +1031,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     _platform_limit(ev, t)
+    _workspace_too_small(ev, t)
     for s in ev.signals("encoder-step-failed")[:1]:
         t.add(
             "multimodal-encoder",
@@ -1084,6 +1086,23 @@ def _platform_limit(ev: Evidence, t: Tally) -> None:
             t.add(
                 cls, -MEDIUM, "a cap on one allocation refused the request, not the device's free memory", s
             )
+
+
+def _workspace_too_small(ev: Evidence, t: Tally) -> None:
+    """A kernel's temporary buffer did not fit the fixed workspace the engine handed the attention library
+    (FlashInfer's, allocated once at its configured size): the workspace's size refused it, whatever the GPU
+    had free, so the causes of a failed allocation lose their weight."""
+    said = ev.signals("workspace-too-small")
+    for s in sorted(said, key=lambda s: s.number("available_bytes") is None)[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the attention library's fixed workspace could not hold a kernel's temporary buffer: its "
+            "configured size refused it, not the device's free memory",
+            s,
+        )
+        for cls in OOM_CAUSES_OF_ONE_ALLOCATION:
+            t.add(cls, -MEDIUM, "a fixed workspace refused the request, not the device's free memory", s)
 
 
 # The causes an allocation failure points at by itself (its size against free memory), which a per-allocation
@@ -2443,6 +2462,7 @@ PROSE = {
     "prose-library-regression": ("other", MEDIUM + 0.5),
     "prose-logprobs": ("sampler-or-logits", STRONG - 0.5),
     "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-context-kv": ("max-model-len-exceeds-kv", MEDIUM + 0.5),
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),
