@@ -1,11 +1,13 @@
 """An engine's own sizing of the setup decides the cause where no error line does: ollama's estimate of a
-model's parts against the GPUs' free memory. Texts are real, pasted as in the cited public threads."""
+model's parts against the GPUs' free memory; llama.cpp's command line, read as llama.cpp reads it. Texts are
+real, pasted as in the cited public threads."""
 
 from __future__ import annotations
 
 from tests.diagnosis.pasted import ranked, read
 
 from oomguard.diagnosis.evidence import MemoryPlan
+from oomguard.diagnosis.sources.setting import command_flags
 from oomguard.units import GiB, MiB
 
 # https://github.com/ollama/ollama/issues/10417: mistral-small3.1 (vision) on one 24 GB GPU; the projector's
@@ -59,3 +61,48 @@ def test_a_projector_in_an_estimate_that_fits_is_no_cause() -> None:
     )
     causes = ranked(fits + "Error: model runner has unexpectedly stopped\n")
     assert "multimodal-encoder" not in causes[:1]
+
+
+# --- llama.cpp's command line, read as llama.cpp reads its argv (common/arg.cpp) --------------------------
+
+# https://github.com/ikawrakow/ik_llama.cpp/issues/731: a draft model beside a 30B target on a 32 GB card.
+DRAFT_AT_THE_TARGETS_CONTEXT = """./llama-server --api-key 1 -a qwen3 -m ~/Qwen3-Coder-30B-A3B-Instruct-IQ4_NL.gguf -ngl 99 -c 50000 -md Qwen3-0.6B-Q8_0.gguf -ngld 99  -fa -fmoe
+
+this will lead to hang when sending a request, but -c 30000 fits and has no issues.
+"""  # noqa: E501
+
+
+def test_llama_cpp_options_are_read_under_the_quantities_they_set() -> None:
+    # https://github.com/ggml-org/llama.cpp/issues/25714's command (env words and chat-template options aside)
+    flags = command_flags(
+        'OMP_PLACES="cores" ./llama-server -m ./bonsai27b/Ternary-Bonsai-27B-Q2_0.gguf -c 32768 -ngl 99 '
+        "--spec-draft-model ./bonsai27b/Ternary-Bonsai-27B-dspark-Q4_1.gguf --spec-type draft-dspark "
+        "--spec-draft-n-max 4 -ngld 99 --jinja -np 1 --no-mmap -b 1024 -ub 512"
+    )
+    assert flags["max_model_len"] == "32768" and flags["n_gpu_layers"] == "99"
+    assert flags["speculative_model"] == "./bonsai27b/Ternary-Bonsai-27B-dspark-Q4_1.gguf"
+    assert flags["num_speculative_tokens"] == "4" and flags["max_num_seqs"] == "1"
+    assert (flags["batch_size"], flags["max_num_batched_tokens"]) == ("1024", "512")
+
+
+def test_the_runner_ollama_starts_is_a_llama_cpp_command() -> None:
+    # https://github.com/ollama/ollama/issues/3711
+    flags = command_flags(
+        "/tmp/ollama346288213/runners/cuda_v12/ollama_llama_server --model /media/data/ollama/blobs/sha256 "
+        "--ctx-size 2048 --batch-size 512 --embedding --log-disable --n-gpu-layers 51 --port 43359"
+    )
+    assert (flags["max_model_len"], flags["n_gpu_layers"], flags["batch_size"]) == ("2048", "51", "512")
+
+
+def test_a_context_that_fits_only_smaller_with_a_draft_model_is_the_drafts_extra() -> None:
+    assert ranked(DRAFT_AT_THE_TARGETS_CONTEXT)[0] == "spec-decode-or-lora-extra"
+
+
+def test_without_a_draft_model_the_same_context_is_the_context() -> None:
+    plain = DRAFT_AT_THE_TARGETS_CONTEXT.replace(" -md Qwen3-0.6B-Q8_0.gguf -ngld 99", "")
+    assert ranked(plain)[0] == "max-model-len-exceeds-kv"
+
+
+def test_a_draft_with_its_own_context_does_not_take_the_targets() -> None:
+    own = DRAFT_AT_THE_TARGETS_CONTEXT.replace("-ngld 99", "-ngld 99 -cd 4096")
+    assert ranked(own)[0] == "max-model-len-exceeds-kv"

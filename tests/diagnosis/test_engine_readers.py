@@ -310,6 +310,37 @@ def test_exllama_oom_in_another_traceback_is_not_the_cache():
     assert not signals(read(text), "max-model-len-exceeds-kv")
 
 
+# https://github.com/theroyallab/tabbyAPI/issues/119: with CFG a request is two sequences; its 33 pages do not
+# fit the whole 32-page cache (cache_size equal to max_seq_len).
+EXLLAMA_JOB_PAGES = (
+    "exception=AssertionError('Job requires 33 pages (only 32 available) and cannot be enqueued. Total cache "
+    "allocated is 32 * 256 = 8192 tokens')>\n"
+)
+
+
+def test_a_job_larger_than_the_whole_paged_cache_is_the_context_length():
+    [s] = signals(read(EXLLAMA_JOB_PAGES), "max-model-len-exceeds-kv")
+    assert (s.number("pages_needed"), s.number("pages_in_cache")) == (33, 32)
+    diagnosis = oomguard.diagnose(EXLLAMA_JOB_PAGES)
+    assert diagnosis.top == "max-model-len-exceeds-kv"
+    assert "max_seq_len" in diagnosis.causes[0].fixes[0].summary  # ExLlama's own option, not vLLM's
+
+
+# https://github.com/FlashML-org/FreeToken-Web/issues/2: the engine's own startup check, a 27B model on 24 GB.
+NOT_ENOUGH_FOR_KV = "AssertionError: Not enough memory for KV cache，try reducing --num-pages\n"
+
+
+def test_an_engines_exception_that_the_kv_cache_does_not_fit_is_the_startup_pool():
+    assert [s.where.line for s in signals(read(NOT_ENOUGH_FOR_KV), "no-kv-cache-memory")] == [1]
+    assert oomguard.diagnose(NOT_ENOUGH_FOR_KV).top == "kv-cache-insufficient-at-startup"
+
+
+def test_a_reporters_guess_that_the_kv_cache_does_not_fit_is_no_engine_error():
+    # the same words in a sentence (the reporter's reading of an OOM), not an exception's message
+    text = "I think there is not enough memory for KV cache, so I lowered the context.\n"
+    assert not signals(read(text), "no-kv-cache-memory")
+
+
 # https://github.com/turboderp-org/exllamav3/issues/50: the auto-split gives up, no sizes.
 EXLLAMA_SPLIT = "RuntimeError: Insufficient VRAM in split for model and cache\n"
 

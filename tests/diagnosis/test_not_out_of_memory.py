@@ -208,6 +208,42 @@ def test_webgpu_max_buffer_size_is_a_platform_cap():
     assert top(WEBGPU_CAP) == "other"
 
 
+# --- an attention library's fixed workspace -----------------------------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/40023: at --max-num-seqs 528 the prefill's temporary buffer
+# outgrows FlashInfer's workspace (vLLM's VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE) during graph capture.
+FLASHINFER_WORKSPACE = """RuntimeError: Error in function 'aligned_alloc' at /workspace/include/flashinfer/allocator.h:49:
+  Buffer overflow when allocating memory for batch_prefill_tmp_v
+  with size 536346624 and alignment 16,
+  but only 413138944 bytes available in AlignedAllocator.
+  Increase the workspace buffer size.
+"""  # noqa: E501
+
+
+def test_a_kernels_buffer_past_the_attention_workspace_is_not_the_gpu():
+    assert "workspace-too-small" in signals(FLASHINFER_WORKSPACE)
+    diagnosis = oomguard.diagnose(FLASHINFER_WORKSPACE)
+    assert diagnosis.top == "other"
+    assert "VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE" in diagnosis.causes[0].fixes[0].summary
+    # https://github.com/sgl-project/sglang/issues/2102: FlashInfer's earlier wording, under SGLang.
+    sglang = (
+        "RuntimeError: Failed to allocate memory for batch_prefill_tmp_v with size 435814400 and alignment "
+        "16 in AlignedAllocator\n"
+    )
+    assert top(sglang) == "other"
+
+
+def test_the_gpu_refusing_the_workspace_itself_is_memory():
+    # The workspace buffer's own allocation (vLLM's torch.empty of the workspace size) failing is the GPU's
+    # memory, not a workspace too small.
+    text = (
+        "    workspace_buffer = torch.empty(envs.VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, dtype=torch.uint8)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 394.00 MiB.\n"
+    )
+    assert "workspace-too-small" not in signals(text)
+    assert top(text) != "other"
+
+
 # --- device errors that are not a lack of memory ------------------------------------------------------------
 
 # https://github.com/sgl-project/sglang/issues/6001 (its title): a Triton kernel's shared memory per block

@@ -162,3 +162,95 @@ def test_a_prompt_prefilled_unchunked_is_the_activation_peak():
 def test_chunking_enabled_or_the_flag_on_a_command_line_say_nothing():
     assert "prose-activation" not in prose(CHUNKED_PASSES)
     assert "prose-activation" not in prose(NO_CHUNKING_FLAG)
+
+
+# --- the weights: too large for the devices, or held twice -------------------------------------------------
+
+# https://github.com/HabanaAI/vllm-fork/pull/2075
+WEIGHTS_CANNOT_FIT = (
+    "For large bf16 models like Qwen3-235B-A22B, the original bfloat16 weights cannot fit into 4 Gaudi2 HPUs."
+)
+# https://github.com/GoogleCloudPlatform/kubernetes-engine-samples/pull/1467
+TO_FIT_THE_WEIGHTS = (
+    "Relatively small HBM capacity (compared to GPUs) means that we need much larger slice sizes to fit the "
+    "sharded weights."
+)
+# https://github.com/sgl-project/sglang/pull/10597
+FULL_COPY = """\
+I encountered an out-of-memory (OOM) issue while running the grpo_gsm8k example in AReal.
+The current implementation creates a full copy of the model weights and uses an NCCL broadcast call to \
+load weights from the trainer. This approach significantly increases memory usage, potentially leading to \
+OOM errors.
+"""
+# https://github.com/vllm-project/vllm/pull/47851
+TWICE_WHILE_LOADING = (
+    "At the cat, the per-expert list and the concatenated result are both live, transiently holding ~2x the "
+    "repacked weight footprint."
+)
+# https://github.com/triton-inference-server/tensorrtllm_backend/issues/481: two copies of the model are two
+# tenants of the GPU, not the weights held twice by one.
+TWO_COPIES_OF_THE_MODEL = (
+    "I'm trying to get the triton server to run two copies of the model, and it overpopulates the first GPU."
+)
+
+
+def test_weights_too_large_or_held_twice_are_read():
+    for text in (WEIGHTS_CANNOT_FIT, TO_FIT_THE_WEIGHTS, FULL_COPY, TWICE_WHILE_LOADING):
+        assert "prose-weights" in prose(text), text
+    assert ranked(FULL_COPY)[0] == "weights-dont-fit"
+
+
+def test_copies_of_the_model_or_a_logged_sentence_are_not_the_weights():
+    assert "prose-weights" not in prose(TWO_COPIES_OF_THE_MODEL)
+    assert "prose-weights" not in prose(LOG_PREFIX + WEIGHTS_CANNOT_FIT)
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/14274: the device was partly taken before the engine
+# started (the owner outside the container, invisible to its process table).
+USED_BEFORE_STARTUP = """\
+Before startup, npu-smi reported 20,687 MB used out of 44,278 MB. This corresponds
+to approximately 23.06 GiB free and a requested 50% budget of approximately
+21.62 GiB. The container-level process table showed no process, so the owner of
+the pre-existing usage could not be identified from inside the container.
+"""
+# https://github.com/vllm-project/vllm-ascend/issues/5262: the engine's own use before serving (then grew).
+USED_BEFORE_INFERENCE = "- Initial GPU memory usage before inference is 54GB;"
+
+
+def test_memory_used_before_the_engine_started_is_another_tenants():
+    assert "prose-other-process" in prose(USED_BEFORE_STARTUP)
+
+
+def test_memory_used_before_serving_is_the_engines_own():
+    assert "prose-other-process" not in prose(USED_BEFORE_INFERENCE)
+
+
+# --- the context's KV cache: a context length with the memory it needs or the OOM it causes ----------------
+
+# https://github.com/ggml-org/llama.cpp/issues/6032
+CONTEXT_NEEDS = (
+    "As we can see, an 8192 context size requires *over 20GB of VRAM* for the llama_kv_cache_init. Now "
+    "here's a screenshot of a Q8_0 mistral based 70b model being loaded with the same 8192 context size."
+)
+# https://github.com/kvcache-ai/ktransformers/issues/101
+LARGER_CACHE_OOMS = (
+    "I've managed to change the kv cache to 8192, however changing it to 16384 results in CUDA out of memory "
+    "errors - it tried to allocate on GPU 0 while there was free space on the other GPUs."
+)
+# https://github.com/TheTom/vllm-swift/issues/18: a long prompt's step, not the context's KV cache.
+LONG_PROMPT = (
+    "Long prompts (e.g., 40k tokens) at long max_model_len (e.g., 131k) cause vllm-swift's EngineCore to "
+    "consume tens of GB of virtual memory on small Macs and either be SIGKILL'd by the OS or compress so "
+    "heavily that the system becomes unresponsive."
+)
+
+
+def test_a_context_length_with_its_kv_memory_or_its_oom_is_the_context():
+    for text in (CONTEXT_NEEDS, LARGER_CACHE_OOMS):
+        assert "prose-context-kv" in prose(text), text
+        assert ranked(text)[0] == "max-model-len-exceeds-kv", text
+
+
+def test_a_long_prompt_or_a_logged_sentence_is_not_the_contexts_kv():
+    assert "prose-context-kv" not in prose(LONG_PROMPT)
+    assert "prose-context-kv" not in prose(LOG_PREFIX + CONTEXT_NEEDS)

@@ -259,6 +259,8 @@ MARKS: tuple[Mark, ...] = tuple(
         "gpu_split_auto",
         "autosplit_reserve",
         "Insufficient VRAM in split for model and cache",
+        # the dynamic generator refusing a job longer than its paged cache (exllamav2 generator/dynamic.py)
+        ("Job requires ", r"\bJob requires \d+ pages \(only \d+ available\)"),
     )
     + _marks(
         Engine.DEEPSPEED_MII,

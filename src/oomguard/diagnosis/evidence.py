@@ -179,6 +179,10 @@ SIGNALS = frozenset(
         # 4 GB, limit_bytes; Vulkan's, Level Zero's, WebGPU's, per_allocation=1), a count of live buffers
         # (Metal's resource limit), a core's scratch memory at compile time (XLA's SMEM/VMEM)
         "platform-limit",
+        # an engine's fixed workspace (FlashInfer's AlignedAllocator over the workspace buffer the engine
+        # allocated once, at its configured size) could not hold a kernel's temporary buffer: the workspace's
+        # size refused it, not the device's free memory
+        "workspace-too-small",
         # the engine's buffer for the logits it returns failed to allocate (llama.cpp's output buffer:
         # n_vocab x outputs x fp32, "llama_output_reserve: failed to allocate output buffer of size N MiB")
         "logits-buffer-failed",
@@ -210,6 +214,7 @@ SIGNALS = frozenset(
         "prose-host-memory",
         "prose-killed",  # the reporter says the process was killed (no exception of its own)
         "prose-activation",
+        "prose-weights",  # the weights do not fit, or are held twice while loading or refitting
         "prose-spec-decode",
         "prose-lora",
         "prose-ep-buffer",
@@ -218,6 +223,7 @@ SIGNALS = frozenset(
         "prose-library-regression",
         "prose-logprobs",
         "prose-kv-full",
+        "prose-context-kv",  # a context length said with the KV memory it needs, or with the OOM it causes
         "prose-other-process",
         "prose-not-cudagraph",
         "prose-multimodal",

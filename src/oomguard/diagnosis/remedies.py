@@ -1274,8 +1274,37 @@ def _not_memory(ev: Evidence) -> Advice | None:
     )
 
 
+def _workspace(ev: Evidence) -> Advice | None:
+    """The attention library's fixed workspace (FlashInfer's) could not hold a kernel's temporary buffer:
+    the workspace's size is the engine's setting, and the buffer grows with the batch."""
+    if not ev.has("workspace-too-small"):
+        return None
+    return Advice(
+        "The attention library's workspace, a buffer of fixed size the engine allocates once, could not hold "
+        "a kernel's temporary buffer (it grows with the sequences in a batch): the workspace is too small, "
+        "the GPU did not run out.",
+        (
+            Fix(
+                {},
+                "a larger FlashInfer workspace: vLLM: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (bytes, default "
+                "394 MiB); SGLang: FLASHINFER_WORKSPACE_SIZE (bytes, default 384 MiB)",
+                "mechanism",
+            ),
+            Fix(
+                {},
+                "fewer sequences per batch (vLLM: --max-num-seqs; SGLang: --max-running-requests), or "
+                "another attention backend",
+                "mechanism",
+            ),
+        ),
+        ("More free GPU memory or a lower memory fraction: the workspace's size is fixed.",),
+        "The same batch size runs (and its CUDA graphs capture) with the larger workspace.",
+        "The temporary buffer's size and the workspace left in the error, and the batch size it failed at.",
+    )
+
+
 def _other(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None) -> Advice:
-    special = _allocation_cap(ev) or _not_memory(ev)
+    special = _allocation_cap(ev) or _workspace(ev) or _not_memory(ev)
     if special is not None:
         return special
     return Advice(

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.diagnosis.causes import CauseClass
+from oomguard.diagnosis.engine_marks import Engine
 from oomguard.diagnosis.evidence import (
     HOST_SIGNALS,
     DeviceNamed,
@@ -499,6 +500,7 @@ FAILURE_SIGNALS = {
     "kv-pool-dry",
     "lora-cache-full",
     "logits-buffer-failed",
+    "workspace-too-small",
 } | HOST_SIGNALS
 MILESTONE_PHASE = {
     "milestone-weights-loading": "startup-weights",
@@ -712,7 +714,7 @@ def score(ev: Evidence, setup: EngineSetup, step: StepAnalysis | None = None) ->
     _snapshot(ev, tally)
     _dp_ranks(ev, tally)
     _tp_ranks(ev, tally)
-    _config(setup, tally, sit)
+    _config(ev, setup, tally, sit)
     _weights_vs_device(ev, setup, tally, sit)
     _logged_weights_vs_device(ev, setup, tally, sit)
     _context_vs_room(ev, setup, tally, sit)
@@ -1032,6 +1034,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
     _platform_limit(ev, t)
+    _workspace_too_small(ev, t)
     for s in ev.signals("encoder-step-failed")[:1]:
         t.add(
             "multimodal-encoder",
@@ -1086,6 +1089,23 @@ def _platform_limit(ev: Evidence, t: Tally) -> None:
             t.add(
                 cls, -MEDIUM, "a cap on one allocation refused the request, not the device's free memory", s
             )
+
+
+def _workspace_too_small(ev: Evidence, t: Tally) -> None:
+    """A kernel's temporary buffer did not fit the fixed workspace the engine handed the attention library
+    (FlashInfer's, allocated once at its configured size): the workspace's size refused it, whatever the GPU
+    had free, so the causes of a failed allocation lose their weight."""
+    said = ev.signals("workspace-too-small")
+    for s in sorted(said, key=lambda s: s.number("available_bytes") is None)[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "the attention library's fixed workspace could not hold a kernel's temporary buffer: its "
+            "configured size refused it, not the device's free memory",
+            s,
+        )
+        for cls in OOM_CAUSES_OF_ONE_ALLOCATION:
+            t.add(cls, -MEDIUM, "a fixed workspace refused the request, not the device's free memory", s)
 
 
 # The causes an allocation failure points at by itself (its size against free memory), which a per-allocation
@@ -1486,6 +1506,7 @@ MULTIMODAL_FLAGS = (
     "mm_processor_kwargs",
     "mm_encoder_tp_mode",
     "mm_attention_backend",
+    "mmproj",  # llama.cpp's vision projector (-mm / --mmproj)
 )
 
 
@@ -2143,7 +2164,7 @@ SPECULATIVE_FLAGS = (
 LORA_FLAGS = ("lora_modules", "lora_paths", "lora_adapters")
 
 
-def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
+def _config(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     where = setup.provenance
     u = setup.flag_float("gpu_memory_utilization")
     mnbt = setup.flag_int("max_num_batched_tokens")
@@ -2203,6 +2224,7 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "LoRA is enabled (adapter buffers and LoRA activations outside the profile)",
             fact,
         )
+    _draft_context(ev, setup, t)
     mm = multimodal_setup(setup)
     if mm:
         # The encoder's profile on its largest input is the step a multimodal deployment adds: with a GPU
@@ -2245,6 +2267,25 @@ def _config(setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
         t.add("activation-peak", WEAK, "SGLang's prefill activations use the same dynamic slack", fact)
     del where
+
+
+def _draft_context(ev: Evidence, setup: EngineSetup, t: Tally) -> None:
+    """llama.cpp gives a draft model a KV cache of the target's context (-c, per slot) unless --ctx-size-draft
+    sets one of its own (tools/server: the draft's n_ctx is the target's): where the context is what did not
+    fit (a shorter one helped, or creating the context failed), the draft's copy of it is the extra."""
+    llama_cpp = ev.engine_marks[Engine.LLAMA_CPP] or ev.engine_marks[Engine.OLLAMA]
+    if not llama_cpp or not setup.flag("speculative_model") or setup.flag("ctx_size_draft"):
+        return
+    shorter = [f for f in ev.of(LeverTried) if f.lever is TriedLever.SHORTER_CONTEXT and f.helped]
+    said: list[Fact] = [*shorter, *ev.signals("max-model-len-exceeds-kv")]
+    if said:
+        t.add(
+            "spec-decode-or-lora-extra",
+            MEDIUM,
+            "a draft model is set with no context of its own (--ctx-size-draft): llama.cpp sizes its KV "
+            "cache by the target's context, so a context too large for both is the draft's extra",
+            said[0],
+        )
 
 
 # The most common large device (H100/A100 80GB as CUDA reports it).
@@ -2429,6 +2470,7 @@ PROSE = {
     "prose-host-memory": ("host-ram-oom", MEDIUM + 0.5),
     "prose-killed": ("host-ram-oom", MEDIUM),
     "prose-activation": ("activation-peak", MEDIUM + 0.5),
+    "prose-weights": ("weights-dont-fit", MEDIUM + 0.5),
     "prose-spec-decode": ("spec-decode-or-lora-extra", STRONG - 0.5),
     "prose-lora": ("spec-decode-or-lora-extra", MEDIUM),
     "prose-ep-buffer": ("ep-all2all-buffer", MEDIUM + 0.5),
@@ -2438,6 +2480,7 @@ PROSE = {
     "prose-library-regression": ("other", MEDIUM + 0.5),
     "prose-logprobs": ("sampler-or-logits", STRONG - 0.5),
     "prose-kv-full": ("kv-exhaustion-at-runtime", MEDIUM),
+    "prose-context-kv": ("max-model-len-exceeds-kv", MEDIUM + 0.5),
     "prose-other-process": ("other-process-or-shared-gpu", MEDIUM + 0.5),
     "prose-multimodal": ("multimodal-encoder", MEDIUM),
     "prose-int32": ("int32-index-overflow", STRONG - 0.5),

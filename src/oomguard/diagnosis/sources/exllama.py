@@ -6,6 +6,10 @@ created (a traceback frame in exllamav2/cache.py or exllamav3/cache/) means the 
 GPU holds: `max-model-len-exceeds-kv`, whose remedy is a smaller max_seq_len (or a quantized cache).
 "Insufficient VRAM in split for model and cache" is the auto-split loader giving up (exllamav2 model.py,
 exllamav3 model loader): an allocation failure with no sizes.
+The dynamic generator refuses a job longer than its whole paged cache: "Job requires 33 pages (only 32
+available) and cannot be enqueued. Total cache allocated is 32 * 256 = 8192 tokens" (exllamav2
+generator/dynamic.py; "available" is every page the cache has): one request needs more KV than the pool
+holds, `max-model-len-exceeds-kv` (TabbyAPI's cache_size below what one request takes, CFG's two sequences).
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ from oomguard.diagnosis.sources.triggers import Triggers
 _CACHE_FRAME = re.compile(r'File "[^"]*exllamav[23]/cache\b')
 _OOM = ("out of memory", "OutOfMemoryError")
 _SPLIT = "Insufficient VRAM in split"
+_JOB_PAGES = re.compile(r"\bJob requires (?P<need>\d+) pages \(only (?P<have>\d+) available\)")
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("exllamav2/cache", "exllamav3/cache", "Traceback", *_OOM, _SPLIT))
+    TRIGGERS = Triggers(
+        words=("exllamav2/cache", "exllamav3/cache", "Traceback", *_OOM, _SPLIT, "Job requires")
+    )
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -40,3 +47,8 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "max-model-len-exceeds-kv")
         if _SPLIT in body:
             self.ctx.oom(line, body, ENGINE_OOM)
+        job = _JOB_PAGES.search(body) if "Job requires" in body else None
+        if job and not self.said:
+            self.said = True
+            need, have = int(job.group("need")), int(job.group("have"))
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv", pages_needed=need, pages_in_cache=have)

@@ -49,6 +49,8 @@ _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
 # The logits that are not the vocabulary's: the attention's scores, a router's, an indexer's.
 _NOT_VOCAB_LOGITS = r"\b(attention|attn|router|routing|gate|gating|indexer|qk|mqa|score|scores)\b"
+# A context length's names ("8192 context size", "n_ctx 32768", "max_model_len=131072").
+_CONTEXT = r"\b(context|ctx|n_ctx|context[ _-](size|length|window)|max_model_len|max-model-len)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
 
 # (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
@@ -162,6 +164,20 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # The weights themselves too large for the devices, or held twice while loading or refitting ("the
+    # original bfloat16 weights cannot fit into 4 Gaudi2 HPUs", "we need much larger slice sizes to fit the
+    # sharded weights", "creates a full copy of the model weights", "transiently holding ~2x the repacked
+    # weight footprint").
+    (
+        "prose-weights",
+        re.compile(
+            r"\bweights\s+(\w+\s+)?(do not|don't|won't|cannot|can't|does not|doesn't|would not|wouldn't|"
+            r"could not|couldn't|will not)\s+fit\b|\bto fit the (\w+\s+)?(model\s+)?weights\b"
+            r"|\b(full|second|whole|extra|another|entire) cop(y|ies) of (the |all )?(\w+\s+)?weights\b"
+            r"|(~|\b)\d(\.\d)?\s?x the (\w+\s+)?weights?\b|\b(twice|double) the (\w+\s+)?weights?\b"
+        ),
+        None,
+    ),
     (
         "prose-spec-decode",
         re.compile(r"\b(speculative|draft model|eagle\d?|mtp|medusa|spec[ -]decod\w*)\b"),
@@ -225,6 +241,20 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         ),
         None,
     ),
+    # The context's KV cache too large for the device: a context length said with the memory it needs ("an
+    # 8192 context size requires over 20GB of VRAM for the llama_kv_cache_init"), or a KV-sizing setting
+    # whose larger value runs out of memory ("changing [the kv cache] to 16384 results in CUDA out of
+    # memory").
+    (
+        "prose-context-kv",
+        re.compile(
+            rf"(\b\d+k?\s+(token\s+)?{_CONTEXT}|{_CONTEXT}\s+(of\s+|=\s*|to\s+)?\d+k?\b)[^.;]*"
+            rf"\b(requires?|required|needs?|needed|takes?|took|uses?|consumes?)\b[^.;]{{0,25}}{_QUANTITY}"
+            rf"|\b(kv[ _-]?cache|cache_lens|n_ctx|ctx[_-]size|context size)\b[^.;]{{0,15}}\b\d{{4,7}}k?\b"
+            r"[^.;]{0,60}\b(oom|out of memory)\b"
+        ),
+        None,
+    ),
     (
         "prose-kv-full",
         re.compile(r"\bkv[ -]cache\b|\bkv blocks?\b|\bcache blocks\b"),
@@ -262,6 +292,16 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|(一|同一)\s*(张|块)\s*[\w.-]{0,16}\s*(卡|显卡)?\s*上\s*(部署|跑|运行|启动|起)\s*了?\s*(两|二|三|几|多|[2-9])\s*个"
         ),
         None,
+    ),
+    # Device memory already in use before the engine started ("Before startup, npu-smi reported 20,687 MB
+    # used out of 44,278 MB"): someone else's, whoever the tool shows or hides.
+    (
+        "prose-other-process",
+        re.compile(
+            r"\bbefore (startup|start\w*|launch\w*|"
+            r"(the )?(server|engine|model|vllm|sglang) (start\w*|launch\w*|load\w*))\b"
+        ),
+        re.compile(rf"{_QUANTITY}[^.;]{{0,20}}\b(used|in use|occupied|taken)\b"),
     ),
     (
         "prose-int32",

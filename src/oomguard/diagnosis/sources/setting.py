@@ -49,11 +49,50 @@ _ENV_WORD = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")
 # What a launch command runs (its first word, path aside).
 _HEAD = re.compile(
     r"python[\d.]*|torchrun|deepspeed|accelerate|text-generation-launcher|lmdeploy|trtllm-[\w-]+|llama-[\w-]+|"
+    r"ollama_llama_server|ik_llama[\w-]*|"
     r"main|server|ollama|docker|podman|nerdctl|mlx_lm\.\w+|srun|mpirun|[\w-]+\.py|[\w-]+\.sh|swift|"
     r"xinference|vllm|sglang|uv|exllamav?\d?\w*|tabbyapi|mii"
 )
 # Single-dash flags that name a setup quantity (llama.cpp's -m takes a model file, vLLM's -tp the TP size).
 _SHORT_FLAGS = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-m": "model"}
+# llama.cpp's commands (llama-server, llama-cli, ik_llama.cpp's, the runner ollama starts): their argv as
+# llama.cpp reads it (common/arg.cpp), each option under the name of the setup quantity it sets. The context
+# (-c) sizes the KV cache of every slot; -ub is the tokens of one forward step (the compute buffer's worst
+# case); a draft model (-md) gets its own weights, KV cache and compute buffer; --mmproj loads a vision
+# projector beside the model.
+_LLAMA_CPP_HEAD = re.compile(r"llama-[\w-]+|main|server|ollama_llama_server|ik_llama[\w-]*")
+_LLAMA_CPP_SHORT = {
+    "-m": "model",
+    "-c": "ctx_size",
+    "-ngl": "n_gpu_layers",
+    "-md": "model_draft",
+    "-ngld": "n_gpu_layers_draft",
+    "-cd": "ctx_size_draft",
+    "-np": "parallel",
+    "-b": "batch_size",
+    "-ub": "ubatch_size",
+    "-ctk": "cache_type_k",
+    "-ctv": "cache_type_v",
+    "-fa": "flash_attn",
+    "-ts": "tensor_split",
+    "-sm": "split_mode",
+    "-ot": "override_tensor",
+    "-mm": "mmproj",
+}
+_LLAMA_CPP_FIELDS = {
+    "ctx_size": "max_model_len",
+    "gpu_layers": "n_gpu_layers",
+    "model_draft": "speculative_model",
+    "spec_draft_model": "speculative_model",
+    "gpu_layers_draft": "n_gpu_layers_draft",
+    "draft_max": "num_speculative_tokens",
+    "draft": "num_speculative_tokens",
+    "draft_n": "num_speculative_tokens",
+    "spec_draft_n_max": "num_speculative_tokens",
+    "parallel": "max_num_seqs",
+    "ubatch_size": "max_num_batched_tokens",
+    "cache_type_k": "kv_cache_dtype",
+}
 # A model file for -m (python's -m takes a module).
 _MODEL_FILE = re.compile(r"(?i)\.(gguf|ggml|bin|safetensors)$")
 
@@ -211,7 +250,8 @@ def command_flags(body: str) -> dict[str, str]:
     elif not _HEAD.fullmatch(tokens[0].rsplit("/", 1)[-1]):
         return {}  # not a command (an error message that names a flag, a sentence)
     flags: dict[str, str] = {}
-    llama_cpp = tokens[0].rsplit("/", 1)[-1].startswith(("llama-", "main", "server"))
+    if _LLAMA_CPP_HEAD.fullmatch(tokens[0].rsplit("/", 1)[-1]):
+        return llama_cpp_argv(tokens[1:])
     if positional:
         flags["model"] = positional.group("model")
     i = 0
@@ -225,13 +265,36 @@ def command_flags(body: str) -> dict[str, str]:
             elif value is not None:
                 i += 1
             flags[key.replace("-", "_")] = value if value is not None else "true"
-        elif tok == "-c" and value is not None and llama_cpp:
-            flags["ctx_size"] = value  # llama.cpp's context size
-            i += 1
         elif tok in _SHORT_FLAGS and value is not None:
             if tok != "-m" or _MODEL_FILE.search(value):
                 flags[_SHORT_FLAGS[tok]] = value
             i += 1
+        i += 1
+    return flags
+
+
+def llama_cpp_argv(args: list[str]) -> dict[str, str]:
+    """llama.cpp's options (after the program's name) -> the setup's flags: each short option under its long
+    name, the long names that set a quantity the rules weigh under the setup's name for it (the context as
+    max_model_len, the draft model as speculative_model, the slots as max_num_seqs, -ub as the tokens of a
+    step), the others as llama.cpp names them; a switch with no value is "true"."""
+    flags: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        tok, eq, given = args[i].partition("=")
+        value: str | None = given if eq else None
+        if not eq and i + 1 < len(args) and not re.match(r"-[A-Za-z-]", args[i + 1]):
+            value = args[i + 1]
+            i += 1
+        if tok in _LLAMA_CPP_SHORT:
+            key = _LLAMA_CPP_SHORT[tok]
+        elif tok.startswith("--") and len(tok) > 2:
+            key = tok[2:].replace("-", "_")
+            key = key[2:] if key.startswith("n_") and key[2:] in _LLAMA_CPP_FIELDS else key
+        else:
+            i += 1
+            continue
+        flags[_LLAMA_CPP_FIELDS.get(key, key)] = value if value is not None else "true"
         i += 1
     return flags
 

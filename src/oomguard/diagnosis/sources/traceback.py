@@ -51,6 +51,19 @@ TRT_KV_TINY = 1 << 29
 # max_batch_size."), less the runtime reservation for the largest prefill ("No enough gpu memory for
 # runtime."), left no KV blocks ("No enough gpu memory for kv cache.").
 _LMDEPLOY_NO_POOL = re.compile(r"\bNo enough gpu memory for (?:kv cache|state cache|runtime)\b")
+# An engine's exception saying its KV pool did not fit what was left ("AssertionError: Not enough memory for
+# KV cache, try reducing --num-pages", FreeToken's startup check): an exception's own message, not a
+# reporter's guess in a sentence.
+_NO_KV_ROOM = re.compile(
+    r"\b\w*(?:Error|Exception): Not enough (?:GPU |device )?memory for (?:the )?KV cache\b"
+)
+# FlashInfer carving a kernel's temporary buffer out of the workspace the engine gave it (include/flashinfer/
+# allocator.h, AlignedAllocator::aligned_alloc): "Failed to allocate memory for batch_prefill_tmp_v with size
+# 435814400 and alignment 16 in AlignedAllocator"; since 2025 "Buffer overflow when allocating memory for
+# batch_prefill_tmp_v with size 536346624 and alignment 16, but only 413138944 bytes available in
+# AlignedAllocator. Increase the workspace buffer size." (the message may be wrapped over lines).
+_WORKSPACE_FULL = re.compile(r"\bin AlignedAllocator\b|\bIncrease the workspace buffer size\b")
+_WORKSPACE_LEFT = re.compile(r"\bonly (?P<n>\d+) bytes available in AlignedAllocator\b")
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
@@ -189,6 +202,8 @@ class Parser(LineParser):
             "insufficient shared memory",
             "No space left on device",
             "No enough gpu memory",
+            "AlignedAllocator",
+            "Increase the workspace buffer size",
             # exception lines (any failure gets an answer), Ray actor deaths and raylet kills
             "Error",
             "Exception",
@@ -311,8 +326,13 @@ class Parser(LineParser):
             total, available = log_size(m.group("total")), log_size(m.group("avail"))
             if total and available is not None and available <= max(TRT_KV_TINY, 0.02 * total):
                 self.ctx.signal(line, body, "no-kv-cache-memory", kv_available_bytes=available)
-        if _LMDEPLOY_NO_POOL.search(body):
+        if _LMDEPLOY_NO_POOL.search(body) or _NO_KV_ROOM.search(body):
             self.ctx.signal(line, body, "no-kv-cache-memory")
+        if _WORKSPACE_FULL.search(body):
+            left = _WORKSPACE_LEFT.search(body)
+            self.ctx.signal(
+                line, body, "workspace-too-small", available_bytes=int(left.group("n")) if left else None
+            )
         m = _TOTAL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "no-kv-cache-memory", kv_tokens=float(m.group("n")))
