@@ -2237,7 +2237,10 @@ def _config(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "all2all",
             "kv-slots",
         }
-        unplaced = sit.phase in ("startup-profile", "unknown") and not placed
+        # The encoder runs once the language model is loaded: weights that fill the device never let it.
+        unplaced = (
+            sit.phase in ("startup-profile", "unknown") and not placed and not weights_fill_device(setup)
+        )
         weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
         # vLLM V1 profiles the encoder at its largest input; other engines load and run it beside the
         # language model without budgeting its peak.
@@ -2316,6 +2319,16 @@ def _budget_share(setup: EngineSetup) -> tuple[float, str]:
     if setup.engine == "vllm" and setup.version:
         return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
+
+
+def weights_fill_device(setup: EngineSetup) -> bool:
+    """Whether the model's weights per GPU (sizing.py), with the split stated, fill the device it names (or an
+    80 GB one when it names none): nothing the engine runs after loading them gets its turn."""
+    w = setup.weights
+    if w is None or not (w.split.stated or w.split.ranks > 1):
+        return False
+    total = w.device.total if w.device else LARGEST_COMMON_DEVICE
+    return w.bytes >= WEIGHTS_FILL * total
 
 
 def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
