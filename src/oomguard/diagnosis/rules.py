@@ -77,6 +77,9 @@ OTHER_PROCESS_MIN = 1 * GIB
 # A failed allocation at or under this share of the device (under 400 MiB of 80 GiB, 120 MiB of 24 GiB) is no
 # step's peak: the device was full before the step, and a smaller batch or prompt would not have made room.
 TINY_REQUEST_SHARE = 0.005
+# Captured graphs an engine budgets take a few percent of the device (vLLM logs 0.5-5 GiB on 80-180 GB GPUs);
+# private pools beyond this share are more than such graphs, so they may be what filled it.
+GRAPH_POOLS_SHARE = 0.1
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -1256,9 +1259,15 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 o,
             )
         short = o.requested - o.free if o.requested and o.free is not None else None
-        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+        pools = o.private_pools or 0
+        if o.total and pools >= GRAPH_POOLS_SHARE * o.total and (short is None or pools >= short):
             # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
-            t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
+            t.add(
+                "cuda-graph-capture",
+                MEDIUM,
+                "private pools (CUDA graphs) hold more of the device than an engine's budgeted graphs take",
+                o,
+            )
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
         _allocator_quantities(o, t, setup)
