@@ -263,3 +263,20 @@ def test_mlx_buffer_count_limit_is_not_read_as_memory():
     assert not evidence.of(OomMessage)
     assert the(evidence, "platform-limit").number("metal_buffers") == 499000
     assert oomguard.diagnose(text).top == "other"
+
+
+# --- other engines' own refusals ---------------------------------------------------------------------------
+
+
+def test_an_engine_saying_its_kv_cache_has_no_room_at_startup_is_the_kv_pool():
+    # https://github.com/FlashML-org/FreeToken (web issue 2): a 27B FP8 model's default page pool on a 4090.
+    text = (
+        "Qwen3.8-27B FP8 的引擎持续报错或异常退出,原始错误如下。可尝试重启或关闭擎。\n"
+        "AssertionError: Not enough memory for KV cache，try reducing --num-pages\n"
+    )
+    assert names(read(text)) == ["no-kv-cache-memory"]
+    assert oomguard.diagnose(text).top == "kv-cache-insufficient-at-startup"
+
+
+def test_not_enough_memory_for_something_else_is_not_the_kv_pool():
+    assert "no-kv-cache-memory" not in names(read("RuntimeError: Not enough memory for the model weights\n"))

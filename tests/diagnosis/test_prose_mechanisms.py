@@ -223,3 +223,34 @@ def test_memory_used_before_the_engine_started_is_another_tenants():
 
 def test_memory_used_before_serving_is_the_engines_own():
     assert "prose-other-process" not in prose(USED_BEFORE_INFERENCE)
+
+
+# --- the context's KV cache: a context length with the memory it needs or the OOM it causes ----------------
+
+# https://github.com/ggml-org/llama.cpp/issues/6032
+CONTEXT_NEEDS = (
+    "As we can see, an 8192 context size requires *over 20GB of VRAM* for the llama_kv_cache_init. Now "
+    "here's a screenshot of a Q8_0 mistral based 70b model being loaded with the same 8192 context size."
+)
+# https://github.com/kvcache-ai/ktransformers/issues/101
+LARGER_CACHE_OOMS = (
+    "I've managed to change the kv cache to 8192, however changing it to 16384 results in CUDA out of memory "
+    "errors - it tried to allocate on GPU 0 while there was free space on the other GPUs."
+)
+# https://github.com/TheTom/vllm-swift/issues/18: a long prompt's step, not the context's KV cache.
+LONG_PROMPT = (
+    "Long prompts (e.g., 40k tokens) at long max_model_len (e.g., 131k) cause vllm-swift's EngineCore to "
+    "consume tens of GB of virtual memory on small Macs and either be SIGKILL'd by the OS or compress so "
+    "heavily that the system becomes unresponsive."
+)
+
+
+def test_a_context_length_with_its_kv_memory_or_its_oom_is_the_context():
+    for text in (CONTEXT_NEEDS, LARGER_CACHE_OOMS):
+        assert "prose-context-kv" in prose(text), text
+        assert ranked(text)[0] == "max-model-len-exceeds-kv", text
+
+
+def test_a_long_prompt_or_a_logged_sentence_is_not_the_contexts_kv():
+    assert "prose-context-kv" not in prose(LONG_PROMPT)
+    assert "prose-context-kv" not in prose(LOG_PREFIX + CONTEXT_NEEDS)

@@ -336,3 +336,33 @@ def test_budget_share_is_the_logged_vllm_versions_default() -> None:
     assert share("vllm", "0.23.0", gpu_memory_utilization="0.8") == 0.8
     assert share("sglang", "0.4.6") == 0.9
     assert share("vllm", None) == 0.9
+
+
+# https://github.com/vllm-project/vllm/issues/928: the command quoted in a sentence, closed by a typographic
+# quote and Chinese punctuation; the model a hand-named directory with its size joined to the family's word.
+QUOTED_IN_A_SENTENCE = (
+    "你好，在24G显存 A10上使用“python -m vllm.entrypoints.openai.api_server --model ./baichuan13b_new "
+    "--host 0.0.0.0 --port 6000 --trust-remote-code --dtype half”部署，报错：\n"
+    "```\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 134.00 MiB (GPU 0; 22.06 GiB total "
+    "capacity; 21.64 GiB already allocated; 14.38 MiB free; 21.65 GiB reserved in total by PyTorch) If "
+    "reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See "
+    "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF\n"
+    "```\n"
+    "这个使用多卡部署的话怎么配置呢\n"
+)
+
+
+def test_a_command_quoted_in_a_sentence_ends_at_its_closing_quote() -> None:
+    setup = recover_setup(read(QUOTED_IN_A_SENTENCE))
+    assert setup.flag("dtype") == "half"
+    assert diagnose(read(QUOTED_IN_A_SENTENCE)).causes[0].cls == "weights-dont-fit"
+
+
+def test_a_size_joined_to_its_familys_word_is_the_size() -> None:
+    assert params_in_name("./baichuan13b_new") == 13e9
+    assert params_in_name("chatglm6b") == 6e9
+    assert params_in_name("/data/llama2_7b") == 7e9
+    # a family's version alone, or a hash that happens to end in digits and a b, is no size
+    assert params_in_name("phi3") is None
+    assert params_in_name("sha256-7ec0c94a95cafef2780d00679e83f172ac343bc828ae2b") is None

@@ -226,6 +226,7 @@ SIGNALS = frozenset(
         "prose-library-regression",
         "prose-logprobs",
         "prose-kv-full",
+        "prose-context-kv",  # a context length said with the KV memory it needs, or with the OOM it causes
         "prose-other-process",
         "prose-not-cudagraph",
         "prose-multimodal",

@@ -30,6 +30,17 @@ _PARAMS = re.compile(
     r"(?i)(?<![\w.])(?:(?P<n>\d+)x)?(?P<b>\d+(?:\.\d+)?)(?P<unit>b|m)(?P<frac>\d)?(?![a-z0-9])"
 )
 MOE_SHARED_FACTOR = 0.83
+# Model families by the words their checkpoints are named with.
+FAMILIES = (
+    "llama|qwen|mistral|mixtral|deepseek|gemma|phi|yi|falcon|bloom|opt|gpt|glm|chatglm|internlm|internvl|"
+    "baichuan|vicuna|kimi|granite|olmo|starcoder|codellama|nemotron|minimax|ernie|hunyuan|mpt|pythia|dbrx|"
+    "jamba|llava|command"
+)
+# A size written onto its family's word, with no separator before it: "baichuan13b", "chatglm6b", "qwen7b",
+# "llama2_7b" (a directory named by hand; the family's version, if any, before an underscore or hyphen).
+_JOINED_PARAMS = re.compile(
+    rf"(?i)(?<![a-z])(?:{FAMILIES})(?:\d+(?:\.\d+)?[-_])?(?P<b>\d+(?:\.\d+)?)b(?![a-z0-9])"
+)
 # Bytes per parameter by the precision a name or a flag states. 4-bit formats carry group scales (~0.56);
 # 8-bit ones per-channel or block scales (~1.05).
 FOUR_BIT = re.compile(
@@ -193,7 +204,8 @@ def params_in_name(model: str) -> float | None:
     """The parameter count a model's name states ('Llama-3-70B' -> 70e9), None when it states none."""
     m = _PARAMS.search(_name(model))
     if not m:
-        return None
+        joined = _JOINED_PARAMS.search(_name(model))
+        return float(joined.group("b")) * 1e9 if joined else None
     value = float(m.group("b") + ("." + m.group("frac") if m.group("frac") else ""))
     params = value * (1e9 if m.group("unit").lower() == "b" else 1e6)
     return params * (int(m.group("n")) * MOE_SHARED_FACTOR if m.group("n") else 1)

@@ -228,6 +228,16 @@ def log_size(text: str) -> int | None:
     return round(value * _UNIT.get((m.group(2) or "").lower(), 1))
 
 
+# A closing typographic quote or full-width punctuation ends a command a sentence quotes ("使用“vllm serve
+# ... --dtype half”部署，报错："): no shell word holds one.
+_COMMAND_END = re.compile(r"[”’」』，。：；（）]")
+
+
+def command_part(text: str) -> str:
+    """The command in a line that quotes it in a sentence: the text before the punctuation that ends it."""
+    return _COMMAND_END.split(text, maxsplit=1)[0]
+
+
 def to_int(text: str) -> int | None:
     try:
         return int(text.replace(",", "").replace(" ", "").replace("_", ""))

@@ -49,6 +49,8 @@ _NEG = re.compile(r"\b(not|no|never|n't|without|isn't|wasn't|doesn't|don't)\b[^.
 _OOM = r"\b(oom|oomkilled|out of memory|out-of-memory|killed|enomem|crash\w*|dies|dead|fail\w*)\b"
 # The logits that are not the vocabulary's: the attention's scores, a router's, an indexer's.
 _NOT_VOCAB_LOGITS = r"\b(attention|attn|router|routing|gate|gating|indexer|qk|mqa|score|scores)\b"
+# A context length's names ("8192 context size", "n_ctx 32768", "max_model_len=131072").
+_CONTEXT = r"\b(context|ctx|n_ctx|context[ _-](size|length|window)|max_model_len|max-model-len)\b"
 _MEM = r"\b(memory|oom|out of memory|gib|gb|mib|vram|profil\w*|headroom|blocks?|kv)\b"
 
 # (signal, pattern that must match, optional second pattern that must also match somewhere in the line).
@@ -236,6 +238,20 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"\b(logits?|vocab|vocabulary|vocabularies|vocab_size)\b"
             rf"|\b(logits?|vocab|vocabulary|vocab_size)\b(?:(?!{_NOT_VOCAB_LOGITS})[^.;]){{0,30}}"
             r"\b(large|huge|big|massive|giant|enormous)\b"
+        ),
+        None,
+    ),
+    # The context's KV cache too large for the device: a context length said with the memory it needs ("an
+    # 8192 context size requires over 20GB of VRAM for the llama_kv_cache_init"), or a KV-sizing setting
+    # whose larger value runs out of memory ("changing [the kv cache] to 16384 results in CUDA out of
+    # memory").
+    (
+        "prose-context-kv",
+        re.compile(
+            rf"(\b\d+k?\s+(token\s+)?{_CONTEXT}|{_CONTEXT}\s+(of\s+|=\s*|to\s+)?\d+k?\b)[^.;]*"
+            rf"\b(requires?|required|needs?|needed|takes?|took|uses?|consumes?)\b[^.;]{{0,25}}{_QUANTITY}"
+            rf"|\b(kv[ _-]?cache|cache_lens|n_ctx|ctx[_-]size|context size)\b[^.;]{{0,15}}\b\d{{4,7}}k?\b"
+            r"[^.;]{0,60}\b(oom|out of memory)\b"
         ),
         None,
     ),

@@ -24,8 +24,9 @@ from functools import lru_cache
 
 from oomguard.diagnosis.evidence import DeviceNamed, Fact, Flags, ModelNamed
 from oomguard.diagnosis.scan import Line
+from oomguard.diagnosis.sizing import FAMILIES as _FAMILIES
 from oomguard.diagnosis.sizing import params_in_name
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, command_part
 from oomguard.diagnosis.sources.prose import is_prose, spaced
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.errors import UnknownGpuError
@@ -133,11 +134,6 @@ _SETTING_MODEL = re.compile(r"(?i)^\W*(?:model(?:\s*name)?|模型)\s*[:：]\s*(?
 # Model names in a sentence: an id with a separator ("Qwen3-30B-A3B-GPTQ-Int4", "meta-llama/Llama-3-70B"),
 # a family and a size ("llama3.3 70B"), or a bare size said to be a model's ("a 671B model").
 _MODEL_WORD = re.compile(r"(?<![\w./-])(?P<n>[A-Za-z][\w.]*(?:[-_/][\w.]+)+)(?![\w/-])")
-_FAMILIES = (
-    "llama|qwen|mistral|mixtral|deepseek|gemma|phi|yi|falcon|bloom|opt|gpt|glm|chatglm|internlm|internvl|"
-    "baichuan|vicuna|kimi|granite|olmo|starcoder|codellama|nemotron|minimax|ernie|hunyuan|mpt|pythia|dbrx|"
-    "jamba|llava|command"
-)
 _FAMILY_SIZE = re.compile(rf"(?i)(?<![\w./-])(?P<f>(?:{_FAMILIES})[\w.-]*)\s+(?P<s>\d+(?:\.\d+)?b)(?![\w.])")
 _BARE_SIZE = re.compile(r"(?i)(?<![\w.])(?P<s>\d+(?:\.\d+)?)\s?b\s+(?:parameters?|params|models?)\b")
 
@@ -228,7 +224,7 @@ def models_named(text: str) -> list[str]:
 def command_flags(body: str) -> dict[str, str]:
     """The flags of a launch command on one line (any engine or wrapper): `--k v`, `--k=v`, `-tp N`,
     `-m file.gguf`, and the model a command takes positionally. Empty when the line is no command."""
-    text = _PROMPT.sub("", body).rstrip(" \\")
+    text = command_part(_PROMPT.sub("", body)).rstrip(" \\")
     positional = _POSITIONAL_MODEL.search(text)
     if " -" not in f" {text}" and not positional:
         return {}

@@ -14,7 +14,15 @@ import shlex
 
 from oomguard.diagnosis.evidence import FailedStep, Flags, LoadSample, ScheduledStep, Version
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message, continuation, to_float, to_int
+from oomguard.diagnosis.sources.base import (
+    Context,
+    LineParser,
+    Message,
+    command_part,
+    continuation,
+    to_float,
+    to_int,
+)
 from oomguard.diagnosis.sources.triggers import Series, Triggers
 from oomguard.engines.vllm import log_format
 from oomguard.units import GiB as _GIB
@@ -771,6 +779,7 @@ SHORT_FLAGS = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "
 def parse_argv(rest: str, positional_model: bool) -> dict[str, str]:
     """`MODEL --tensor-parallel-size 2 --enforce-eager ...` -> {'model': MODEL, 'tensor_parallel_size': '2',
     ...}."""
+    rest = command_part(rest)
     try:
         tokens = shlex.split(rest, comments=False)
     except ValueError:
