@@ -12,7 +12,7 @@ import re
 
 from oomguard.diagnosis.evidence import LeverTried, Signal
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, split_prefix
 from oomguard.diagnosis.sources.levers_tried import levers_tried
 
 # Text that appears inside tool output and says nothing about this failure.
@@ -370,6 +370,8 @@ _MACHINE = re.compile(
     # a syslog / journalctl line: "Jul 10 16:29:17 DESKTOP ollama[180]: ..."
     r"|^\s*[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.@/-]+(\[\d+\])?:"
 )
+# A Markdown quote's markers in front of a line ("> ", ">> ").
+_QUOTE = re.compile(r"^\s*(>\s?)+")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")
 # A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).
@@ -410,6 +412,11 @@ def is_prose(line: Line, msg: Message) -> bool:
     mostly words (code quoted inside the sentence aside)."""
     if msg.level or msg.tag or _MACHINE.match(line.text.strip()):
         return False
+    quoted = _QUOTE.match(line.text)
+    if quoted:  # a log line quoted in an issue ("> INFO 11-01 23:47:30 [gpu_worker.py:391] ...") is still one
+        inner = split_prefix(line.text[quoted.end() :])
+        if inner.level or inner.tag or _MACHINE.match(inner.body):
+            return False
     text = _INLINE.sub(" ", line.text.strip())
     if _TABLE.search(text) or _DUMP.search(text):
         return False
