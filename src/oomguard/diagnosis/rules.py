@@ -77,6 +77,9 @@ OTHER_PROCESS_MIN = 1 * GIB
 # A failed allocation at or under this share of the device (under 400 MiB of 80 GiB, 120 MiB of 24 GiB) is no
 # step's peak: the device was full before the step, and a smaller batch or prompt would not have made room.
 TINY_REQUEST_SHARE = 0.005
+# Captured graphs an engine budgets take a few percent of the device (vLLM logs 0.5-5 GiB on 80-180 GB GPUs);
+# private pools beyond this share are more than such graphs, so they may be what filled it.
+GRAPH_POOLS_SHARE = 0.1
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -1268,9 +1271,15 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 o,
             )
         short = o.requested - o.free if o.requested and o.free is not None else None
-        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+        pools = o.private_pools or 0
+        if o.total and pools >= GRAPH_POOLS_SHARE * o.total and (short is None or pools >= short):
             # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
-            t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
+            t.add(
+                "cuda-graph-capture",
+                MEDIUM,
+                "private pools (CUDA graphs) hold more of the device than an engine's budgeted graphs take",
+                o,
+            )
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
         _allocator_quantities(o, t, setup)
@@ -2249,7 +2258,10 @@ def _config(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "all2all",
             "kv-slots",
         }
-        unplaced = sit.phase in ("startup-profile", "unknown") and not placed
+        # The encoder runs once the language model is loaded: weights that fill the device never let it.
+        unplaced = (
+            sit.phase in ("startup-profile", "unknown") and not placed and not weights_fill_device(setup)
+        )
         weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
         # vLLM V1 profiles the encoder at its largest input; other engines load and run it beside the
         # language model without budgeting its peak.
@@ -2328,6 +2340,16 @@ def _budget_share(setup: EngineSetup) -> tuple[float, str]:
     if setup.engine == "vllm" and setup.version:
         return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
+
+
+def weights_fill_device(setup: EngineSetup) -> bool:
+    """Whether the model's weights per GPU (sizing.py), with the split stated, fill the device it names (or an
+    80 GB one when it names none): nothing the engine runs after loading them gets its turn."""
+    w = setup.weights
+    if w is None or not (w.split.stated or w.split.ranks > 1):
+        return False
+    total = w.device.total if w.device else LARGEST_COMMON_DEVICE
+    return w.bytes >= WEIGHTS_FILL * total
 
 
 def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
