@@ -75,7 +75,9 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
             r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\b[^.;]{0,40}\bover time\b"
             r"|\b(ris(es|ing)|rose|increas\w*|grow(s|ing)?|grew|climb\w*)\s+monoton\w*\b(?![^.;]{0,30}context)"
             # Chinese: keeps (不断), steadily (持续), all along (一直), gradually (逐渐) increasing / growing
-            r"|(不断|持续|一直|逐渐|缓慢)\s*(的|地|在)?\s*(增加|增长|上涨|上升|变大)|越来越(多|大)"
+            r"|(不断|持续|一直|逐渐|缓慢)\s*(的|地|在)?\s*(增加|增长|上涨|上升|变大)"
+            # "more and more" of the memory itself (显存 GPU memory, 内存 RAM, 占用 usage), not of requests
+            r"|(显存|内存|占用|用量)[^，。,.]{0,10}越来越(多|大|高)"
         ),
         None,
     ),
@@ -262,7 +264,9 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         re.compile(
             rf"(\b\d+k?\s+(token\s+)?{_CONTEXT}|{_CONTEXT}\s+(of\s+|=\s*|to\s+)?\d+k?\b)[^.;]*"
             rf"\b(requires?|required|needs?|needed|takes?|took|uses?|consumes?)\b[^.;]{{0,25}}{_QUANTITY}"
-            rf"|\b(kv[ _-]?cache|cache_lens|n_ctx|ctx[_-]size|context size)\b[^.;]{{0,15}}\b\d{{4,7}}k?\b"
+            # (set to a value, "to 16384", "= 32768"; not a count it holds, "the KV cache holds 163840")
+            rf"|\b(kv[ _-]?cache|cache_lens|n_ctx|ctx[_-]size|context size)\b[^.;]{{0,15}}(\bto|=|\bof)\s*"
+            r"\d{4,7}k?\b"
             r"[^.;]{0,60}\b(oom|out of memory)\b"
         ),
         None,
