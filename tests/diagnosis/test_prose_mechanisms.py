@@ -275,3 +275,28 @@ def test_a_workspace_while_capturing_graphs_is_the_capture():
 
 def test_a_workspace_without_graphs_is_still_the_activation():
     assert "prose-activation" in prose(PREFILL_WORKSPACE)
+
+
+# --- memory kept by the caching allocator, not returned -----------------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/57440
+RETAINED_IN_THE_CACHE = (
+    "On discrete GPUs, memory used during weight loading and `process_weights_after_loading` is retained "
+    "inside PyTorch's caching allocator pool (`reserved - allocated`) rather than returned to the CUDA "
+    "driver before the engine initializes communication buffers, profiles KV cache, or loads secondary "
+    "models."
+)
+# https://github.com/ROCm/ATOM/pull/1649: memory outside the allocator is the communication library's.
+HELD_OUTSIDE = (
+    "`peak_torch` (allocated high-water) covers model weights + peak activations, but **excludes memory held "
+    "outside PyTorch's caching allocator** — RCCL/NCCL channel buffers and attention-backend scratch."
+)
+
+
+def test_memory_kept_by_the_caching_allocator_is_fragmentation():
+    assert "prose-fragmentation" in prose(RETAINED_IN_THE_CACHE)
+    assert ranked(RETAINED_IN_THE_CACHE)[0] == "fragmentation"
+
+
+def test_memory_held_outside_the_allocator_is_not():
+    assert "prose-fragmentation" not in prose(HELD_OUTSIDE)

@@ -104,6 +104,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
+    # Memory freed by the program but kept by PyTorch's caching allocator, which the next allocation outside
+    # it cannot use ("retained inside PyTorch's caching allocator pool (`reserved - allocated`) rather than
+    # returned to the CUDA driver"); memory held outside the allocator is something else's.
+    (
+        "prose-fragmentation",
+        re.compile(
+            r"\b(retain\w*|held|kept|stays?|remains?|cached|sits?)\s+(inside|in|within|by)\s+(the\s+)?"
+            r"(pytorch'?s\s+|torch'?s\s+)?caching allocator\b|\breserved\s*[-\u2212]\s*allocated\b"
+            r"|\bnot\s+(\w+\s+)?returned to the (cuda\s+|gpu\s+)?driver\b"
+        ),
+        None,
+    ),
     (
         "prose-host-memory",
         re.compile(
