@@ -101,6 +101,7 @@ NON_OOM_FAILURES = frozenset(
         "nccl-error",
         "deepep-error",
         "device-error",
+        "internal-assert",
         "misreported-oom",
     }
 )
@@ -492,6 +493,7 @@ FAILURE_SIGNALS = {
     "int32-index-math",
     "illegal-memory-access",
     "device-error",
+    "internal-assert",
     "misreported-oom",
     "hsa-out-of-resources",
     "deepep-error",
@@ -938,6 +940,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             MEDIUM if out_of_memory else STRONG,
             "the device could not run the work (no code for this GPU, a driver too old, a device the process "
             "cannot see): an error that is not a lack of memory",
+            s,
+        )
+    for s in ev.signals("internal-assert")[:1]:
+        # Beside an allocator's out-of-memory message the assert may follow from the OOM; alone, it is the
+        # failure, and a framework bug explains it.
+        t.add(
+            "other",
+            MEDIUM if out_of_memory else STRONG,
+            "PyTorch's own invariant check failed (an internal assert, 'please report a bug'): a bug in the "
+            "framework, not a lack of memory",
             s,
         )
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):

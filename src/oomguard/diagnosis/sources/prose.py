@@ -104,6 +104,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
+    # Memory freed by the program but kept by PyTorch's caching allocator, which the next allocation outside
+    # it cannot use ("retained inside PyTorch's caching allocator pool (`reserved - allocated`) rather than
+    # returned to the CUDA driver"); memory held outside the allocator is something else's.
+    (
+        "prose-fragmentation",
+        re.compile(
+            r"\b(retain\w*|held|kept|stays?|remains?|cached|sits?)\s+(inside|in|within|by)\s+(the\s+)?"
+            r"(pytorch'?s\s+|torch'?s\s+)?caching allocator\b|\breserved\s*[-\u2212]\s*allocated\b"
+            r"|\bnot\s+(\w+\s+)?returned to the (cuda\s+|gpu\s+)?driver\b"
+        ),
+        None,
+    ),
     (
         "prose-host-memory",
         re.compile(
@@ -425,6 +437,15 @@ def is_prose(line: Line, msg: Message) -> bool:
     return len(words) >= MIN_WORDS and sum(map(len, _WORD.findall(_URL.sub("", text)))) >= 0.5 * len(plain)
 
 
+def _narrowed(said: list[str]) -> list[str]:
+    """A sentence's readings, the more specific one kept where two name the same memory: a workspace or an
+    intermediate tensor in a sentence about capturing CUDA graphs is the graphs' ("`workspace` for each graph
+    is not released during capturing")."""
+    if "prose-cudagraph" in said:
+        return [name for name in said if name != "prose-activation"]
+    return said
+
+
 class Parser(LineParser):
     # Prose is only read in small documents (read whole), never through the gates.
     GATES = ()
@@ -454,6 +475,7 @@ class Parser(LineParser):
             self.ctx.emit(
                 LeverTried(where=self.ctx.where(line), text=self.ctx.clip(raw), lever=lever, helped=helped)
             )
+        said: list[str] = []
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue
@@ -466,9 +488,11 @@ class Parser(LineParser):
             if not found:
                 continue
             if name == "prose-cudagraph" and found[0]:
-                self._emit(line, raw, "prose-not-cudagraph")
+                said.append("prose-not-cudagraph")
             elif not all(found):
-                self._emit(line, raw, name)
+                said.append(name)
+        for name in _narrowed(said):
+            self._emit(line, raw, name)
 
     def _emit(self, line: Line, text: str, name: str) -> None:
         self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
