@@ -211,6 +211,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llava",
             "idefics",
             "/vl/",
+            # torch's sliding-block extraction over (N, C, H, W) images (nn.Unfold / F.unfold -> im2col): the
+            # patch embedding of a vision tower (Mllama's), an operation no text layer makes
+            "modules/fold.py",
+            "im2col",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it; its
