@@ -92,6 +92,22 @@ def test_xla_compiler_out_of_scratch_memory_is_not_a_device_allocation():
     assert oomguard.diagnose(text).top == "other"
 
 
+def test_xla_compiler_out_of_hbm_is_the_device_running_out():
+    # https://github.com/GoogleCloudPlatform/kubernetes-engine-samples/pull/1467: the same words for the
+    # chip's HBM (a 405B model sharded over too few 16 GiB v5e chips) are the device's memory, not a core's
+    # scratch.
+    text = (
+        "RuntimeError: Bad StatusOr access: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+        "memory in memory space hbm. Used 20.44G of 15.75G hbm. Exceeded hbm capacity by 4.70G.\n"
+    )
+    evidence = read(text)
+    [oom] = evidence.of(OomMessage)
+    assert (
+        oom.total == round(15.75 * GiB) and oom.requested is None
+    )  # the program's need is no one allocation
+    assert not [s for s in evidence.of(Signal) if s.name == "platform-limit"]
+
+
 # https://github.com/intel/ipex-llm/issues/12136: a 6.10 GiB tensor refused by the 4 GB cap with ~9.7 GiB of
 # the card unreserved.
 XPU_CAP = (

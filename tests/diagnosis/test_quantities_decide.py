@@ -442,3 +442,26 @@ def _evidence(text: str) -> Evidence:
     ev = Evidence()
     read_one("paste.txt", io.BytesIO(text.encode()), ev)
     return ev
+
+
+# https://github.com/vllm-project/vllm/issues/2312: Mixtral-AWQ on a 24 GB card; 24 MiB, a tenth of a percent
+# of the device, cannot be had: no smaller step would have fitted, the weights had filled it.
+TINY_ALLOCATION_ON_A_FULL_DEVICE = (
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 24.00 MiB. GPU 0 has a total capacty "
+    "of 23.69 GiB of which 24.56 MiB is free. Process 106008 has 23.66 GiB memory in use. Of the allocated "
+    "memory 23.19 GiB is allocated by PyTorch, and 32.44 MiB is reserved by PyTorch but unallocated."
+)
+# https://github.com/vllm-project/vllm/issues/13152: a serving step asks 1.33 GiB (1.7% of the device): a
+# step's own peak, which the tiny-request reading must leave alone.
+STEP_SIZED_ALLOCATION = (
+    "ERROR 02-12 12:20:21 async_llm_engine.py:68] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+    "allocate 1.33 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.17 GiB is free. Including "
+    "non-PyTorch memory, this process has 77.96 GiB memory in use. Of the allocated memory 76.33 GiB is "
+    "allocated by PyTorch, with 42.00 MiB allocated in private pools (e.g., CUDA Graphs), and 488.05 MiB is "
+    "reserved by PyTorch but unallocated."
+)
+
+
+def test_a_tiny_allocation_on_a_full_device_is_not_the_steps_peak() -> None:
+    assert ranked(TINY_ALLOCATION_ON_A_FULL_DEVICE)[0] == "weights-dont-fit"
+    assert ranked(STEP_SIZED_ALLOCATION)[0] == "activation-peak"

@@ -74,6 +74,9 @@ OWN_OUTSIDE_SHARE = 0.5
 RESIDUAL_GROWTH = 512 * MIB
 # Another process holding this much of the GPU is worth naming.
 OTHER_PROCESS_MIN = 1 * GIB
+# A failed allocation at or under this share of the device (under 400 MiB of 80 GiB, 120 MiB of 24 GiB) is no
+# step's peak: the device was full before the step, and a smaller batch or prompt would not have made room.
+TINY_REQUEST_SHARE = 0.005
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -1273,6 +1276,13 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
             t.add(
                 "other-process-or-shared-gpu", -MEDIUM, "the OOM message lists no other process on the GPU", o
             )
+        elif others is not None and o.processes:
+            t.add(
+                "other-process-or-shared-gpu",
+                -MEDIUM,
+                f"the other processes the OOM message lists hold under {OTHER_PROCESS_MIN / GIB:.0f} GiB",
+                o,
+            )
 
 
 # Vocabulary rows are padded to this multiple before tensor parallelism splits them (vLLM's
@@ -1418,6 +1428,14 @@ def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
             "memory-leak",
         ):
             t.add(cls, -STRONG, why, o)
+    if o.requested and o.total and o.requested <= TINY_REQUEST_SHARE * o.total:
+        t.add(
+            "activation-peak",
+            -WEAK,
+            "the allocation that failed is a tiny share of the device: the device was full before the step "
+            "(what held it is the cause), not the step's own need",
+            o,
+        )
     if o.this_process is not None and o.allocated is not None and o.total:
         own_outside = o.this_process - o.allocated - (o.reserved_unallocated or 0)
         if own_outside >= OWN_OUTSIDE_SHARE * o.total:

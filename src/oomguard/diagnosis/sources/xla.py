@@ -13,6 +13,9 @@ Formats (XLA's PJRT TPU client, as torch_xla and JAX raise them; sizes in XLA's 
 - "XLA:TPU compile permanent error. Ran out of memory in memory space smem. Used 1.00M of 1.00M smem." (also
   vmem): a kernel's parameters or temporaries overflow the core's small scalar/vector memory while it is
   compiled; no HBM is missing, so it is a limit of the platform (`platform-limit`), not an allocation failure.
+- "XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 20.44G of 15.75G hbm. Exceeded
+  hbm capacity by 4.70G.": the same words for the device's HBM itself: the program's buffers (weights, KV,
+  temporaries) need more than the chip has: an out-of-memory on a device of that capacity.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ _ALLOCATE = re.compile(
 _LARGEST = re.compile(r"largest contiguous region of free memory is " + _SIZE.format("big", "big"))
 _TRYING = re.compile(r"Out of memory while trying to allocate " + _SIZE.format("req", "req"))
 _SCRATCH = re.compile(r"Ran out of memory in memory space (?P<space>\w+)")
+# The memory space that is the device's own memory, not a core's scratch.
+DEVICE_SPACE = "hbm"
+_USED_OF = re.compile(
+    r"Used " + _SIZE.format("used", "used") + r" of " + _SIZE.format("cap", "cap") + r" hbm"
+)
 # XLA prints sizes with binary prefixes (tsl::strings::HumanReadableNumBytes).
 _UNIT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
@@ -48,6 +56,12 @@ class Parser(LineParser):
     def feed(self, line: Line, msg: Message) -> None:
         body = msg.body
         scratch = _SCRATCH.search(body)
+        if scratch and scratch.group("space").lower() == DEVICE_SPACE:
+            # (What the program needed in all is no one allocation: only the capacity is kept.)
+            used = _USED_OF.search(body)
+            report = AllocatorReport("engine", total=_bytes(used, "cap") if used else None)
+            self.ctx.oom(line, body, report, process_tag=msg.tag)
+            return
         if scratch:
             self.ctx.signal(line, body, "platform-limit")
             return
