@@ -538,10 +538,11 @@ SIGNAL_PHASE = {
 }
 MILESTONE_ORDER = (
     "milestone-weights-loading",
+    # (llama.cpp creates the target's context before it loads a draft model or warms up its projector)
+    "milestone-kv-allocating",
     "milestone-drafter-loading",  # inside load_model, after the target's weights
     "milestone-weights-loaded",
     "milestone-profile",
-    "milestone-kv-allocating",  # (llama.cpp creates the context before its projector's warm-up)
     "milestone-mm-profile",
     "milestone-kv-sized",
     "milestone-cudagraph-start",
