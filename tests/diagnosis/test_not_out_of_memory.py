@@ -286,6 +286,26 @@ def test_cuda_runtime_out_of_memory_is_no_device_error():
     assert top(CUDA_RUNTIME_OOM) != "other"
 
 
+# https://github.com/sgl-project/sglang/issues/4717: the memory saver's pool meets a graph capture in
+# PyTorch's caching allocator (pytorch/pytorch#145168), quoted in backticks inside the reporter's sentence.
+INTERNAL_ASSERT = (
+    "The error is \n"
+    '`RuntimeError: captures_underway.empty() INTERNAL ASSERT FAILED at "../c10/cuda/CUDACachingAllocator.cpp'
+    '":2967; please report a bug to PyTorch. `\n'
+)
+
+
+def test_pytorchs_internal_assert_is_a_framework_bug_not_memory():
+    assert "internal-assert" in signals(INTERNAL_ASSERT)
+    assert top(INTERNAL_ASSERT) == "other"
+
+
+def test_a_python_assert_is_no_internal_assert():
+    # https://github.com/vllm-project/vllm/issues/29168: the engine's own assert statement, not PyTorch's
+    text = '`assert cpu_tensor.is_pinned(), "CPU tensor must be pinned"`\n'
+    assert "internal-assert" not in signals(text)
+
+
 # --- a wrapper that guesses memory ------------------------------------------------------------------------
 
 # https://github.com/vllm-project/vllm-openvino/issues/19: the profile run's wrapper blames memory for a

@@ -254,3 +254,49 @@ def test_a_context_length_with_its_kv_memory_or_its_oom_is_the_context():
 def test_a_long_prompt_or_a_logged_sentence_is_not_the_contexts_kv():
     assert "prose-context-kv" not in prose(LONG_PROMPT)
     assert "prose-context-kv" not in prose(LOG_PREFIX + CONTEXT_NEEDS)
+
+
+# --- whose workspace: the graphs' while capturing, else the forward pass's ---------------------------------
+
+# https://github.com/vllm-project/vllm-ascend/pull/8111
+GRAPH_WORKSPACE = (
+    "This PR aims to fix the graph capturing OOM in model_runner_v2. The reason for the problem is that "
+    "`workspace` for each graph is not released during capturing, and when the number of the graphs "
+    "increases, OOM will happen somehow."
+)
+# https://github.com/vllm-project/vllm-ascend/issues/15920: a prefill's workspace, no graph in sight.
+PREFILL_WORKSPACE = "- Both face the same 18 GiB workspace demand with identically insufficient headroom"
+
+
+def test_a_workspace_while_capturing_graphs_is_the_capture():
+    assert {"prose-cudagraph"} <= prose(GRAPH_WORKSPACE) and "prose-activation" not in prose(GRAPH_WORKSPACE)
+    assert ranked(GRAPH_WORKSPACE)[0] == "cuda-graph-capture"
+
+
+def test_a_workspace_without_graphs_is_still_the_activation():
+    assert "prose-activation" in prose(PREFILL_WORKSPACE)
+
+
+# --- memory kept by the caching allocator, not returned -----------------------------------------------------
+
+# https://github.com/vllm-project/vllm/issues/57440
+RETAINED_IN_THE_CACHE = (
+    "On discrete GPUs, memory used during weight loading and `process_weights_after_loading` is retained "
+    "inside PyTorch's caching allocator pool (`reserved - allocated`) rather than returned to the CUDA "
+    "driver before the engine initializes communication buffers, profiles KV cache, or loads secondary "
+    "models."
+)
+# https://github.com/ROCm/ATOM/pull/1649: memory outside the allocator is the communication library's.
+HELD_OUTSIDE = (
+    "`peak_torch` (allocated high-water) covers model weights + peak activations, but **excludes memory held "
+    "outside PyTorch's caching allocator** — RCCL/NCCL channel buffers and attention-backend scratch."
+)
+
+
+def test_memory_kept_by_the_caching_allocator_is_fragmentation():
+    assert "prose-fragmentation" in prose(RETAINED_IN_THE_CACHE)
+    assert ranked(RETAINED_IN_THE_CACHE)[0] == "fragmentation"
+
+
+def test_memory_held_outside_the_allocator_is_not():
+    assert "prose-fragmentation" not in prose(HELD_OUTSIDE)

@@ -115,3 +115,19 @@ def test_a_docker_image_is_not_a_picture():
     assert "prose-multimodal" not in prose_signals(DOCKER_IMAGE)
     assert "prose-multimodal" not in prose_signals(MONITORED_FROM_THE_IMAGE)
     assert "prose-multimodal" in prose_signals(A_VISION_MODEL)
+
+
+# https://github.com/unslothai/unsloth/issues/3542: vLLM's log quoted in an issue ("> " in front) is still the
+# engine's line; a quoted sentence is still a sentence.
+QUOTED_LOG = (
+    "> INFO 11-01 23:47:29 [gpu_model_runner.py:3118] Graph capturing finished in 23 secs, took 2.28 GiB\n"
+    "> INFO 11-01 23:47:30 [gpu_worker.py:391] Free memory on device (22.52/23.51 GiB) on startup. Desired "
+    "GPU memory utilization is (0.8641841836125489, 20.32 GiB). Actual usage is 3.61 GiB for weight, "
+    "0.59 GiB for peak activation, 0.02 GiB for non-torch memory, and 2.28 GiB for CUDAGraph memory.\n"
+)
+
+
+def test_a_quoted_log_line_is_no_sentence():
+    assert prose_signals(QUOTED_LOG) == []
+    text = "> The memory keeps increasing until the pod is OOMKilled after a few hours of traffic."
+    assert "prose-growth" in prose_signals(text)

@@ -465,3 +465,22 @@ STEP_SIZED_ALLOCATION = (
 def test_a_tiny_allocation_on_a_full_device_is_not_the_steps_peak() -> None:
     assert ranked(TINY_ALLOCATION_ON_A_FULL_DEVICE)[0] == "weights-dont-fit"
     assert ranked(STEP_SIZED_ALLOCATION)[0] == "activation-peak"
+
+
+# https://github.com/InternLM/lmdeploy/issues/2381: InternVL2-40B in bf16 (~75 GiB) on one GPU: its vision
+# encoder never ran, the language model's weights filled the device first.
+VISION_MODEL_WHOSE_WEIGHTS_FILL_THE_DEVICE = (
+    "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory "
+    "/lmdeploy/src/turbomind/utils/memory_utils.cu:32\n"
+    "from lmdeploy import pipeline, TurbomindEngineConfig\n"
+    "from lmdeploy.vl import load_image\n\n"
+    "model = '/media/star/disk2/pretrained_model/InternVL2-40B'\n"
+    "image = load_image('/media/star/8T/tmp/2.jpg')\n"
+    "pipe = pipeline(model, backend_config=TurbomindEngineConfig(session_len=8192))"
+)
+
+
+def test_a_vision_models_encoder_gets_no_turn_when_its_weights_fill_the_device() -> None:
+    assert ranked(VISION_MODEL_WHOSE_WEIGHTS_FILL_THE_DEVICE)[0] == "weights-dont-fit"
+    # A vision model whose weights fit (MiniCPM-V 2.6, 8B): the encoder stays first.
+    assert ranked(VISION_MODEL_UNPLACED_OOM)[0] == "multimodal-encoder"

@@ -131,6 +131,9 @@ SIGNALS = frozenset(
         # the device or its software cannot run the work (no kernel image for the GPU, a driver too old, a
         # device index the process cannot see): an error that is not a lack of memory
         "device-error",
+        # PyTorch's own invariant check failed (TORCH_INTERNAL_ASSERT: "... INTERNAL ASSERT FAILED at
+        # FILE:LINE, please report a bug to PyTorch"): a bug in the framework, not a lack of memory
+        "internal-assert",
         # a wrapper guessed memory ("this might be due to insufficient GPU memory") over an exception no
         # allocation raises (KeyError, TypeError, ImportError), with no out-of-memory text anywhere; or a
         # model load that failed for its file or architecture (llama.cpp), whatever ollama then guesses

@@ -1250,6 +1250,24 @@ def _not_memory(ev: Evidence) -> Advice | None:
             "nvidia-smi (driver and GPU), the engine's and PyTorch's versions and the CUDA/ROCm they were "
             "built for, CUDA_VISIBLE_DEVICES.",
         )
+    if ev.has("internal-assert"):
+        return Advice(
+            "PyTorch's own invariant check failed (an internal assert): a bug in the framework, often where "
+            "two users of the caching allocator's private pools meet (a graph capture, sleep mode's or a "
+            "memory saver's pool), not a lack of memory.",
+            (
+                Fix(
+                    {},
+                    "find the PyTorch issue named by the assert's condition and file, and the PyTorch "
+                    "version that fixes it; meanwhile turn off the feature that adds the second pool (the "
+                    "memory saver or sleep mode, or CUDA graphs)",
+                    "mechanism",
+                ),
+            ),
+            ("Memory settings: nothing ran out.",),
+            "The same start passes the step that failed on the fixed PyTorch, or with the feature off.",
+            "The assert's full line (condition, file:line) and the PyTorch and engine versions.",
+        )
     launch = [
         s
         for s in ev.signals("platform-limit")

@@ -77,6 +77,9 @@ OTHER_PROCESS_MIN = 1 * GIB
 # A failed allocation at or under this share of the device (under 400 MiB of 80 GiB, 120 MiB of 24 GiB) is no
 # step's peak: the device was full before the step, and a smaller batch or prompt would not have made room.
 TINY_REQUEST_SHARE = 0.005
+# Captured graphs an engine budgets take a few percent of the device (vLLM logs 0.5-5 GiB on 80-180 GB GPUs);
+# private pools beyond this share are more than such graphs, so they may be what filled it.
+GRAPH_POOLS_SHARE = 0.1
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -98,6 +101,7 @@ NON_OOM_FAILURES = frozenset(
         "nccl-error",
         "deepep-error",
         "device-error",
+        "internal-assert",
         "misreported-oom",
     }
 )
@@ -485,6 +489,7 @@ FAILURE_SIGNALS = {
     "int32-index-math",
     "illegal-memory-access",
     "device-error",
+    "internal-assert",
     "misreported-oom",
     "hsa-out-of-resources",
     "deepep-error",
@@ -936,6 +941,16 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "cannot see): an error that is not a lack of memory",
             s,
         )
+    for s in ev.signals("internal-assert")[:1]:
+        # Beside an allocator's out-of-memory message the assert may follow from the OOM; alone, it is the
+        # failure, and a framework bug explains it.
+        t.add(
+            "other",
+            MEDIUM if out_of_memory else STRONG,
+            "PyTorch's own invariant check failed (an internal assert, 'please report a bug'): a bug in the "
+            "framework, not a lack of memory",
+            s,
+        )
     for s in ev.signals("sglang-negative-token-budget", "sglang-not-enough-memory"):
         t.add(
             "kv-cache-insufficient-at-startup",
@@ -1259,9 +1274,15 @@ def _oom_messages(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) ->
                 o,
             )
         short = o.requested - o.free if o.requested and o.free is not None else None
-        if o.private_pools and o.private_pools >= 1 * GIB and (short is None or o.private_pools >= short):
+        pools = o.private_pools or 0
+        if o.total and pools >= GRAPH_POOLS_SHARE * o.total and (short is None or pools >= short):
             # (Graph pools smaller than what the request lacked could all be freed and it would still fail.)
-            t.add("cuda-graph-capture", MEDIUM, "over 1 GiB sits in private pools (CUDA graphs)", o)
+            t.add(
+                "cuda-graph-capture",
+                MEDIUM,
+                "private pools (CUDA graphs) hold more of the device than an engine's budgeted graphs take",
+                o,
+            )
         if o.flavor in ("hsa",):
             t.add("activation-peak", WEAK, "ROCm ran out of device memory during a kernel's launch", o)
         _allocator_quantities(o, t, setup)
@@ -2266,7 +2287,10 @@ def _config(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
             "all2all",
             "kv-slots",
         }
-        unplaced = sit.phase in ("startup-profile", "unknown") and not placed
+        # The encoder runs once the language model is loaded: weights that fill the device never let it.
+        unplaced = (
+            sit.phase in ("startup-profile", "unknown") and not placed and not weights_fill_device(setup)
+        )
         weight = (MEDIUM + 0.5 if sit.gpu_failure else MEDIUM) if unplaced else WEAK
         # vLLM V1 profiles the encoder at its largest input; other engines load and run it beside the
         # language model without budgeting its peak.
@@ -2345,6 +2369,16 @@ def _budget_share(setup: EngineSetup) -> tuple[float, str]:
     if setup.engine == "vllm" and setup.version:
         return setup.behaviour.default_gpu_memory_utilization, ""
     return DEFAULT_BUDGET_SHARE, ""
+
+
+def weights_fill_device(setup: EngineSetup) -> bool:
+    """Whether the model's weights per GPU (sizing.py), with the split stated, fill the device it names (or an
+    80 GB one when it names none): nothing the engine runs after loading them gets its turn."""
+    w = setup.weights
+    if w is None or not (w.split.stated or w.split.ranks > 1):
+        return False
+    total = w.device.total if w.device else LARGEST_COMMON_DEVICE
+    return w.bytes >= WEIGHTS_FILL * total
 
 
 def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:

@@ -16,6 +16,10 @@
   hipErrorNoBinaryForGpu "Unable to find code object for all current devices", and "invalid device function"
   (no code for this GPU's architecture).
 (The strings are cudaGetErrorString's, as PyTorch prints them after "CUDA error: ", and HIP's.)
+- PyTorch's own invariant failing (`internal-assert`): TORCH_INTERNAL_ASSERT's "captures_underway.empty()
+  INTERNAL ASSERT FAILED at ".../c10/cuda/CUDACachingAllocator.cpp":2967, please report a bug to PyTorch"
+  (c10/util/Exception.cpp): the framework's bug (the caching allocator's pools and a graph capture, say),
+  whatever a report around it says of memory.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ _NOT_RUNNABLE = re.compile(
     r"|\bhipErrorNoBinaryForGpu\b|\bUnable to find code object for all current devices\b"
     r"|\b(?:HIP|CUDA) error: invalid device function\b"
 )
+_INTERNAL_ASSERT = re.compile(r"\bINTERNAL ASSERT FAILED at\b")
 
 
 class Parser(LineParser):
@@ -68,6 +73,7 @@ class Parser(LineParser):
             "hipErrorNoBinaryForGpu",
             "Unable to find code object",
             "invalid device function",
+            "INTERNAL ASSERT FAILED",
         ),
     )
 
@@ -86,3 +92,5 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "platform-limit")
         elif _NOT_RUNNABLE.search(body):
             self.ctx.signal(line, body, "device-error")
+        elif _INTERNAL_ASSERT.search(body):
+            self.ctx.signal(line, body, "internal-assert")

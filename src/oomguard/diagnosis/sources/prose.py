@@ -12,7 +12,7 @@ import re
 
 from oomguard.diagnosis.evidence import LeverTried, Signal
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message
+from oomguard.diagnosis.sources.base import Context, LineParser, Message, split_prefix
 from oomguard.diagnosis.sources.levers_tried import levers_tried
 
 # Text that appears inside tool output and says nothing about this failure.
@@ -104,6 +104,18 @@ RULES: tuple[tuple[str, re.Pattern[str], re.Pattern[str] | None], ...] = (
         None,
     ),
     ("prose-fragmentation", re.compile(r"\bfragment\w*|\bsplit(s|ting)? the block\b|\bmax_split_size"), None),
+    # Memory freed by the program but kept by PyTorch's caching allocator, which the next allocation outside
+    # it cannot use ("retained inside PyTorch's caching allocator pool (`reserved - allocated`) rather than
+    # returned to the CUDA driver"); memory held outside the allocator is something else's.
+    (
+        "prose-fragmentation",
+        re.compile(
+            r"\b(retain\w*|held|kept|stays?|remains?|cached|sits?)\s+(inside|in|within|by)\s+(the\s+)?"
+            r"(pytorch'?s\s+|torch'?s\s+)?caching allocator\b|\breserved\s*[-\u2212]\s*allocated\b"
+            r"|\bnot\s+(\w+\s+)?returned to the (cuda\s+|gpu\s+)?driver\b"
+        ),
+        None,
+    ),
     (
         "prose-host-memory",
         re.compile(
@@ -370,6 +382,8 @@ _MACHINE = re.compile(
     # a syslog / journalctl line: "Jul 10 16:29:17 DESKTOP ollama[180]: ..."
     r"|^\s*[A-Z][a-z]{2} +\d{1,2} \d\d:\d\d:\d\d \S+ [\w.@/-]+(\[\d+\])?:"
 )
+# A Markdown quote's markers in front of a line ("> ", ">> ").
+_QUOTE = re.compile(r"^\s*(>\s?)+")
 _WORD = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")  # Latin words, or CJK characters (one word each)
 _URL = re.compile(r"\(?https?://\S+\)?")
 # A file path's components are no words ("/workspace/csrc/cumem_allocator.cpp" says nothing of a workspace).
@@ -410,12 +424,26 @@ def is_prose(line: Line, msg: Message) -> bool:
     mostly words (code quoted inside the sentence aside)."""
     if msg.level or msg.tag or _MACHINE.match(line.text.strip()):
         return False
+    quoted = _QUOTE.match(line.text)
+    if quoted:  # a log line quoted in an issue ("> INFO 11-01 23:47:30 [gpu_worker.py:391] ...") is still one
+        inner = split_prefix(line.text[quoted.end() :])
+        if inner.level or inner.tag or _MACHINE.match(inner.body):
+            return False
     text = _INLINE.sub(" ", line.text.strip())
     if _TABLE.search(text) or _DUMP.search(text):
         return False
     words = _WORD.findall(text)
     plain = _URL.sub("", text).replace(" ", "")
     return len(words) >= MIN_WORDS and sum(map(len, _WORD.findall(_URL.sub("", text)))) >= 0.5 * len(plain)
+
+
+def _narrowed(said: list[str]) -> list[str]:
+    """A sentence's readings, the more specific one kept where two name the same memory: a workspace or an
+    intermediate tensor in a sentence about capturing CUDA graphs is the graphs' ("`workspace` for each graph
+    is not released during capturing")."""
+    if "prose-cudagraph" in said:
+        return [name for name in said if name != "prose-activation"]
+    return said
 
 
 class Parser(LineParser):
@@ -447,6 +475,7 @@ class Parser(LineParser):
             self.ctx.emit(
                 LeverTried(where=self.ctx.where(line), text=self.ctx.clip(raw), lever=lever, helped=helped)
             )
+        said: list[str] = []
         for name, first, second in RULES:
             if second is not None and not second.search(low):
                 continue
@@ -459,9 +488,11 @@ class Parser(LineParser):
             if not found:
                 continue
             if name == "prose-cudagraph" and found[0]:
-                self._emit(line, raw, "prose-not-cudagraph")
+                said.append("prose-not-cudagraph")
             elif not all(found):
-                self._emit(line, raw, name)
+                said.append(name)
+        for name in _narrowed(said):
+            self._emit(line, raw, name)
 
     def _emit(self, line: Line, text: str, name: str) -> None:
         self.ctx.emit(Signal(where=self.ctx.where(line), text=self.ctx.clip(text), name=name))
