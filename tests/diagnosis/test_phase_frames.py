@@ -37,3 +37,23 @@ def test_capturing_a_graph_is_capture():
         frame_category(frame("/x/torch/cuda/graphs.py", "__exit__", "self.cuda_graph.capture_end()"))
         == "cudagraph"
     )
+
+
+# https://github.com/vllm-project/vllm/issues/9356: Mllama's patch embedding runs nn.Unfold over the image
+# (torch/nn/modules/fold.py -> F.unfold -> im2col); no frame of the model's own file is in the paste.
+def test_torchs_image_unfold_is_the_vision_encoder() -> None:
+    fold = frame(
+        "/model/anaconda3/envs/llm/lib/python3.11/site-packages/torch/nn/modules/fold.py",
+        "forward",
+        "return F.unfold(input, self.kernel_size, self.dilation,",
+    )
+    im2col = frame(
+        "/model/anaconda3/envs/llm/lib/python3.11/site-packages/torch/nn/functional.py",
+        "unfold",
+        "return torch._C._nn.im2col(input, _pair(kernel_size), _pair(dilation), _pair(padding),",
+    )
+    assert frame_category(fold) == "encoder"
+    assert frame_category(im2col) == "encoder"
+    # A tensor's 1-D unfold (sliding windows over a sequence) in a text model is no image operation.
+    windows = frame("/x/vllm/model_executor/models/llama.py", "forward", "chunks = x.unfold(1, 4, 4)")
+    assert frame_category(windows) != "encoder"

@@ -59,6 +59,13 @@ STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
 KV_FULL = 0.90
 # At or below this the pool had room: an OOM then is not KV.
 KV_ROOMY = 0.60
+# At or above this, with requests waiting and few running, the pool is what keeps them out: a waiting prompt is
+# admitted only when all its blocks fit (vLLM's can_allocate, less a 1% watermark), so a fifth of the pool
+# left cannot take a long one.
+KV_ADMISSION = 0.80
+# Fewer running than this is below any engine's default cap on running sequences (vLLM 128-1024 by version
+# and GPU, SGLang's max_running_requests from the pool): not the batch-size cap holding the waiting back.
+FEW_RUNNING = 32
 # Reserved-but-unallocated at least this and at least the request: the allocator had the bytes, not one piece.
 FRAGMENTED_MIN = 512 * MIB
 # Below this (or 10% of the request) reserved-but-unallocated rules fragmentation out.
@@ -204,6 +211,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llava",
             "idefics",
             "/vl/",
+            # torch's sliding-block extraction over (N, C, H, W) images (nn.Unfold / F.unfold -> im2col): the
+            # patch embedding of a vision tower (Mllama's), an operation no text layer makes
+            "modules/fold.py",
+            "im2col",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it; its
@@ -1786,6 +1797,17 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
                     f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient activation peak, not KV",
                     crash,
                 )
+    if crash is not None and crash.kv_usage is not None and KV_ADMISSION <= crash.kv_usage < KV_FULL:
+        waiting, running = crash.waiting or 0, crash.running
+        cap = setup.flag_int("max_num_seqs") or FEW_RUNNING
+        if waiting > 0 and running is not None and running < min(cap, FEW_RUNNING):
+            t.add(
+                "kv-exhaustion-at-runtime",
+                MEDIUM,
+                f"{waiting} requests waited while only {running} ran with the KV pool {crash.kv_usage:.0%} "
+                "full: the pool, not the cap on running sequences, kept them out",
+                crash,
+            )
     preempt = [s for s in ev.of(LoadSample) if s.preemptions]
     if preempt:
         t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were preempted (KV over-subscribed)", preempt[-1])
