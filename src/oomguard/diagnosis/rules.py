@@ -59,8 +59,8 @@ STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
 KV_FULL = 0.90
 # At or below this the pool had room: an OOM then is not KV.
 KV_ROOMY = 0.60
-# At or above this, with requests waiting and few running, the pool is what keeps them out: a waiting prompt is
-# admitted only when all its blocks fit (vLLM's can_allocate, less a 1% watermark), so a fifth of the pool
+# At or above this, with requests waiting and few running, the pool is what keeps them out: a waiting prompt
+# is admitted only when all its blocks fit (vLLM's can_allocate, less a 1% watermark), so a fifth of the pool
 # left cannot take a long one.
 KV_ADMISSION = 0.80
 # Fewer running than this is below any engine's default cap on running sequences (vLLM 128-1024 by version
