@@ -524,6 +524,7 @@ MILESTONE_PHASE = {
     "milestone-weights-loaded": "startup-profile",
     "milestone-profile": "startup-profile",
     "milestone-mm-profile": "startup-profile",
+    "milestone-kv-allocating": "startup-kv-alloc",
     "milestone-kv-sized": "startup-cudagraph",
     "milestone-cudagraph-start": "startup-cudagraph",
     "milestone-cudagraph-done": "startup-warmup",
@@ -553,6 +554,8 @@ SIGNAL_PHASE = {
 }
 MILESTONE_ORDER = (
     "milestone-weights-loading",
+    # (llama.cpp creates the target's context before it loads a draft model or warms up its projector)
+    "milestone-kv-allocating",
     "milestone-drafter-loading",  # inside load_model, after the target's weights
     "milestone-weights-loaded",
     "milestone-profile",
@@ -1663,6 +1666,11 @@ def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
 
 
+# A llama.cpp context at most this long has small buffers (its KV cache a few GiB at most with grouped-query
+# attention): creating it fails because the layers on the GPU left no room, not because of the context.
+SMALL_CONTEXT = 8192
+
+
 def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     fact = sit.phase_fact
     if (
@@ -1720,12 +1728,33 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
     elif sit.phase == "startup-kv-alloc":
-        t.add(
-            "kv-cache-insufficient-at-startup",
-            MEDIUM,
-            "it failed allocating the KV cache the profile had sized",
-            fact,
-        )
+        by_context = isinstance(fact, Signal) and bool(fact.number("sized_by_context"))
+        n_ctx = fact.number("n_ctx") if isinstance(fact, Signal) else None
+        if by_context and not n_ctx:
+            pass  # llama.cpp's context, of a length the log does not give: the buffers say more (its reader)
+        elif n_ctx and n_ctx > SMALL_CONTEXT:
+            t.add(
+                "max-model-len-exceeds-kv",
+                MEDIUM,
+                f"it failed creating the context: llama.cpp sizes its KV cache and compute buffers for the "
+                f"whole context (n_ctx {n_ctx:,.0f}), not for the memory left",
+                fact,
+            )
+        elif n_ctx:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM,
+                f"it failed creating a small context (n_ctx {n_ctx:,.0f}), whose buffers are small: the "
+                "layers placed on the GPU before it left no room",
+                fact,
+            )
+        else:
+            t.add(
+                "kv-cache-insufficient-at-startup",
+                MEDIUM,
+                "it failed allocating the KV cache the profile had sized",
+                fact,
+            )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",
