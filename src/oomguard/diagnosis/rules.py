@@ -87,6 +87,9 @@ TINY_REQUEST_SHARE = 0.005
 # Captured graphs an engine budgets take a few percent of the device (vLLM logs 0.5-5 GiB on 80-180 GB GPUs);
 # private pools beyond this share are more than such graphs, so they may be what filled it.
 GRAPH_POOLS_SHARE = 0.1
+# PyTorch's caching allocator keeps what a program frees as reserved-but-unallocated; a forward step frees
+# its temporaries (tens of MiB and up): at or under this the program had freed nothing, block rounding only.
+NOTHING_FREED = 16 * MIB
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -697,7 +700,20 @@ def _phase(
         in_request = cats.get("serving") or cats.get("forward") or []
         fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
         return "runtime", "the server was serving (stats lines / request frames)", fact
+    if isinstance(first, OomMessage) and nothing_freed(first):
+        return (
+            "startup",
+            "PyTorch's cache held almost no freed memory: no forward step had run and freed its temporaries",
+            first,
+        )
     return "unknown", "no startup step or serving line in the evidence", None
+
+
+def nothing_freed(o: OomMessage) -> bool:
+    """Whether PyTorch's allocator had freed (almost) nothing when the allocation failed: what it reserves
+    beyond the live tensors is block rounding only, so the program had built, never run a step."""
+    unallocated = o.reserved_unallocated
+    return o.flavor in TORCH_FLAVORS and unallocated is not None and unallocated <= NOTHING_FREED
 
 
 def _request_step(ev: Evidence) -> Frame | None:
