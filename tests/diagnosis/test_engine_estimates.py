@@ -106,3 +106,57 @@ def test_without_a_draft_model_the_same_context_is_the_context() -> None:
 def test_a_draft_with_its_own_context_does_not_take_the_targets() -> None:
     own = DRAFT_AT_THE_TARGETS_CONTEXT.replace("-ngld 99", "-ngld 99 -cd 4096")
     assert ranked(own)[0] == "max-model-len-exceeds-kv"
+
+
+# --- the step that allocates a KV cache sized from the settings -------------------------------------------
+
+# https://github.com/ggml-org/llama.cpp/issues/9112: Phi-3.5-mini (no GQA) with the context its GGUF states,
+# 131072, on a 48 GB Metal working set; the log stops while the context is created.
+LLAMA_CPP_LONG_CONTEXT = """llama_model_loader: - kv  10:                        phi3.context_length u32              = 131072
+llama_model_loader: - kv  16:               phi3.attention.head_count_kv u32              = 32
+ggml_backend_metal_log_allocated_size: allocated buffer, size =  3772.59 MiB, ( 3772.66 / 49152.00)
+llm_load_tensors: offloaded 33/33 layers to GPU
+llama_new_context_with_model: n_ctx      = 131072
+llama_new_context_with_model: n_batch    = 2048
+llama_new_context_with_model: n_ubatch   = 512
+llama_new_context_with_model: flash_attn = 0
+"""  # noqa: E501
+
+# https://github.com/ollama/ollama/issues/4799: ollama's 10 layers put 11157.68 MiB of weights on a 12 GB
+# 4070; creating a 2048-token context (its KV in host memory) is where it stops.
+LLAMA_CPP_SMALL_CONTEXT = """llm_load_tensors: offloading 10 repeating layers to GPU
+llm_load_tensors: offloaded 10/28 layers to GPU
+llm_load_tensors:        CPU buffer size = 18806.81 MiB
+llm_load_tensors:      CUDA0 buffer size = 11157.68 MiB
+.......................................................................................
+llama_new_context_with_model: n_ctx      = 2048
+llama_new_context_with_model: n_batch    = 512
+llama_new_context_with_model: n_ubatch   = 512
+llama_new_context_with_model: flash_attn = 0
+llama_kv_cache_init:  CUDA_Host KV buffer size =   340.00 MiB
+"""
+
+# https://github.com/tenstorrent/tt-metal/issues/21904: the TT worker's KV caches, allocated layer by layer,
+# run out of DRAM at layer 22 of 32.
+TT_KV_ALLOCATION = """Allocating TT kv caches for each layer (submesh 1):  69%|██████████████▍      | 22/32 [00:01<00:00, 11.60it/s]2025-05-09 15:30:16.224 | WARNING  | core:as_tensor:733 - Failed to load cache for /home/container_app_user/cache_root/model_weights/Llama3.1-8B-Instruct/N150/tt-mesh/empty_cache_paged_attention(1034, 8, 64, 128)_multi_device_dtype_BFLOAT8_B_layout_TILE.bin: TT_THROW @ /tt-metal/tt_metal/impl/allocator/bank_manager.cpp:141: tt::exception
+info:
+Out of Memory: Not enough space to allocate 71999488 B DRAM buffer across 12 banks, where each bank needs to store 6000320 B
+backtrace:
+ --- /tt-metal/build/lib/libtt_metal.so(+0x2139e5) [0x7f0b901359e5]
+"""  # noqa: E501
+
+
+def test_a_llama_cpp_log_that_stops_creating_a_long_context_is_the_context() -> None:
+    [step] = read(LLAMA_CPP_LONG_CONTEXT).signals("milestone-kv-allocating")
+    assert step.number("n_ctx") == 131072
+    assert ranked(LLAMA_CPP_LONG_CONTEXT)[0] == "max-model-len-exceeds-kv"
+
+
+def test_a_small_context_that_does_not_fit_is_the_layers_placed_before_it() -> None:
+    causes = ranked(LLAMA_CPP_SMALL_CONTEXT)
+    assert causes[0] == "weights-dont-fit"
+    assert "max-model-len-exceeds-kv" not in causes[:2]
+
+
+def test_an_engine_allocating_the_kv_cache_it_sized_is_the_kv_pool_when_it_runs_out() -> None:
+    assert ranked(TT_KV_ALLOCATION)[0] == "kv-cache-insufficient-at-startup"

@@ -16,11 +16,11 @@ def read(text: str) -> Evidence:
 
 
 def names(evidence: Evidence) -> list[str]:
-    """The engine's signals (not the generic exception line or the prose readers' words)."""
+    """The engine's signals (not the generic exception line, the prose readers' words, the steps reached)."""
     return [
         s.name
         for s in evidence.of(Signal)
-        if s.name not in ("exception", "failure-words") and not s.name.startswith("prose-")
+        if s.name not in ("exception", "failure-words") and not s.name.startswith(("prose-", "milestone-"))
     ]
 
 

@@ -9,7 +9,7 @@ import io
 import json
 
 import pytest
-from tests.diagnosis.pasted import ranked
+from tests.diagnosis.pasted import ranked, read
 
 from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.diagnosis import diagnose
@@ -484,3 +484,21 @@ def test_a_vision_models_encoder_gets_no_turn_when_its_weights_fill_the_device()
     assert ranked(VISION_MODEL_WHOSE_WEIGHTS_FILL_THE_DEVICE)[0] == "weights-dont-fit"
     # A vision model whose weights fit (MiniCPM-V 2.6, 8B): the encoder stays first.
     assert ranked(VISION_MODEL_UNPLACED_OOM)[0] == "multimodal-encoder"
+
+
+# https://github.com/ModelTC/LightLLM/issues/13: 77.83 GiB reserved, 77.83 GiB allocated: PyTorch's cache
+# holds nothing freed, so no forward step had run; it failed building the KV buffers at startup.
+NOTHING_FREED_YET = (
+    'self.value_buffer = [torch.empty((size, head_num, head_dim), dtype=dtype, device="cuda") for _ in '
+    "range(layer_num)]\n\n"
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.14 GiB (GPU 0; 79.35 GiB total "
+    "capacity; 77.83 GiB already allocated; 711.19 MiB free; 77.83 GiB reserved in total by PyTorch) If "
+    "reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See "
+    "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+)
+
+
+def test_an_allocator_that_freed_nothing_failed_at_startup() -> None:
+    assert diagnose(read(NOTHING_FREED_YET)).phase == "startup"
+    # 488 MiB cached after freeing (vllm#13152's serving step): steps had run, the phase stays unplaced.
+    assert diagnose(read(STEP_SIZED_ALLOCATION)).phase == "unknown"

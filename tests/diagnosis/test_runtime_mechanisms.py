@@ -12,7 +12,8 @@ from tests.diagnosis.pasted import ranked, read
 from oomguard.diagnosis.diagnosis import diagnose
 from oomguard.diagnosis.evidence import Evidence, Frame, OomMessage, Signal, StartupNumber, Where
 from oomguard.diagnosis.read import read_one
-from oomguard.diagnosis.rules import frame_category, logits_frame, logits_rows
+from oomguard.diagnosis.rules import Tally, frame_category, logits_frame, logits_rows, score
+from oomguard.diagnosis.setup import recover_setup
 from oomguard.units import MiB
 
 # https://github.com/THUDM/slime/issues/1450: slime's SFT loss computing log-probs over the whole vocabulary
@@ -375,3 +376,29 @@ DP_ATTENTION_SAID = (
 def test_the_dp_attention_flag_in_a_command_is_no_statement():
     assert ranked(DP_ATTENTION_FLAG)[0] == "cuda-graph-capture"
     assert ranked(DP_ATTENTION_SAID)[0] == "dp-replica-kv-accounting"
+
+
+# https://github.com/vllm-project/vllm/issues/3094: requests go back from Running to Pending under load; the
+# stats line has 3 waiting while 2 run, the pool 82% full (no OOM anywhere).
+PENDING_ON_A_FULL_POOL = (
+    "INFO 02-28 21:48:18 metrics.py:161] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+    "44.9 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 3 reqs, GPU KV cache usage: 82.1%, CPU KV "
+    "cache usage: 0.0%\n"
+)
+
+
+def test_requests_waiting_beside_a_few_running_on_a_mostly_full_pool_is_kv_pressure() -> None:
+    assert ranked(PENDING_ON_A_FULL_POOL)[0] == "kv-exhaustion-at-runtime"
+
+
+def test_requests_waiting_beside_a_full_batch_are_not_the_pools() -> None:
+    # the same line with 200 running: the cap on running sequences holds the waiting back, whatever the pool
+    busy = PENDING_ON_A_FULL_POOL.replace("Running: 2 reqs", "Running: 200 reqs")
+    tally_reasons = [c.why for c in _tally(busy).parts.values()]
+    assert not any("kept them out" in why for why in tally_reasons)
+
+
+def _tally(text: str) -> Tally:
+    evidence = Evidence()
+    read_one("paste.txt", io.BytesIO(text.encode()), evidence)
+    return score(evidence, recover_setup(evidence))[0]

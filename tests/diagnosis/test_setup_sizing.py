@@ -366,3 +366,41 @@ def test_a_size_joined_to_its_familys_word_is_the_size() -> None:
     # a family's version alone, or a hash that happens to end in digits and a b, is no size
     assert params_in_name("phi3") is None
     assert params_in_name("sha256-7ec0c94a95cafef2780d00679e83f172ac343bc828ae2b") is None
+
+
+def test_a_size_joined_to_the_part_by_a_hyphen_is_its_size() -> None:
+    # https://github.com/vllm-project/vllm/issues/882: "my current node is 8 A100-40Gs"
+    ((written, gpu, _, count),) = gpus_named("my current node is 8 A100-40Gs. so it's causing OOM.")
+    assert (written, count) == ("A100", 8) and gpu is not None and gpu.key == "a100-sxm-40gb"
+    ((_, gpu, _, _),) = gpus_named("Tested on A100-80GB")
+    assert gpu is not None and gpu.key == "a100-sxm-80gb"
+    assert gpus_named("an a100-foo build") == []  # a hyphen before a word is no size
+
+
+def test_a_cloud_instance_names_its_gpu() -> None:
+    # https://github.com/MeetKai/functionary/issues/61: "run this on a AWS instance g4dn.xlarge instance"
+    ((written, gpu, _, _),) = gpus_named("I'm trying to run this on a AWS instance g4dn.xlarge instance")
+    assert written == "g4dn.xlarge" and gpu is not None and gpu.key == "t4-16gb"
+    ((_, gpu, _, _),) = gpus_named("a GCP a2-ultragpu-8g node")
+    assert gpu is not None and gpu.key == "a100-sxm-80gb"
+    assert gpus_named("fixed in version g5.1 of the chart") == []  # no instance size, no instance
+
+
+# https://github.com/MeetKai/functionary/issues/61: a 7B model in fp32 (--dtype float) on that T4.
+FP32_ON_A_T4 = (
+    "I'm trying to run this on a AWS instance g4dn.xlarge instance (trying with different parameters)\n"
+    'python3 server_vllm.py --model "meetkai/functionary-7b-v1.4" --host 0.0.0.0 --dtype float '
+    "--gpu-memory-utilization .5 --block-size 8\n"
+    "INFO 11-26 12:46:09 llm_engine.py:72] Initializing an LLM engine with config: "
+    "model='meetkai/functionary-7b-v1.4', tokenizer='meetkai/functionary-7b-v1.4', tokenizer_mode=auto, "
+    "revision=None, tokenizer_revision=None, trust_remote_code=False, dtype=torch.float32, "
+    "max_seq_len=32768, download_dir=None, load_format=auto, tensor_parallel_size=1, quantization=None, "
+    "seed=0)\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/ubuntu/functionary/server_vllm.py", line 362, in <module>\n'
+    "    engine = AsyncLLMEngine.from_engine_args(engine_args)\n"
+)
+
+
+def test_weights_larger_than_the_instances_gpu_do_not_fit() -> None:
+    assert diagnose(read(FP32_ON_A_T4)).causes[0].cls == "weights-dont-fit"

@@ -495,3 +495,19 @@ GROWTH_WHILE_SERVING = (
 def test_memory_growing_while_the_weights_load_is_the_load_not_a_leak() -> None:
     assert ranked(GROWTH_WHILE_LOADING)[0] == "weights-dont-fit"
     assert ranked(GROWTH_WHILE_SERVING)[0] == "memory-leak"
+
+
+# https://github.com/vllm-project/vllm/issues/7256: the offline LLM finished its constructor (the KV pool
+# sized, eager: no graphs) and generate() started running the prompts when it failed.
+OFFLINE_GENERATING = (
+    "INFO 08-07 07:11:28 model_runner.py:736] Loading model weights took 14737.2578 MB\n"
+    "INFO 08-07 07:11:31 gpu_executor.py:103] # GPU blocks: 7877, # CPU blocks: 512\n"
+    "\n"
+    "Processed prompts:   0%|\n"
+)
+
+
+def test_the_offline_progress_bar_is_serving_after_startup() -> None:
+    assert "milestone-serving" in signals(OFFLINE_GENERATING)
+    # without the bar the last step logged is the KV pool's sizing: still starting up
+    assert "milestone-serving" not in signals(OFFLINE_GENERATING.replace("Processed prompts:   0%|\n", ""))

@@ -203,6 +203,9 @@ SIGNALS = frozenset(
         "milestone-drafter-loading",  # vLLM: "Loading drafter model..." (the speculative draft's weights)
         "milestone-weights-loaded",
         "milestone-profile",
+        # the engine began allocating a KV cache it sized from its settings, not from the memory left
+        # (llama.cpp's context for n_ctx tokens, Tenstorrent's per-layer caches)
+        "milestone-kv-allocating",
         "milestone-kv-sized",
         "milestone-cudagraph-start",
         "milestone-cudagraph-done",

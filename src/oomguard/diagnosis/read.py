@@ -42,6 +42,7 @@ from oomguard.diagnosis.sources import (
     ps,
     rank_kv,
     request_options,
+    rust_backtrace,
     setting,
     sglang_log,
     tensorrt_llm,
@@ -88,6 +89,7 @@ LINE_SOURCES: tuple[ModuleType, ...] = (
     rank_kv,
     request_options,
     mlc_llm,
+    rust_backtrace,
 )
 # Several files together at least this large are read by a process per core (each file's reading is bounded).
 PARALLEL_MIN_BYTES = 64 << 20

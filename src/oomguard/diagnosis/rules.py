@@ -59,6 +59,13 @@ STRONG, MEDIUM, WEAK, PRIOR = 3.0, 1.5, 0.7, 0.3
 KV_FULL = 0.90
 # At or below this the pool had room: an OOM then is not KV.
 KV_ROOMY = 0.60
+# At or above this, with requests waiting and few running, the pool is what keeps them out: a waiting prompt
+# is admitted only when all its blocks fit (vLLM's can_allocate, less a 1% watermark), so a fifth of the
+# pool left cannot take a long one.
+KV_ADMISSION = 0.80
+# Fewer running than this is below any engine's default cap on running sequences (vLLM 128-1024 by version
+# and GPU, SGLang's max_running_requests from the pool): not the batch-size cap holding the waiting back.
+FEW_RUNNING = 32
 # Reserved-but-unallocated at least this and at least the request: the allocator had the bytes, not one piece.
 FRAGMENTED_MIN = 512 * MIB
 # Below this (or 10% of the request) reserved-but-unallocated rules fragmentation out.
@@ -80,6 +87,9 @@ TINY_REQUEST_SHARE = 0.005
 # Captured graphs an engine budgets take a few percent of the device (vLLM logs 0.5-5 GiB on 80-180 GB GPUs);
 # private pools beyond this share are more than such graphs, so they may be what filled it.
 GRAPH_POOLS_SHARE = 0.1
+# PyTorch's caching allocator keeps what a program frees as reserved-but-unallocated; a forward step frees
+# its temporaries (tens of MiB and up): at or under this the program had freed nothing, block rounding only.
+NOTHING_FREED = 16 * MIB
 # A CUDA-graph estimate this large (or this share of the GPU) is an over-estimate eating the KV budget.
 CUDAGRAPH_HUGE = 20 * GIB
 CUDAGRAPH_HUGE_SHARE = 0.30
@@ -204,6 +214,10 @@ FRAME_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llava",
             "idefics",
             "/vl/",
+            # torch's sliding-block extraction over (N, C, H, W) images (nn.Unfold / F.unfold -> im2col): the
+            # patch embedding of a vision tower (Mllama's), an operation no text layer makes
+            "modules/fold.py",
+            "im2col",
         ),
     ),
     # The KV pool's own slot allocator (SGLang): when it fails the pool was full, whoever called it; its
@@ -513,6 +527,7 @@ MILESTONE_PHASE = {
     "milestone-weights-loaded": "startup-profile",
     "milestone-profile": "startup-profile",
     "milestone-mm-profile": "startup-profile",
+    "milestone-kv-allocating": "startup-kv-alloc",
     "milestone-kv-sized": "startup-cudagraph",
     "milestone-cudagraph-start": "startup-cudagraph",
     "milestone-cudagraph-done": "startup-warmup",
@@ -542,6 +557,8 @@ SIGNAL_PHASE = {
 }
 MILESTONE_ORDER = (
     "milestone-weights-loading",
+    # (llama.cpp creates the target's context before it loads a draft model or warms up its projector)
+    "milestone-kv-allocating",
     "milestone-drafter-loading",  # inside load_model, after the target's weights
     "milestone-weights-loaded",
     "milestone-profile",
@@ -683,7 +700,20 @@ def _phase(
         in_request = cats.get("serving") or cats.get("forward") or []
         fact: Fact | None = samples[0] if samples else (in_request[0] if in_request else None)
         return "runtime", "the server was serving (stats lines / request frames)", fact
+    if isinstance(first, OomMessage) and nothing_freed(first):
+        return (
+            "startup",
+            "PyTorch's cache held almost no freed memory: no forward step had run and freed its temporaries",
+            first,
+        )
     return "unknown", "no startup step or serving line in the evidence", None
+
+
+def nothing_freed(o: OomMessage) -> bool:
+    """Whether PyTorch's allocator had freed (almost) nothing when the allocation failed: what it reserves
+    beyond the live tensors is block rounding only, so the program had built, never run a step."""
+    unallocated = o.reserved_unallocated
+    return o.flavor in TORCH_FLAVORS and unallocated is not None and unallocated <= NOTHING_FREED
 
 
 def _request_step(ev: Evidence) -> Frame | None:
@@ -1652,6 +1682,11 @@ def _frames(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
         )
 
 
+# A llama.cpp context at most this long has small buffers (its KV cache a few GiB at most with grouped-query
+# attention): creating it fails because the layers on the GPU left no room, not because of the context.
+SMALL_CONTEXT = 8192
+
+
 def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None:
     fact = sit.phase_fact
     if (
@@ -1709,12 +1744,33 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
             )
         t.add("activation-peak", MEDIUM if generic_oom else WEAK, "it failed in the profile run", fact)
     elif sit.phase == "startup-kv-alloc":
-        t.add(
-            "kv-cache-insufficient-at-startup",
-            MEDIUM,
-            "it failed allocating the KV cache the profile had sized",
-            fact,
-        )
+        by_context = isinstance(fact, Signal) and bool(fact.number("sized_by_context"))
+        n_ctx = fact.number("n_ctx") if isinstance(fact, Signal) else None
+        if by_context and not n_ctx:
+            pass  # llama.cpp's context, of a length the log does not give: the buffers say more (its reader)
+        elif n_ctx and n_ctx > SMALL_CONTEXT:
+            t.add(
+                "max-model-len-exceeds-kv",
+                MEDIUM,
+                f"it failed creating the context: llama.cpp sizes its KV cache and compute buffers for the "
+                f"whole context (n_ctx {n_ctx:,.0f}), not for the memory left",
+                fact,
+            )
+        elif n_ctx:
+            t.add(
+                "weights-dont-fit",
+                MEDIUM,
+                f"it failed creating a small context (n_ctx {n_ctx:,.0f}), whose buffers are small: the "
+                "layers placed on the GPU before it left no room",
+                fact,
+            )
+        else:
+            t.add(
+                "kv-cache-insufficient-at-startup",
+                MEDIUM,
+                "it failed allocating the KV cache the profile had sized",
+                fact,
+            )
     elif sit.phase == "startup-cudagraph":
         t.add(
             "cuda-graph-capture",
@@ -1757,6 +1813,17 @@ def _runtime(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> None
                     f"the OOM came at {crash.kv_usage:.0%} KV usage: a transient activation peak, not KV",
                     crash,
                 )
+    if crash is not None and crash.kv_usage is not None and KV_ADMISSION <= crash.kv_usage < KV_FULL:
+        waiting, running = crash.waiting or 0, crash.running
+        cap = setup.flag_int("max_num_seqs") or FEW_RUNNING
+        if waiting > 0 and running is not None and running < min(cap, FEW_RUNNING):
+            t.add(
+                "kv-exhaustion-at-runtime",
+                MEDIUM,
+                f"{waiting} requests waited while only {running} ran with the KV pool {crash.kv_usage:.0%} "
+                "full: the pool, not the cap on running sequences, kept them out",
+                crash,
+            )
     preempt = [s for s in ev.of(LoadSample) if s.preemptions]
     if preempt:
         t.add("kv-exhaustion-at-runtime", MEDIUM, "requests were preempted (KV over-subscribed)", preempt[-1])

@@ -272,6 +272,8 @@ class Parser(LineParser):
                 self.n_ctx = int(m.group("n"))
             if m or "KV buffer size" in body:
                 self.step = Step.CONTEXT
+                if not self.drafting:
+                    self._once(line, body, "milestone-kv-allocating", n_ctx=self.n_ctx, sized_by_context=1)
         if any(w in body for w in _MM_ENCODE_START) and self.step is not Step.MM_WARMUP:
             self.step = Step.MM_ENCODE
         elif any(w in body for w in _MM_ENCODE_DONE) and self.step is Step.MM_ENCODE:

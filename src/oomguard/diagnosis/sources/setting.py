@@ -140,7 +140,7 @@ _BARE_SIZE = re.compile(r"(?i)(?<![\w.])(?P<s>\d+(?:\.\d+)?)\s?b\s+(?:parameters
 # GPUs in words: an optional count, brand words, the part's name, its form, an optional size.
 _BRAND = r"(?:(?:nvidia|geforce|tesla|quadro|amd|instinct|radeon|rtx|gtx)[\s-]*)*"
 _FORM = r"(?:[\s-]*(?:nvl|sxm\d?|pcie|ada|ti|super|blackwell|max-?q))*"
-_SIZE = r"(?:[\s-]*[(（]?\s*(?P<size>\d+(?:\.\d+)?)\s*(?:G|GB|GiB)\b\s*[)）]?)?"
+_SIZE = r"(?:[\s-]*[(（]?\s*(?P<size>\d+(?:\.\d+)?)\s*(?:G|GB|GiB)s?\b\s*[)）]?)?"
 _COUNT_BEFORE = re.compile(r"(?<![\d.])(?P<count>\d{1,3})\s*(?:[x×*]|张|块|卡)?\s*$")
 _COUNT_AFTER = re.compile(r"^\s*[x×*]\s*(?P<count>\d{1,3})\b")
 # "8 GPU with 23GB VRAM each", "2 cards of 24GB", "24GB VRAM" (a size with no part named).
@@ -150,6 +150,32 @@ _GPUS_OF_SIZE = re.compile(
 )
 # A stated size this far from the table's total is another part of that name (the table's is kept within).
 SIZE_AGREES = 0.15
+# Cloud instances by the GPU every size of their family carries (AWS EC2 accelerated computing, Google Cloud's
+# accelerator-optimized machine types): "a g4dn.xlarge instance" is a T4.
+_INSTANCE_GPUS = {
+    "g4dn": "T4",
+    "g5": "A10G",
+    "g6": "L4",
+    "g6e": "L40S",
+    "p3": "V100 16GB",
+    "p3dn": "V100 32GB",
+    "p4d": "A100 40GB",
+    "p4de": "A100 80GB",
+    "p5": "H100 80GB",
+    "p5e": "H200",
+    "p5en": "H200",
+    "a2-highgpu": "A100 40GB",
+    "a2-megagpu": "A100 40GB",
+    "a2-ultragpu": "A100 80GB",
+    "a3-highgpu": "H100 80GB",
+    "a3-megagpu": "H100 80GB",
+    "a3-ultragpu": "H200",
+    "g2-standard": "L4",
+}
+_INSTANCE = re.compile(
+    r"(?i)(?<![\w.-])(?:(?P<aws>g4dn|g5|g6e?|p3dn|p3|p4de?|p5en|p5e?)\.(?:\d*x?large|metal)|"
+    r"(?P<gcp>a2-(?:highgpu|megagpu|ultragpu)|a3-(?:highgpu|megagpu|ultragpu)|g2-standard)-\d+g?)(?![\w.-])"
+)
 
 
 @lru_cache(maxsize=1)
@@ -165,7 +191,7 @@ def _gpu_words() -> re.Pattern[str]:
     alternation = "|".join(sorted(words, key=len, reverse=True))
     return re.compile(
         rf"(?i)(?<![\w.-]){_BRAND}(?P<part>(?:rtx\s*pro\s*6000|rtx\s*6000|{alternation}|(?:rtx|gtx)\s*\d{{4}}))"
-        rf"(?P<form>{_FORM})(?![\w-]){_SIZE}"
+        rf"(?P<form>{_FORM})(?!\w)(?!-[^\d\s]){_SIZE}"
     )
 
 
@@ -198,6 +224,10 @@ def gpus_named(text: str) -> list[tuple[str, Gpu | None, int | None, int | None]
         count = int((before or after).group("count")) if (before or after) else None  # type: ignore[union-attr]
         written = (m.group("part") + (m.group("form") or "")).strip()
         out.append((written, gpu, total, count if count else None))
+    for m in _INSTANCE.finditer(text):
+        family = (m.group("aws") or m.group("gcp")).lower()
+        gpu = find_gpu(_INSTANCE_GPUS[family])
+        out.append((m.group(0), gpu, gpu.total_bytes, None))
     if not out:
         for m in _GPUS_OF_SIZE.finditer(text):
             count = int(m.group("count")) if m.group("count") else None

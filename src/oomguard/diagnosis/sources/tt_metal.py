@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import AllocatorReport, LineParser, Message
+from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _BANK_OOM = re.compile(
@@ -31,10 +31,22 @@ def _int(m: re.Match[str], name: str) -> int | None:
     return int(value) if value is not None else None
 
 
+# vLLM's TT worker allocating the KV cache it sized from its settings (max_tokens_all_users), layer by layer,
+# behind a progress bar (tt-metal models/tt_transformers, vLLM's TT model runner).
+_KV_ALLOCATING = "Allocating TT kv caches"
+
+
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("Not enough space to allocate",))
+    TRIGGERS = Triggers(words=("Not enough space to allocate", _KV_ALLOCATING))
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(ctx)
+        self.allocating = False
 
     def feed(self, line: Line, msg: Message) -> None:
+        if _KV_ALLOCATING in msg.body and not self.allocating:
+            self.allocating = True
+            self.ctx.signal(line, msg.body, "milestone-kv-allocating")
         if "Not enough space to allocate" not in msg.body:
             return
         # The message wraps over lines in pasted logs: the statistics may be on the next one.

@@ -148,13 +148,17 @@ CONFIG_ALIASES = {"max_seq_len": "max_model_len", "model_tag": "model"}
 # The engine's startup is over (profile, KV allocation, graph capture, sampler warm-up: V0 llm_engine.py and
 # V1 engine/core.py both log it): a failure after it is in serving.
 ENGINE_READY = "init engine (profile, create kv cache, warmup model) took"
-# Lines showing the server is up and serving traffic.
+# Lines showing the server is up and serving traffic. The offline LLM's progress bars (entrypoints/llm.py:
+# "Adding requests" as generate() queues the prompts, "Processed prompts" as it runs them) come only after
+# its constructor finished every startup step.
 SERVING_MARKERS = (
     "Avg prompt throughput",
     "Application startup complete",
     "Starting vLLM API server",
     "Uvicorn running",
     "Avg generation throughput",
+    "Processed prompts:",
+    "Adding requests:",
 )
 
 
