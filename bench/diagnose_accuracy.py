@@ -109,6 +109,9 @@ ROUND_OF_HARVESTER = {
     "harvest5-other": 5,
     "harvest6-core": 6,
     "harvest6-rl": 6,
+    "harvest7-vllm": 7,
+    "harvest7-engines": 7,
+    "harvest7-platforms": 7,
 }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -108,11 +109,14 @@ def line(label: str, group: list[Reading]) -> str:
 
 def main() -> int:
     by_sample: dict[str, list[Reading]] = defaultdict(list)
+    by_round: dict[str, list[Reading]] = defaultdict(list)
     for r in readings():
         by_sample[r.sample].append(r)
-        for number, size in (("5", 145), ("6", 106)):
-            if r.sample.startswith(f"round {number} "):
-                by_sample[f"round {number}, all ({size}, unseen)"].append(r)
+        round_number = re.match(r"round (\d+) ", r.sample)
+        if round_number:
+            by_round[round_number[1]].append(r)
+    for number, group in by_round.items():
+        by_sample[f"round {number}, all ({len(group)}, unseen)"] = group
     for sample, group in by_sample.items():
         print(f"\n=== {sample}: {len(group)} reports ===")
         print(line("all", group))
