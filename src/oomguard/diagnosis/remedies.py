@@ -159,15 +159,7 @@ def _advise(
     planned = _planned(cls, setup)
     own = [f for f in advice.fixes if not _foreign_variable(f, Engine.VLLM)]
     fixes = merge_fixes(planned, own, setup_known=bool(planned) or plannable(setup))
-    vllm = Advice(
-        advice.explanation,
-        fixes,
-        without_contradictions(advice.not_helpful, fixes),
-        advice.verify,
-        advice.next_evidence,
-        advice.notes,
-        advice.class_levers,
-    )
+    vllm = replace(advice, fixes=fixes, not_helpful=without_contradictions(advice.not_helpful, fixes))
     if engine is Engine.VLLM:
         return _flags_of(vllm, Engine.VLLM)
     return engine_neutral(cls, vllm, ev, setup)
@@ -1294,7 +1286,10 @@ def _not_memory(ev: Evidence) -> Advice | None:
 
 def _workspace(ev: Evidence) -> Advice | None:
     """The attention library's fixed workspace (FlashInfer's) could not hold a kernel's temporary buffer:
-    the workspace's size is the engine's setting, and the buffer grows with the batch."""
+    the workspace's size is the engine's setting, and the buffer grows with the batch. (vLLM: envs.py
+    VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, 394 MiB; SGLang: environ.py SGLANG_FLASHINFER_WORKSPACE_SIZE, 384
+    MiB, raised to 512 MiB for Qwen2/Qwen3 in flashinfer_backend.py; global_config.py's
+    FLASHINFER_WORKSPACE_SIZE before it.)"""
     if not ev.has("workspace-too-small"):
         return None
     return Advice(
@@ -1305,7 +1300,8 @@ def _workspace(ev: Evidence) -> Advice | None:
             Fix(
                 {},
                 "a larger FlashInfer workspace: vLLM: VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE (bytes, default "
-                "394 MiB); SGLang: FLASHINFER_WORKSPACE_SIZE (bytes, default 384 MiB)",
+                "394 MiB); SGLang: SGLANG_FLASHINFER_WORKSPACE_SIZE (FLASHINFER_WORKSPACE_SIZE in older "
+                "releases; bytes, default 384 MiB, 512 MiB for Qwen2/Qwen3)",
                 "mechanism",
             ),
             Fix(
@@ -1476,14 +1472,13 @@ def for_engine(cls: str, advice: Advice, engine: Engine, ev: Evidence, setup: En
                 levers.append(fix)
     fixes = tuple(kept + levers)
     not_helpful = tuple(n.replace("vLLM", name) for n in advice.not_helpful if not _VLLM_ONLY.search(n))
-    return Advice(
-        advice.explanation.replace("vLLM", name),
-        fixes,
-        without_contradictions(not_helpful, fixes),
-        advice.verify.replace("vLLM", name),
-        advice.next_evidence.replace("vLLM", name),
-        advice.notes,
-        advice.class_levers,
+    return replace(
+        advice,
+        explanation=advice.explanation.replace("vLLM", name),
+        fixes=fixes,
+        not_helpful=without_contradictions(not_helpful, fixes),
+        verify=advice.verify.replace("vLLM", name),
+        next_evidence=advice.next_evidence.replace("vLLM", name),
     )
 
 
@@ -1692,14 +1687,13 @@ def engine_neutral(cls: str, advice: Advice, ev: Evidence, setup: EngineSetup) -
     not_helpful = tuple(
         f"vLLM: {n}" if _VLLM_ONLY.search(n) else n.replace("vLLM", "the engine") for n in advice.not_helpful
     )
-    return Advice(
-        advice.explanation.replace("vLLM", "the engine"),
-        tuple(kept + allocator + levers + vllm),
-        not_helpful,
-        advice.verify.replace("vLLM", "the engine"),
-        advice.next_evidence.replace("vLLM", "the engine"),
-        advice.notes,
-        advice.class_levers,
+    return replace(
+        advice,
+        explanation=advice.explanation.replace("vLLM", "the engine"),
+        fixes=tuple(kept + allocator + levers + vllm),
+        not_helpful=not_helpful,
+        verify=advice.verify.replace("vLLM", "the engine"),
+        next_evidence=advice.next_evidence.replace("vLLM", "the engine"),
     )
 
 

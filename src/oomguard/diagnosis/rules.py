@@ -1746,9 +1746,8 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
     elif sit.phase == "startup-kv-alloc":
         by_context = isinstance(fact, Signal) and bool(fact.number("sized_by_context"))
         n_ctx = fact.number("n_ctx") if isinstance(fact, Signal) else None
-        if by_context and not n_ctx:
-            pass  # llama.cpp's context, of a length the log does not give: the buffers say more (its reader)
-        elif n_ctx and n_ctx > SMALL_CONTEXT:
+        # (llama.cpp's context of a length the log does not give adds nothing here: its buffers say more)
+        if n_ctx and n_ctx > SMALL_CONTEXT:
             t.add(
                 "max-model-len-exceeds-kv",
                 MEDIUM,
@@ -1764,7 +1763,7 @@ def _phase_rules(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -> 
                 "layers placed on the GPU before it left no room",
                 fact,
             )
-        else:
+        elif not by_context:
             t.add(
                 "kv-cache-insufficient-at-startup",
                 MEDIUM,
