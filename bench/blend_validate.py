@@ -10,7 +10,11 @@ of every tuning (a fresh harvest round's tuning part): a weight chosen on report
 fitted to measures their fit, not the blend. Ship the chosen weight as train_prior.BLEND_WEIGHT and retrain.
 Needs scikit-learn (the `bench` extra).
 
-Usage: python bench/blend_validate.py FILE.jsonl [--w 0,0.1,0.2,0.3,0.4,0.5,0.6,0.8,1]
+With --below, the same at the shipped weight for each threshold below which the prior orders the causes
+(`diagnosis.rank`'s prior_first_below; 0: never). bench/held_out_rounds.py measures both on every earlier
+round with the code that had not seen it.
+
+Usage: python bench/blend_validate.py FILE.jsonl [--w 0,0.1,0.2,0.3,0.4,0.5,0.6,0.8,1] [--below 0,0.2,0.3,0.4]
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_prior import DEV, TUNE, Row, load, train
+from train_prior import BLEND_WEIGHT, DEV, TUNE, Row, load, train
 
 from oomguard.diagnosis.diagnosis import rank
 from oomguard.diagnosis.prior import Prior
 
 WEIGHTS = "0,0.1,0.2,0.3,0.4,0.5,0.6,0.8,1"
+THRESHOLDS = "0,0.2,0.3,0.4,0.5"
 # Confidence bands of the first cause (bench/diagnose_accuracy.py's), lower bounds.
 BANDS = (0.7, 0.5, 0.3, 0.0)
 
@@ -49,13 +54,13 @@ def read_rows(path: Path) -> list[Row]:
     return rows
 
 
-def weights_of(text: str) -> list[float]:
+def weights_of(text: str, option: str = "--w") -> list[float]:
     try:
         weights = [float(w) for w in text.split(",")]
     except ValueError:
-        raise BadInput(f"--w takes comma-separated numbers, not {text!r}") from None
+        raise BadInput(f"{option} takes comma-separated numbers, not {text!r}") from None
     if any(not 0.0 <= w <= 1.0 for w in weights):
-        raise BadInput(f"each --w weight must be in [0, 1], not {text!r}")
+        raise BadInput(f"each {option} value must be in [0, 1], not {text!r}")
     return weights
 
 
@@ -80,9 +85,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("file", type=Path, help="corpus rows (JSONL) neither the rules nor the prior saw")
     parser.add_argument("--w", default=WEIGHTS, help="comma-separated blend weights in [0, 1]")
+    parser.add_argument(
+        "--below",
+        default=THRESHOLDS,
+        help="comma-separated thresholds in [0, 1] below which the prior orders",
+    )
     args = parser.parse_args(argv)
     try:
         weights = weights_of(args.w)
+        thresholds = weights_of(args.below, "--below")
         if args.file.resolve() in (DEV.resolve(), TUNE.resolve()):
             raise BadInput(f"{args.file} is training data for the prior; give reports it has not seen")
         rows = read_rows(args.file)
@@ -106,6 +117,12 @@ def main(argv: list[str]) -> int:
             rank(r.scores, r.conf, s, w) if r.answered else [] for r, s in zip(rows, shares, strict=True)
         ]
         print(line(f"blend w={w:g}", ranked, rows))
+    for t in thresholds:
+        ranked = [
+            rank(r.scores, r.conf, s, BLEND_WEIGHT, t) if r.answered else []
+            for r, s in zip(rows, shares, strict=True)
+        ]
+        print(line(f"below {t:g}", ranked, rows))
     return 0
 
 

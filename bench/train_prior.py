@@ -53,6 +53,9 @@ MIN_REPORTS = 2
 DECIMALS = 3
 # The prior's weight against the rules' confidence in `diagnosis.rank` (0: the first cause is the rules').
 BLEND_WEIGHT = 0.1
+# Below this confidence of the rules' first cause the prior orders the causes (`diagnosis.rank`); chosen on
+# reports neither had seen (bench/blend_validate.py --below).
+PRIOR_FIRST_BELOW = 0.3
 # Folds of the cross-validation that fits the temperature, and the temperatures tried (log-spaced, 0.25-4).
 FOLDS = 5
 TEMPERATURES = tuple(round(2 ** (k / 8), 3) for k in range(-16, 17))
@@ -126,6 +129,7 @@ def payload_of(vec: DictVectorizer, fitted: LogisticRegression) -> dict[str, Any
         "weights": weights,
         "temperature": 1.0,
         "blend_weight": BLEND_WEIGHT,
+        "prior_first_below": PRIOR_FIRST_BELOW,
         "meta": {"c": float(fitted.C), "min_reports": MIN_REPORTS, "features": len(weights)},
     }
 

@@ -77,13 +77,16 @@ def test_words_mask_numbers_hex_paths_and_log_prefixes() -> None:
     assert words(line) == ["info", "gpu_model_runner", "py", "worker", "py", "took", "gib"]
 
 
-def _toy_payload(favoured: str, feature: str = "fact:x", blend_weight: float = 0.0) -> dict[str, Any]:
+def _toy_payload(
+    favoured: str, feature: str = "fact:x", blend_weight: float = 0.0, prior_first_below: float = 0.0
+) -> dict[str, Any]:
     return {
         "classes": list(CLASSES),
         "intercepts": [0.0] * len(CLASSES),
         "weights": {feature: [8.0 if c == favoured else 0.0 for c in CLASSES]},
         "temperature": 1.0,
         "blend_weight": blend_weight,
+        "prior_first_below": prior_first_below,
         "meta": {},
     }
 
@@ -105,6 +108,23 @@ def test_first_cause_stays_the_rules_and_the_prior_orders_the_rest() -> None:
     assert shown == sorted(shown, reverse=True)
     # the prior's share of what the rules leave raises the favoured class above the first: capped, in order
     assert shown[1] == shown[0]
+
+
+def test_below_the_threshold_the_prior_orders_the_causes_but_never_one_the_evidence_argues_against() -> None:
+    first, against, favoured = CLASSES[0], CLASSES[1], CLASSES[5]
+    scores = dict.fromkeys(CLASSES, 0.0) | {first: 2.0}
+    conf = dict.fromkeys(CLASSES, 0.0) | {first: 0.25}
+    shares = _toy_prior(favoured).shares(["fact:x"])
+    # At or above the threshold the rules keep the first place.
+    assert rank(scores, conf, shares, 0.1, prior_first_below=0.25)[0][0] == first
+    # Below it the prior's favourite comes first with the prior's share shown, the rules' cause after it.
+    gated = rank(scores, conf, shares, 0.1, prior_first_below=0.3)
+    assert [c for c, _ in gated[:2]] == [favoured, first]
+    assert gated[0][1] == pytest.approx(shares[favoured])
+    # A class the evidence's quantities argue against is never named, however similar reports lean.
+    against_scores = scores | {favoured: -1.0}
+    assert favoured not in [c for c, _ in rank(against_scores, conf, shares, 0.1, prior_first_below=0.3)]
+    assert against not in [c for c, _ in gated] or scores[against] >= 0
 
 
 def test_a_cause_only_the_prior_lists_says_it_has_no_direct_evidence(run_diagnose: Any) -> None:

@@ -152,21 +152,29 @@ def rank(
     conf: dict[CauseClass, float],
     shares: dict[str, float] | None,
     weight: float = 0.0,
+    prior_first_below: float = 0.0,
 ) -> list[tuple[CauseClass, float]]:
     """The causes to list with the confidence shown for each. Without a prior: the rules' causes by score,
-    each with its calibrated confidence. With the prior's class shares, each cause's mix is the rules'
-    confidence and the prior's share blended by `weight` ((1 - w) x confidence + w x share). The first
-    cause is the highest mix among the causes the rules found evidence for (any cause when they found none)
-    and shows it: at w = 0 the rules' first with their confidence; above, the prior arbitrates between the
-    mechanisms the evidence supports, never names one the evidence's quantities argue against because
-    similar reports had it, and the first cause always has rule evidence. Places 2.. are ordered by
-    the mix plus the prior's share of what the mix leaves to 'none of these', and show that, capped at the
-    place above so the list reads in order; a cause without rule weight is listed only from MIN_PRIOR_ONLY up.
-    The rules and the prior are about equally right on reports neither has seen and wrong on different
-    ones; the weight is chosen on such reports (bench/blend_validate.py) and shipped with the prior."""
+    each with its calibrated confidence. With the prior's class shares:
+    - where the rules' first cause reaches `prior_first_below`, each cause's mix is the rules' confidence and
+      the prior's share blended by `weight` ((1 - w) x confidence + w x share). The first cause is the highest
+      mix among the causes the rules found evidence for (any cause when they found none) and shows it: at
+      w = 0 the rules' first with their confidence; above, the prior arbitrates between the mechanisms the
+      evidence supports. Places 2.. are ordered by the mix plus the prior's share of what the mix leaves to
+      'none of these', and show that, capped at the place above so the list reads in order.
+    - below it the rules found no mechanism they can stand on (a bare OOM message, a few frames, a sentence):
+      on reports nobody tuned to, their first cause is then right about one time in six, and the prior,
+      which reads every word and fact of the report against a thousand labelled ones, about three times
+      in six. The prior orders the causes and shows its shares, never naming one the evidence's quantities
+      argue against (a negative rule score).
+    A cause without rule weight is listed only from MIN_PRIOR_ONLY up. Both the weight and the threshold are
+    chosen on reports neither the rules nor the prior had seen (bench/blend_validate.py) and ship with the
+    prior."""
     order = sorted(CLASSES, key=lambda c: (-scores[c], CLASSES.index(c)))
     if shares is None:
         return [(order[0], conf[order[0]])] + [(c, conf[c]) for c in order[1:TOP] if scores[c] > 0]
+    if conf[order[0]] < prior_first_below:
+        return _prior_first(scores, shares)
     mix = {c: (1.0 - weight) * conf[c] + weight * shares.get(c, 0.0) for c in CLASSES}
     supported = [c for c in order if scores[c] > 0] or order
     first = min(supported, key=lambda c: -mix[c])  # ties keep the rules' order
@@ -180,6 +188,14 @@ def rank(
     for c in rest[: TOP - 1]:
         shown.append((c, min(blended[c], shown[-1][1])))
     return shown
+
+
+def _prior_first(scores: dict[CauseClass, float], shares: dict[str, float]) -> list[tuple[CauseClass, float]]:
+    """The causes the evidence does not argue against, by the prior's share (the first always listed)."""
+    allowed = [c for c in CLASSES if scores[c] >= 0]
+    by_share = sorted(allowed, key=lambda c: (-shares.get(c, 0.0), CLASSES.index(c)))
+    listed = by_share[:1] + [c for c in by_share[1:] if scores[c] > 0 or shares.get(c, 0.0) >= MIN_PRIOR_ONLY]
+    return [(c, shares.get(c, 0.0)) for c in listed[:TOP]]
 
 
 def failing_step(evidence: Evidence, setup: EngineSetup) -> StepAnalysis | None:
@@ -218,7 +234,8 @@ def _diagnose(evidence: Evidence) -> Diagnosis:
     shares = prior.shares(features(evidence, sit, setup))
     engine = identify(evidence, setup)
     causes: list[Cause] = []
-    for i, (cls, confidence) in enumerate(rank(scores, _confidences(tally), shares, prior.blend_weight)):
+    ranked = rank(scores, _confidences(tally), shares, prior.blend_weight, prior.prior_first_below)
+    for i, (cls, confidence) in enumerate(ranked):
         advice = advise(cls, evidence, setup, step, engine)
         causes.append(
             Cause(

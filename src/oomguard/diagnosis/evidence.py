@@ -494,6 +494,10 @@ class Document:
     skipped: list[str] = field(default_factory=list)
 
 
+# The text documents whose heads are kept for the prior's words (the first ones read).
+MAX_HEADS = 32
+
+
 class Evidence:
     """All facts from all inputs, bounded per kind, plus what was read and what was skipped."""
 
@@ -503,6 +507,15 @@ class Evidence:
         self.skipped: list[str] = []
         # Each engine's marks in the heads of the text documents read (engine_marks.py).
         self.engine_marks: Counter[Engine] = Counter()
+        # The heads of the text documents read (the part engine_marks reads, of the first MAX_HEADS
+        # documents): the learned prior reads their words (prior.features), a reporter's sentences among
+        # them. A pasted report is a few KiB; a long log's head holds its start-up lines, and its failure
+        # lines reach the prior as the facts' own lines.
+        self.heads: list[str] = []
+
+    def add_head(self, text: str) -> None:
+        if len(self.heads) < MAX_HEADS:
+            self.heads.append(text)
 
     def add(self, fact: Fact) -> None:
         kept = self._kept.get(type(fact))
@@ -538,6 +551,8 @@ class Evidence:
                 mine.add(fact)
         self.documents += other.documents
         self.engine_marks.update(other.engine_marks)
+        for head in other.heads:
+            self.add_head(head)
 
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:

@@ -220,7 +220,9 @@ def _read_metrics(name: str, first: bytes, stream: BinaryIO, evidence: Evidence,
 def _read_text(
     name: str, first: bytes, complete: bool, stream: BinaryIO, evidence: Evidence, doc: Document, how: Reading
 ) -> None:
-    evidence.engine_marks.update(engine_marks.count_marks(first[: engine_marks.HEAD_BYTES]))
+    head = first[: engine_marks.HEAD_BYTES]
+    evidence.engine_marks.update(engine_marks.count_marks(head))
+    evidence.add_head(head.decode("utf-8", "replace"))
     ctx = Context(name, evidence)
     parsers: list[LineParser] = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()

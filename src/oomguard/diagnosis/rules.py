@@ -1117,7 +1117,9 @@ def _platform_limit(ev: Evidence, t: Tally) -> None:
         requested, total = s.number("requested_bytes"), s.number("total_bytes")
         room = total - (s.number("reserved_bytes") or 0) if total else None
         if requested and room is not None and requested > room:
-            continue  # larger than the device: too large with or without the cap
+            # larger than the device: too large with or without the cap, the step's own size
+            t.add("other", -MEDIUM, f"the {requested / GIB:.2f} GiB request is larger than the device", s)
+            continue
         if requested and room is not None and cap:
             why = (
                 f"the {requested / GIB:.2f} GiB request fit the {room / GIB:.2f} GiB the device had "
@@ -1477,6 +1479,7 @@ def _allocator_quantities(o: OomMessage, t: Tally, setup: EngineSetup) -> None:
             "memory-leak",
         ):
             t.add(cls, -STRONG, why, o)
+        t.add("other", -MEDIUM, why, o)  # the size itself is the mechanism
     if o.requested and o.total and o.requested <= TINY_REQUEST_SHARE * o.total:
         t.add(
             "activation-peak",
@@ -1907,6 +1910,10 @@ def host_allocation_frame(frame: Frame) -> bool:
     ) and not _TO_DEVICE.search(frame.code)
 
 
+# One process's resident memory that never rises above this multiple of its first sample is flat: no leak.
+RSS_FLAT = 1.05
+
+
 def _host(ev: Evidence, t: Tally) -> None:
     names = {
         "host-killed": "the process was killed (SIGKILL) with no Python traceback",
@@ -1927,6 +1934,24 @@ def _host(ev: Evidence, t: Tally) -> None:
         weight = (STRONG if name != "host-killed" else MEDIUM + 0.5) if i == 0 else WEAK
         for s in sigs:
             t.add("host-ram-oom", weight, why, s)
+    if not seen:
+        for s in ev.signals("exit-not-killed")[:1]:
+            t.add(
+                "host-ram-oom",
+                -MEDIUM,
+                f"the process exited with status {s.number('exit_code'):g}, not by a kill",
+                s,
+            )
+        for s in ev.signals("static-tls")[:1]:
+            t.add("host-ram-oom", -MEDIUM, "the loader's static TLS block is full, not the host's memory", s)
+    for s in ev.signals("static-tls")[:1]:
+        t.add(
+            "other",
+            STRONG,
+            "a shared library needs a slot in the dynamic loader's static TLS block and none is left (load "
+            "it first: LD_PRELOAD), not memory",
+            s,
+        )
     failed = ev.of(OomMessage) or ev.signals("exception", *FAILURE_SIGNALS)
     for f in [f for f in ev.of(Frame) if host_allocation_frame(f)][:1] if failed else []:
         t.add(
@@ -1982,6 +2007,8 @@ def _host(ev: Evidence, t: Tally) -> None:
             t.add("memory-leak", STRONG, "process RSS rose in every scrape", rss[0], rss[-1])
             if t.score("host-ram-oom") > 0:
                 t.add("memory-leak", MEDIUM, "steady growth ends in the host OOM kill", rss[-1])
+        elif len(rss) >= 3 and max(h.value for h in rss) <= RSS_FLAT * rss[0].value:
+            t.add("memory-leak", -MEDIUM, f"process RSS stayed flat over {len(rss)} samples", rss[0], rss[-1])
     if t.score("host-ram-oom") > 0:
         for o in ev.of(OomMessage)[:1]:
             t.add("host-ram-oom", -WEAK, "there is also a GPU OOM message", o)
@@ -2448,11 +2475,24 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
         # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
         t.add("weights-dont-fit", STRONG, why + ": more than the device holds", *facts)
         return
-    if not failed or sit.phase == "runtime":
-        return
-    share = per_gpu / total
+    if w.split.stated or w.split.ranks == 1:
+        unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
+        if unsplit <= WEIGHTS_SMALL * total:
+            # A quantity against the class with or without a failure: the prior never names it either.
+            t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
+            return
     budget, flag = _budget_share(setup)
     room = budget * total - per_gpu
+    if not failed or sit.phase == "runtime":
+        if room >= MIN_ROOM_SHARE * total:
+            t.add(
+                "weights-dont-fit",
+                -WEAK,
+                why + f": they leave {room / GIB:.1f} GiB of the budget beside them",
+                *facts,
+            )
+        return
+    share = per_gpu / total
     if share >= WEIGHTS_FILL:
         t.add("weights-dont-fit", STRONG, why + ": nothing else fits beside them", *facts)
     elif room < 0 and flag:
@@ -2460,10 +2500,6 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
     elif room < MIN_ROOM_SHARE * total and sit.phase in ("startup-weights", "unknown", "startup"):
         left = f"{flag} leaves" if flag else "the engine's budget leaves"
         t.add("weights-dont-fit", MEDIUM, why + f": {left} {max(room, 0) / GIB:.1f} GiB beside them", *facts)
-    elif w.split.stated or w.split.ranks == 1:
-        unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
-        if unsplit <= WEIGHTS_SMALL * total:
-            t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
 
 
 # The weights' own quantities as engines log them per GPU once loaded: vLLM's "Model loading took X GiB",
@@ -2541,6 +2577,9 @@ def _memory_plan(ev: Evidence, t: Tally) -> None:
         plan.layers is not None and plan.offloaded is not None and plan.offloaded < plan.layers
     )
     if not short:
+        fits = f"the engine's own estimate places every layer with {free / GIB:.1f} GiB free on the GPUs"
+        for cls in ("weights-dont-fit", "multimodal-encoder"):
+            t.add(cls, -MEDIUM, fits, plan)
         return
     if plan.projector and plan.projector >= PROJECTOR_SHARE * plan.available[0]:
         t.add(

@@ -124,6 +124,10 @@ class Parser(LineParser):
         m = _EXIT.search(body) if "exit" in low or "error code" in low else None
         if m and int(m.group("c")) in SIGKILL_EXITS:
             self.ctx.signal(line, body, "exit-137", exit_code=int(m.group("c")))
+        elif m and int(m.group("c")) != 0:
+            # An exit by another status or signal (1, -6, 139): the process ended itself or crashed, it was
+            # not killed for memory.
+            self.ctx.signal(line, body, "exit-not-killed", exit_code=int(m.group("c")))
         procs = _CORE_PROCS.search(body) if "Failed core proc" in body else None
         if procs and any(
             int(c.group("c")) in SIGKILL_EXITS for c in _PROC_CODE.finditer(procs.group("procs"))

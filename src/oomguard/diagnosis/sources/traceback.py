@@ -398,6 +398,11 @@ class Parser(LineParser):
                 host_total_bytes=log_size(large.group("total")),
             )
             return
+        # glibc's loader: "libgomp.so.1: cannot allocate memory in static TLS block" (a library loaded late,
+        # typically on aarch64), not a host out of memory.
+        if "in static TLS block" in body:
+            self.ctx.signal(line, body, "static-tls")
+            return
         if (
             "Cannot allocate memory" in body
             or "bad_alloc" in body
