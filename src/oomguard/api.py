@@ -207,7 +207,12 @@ class DiagnosisReport:
 
 def _is_path(item: str | PathLike[str]) -> bool:
     text = str(item)
-    return "\n" not in text and len(text) < LONGEST_PATH and Path(text).exists()
+    if "\n" in text or len(text) >= LONGEST_PATH:
+        return False
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # a one-line log longer than a file name (ENAMETOOLONG), a NUL in it
+        return False
 
 
 def diagnose(evidence: str | PathLike[str] | Sequence[str | PathLike[str]]) -> DiagnosisReport:

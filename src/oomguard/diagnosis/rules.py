@@ -489,6 +489,8 @@ class Situation:
 
 FAILURE_SIGNALS = {
     "encoder-step-failed",
+    "encoder-cache-too-small",
+    "prompt-exceeds-kv-capacity",
     "free-memory-below-utilization",
     "engine-leak-check",
     "no-kv-cache-memory",
@@ -551,6 +553,8 @@ SIGNAL_PHASE = {
     "lora-cache-full": "runtime",
     "engine-leak-check": "runtime",
     "encoder-step-failed": "runtime",
+    "encoder-cache-too-small": "runtime",
+    "prompt-exceeds-kv-capacity": "runtime",
     "sglang-cudagraph-failed": "startup-cudagraph",
     "cudagraph-capture-failed": "startup-cudagraph",
     **{name: "host" for name in HOST_SIGNALS},
@@ -1085,6 +1089,35 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "multimodal-encoder",
             STRONG + 0.5,
             "the engine's own lines say a request's image was in the encoder when it failed",
+            s,
+        )
+    for s in ev.signals("encoder-cache-too-small")[:1]:
+        item, cache = s.number("item_tokens") or 0, s.number("cache_tokens") or 0
+        t.add(
+            "multimodal-encoder",
+            STRONG + 0.5,
+            f"a multimodal item of {item:.0f} embedding tokens is larger than the {cache:.0f}-token encoder "
+            "cache the startup profile sized",
+            s,
+        )
+    for s in ev.signals("mm-profile-too-short")[:1]:
+        # A warning at startup: the profile measured less than a multimodal request takes. With a GPU failure
+        # after it, that request is the likeliest to have found the memory missing.
+        profiled, needed = s.number("profile_tokens") or 0, s.number("mm_tokens") or 0
+        t.add(
+            "multimodal-encoder",
+            MEDIUM + 0.5 if sit.gpu_failure else WEAK,
+            f"the memory profile ran a {profiled:.0f}-token sequence, too short for the worst-case "
+            f"{needed:.0f} multimodal embedding tokens: a multimodal request takes more than was reserved",
+            s,
+        )
+    for s in ev.signals("prompt-exceeds-kv-capacity")[:1]:
+        tokens = s.number("prompt_tokens") or 0
+        t.add(
+            "max-model-len-exceeds-kv",
+            STRONG + 0.5,
+            f"a {tokens:.0f}-token prompt needs more KV blocks than the whole pool holds: the pool is "
+            "smaller than one request at max_model_len",
             s,
         )
     for s in ev.signals("lora-cache-full"):
@@ -2736,6 +2769,8 @@ def _priors(ev: Evidence, t: Tally, sit: Situation) -> None:
             t.add(cls, w, "a GPU OOM with little context: a usual cause")
     if sit.phase == "runtime":
         for cls in STARTUP_ONLY:
+            if cls == "max-model-len-exceeds-kv" and ev.has("prompt-exceeds-kv-capacity"):
+                continue  # V0's scheduler finds the pool too small for a prompt only when one arrives
             t.add(
                 cls,
                 -MEDIUM,

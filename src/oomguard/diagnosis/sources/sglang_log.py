@@ -28,6 +28,14 @@ _ARGS = re.compile(r"server_args=ServerArgs\((?P<a>.*)\)")
 _ARG = re.compile(r"(?P<k>\w+)=(?P<v>'[^']*'|\"[^\"]*\"|[^,]+)")
 _VERSION = re.compile(r"sglang(?:==| version:? )v?(?P<v>\d+\.\d+[\w.+-]*)", re.IGNORECASE)
 _LEAK_CHECK = re.compile(r"available_size=(?P<avail>\d+).*?max_total_num_tokens=(?P<total>\d+)")
+# A hybrid model's recurrent-state pool (model_runner_kv_cache_mixin.py handle_max_mamba_cache, 0.5): what the
+# static fraction left after the weights holds no request's state: "Not enough GPU memory for hybrid
+# (mamba/linear-attention) state cache. Computed max_mamba_cache_size=-31 (total_rest_memory=-8.63 GB,
+# mamba_cache_per_req=140.78 MB)."
+_HYBRID_STATE = re.compile(
+    r"max_mamba_cache_size=(?P<n>-?\d+) \(total_rest_memory=(?P<rest>-?[\d.]+) GB, "
+    r"mamba_cache_per_req=(?P<per>[\d.]+) MB\)"
+)
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 # CUDA-graph capture, every graph SGLang captures (model_runner / cuda_graph_runner, eagle_worker): the decode
 # graphs "Capture cuda graph begin. This can take up to several minutes. avail mem=..." and their batch sizes
@@ -66,6 +74,7 @@ class Parser(LineParser):
             "Not enough memory",
             "memory capacity is unbalanced",
             "leave no GPU memory for the KV cache",
+            "Not enough GPU memory for hybrid",
             "memory leak detected",
             "Retract",
             "retract",
@@ -134,6 +143,16 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "sglang-kv-alloc-failed")
         if "Not enough memory" in body and "mem-fraction-static" in body:
             self.ctx.signal(line, body, "sglang-not-enough-memory")
+        if "Not enough GPU memory for hybrid" in body:
+            m = _HYBRID_STATE.search(body)
+            self.ctx.signal(
+                line,
+                body,
+                "sglang-not-enough-memory",
+                state_slots=float(m.group("n")) if m else None,
+                rest_bytes=float(m.group("rest")) * _GIB if m else None,
+                per_request_bytes=float(m.group("per")) * 2**20 if m else None,
+            )
         if "leave no GPU memory for the KV cache" in body:
             # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
             self.ctx.signal(line, body, "sglang-not-enough-memory")

@@ -87,6 +87,36 @@ _ASCEND_KV = re.compile(r"Available memory: (?P<a>-?\d+), total memory: (?P<t>\d
 _STATE_BLOCKS = re.compile(
     r"(?:\bmax_num_seqs \((?P<seqs>\d+)\) )?\bexceeds available Mamba cache blocks \((?P<blocks>\d+)\)"
 )
+# V0's scheduler (core/scheduler.py _schedule_prefills, AllocStatus.NEVER): a prompt needs more KV blocks
+# than the whole GPU pool holds (less the watermark), so it is dropped: "Input prompt (40000 tokens) +
+# lookahead slots (0) is too long and exceeds the capacity of block_manager" (before 0.5: "Input prompt (N
+# tokens) is too long and exceeds the capacity of block_manager").
+_BLOCK_CAPACITY = re.compile(
+    r"Input prompt \((?P<n>\d+) tokens\)(?: \+ lookahead slots \(\d+\))? is too long and exceeds the "
+    r"capacity of block_manager"
+)
+# V1's input check (v1/engine/processor.py, input_processor.py): one multimodal item's embeddings are more
+# than the encoder cache the profile sized: "The decoder prompt contains a(n) video item with 21504 embedding
+# tokens, which exceeds the pre-allocated encoder cache size 16384." (earlier: "... image item with length
+# 4230, ...").
+_ENCODER_CACHE = re.compile(
+    r"contains a\(n\) (?P<kind>\w+) item with (?:length (?P<a>\d+)|(?P<b>\d+) embedding tokens), "
+    r"which exceeds the pre-allocated encoder cache size (?P<size>\d+)"
+)
+# The multimodal profile (multimodal/profiling.py, V0 and V1 0.7-0.9; "The context length (N) of the model"
+# in 0.7): the profile's sequence could not hold the worst-case multimodal embeddings, so what it measured is
+# less than a multimodal request takes.
+_MM_PROFILE_SHORT = re.compile(
+    r"(?:\(max_num_batched_tokens / max_num_seqs = (?P<p>\d+)\)|context length \((?P<c>\d+)\) of the "
+    r"model) is too short to hold the multi-modal embeddings in the worst case \((?P<mm>\d+) tokens in total"
+)
+# LoRA adapters on the GPU (lora/worker_manager.py _apply_adapters): a step asks for more distinct adapters
+# than the max_loras slots hold: "Number of requested LoRAs (9) is greater than the number of GPU LoRA slots
+# (8)."
+_LORA_SLOTS = re.compile(
+    r"Number of requested LoRAs \((?P<n>\d+)\) is greater than the number of GPU LoRA slots "
+    r"\((?P<slots>\d+)\)"
+)
 _EST_LEN = re.compile(r"estimated\s*maximum\s*model\s*length\s*is\s*(?P<v>\d+)")
 _SAMPLER = re.compile(r"warming up sampler with (?P<n>\d+) dummy requests")
 _MM_PROFILE = re.compile(
@@ -211,6 +241,10 @@ class Parser(LineParser):
             "No available memory for the cache blocks",
             "exceeds available Mamba cache blocks",
             "Cannot auto-fit max_model_len",
+            "exceeds the capacity of block_manager",
+            "pre-allocated encoder cache size",
+            "GPU LoRA slots",
+            "too short to hold the multi-modal embeddings",
             "Failed to load model - not enough GPU memory",
             "warming up sampler",
             "warming up pooler",
@@ -387,6 +421,40 @@ class Parser(LineParser):
                 )
         if "Cannot auto-fit max_model_len" in body:
             self.ctx.signal(line, body, "cannot-auto-fit")
+        if "exceeds the capacity of block_manager" in body:
+            m = _BLOCK_CAPACITY.search(body)
+            if m:
+                self.ctx.signal(line, body, "prompt-exceeds-kv-capacity", prompt_tokens=float(m.group("n")))
+        if "GPU LoRA slots" in body:
+            m = _LORA_SLOTS.search(body)
+            if m:
+                self.ctx.signal(
+                    line,
+                    body,
+                    "lora-cache-full",
+                    adapters=float(m.group("n")),
+                    slots=float(m.group("slots")),
+                )
+        if "pre-allocated encoder cache size" in body:
+            m = _ENCODER_CACHE.search(body)
+            if m:
+                self.ctx.signal(
+                    line,
+                    body,
+                    "encoder-cache-too-small",
+                    item_tokens=float(m.group("a") or m.group("b")),
+                    cache_tokens=float(m.group("size")),
+                )
+        if "too short to hold the multi-modal embeddings" in body:
+            m = _MM_PROFILE_SHORT.search(body)
+            if m:
+                self.ctx.signal(
+                    line,
+                    body,
+                    "mm-profile-too-short",
+                    profile_tokens=float(m.group("p") or m.group("c")),
+                    mm_tokens=float(m.group("mm")),
+                )
         if "Failed to load model - not enough GPU memory" in body:
             self.ctx.signal(line, body, "load-model-failed")
         if "warming up sampler" in body:
