@@ -265,6 +265,19 @@ CATALOG: list[tuple[str, str, str, str]] = [
         "multimodal-encoder",
         "WARNING 06-26 07:12:07 [profiling.py:245] ",
     ),
+    # vllm/v1/worker/gpu_worker.py determine_available_memory (v0.21+): the CUDA-graph estimate is charged to
+    # the budget before the KV cache; an estimate this large is what left no KV.
+    (
+        "vllm-graph-estimate-left-no-kv",
+        (
+            "Estimated CUDA graph memory: 21.30 GiB total\n"
+            "Available KV cache memory: -2.10 GiB\n"
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine."
+        ),
+        "cuda-graph-capture",
+        "(EngineCore_DP0 pid=2417) INFO 07-15 10:21:50 [gpu_worker.py:298] ",
+    ),
     # vllm/worker/worker.py determine_num_available_blocks (V0 0.6.4-0.6.6): the profile left a negative KV
     # share.
     (
@@ -394,6 +407,79 @@ CATALOG: list[tuple[str, str, str, str]] = [
         "spec-decode-or-lora-extra",
         "(EngineCore_DP0 pid=2417) INFO 07-15 10:19:02 [gpu_model_runner.py:1959] ",
     ),
+    # vllm/v1/engine/utils.py wait_for_engine_startup (V1): the engine core's exit code, -9 being SIGKILL (the
+    # kernel's OOM killer while the weights pass through host memory).
+    (
+        "vllm-engine-core-killed",
+        (
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+            "{'EngineCore_DP0': -9}"
+        ),
+        "host-ram-oom",
+        "(APIServer pid=1) ",
+    ),
+    # vllm/model_executor/model_loader/weight_utils.py (the shard progress bar), then the shell's verdict.
+    (
+        "vllm-shards-killed",
+        ("Loading safetensors checkpoint shards:  45% Completed | 9/20 [01:02<01:16,  6.95s/it]\nKilled"),
+        "host-ram-oom",
+        "",
+    ),
+    # vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_run (V1): the profile's forward at
+    # max_num_batched_tokens is the activation peak.
+    (
+        "vllm-profile-run-frames",
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 243, '
+            "in determine_available_memory\n"
+            "    self.model_runner.profile_run()\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line '
+            "2420, in profile_run\n"
+            "    = self._dummy_run(self.max_num_tokens, is_profile=True)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total "
+            "capacity of 79.19 GiB of which 3.12 GiB is free."
+        ),
+        "activation-peak",
+        V1_PREFIX,
+    ),
+    # vllm/v1/sample/sampler.py compute_logprobs (V1): the logprobs of every sequence x the vocabulary, fp32.
+    (
+        "vllm-sampler-frames",
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line '
+            "1630, in execute_model\n"
+            "    sampler_output = self.sampler(\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/sample/sampler.py", line 60, in '
+            "forward\n"
+            "    raw_logprobs = self.compute_logprobs(logits)\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/sample/sampler.py", line 137, in '
+            "compute_logprobs\n"
+            "    return logits.log_softmax(dim=-1, dtype=torch.float32)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.79 GiB. GPU 0 has a total "
+            "capacity of 79.19 GiB of which 4.12 GiB is free."
+        ),
+        "sampler-or-logits",
+        V1_PREFIX,
+    ),
+    # vllm/v1/worker/gpu_model_runner.py _execute_mm_encoder (V1): a request's images in the vision tower.
+    (
+        "vllm-mm-encoder-frames",
+        (
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line '
+            "1432, in execute_model\n"
+            "    self._execute_mm_encoder(scheduler_output)\n"
+            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line '
+            "1021, in _execute_mm_encoder\n"
+            "    curr_group_outputs = self.model.get_multimodal_embeddings(**batched_mm_inputs)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.50 GiB. GPU 0 has a total "
+            "capacity of 79.19 GiB of which 6.12 GiB is free."
+        ),
+        "multimodal-encoder",
+        V1_PREFIX,
+    ),
     # --- SGLang -------------------------------------------------------------------------------------------
     # python/sglang/srt/model_executor/model_runner.py init_memory_pool: the profiled token budget is <= 0.
     (
@@ -495,6 +581,17 @@ CATALOG: list[tuple[str, str, str, str]] = [
             "3. disable torch compile by not using --enable-torch-compile\n"
             "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
             "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
+        ),
+        "cuda-graph-capture",
+        SGL_PREFIX,
+    ),
+    # python/sglang/srt/compilation/piecewise_context_manager.py (0.5): the prefill's piecewise graphs.
+    (
+        "sglang-piecewise-capture-failed",
+        (
+            "Piecewise CUDA Graph failed with error: CUDA out of memory. Tried to allocate 2.00 GiB. GPU "
+            "0 has a total capacity of 79.10 GiB of which 1.21 GiB is free.\n"
+            "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n"
         ),
         "cuda-graph-capture",
         SGL_PREFIX,
@@ -604,6 +701,40 @@ CATALOG: list[tuple[str, str, str, str]] = [
 
 # Messages that look like the ones above but whose mechanism is another (or no) memory class.
 NEAR_MISSES: list[tuple[str, str, str]] = [
+    # vllm/v1/engine/utils.py: an engine core that died of SIGILL (-4, a CPU without the instructions the
+    # build needs) was not killed for memory.
+    (
+        "vllm-engine-core-sigill",
+        (
+            "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_DP0': -4}"
+        ),
+        "host-ram-oom",
+    ),
+    # python/sglang/srt/model_executor/cuda_graph_runner.py: a capture that failed building a kernel (no
+    # nvcc), not for memory; the remedies it lists name --mem-fraction-static all the same.
+    (
+        "sglang-capture-failed-build",
+        (
+            "[2025-07-02 07:41:58 TP0] Exception: Capture cuda graph failed: Ninja build failed.\n"
+            "Possible solutions:\n"
+            "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
+            "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n"
+            "3. disable torch compile by not using --enable-torch-compile\n"
+            "4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)\n"
+        ),
+        "cuda-graph-capture",
+    ),
+    # python/sglang/srt/compilation/piecewise_context_manager.py: a tracing error in the piecewise capture.
+    (
+        "sglang-piecewise-trace-error",
+        (
+            "[2025-07-02 07:41:58 TP0] Piecewise CUDA Graph failed with error: 'typing.Union' object has "
+            "no attribute '__module__'\n"
+            "To work around this error, add --disable-piecewise-cuda-graph to your launch command.\n"
+        ),
+        "cuda-graph-capture",
+    ),
     # vllm/core/scheduler.py _schedule_prefills: the prompt is longer than max_model_len itself (a length
     # limit, not the KV pool).
     (

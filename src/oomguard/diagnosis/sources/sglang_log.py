@@ -69,6 +69,7 @@ class Parser(LineParser):
             _READY,
             "apture cuda graph failed",
             "apture CUDA graph failed",
+            "Piecewise CUDA Graph failed",
             "Prefill out of memory",
             "Decode out of memory",
             "Not enough memory",
@@ -137,7 +138,14 @@ class Parser(LineParser):
                 self.ctx.signal(line, body, "milestone-cudagraph-start")
         if _READY in body:
             self.ctx.signal(line, body, "milestone-serving")
-        if ("apture cuda graph failed" in body or "apture CUDA graph failed" in body) and "memory" in body:
+        # The decode graphs' runner (cuda_graph_runner.py: "Capture cuda graph failed: <error>") and the
+        # prefill's piecewise graphs (compilation/piecewise_context_manager.py: "Piecewise CUDA Graph failed
+        # with error: <error>"), each followed by its remedies; a memory error in it is the capture's.
+        if (
+            "apture cuda graph failed" in body
+            or "apture CUDA graph failed" in body
+            or "Piecewise CUDA Graph failed" in body
+        ) and "memory" in body:
             self.ctx.signal(line, body, "sglang-cudagraph-failed")
         if ("Prefill out of memory" in body or "Decode out of memory" in body) and "batch size" in body:
             self.ctx.signal(line, body, "sglang-kv-alloc-failed")
