@@ -44,6 +44,21 @@ TRTLLM_PY = "[05/01/2025-10:00:00] [TRT-LLM] [RANK 0] [E] "
 LMDEPLOY_PY = "2025-05-01 10:00:00,000 - lmdeploy - ERROR - engine.py:123 - "
 TURBOMIND = "[TM][ERROR] "
 EXLLAMA_TABBY = "2025-05-01 10:00:00.000 ERROR:    "  # TabbyAPI's loguru over ExLlamaV2
+# tensorrt_llm/_torch/pyexecutor/py_executor_creator.py (_ExecutorMemoryMonitor._maybe_explain_if_oom).
+TRTLLM_CREATION = (
+    "RuntimeError: Executor creation failed due to insufficient GPU memory.\n"
+    "\n"
+    "The following component could not be created: {component}\n"
+    "Total GPU memory (GiB): 79.11\n"
+    "Free GPU memory before component creation attempt (GiB): 3.10\n"
+    "\n"
+    "Previously created components and free GPU memory before/after creation (GiB):\n"
+    "Model: 78.60 / 40.10\n"
+    "Sampler: 40.10 / 39.90\n"
+    "Initial KV cache (temporary for KV cache size estimation): 39.90 / 37.90\n"
+    "Additional executor resources (temporary for KV cache size estimation): 37.90 / 36.00\n"
+    "KV cache: 36.00 / 3.20\n"
+)
 MLX_LM = "2025-05-01 10:00:00,000 - mlx_lm - WARNING - "
 
 
@@ -439,6 +454,23 @@ CATALOG = [
         "Free GPU memory before component creation attempt (GiB): 2.10\n"
         "Model: 78.60 / 2.10\n",
         "sampler-or-logits",
+    ),
+    # the same report (_ExecutorCreationStage names) as it prints it whole: the speculative decoder's
+    # components, and the model's buffers created on first use (sized by max_num_tokens).
+    Row(
+        "trtllm-executor-drafter",
+        TRTLLM_CREATION.format(component="Drafter"),
+        "spec-decode-or-lora-extra",
+    ),
+    Row(
+        "trtllm-executor-draft-model",
+        TRTLLM_CREATION.format(component="Draft model for speculative decoding"),
+        "spec-decode-or-lora-extra",
+    ),
+    Row(
+        "trtllm-executor-model-extra",
+        TRTLLM_CREATION.format(component="Model resources created during usage"),
+        "activation-peak",
     ),
     # cpp/tensorrt_llm/batch_manager/peftCacheManager.cpp: the LoRA cache cannot hold the adapter.
     Row(

@@ -22,7 +22,8 @@ Formats (TensorRT-LLM cpp/tensorrt_llm/batch_manager, tensorrtllm_backend):
   "Total GPU memory (GiB): T" and one "Component: free before / free after" line per component created before
   it. The component is the step: "Model" the weights, "Sampler" the sampler's buffers, "Initial KV cache" and
   "KV cache" the KV pool, "Additional executor resources" the warm-up of the largest batch (activations and
-  CUDA graphs), "Drafter" / "Draft model" the speculative decoder.
+  CUDA graphs; "Model resources created during usage" likewise sized by max_num_tokens), "Drafter" / "Draft
+  model for speculative decoding" the speculative decoder (its step: what fails there is the draft's).
 And TensorRT's own allocator (engine build and execution-context creation, which TensorRT-LLM engines go
 through): "Requested amount of GPU memory (3887181312 bytes) could not be allocated. There may not be enough
 free memory for allocation to succeed." and "Error Code 2: OutOfMemory (Requested size was N bytes.)" / "(no
@@ -38,7 +39,7 @@ from __future__ import annotations
 import re
 
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import AllocatorReport, Context, LineParser, Message
+from oomguard.diagnosis.sources.base import ENGINE_OOM, AllocatorReport, Context, LineParser, Message
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.units import GiB as GIB
 from oomguard.units import MiB as MIB
@@ -74,7 +75,12 @@ _COMPONENT_SIGNAL = (
     ("Initial KV cache", "no-kv-cache-memory"),
     ("KV cache", "no-kv-cache-memory"),
     ("Additional executor resources", "prefill-tokens-dont-fit"),
+    # the model's buffers created on first use, sized by max_num_tokens (its tuning knob)
+    ("Model resources created during usage", "prefill-tokens-dont-fit"),
     ("Sampler", "sampler-warmup-oom"),
+    # the speculative decoder: its drafter, or a separate draft model with its own weights
+    ("Drafter", "milestone-drafter-loading"),
+    ("Draft model", "milestone-drafter-loading"),
 )
 # The report's lines after its first: the component, the total, one line per component created before it.
 _CREATION_REPORT_LINES = 12
@@ -222,6 +228,9 @@ class Parser(LineParser):
                     names = ["load-model-failed"]
                 if names:
                     self.ctx.signal(line, body, names[0])
+                if names and names[0].startswith("milestone-"):
+                    # a step, not a failure: the out-of-memory error the executor caught came in it
+                    self.ctx.oom(line, body, ENGINE_OOM)
         elif "Total GPU memory (GiB)" in body:
             m = _TOTAL_GIB.search(body)
             if m:
