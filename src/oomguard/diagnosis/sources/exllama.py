@@ -10,6 +10,8 @@ The dynamic generator refuses a job longer than its whole paged cache: "Job requ
 available) and cannot be enqueued. Total cache allocated is 32 * 256 = 8192 tokens" (exllamav2
 generator/dynamic.py; "available" is every page the cache has): one request needs more KV than the pool
 holds, `max-model-len-exceeds-kv` (TabbyAPI's cache_size below what one request takes, CFG's two sequences).
+The model's forward checks the same against a static cache: "Total sequence length exceeds cache size in
+model.forward" (exllamav2 model.py: the prompt plus what was generated outgrew the cache's max_seq_len).
 """
 
 from __future__ import annotations
@@ -23,12 +25,21 @@ from oomguard.diagnosis.sources.triggers import Triggers
 _CACHE_FRAME = re.compile(r'File "[^"]*exllamav[23]/cache\b')
 _OOM = ("out of memory", "OutOfMemoryError")
 _SPLIT = "Insufficient VRAM in split"
+_EXCEEDS_CACHE = "sequence length exceeds cache size"
 _JOB_PAGES = re.compile(r"\bJob requires (?P<need>\d+) pages \(only (?P<have>\d+) available\)")
 
 
 class Parser(LineParser):
     TRIGGERS = Triggers(
-        words=("exllamav2/cache", "exllamav3/cache", "Traceback", *_OOM, _SPLIT, "Job requires")
+        words=(
+            "exllamav2/cache",
+            "exllamav3/cache",
+            "Traceback",
+            *_OOM,
+            _SPLIT,
+            "Job requires",
+            _EXCEEDS_CACHE,
+        )
     )
 
     def __init__(self, ctx: Context) -> None:
@@ -47,6 +58,9 @@ class Parser(LineParser):
             self.ctx.signal(line, body, "max-model-len-exceeds-kv")
         if _SPLIT in body:
             self.ctx.oom(line, body, ENGINE_OOM)
+        if _EXCEEDS_CACHE in body and not self.said:
+            self.said = True
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv")
         job = _JOB_PAGES.search(body) if "Job requires" in body else None
         if job and not self.said:
             self.said = True

@@ -34,8 +34,15 @@ ggml/src/ggml-cuda/ggml-cuda.cu, tools/mtmd/clip.cpp, tools/server/server.cpp):
   "decoding image batch i/n" ... "image decoded (batch i/n) in N ms"; "encode_image_with_clip: ..."
 - "main: server is listening on ...", "slot launch_slot_: ...", ollama's "llama runner started in"
 - ggml's CUDA check: "CUDA error: out of memory" then "current device: N, in function F at PATH:LINE"
-- ollama's planner: "memory layout cannot be allocated"
+- ollama's planner: "memory layout cannot be allocated" (0.11+ llm/server.go; "... with num_gpu = 999" when
+  the user's num_gpu fixed how many layers go to the GPUs: those layers do not fit, `load-model-failed`)
+- the server refusing a request longer than the context (tools/server/server.cpp, exceed_context_size_error):
+  "request (9100 tokens) exceeds the available context size (8192 tokens), try increasing it" (older: "the
+  request exceeds the available context size, try increasing it"): the KV cache llama.cpp allocated for
+  n_ctx holds less than the request, `max-model-len-exceeds-kv`
 - ggml's Vulkan backend: "ggml_vulkan: Device memory allocation of size N failed." (the bytes it asked for)
+- ggml's SYCL backend (ggml/src/ggml-sycl/ggml-sycl.cpp, ggml_backend_sycl_buffer_type_alloc_buffer): "can't
+  allocate 6442450944 Bytes of memory on device" (the bytes it asked for)
 - the speculative draft's load after the target's context (tools/server/server.cpp): "srv load_model: loading
   draft model '...'", "creating MTP draft context against the target model", "failed to load draft model"; a
   failure from there on is the draft's (its weights, its KV cache and compute buffers), not the target's
@@ -99,6 +106,14 @@ _CPU_BUFFER_FAILED = re.compile(
 # ggml_backend_alloc_ctx_tensors), so its failure is the compute buffer even where no "compute buffers" line
 # follows (ollama's own engine prints none).
 _COMPUTE_FAILED = ("failed to allocate compute", "ggml_gallocr_reserve_n")
+# ggml_aligned_malloc's own size (ggml/src/ggml.c): "insufficient memory (attempted to allocate 40652.88 MB)".
+_ALIGNED_SIZE = re.compile(r"attempted to allocate (?P<v>[\d.]+ ?[KMG]i?B)")
+_EXCEEDS_CONTEXT = "exceeds the available context size"
+_EXCEEDS_CONTEXT_SIZES = re.compile(
+    r"request \((?P<req>\d+) tokens\) exceeds the available context size \((?P<ctx>\d+) tokens\)"
+)
+_LAYOUT_NUM_GPU = re.compile(r"(?i)memory layout cannot be allocated with num_gpu = (?P<n>-?\d+)")
+_SYCL_ALLOC = re.compile(r"can't allocate (?P<v>\d+) Bytes of memory on device")
 _VULKAN_ALLOC = re.compile(r"Device memory allocation of size (?P<v>\d+) failed")
 # (2026 builds add the PCI address: "using device CUDA0 (NVIDIA GeForce GTX 1080 Ti) (0000:03:00.0) - ...")
 _USING_DEVICE = re.compile(
@@ -119,6 +134,7 @@ _ALLOC_FAILED = (
     "unable to allocate",
     "failed to allocate compute",
     "Device memory allocation of size",  # ggml_vulkan: "Device memory allocation of size N failed."
+    "Bytes of memory on device",  # ggml-sycl: "can't allocate N Bytes of memory on device"
 )
 _LOAD_FAILED = ("error loading model", "failed to load model")
 # A load that failed for the model file or its architecture, not for memory (src/llama-model-loader.cpp,
@@ -201,6 +217,8 @@ class Parser(LineParser):
             *_NO_KV_SLOT,
             _RUNNER_LOAD_EXIT,
             metal.IOGPU_OOM,
+            "ggml_aligned_malloc",
+            _EXCEEDS_CONTEXT,
         ),
         caseless=("memory layout cannot be allocated",),
     )
@@ -242,12 +260,29 @@ class Parser(LineParser):
             self._free_at_start(line, msg)
         if "memory layout cannot be allocated" in body.lower():
             self.ctx.oom(line, body, ENGINE_OOM)
-        if "Device memory allocation of size" in body:
-            m = _VULKAN_ALLOC.search(body)
+            forced = _LAYOUT_NUM_GPU.search(body)
+            if forced:
+                self._once(line, body, "load-model-failed", gpu_layers_forced=int(forced.group("n")))
+        if _EXCEEDS_CONTEXT in body:
+            sizes = _EXCEEDS_CONTEXT_SIZES.search(body)
+            self._once(
+                line,
+                body,
+                "max-model-len-exceeds-kv",
+                request_tokens=int(sizes.group("req")) if sizes else None,
+                max_model_len=int(sizes.group("ctx")) if sizes else self.n_ctx,
+            )
+        if "Device memory allocation of size" in body or "Bytes of memory on device" in body:
+            m = _VULKAN_ALLOC.search(body) or _SYCL_ALLOC.search(body)
             if m:
                 self.ctx.oom(line, body, AllocatorReport("engine", requested=int(m.group("v"))))
-        if any(w in body for w in (*_LOAD_FAILED, *_CONTEXT_FAILED, _DRAFT_FAILED)) or (
-            any(w in body for w in _ALLOC_FAILED) and ("fail" in body or "unable" in body)
+        if (
+            any(w in body for w in (*_LOAD_FAILED, *_CONTEXT_FAILED, _DRAFT_FAILED))
+            or (
+                any(w in body for w in _ALLOC_FAILED)
+                and ("fail" in body or "unable" in body or "can't allocate" in body)
+            )
+            or ("ggml_aligned_malloc" in body and _CPU_BUFFER_FAILED.search(body))
         ):
             self._failure(line, body)
         elif metal.IOGPU_OOM in body and self.step is Step.CONTEXT and self.pending is None:
@@ -290,7 +325,13 @@ class Parser(LineParser):
     def _failure(self, line: Line, body: str) -> None:
         """An allocation or load failure: what it means depends on the step it came in and on the buffer."""
         requested, device = None, ""
-        m = _CUDA_ALLOC.search(body) or _BUFFER_OF_SIZE.search(body) or _VULKAN_ALLOC.search(body)
+        m = (
+            _CUDA_ALLOC.search(body)
+            or _BUFFER_OF_SIZE.search(body)
+            or _VULKAN_ALLOC.search(body)
+            or _ALIGNED_SIZE.search(body)
+            or _SYCL_ALLOC.search(body)
+        )
         if m:
             requested = log_size(m.group("v"))
             device = (m.groupdict().get("dev") or "") if m.re is _BUFFER_OF_SIZE else ""

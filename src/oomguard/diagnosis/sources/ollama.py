@@ -11,6 +11,14 @@ largest image, which it places on the first GPU before any layer. One slog line,
   projector.weights="769.3 MiB" projector.graph="8.8 GiB"          (0.6+: msg=offload library=cuda ...)
 The parts are keyed, so the lines of one estimate are read together, whatever wraps them; a key seen again
 starts the next estimate.
+
+ollama's own engine (0.11+) panics when an allocation of the layout it tried fails (ml/backend.go ErrNoMem):
+"insufficient memory - required allocations: {InputWeights:411041792A CPU:{...} GPUs:[{DeviceID:{ID:GPU-...
+Library:CUDA} Name:CUDA0 Weights:[199229440A 199229440A ...] Cache:[134217728A ...] Graph:4294967296F}]}",
+each size followed by its status (U not tried, A allocated, F failed). It allocates the weights, then the KV
+cache (sized by num_ctx x the parallel slots), then the worst-case compute graph, so the first part holding a
+failed size is the one that did not fit: the weights (`load-model-failed`), the cache
+(`max-model-len-exceeds-kv`) or the graph (`prefill-tokens-dont-fit`: the batch's activations).
 """
 
 from __future__ import annotations
@@ -19,7 +27,15 @@ import re
 
 from oomguard.diagnosis.evidence import MemoryPlan, Where
 from oomguard.diagnosis.scan import Line
-from oomguard.diagnosis.sources.base import Context, LineParser, Message, log_size, to_int
+from oomguard.diagnosis.sources.base import (
+    ENGINE_OOM,
+    AllocatorReport,
+    Context,
+    LineParser,
+    Message,
+    log_size,
+    to_int,
+)
 from oomguard.diagnosis.sources.triggers import Triggers
 
 _KEY = re.compile(
@@ -27,10 +43,19 @@ _KEY = re.compile(
     r"weights\.total|graph\.full|graph\.partial)|projector\.(?:weights|graph))=(?P<v>\"[^\"]*\"|\S+)"
 )
 _SIZE = re.compile(r"[\d.]+\s*[KMGT]?i?B\b")
+_NO_MEM = "insufficient memory - required allocations"
+_PART = re.compile(r"\b(?P<part>Weights|Cache):\[(?P<sizes>[^\]]*)\]|\bGraph:(?P<graph>\d+[UAF])\b")
+_FAILED_SIZE = re.compile(r"(?P<n>\d+)F\b")
+# The part that failed, in the order ollama allocates them, and the signal that names it.
+_PART_SIGNAL = (
+    ("Weights", "load-model-failed", "requested_bytes"),
+    ("Cache", "max-model-len-exceeds-kv", "kv_needed_bytes"),
+    ("Graph", "prefill-tokens-dont-fit", "requested_bytes"),
+)
 
 
 class Parser(LineParser):
-    TRIGGERS = Triggers(words=("layers.model=", "layers.offload=", "memory.", "projector."))
+    TRIGGERS = Triggers(words=("layers.model=", "layers.offload=", "memory.", "projector.", _NO_MEM))
 
     def __init__(self, ctx: Context) -> None:
         super().__init__(ctx)
@@ -39,6 +64,9 @@ class Parser(LineParser):
         self.text = ""
 
     def feed(self, line: Line, msg: Message) -> None:
+        if _NO_MEM in msg.body:
+            self._no_mem(line, msg.body)
+            return
         for m in _KEY.finditer(msg.body):
             key = m.group("k")
             if key in self.parts:
@@ -49,6 +77,22 @@ class Parser(LineParser):
 
     def finish(self) -> None:
         self._emit()
+
+    def _no_mem(self, line: Line, body: str) -> None:
+        """The runner's ErrNoMem: the first part (weights, cache, graph) with a failed allocation."""
+        failed: dict[str, int] = {}
+        for m in _PART.finditer(body):
+            part = m.group("part") or "Graph"
+            sizes = m.group("sizes") if m.group("part") else m.group("graph")
+            bytes_failed = sum(int(f.group("n")) for f in _FAILED_SIZE.finditer(sizes))
+            if bytes_failed:
+                failed[part] = failed.get(part, 0) + bytes_failed
+        for part, name, quantity in _PART_SIGNAL:
+            if part in failed:
+                self.ctx.oom(line, body, AllocatorReport("engine", requested=failed[part]))
+                self.ctx.signal(line, body, name, **{quantity: failed[part]})
+                return
+        self.ctx.oom(line, body, ENGINE_OOM)
 
     def _emit(self) -> None:
         parts, where, text = self.parts, self.where, self.text

@@ -20,6 +20,7 @@ from oomguard.diagnosis.sources.base import (
     log_size,
 )
 from oomguard.diagnosis.sources.triggers import Triggers
+from oomguard.units import MiB as MIB
 
 
 def _size(m: re.Match[str] | None, group: str = "v") -> int | None:
@@ -64,7 +65,25 @@ _NO_KV_ROOM = re.compile(
 # AlignedAllocator. Increase the workspace buffer size." (the message may be wrapped over lines).
 _WORKSPACE_FULL = re.compile(r"\bin AlignedAllocator\b|\bIncrease the workspace buffer size\b")
 _WORKSPACE_LEFT = re.compile(r"\bonly (?P<n>\d+) bytes available in AlignedAllocator\b")
+# KV pools that hold not one sequence, as the engines refuse them at startup: TensorRT-LLM's PyTorch backend
+# (_torch/pyexecutor/resource_manager.py, get_max_atten_window_upper_bound: "Impossible to fit in any sequence
+# in kvCache", the primary pool below one block per sequence), LMDeploy TurboMind's sequence manager
+# (src/turbomind/models/llama/SequenceManager.cc: "Insufficient memory for KV cache blocks.", and "[SeqMgr]
+# Linear-state memory (1536.00 MB) >= cache budget (1228.80 MB)": the recurrent states of max_batch_size
+# sequences take the whole cache_max_entry_count budget).
+_KV_NO_SEQUENCE = re.compile(
+    r"\bImpossible to fit in any sequence in kvCache\b|\bInsufficient memory for KV cache blocks\b"
+)
+_LINEAR_STATE_BUDGET = re.compile(
+    r"Linear-state memory \((?P<state>[\d.]+) MB\) >= cache budget \((?P<budget>[\d.]+) MB\)"
+)
 _PREFILL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) prefill tokens")
+# TGI's router after the warm-up (backends/v3/src/lib.rs, V3Error::NotEnoughMemory): the KV blocks left hold
+# fewer tokens than one request of --max-total-tokens: "Not enough memory to handle `max_total_tokens=32768`",
+# printed by the launcher as "Error: Backend(NotEnoughMemory(32768))".
+_MAX_TOTAL_TOKENS = re.compile(
+    r"Not enough memory to handle `max_total_tokens=(?P<n>\d+)`|\bNotEnoughMemory\((?P<m>\d+)\)"
+)
 # TGI's KV budget: "Not enough memory to handle 16000 total tokens with 2 prefill tokens".
 _TOTAL_TOKENS = re.compile(r"Not enough memory to handle (?P<n>\d+) total tokens")
 # The KV pool ran dry at runtime: vLLM V0's swap space on preemption, SGLang's allocator, kvcached's pool,
@@ -245,6 +264,11 @@ class Parser(LineParser):
             "Not enough host memory available",
             "RuntimeBuffers::reshape",
             "CUresult error",
+            "NotEnoughMemory(",
+            "Impossible to fit in any sequence",
+            "Insufficient memory for KV cache blocks",
+            "Linear-state memory",
+            "model request too large for system",
         ),
         caseless=("deep_ep", "deepep", "nvshmem", "failed to allocate", "unable to allocate"),
     )
@@ -343,6 +367,21 @@ class Parser(LineParser):
         m = _PREFILL_TOKENS.search(body)
         if m:
             self.ctx.signal(line, body, "prefill-tokens-dont-fit", tokens=float(m.group("n")))
+        m = _MAX_TOTAL_TOKENS.search(body)
+        if m:
+            tokens = int(m.group("n") or m.group("m"))
+            self.ctx.signal(line, body, "max-model-len-exceeds-kv", max_model_len=tokens)
+        if _KV_NO_SEQUENCE.search(body):
+            self.ctx.signal(line, body, "no-kv-cache-memory")
+        m = _LINEAR_STATE_BUDGET.search(body)
+        if m:
+            self.ctx.signal(
+                line,
+                body,
+                "no-kv-cache-memory",
+                state_bytes=float(m.group("state")) * MIB,
+                kv_budget_bytes=float(m.group("budget")) * MIB,
+            )
         if _ALLOC_BUFFER.search(body) and "cpu_buffer_type" not in body and "CPU buffer" not in body:
             self.ctx.oom(line, body, ENGINE_OOM)  # (ggml's CPU buffers are host RAM: llama_cpp.py)
 
@@ -408,6 +447,9 @@ class Parser(LineParser):
             or "bad_alloc" in body
             or "DefaultCPUAllocator: not enough memory" in body
             or "requires more system memory" in body
+            # ollama's check before it starts a runner (llm/server.go, 0.4-0.5), logged before the error
+            # above: msg="model request too large for system" requested="15.3 GiB" available=12025995264 ...
+            or "model request too large for system" in body
             or "HostRegister failed" in body  # pinning host memory for device transfers (CUDA/HIP)
             # ggml's pinned host buffer (ggml-cuda.cu ggml_cuda_host_malloc): "failed to allocate 16607.35
             # MiB of pinned memory: out of memory" (older: "WARNING: failed to allocate 1024.00 MB of pinned
