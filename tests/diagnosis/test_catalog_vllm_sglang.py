@@ -181,11 +181,7 @@ CATALOG: list[tuple[str, str, str, str]] = [
     # budget, one per running sequence.
     (
         "vllm-mamba-blocks",
-        (
-            "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (856). Each decode "
-            "request needs one Mamba cache block, so CUDA graphs cannot be captured for batch sizes "
-            "larger than 856."
-        ),
+        "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (856).",
         "kv-cache-insufficient-at-startup",
         V1_PREFIX,
     ),
@@ -508,6 +504,18 @@ CATALOG: list[tuple[str, str, str, str]] = [
         "kv-cache-insufficient-at-startup",
         SGL_PREFIX,
     ),
+    # The same error when the weights took nearly all the memory free before they loaded: no fraction leaves
+    # room for a KV pool and the activations, so the weights do not fit (its near miss: the row above).
+    (
+        "sglang-weights-fill-the-gpu",
+        (
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+            "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.982 (minimum viable = 1 - "
+            "available/pre = 0.9815). If using speculative decoding, draft weights are now counted."
+        ),
+        "weights-dont-fit",
+        SGL_PREFIX,
+    ),
     # python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache (0.5.x).
     (
         "sglang-hybrid-state-cache",
@@ -520,15 +528,14 @@ CATALOG: list[tuple[str, str, str, str]] = [
         "kv-cache-insufficient-at-startup",
         SGL_PREFIX,
     ),
-    # python/sglang/srt/mem_cache/common.py alloc_token_slots / schedule_batch.py (0.4-0.5).
+    # python/sglang/srt/mem_cache/common.py alloc_for_extend / alloc_for_decode (0.5; schedule_batch.py
+    # before), the pool's state from the tree cache's available_and_evictable_str.
     (
         "sglang-prefill-oom",
         (
             "RuntimeError: Prefill out of memory. Try to lower your batch size.\n"
             "Try to allocate 8192 tokens.\n"
-            "Available tokens: 1203\n"
-            "self.token_to_kv_pool_allocator.available_size()=1203\n"
-            "self.tree_cache.evictable_size()=0\n"
+            "Available tokens: 1203 (available_size=1203 + evictable_size=0)\n"
         ),
         "kv-exhaustion-at-runtime",
         SGL_PREFIX,
@@ -538,9 +545,7 @@ CATALOG: list[tuple[str, str, str, str]] = [
         (
             "RuntimeError: Decode out of memory. Try to lower your batch size.\n"
             "Try to allocate 64 tokens.\n"
-            "Available tokens: 12\n"
-            "self.token_to_kv_pool_allocator.available_size()=12\n"
-            "self.tree_cache.evictable_size()=0\n"
+            "Available tokens: 12 (available_size=12 + evictable_size=0)\n"
         ),
         "kv-exhaustion-at-runtime",
         SGL_PREFIX,
@@ -678,8 +683,8 @@ CATALOG: list[tuple[str, str, str, str]] = [
     (
         "sglang-memory-saver-resume",
         (
-            "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/torch_memory_saver.cpp "
-            "func=cu_mem_create line=104"
+            "[torch_memory_saver.cpp] CUresult error: 2 (out of memory)  file=csrc/utils.h "
+            "func=cu_mem_create line=194"
         ),
         "other-process-or-shared-gpu",
         SGL_PREFIX,

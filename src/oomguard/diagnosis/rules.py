@@ -989,6 +989,15 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             "SGLang's profiled KV token budget is zero or negative",
             s,
         )
+        share = s.number("weights_share")
+        if share is not None and share >= SGLANG_WEIGHTS_FILL:
+            t.add(
+                "weights-dont-fit",
+                STRONG + 0.5,
+                f"the weights took {share:.0%} of the memory free before they loaded: no mem_fraction_static "
+                "leaves room for the KV pool and the activations besides",
+                s,
+            )
         t.add(
             "weights-dont-fit",
             WEAK,
@@ -1285,6 +1294,10 @@ def _weights_measured_nothing(ev: Evidence, t: Tally, sit: Situation) -> None:
 
 # SGLang with less than this share of the device left after loading has no room for its static KV pool.
 SGLANG_LITTLE_LEFT = 0.2
+# SGLang's weights taking this share of the memory free before they loaded (the "minimum viable" static
+# fraction its error names) leave no fraction with room for both a KV pool and the activations and CUDA graphs
+# outside it: raising mem_fraction_static cannot help, the weights do not fit.
+SGLANG_WEIGHTS_FILL = 0.95
 
 
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:

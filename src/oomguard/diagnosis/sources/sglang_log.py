@@ -36,6 +36,10 @@ _HYBRID_STATE = re.compile(
     r"max_mamba_cache_size=(?P<n>-?\d+) \(total_rest_memory=(?P<rest>-?[\d.]+) GB, "
     r"mamba_cache_per_req=(?P<per>[\d.]+) MB\)"
 )
+# model_runner_kv_cache_mixin.py profile_max_num_token (0.5): the weights' share of what was free before they
+# loaded is the least fraction that leaves any KV: "Raise --mem-fraction-static above 0.473 (minimum viable =
+# 1 - available/pre = 0.4726)".
+_MIN_VIABLE = re.compile(r"minimum viable = 1 - available/pre = (?P<v>-?[\d.]+)")
 _LAUNCH = re.compile(r"sglang\.launch_server(?P<rest>.*)")
 # CUDA-graph capture, every graph SGLang captures (model_runner / cuda_graph_runner, eagle_worker): the decode
 # graphs "Capture cuda graph begin. This can take up to several minutes. avail mem=..." and their batch sizes
@@ -163,7 +167,10 @@ class Parser(LineParser):
             )
         if "leave no GPU memory for the KV cache" in body:
             # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
-            self.ctx.signal(line, body, "sglang-not-enough-memory")
+            m = _MIN_VIABLE.search(body)
+            self.ctx.signal(
+                line, body, "sglang-not-enough-memory", weights_share=to_float(m.group("v")) if m else None
+            )
         if "memory leak detected" in body and (
             "kv_pool" in body or "req_to_token_pool" in body or "pool memory leak" in body
         ):
