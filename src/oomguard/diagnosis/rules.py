@@ -990,7 +990,7 @@ def _engine_errors(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situation) -
             s,
         )
         share = s.number("weights_share")
-        if share is not None and share >= SGLANG_WEIGHTS_FILL:
+        if share is not None and share >= WEIGHTS_FILL:
             t.add(
                 "weights-dont-fit",
                 STRONG + 0.5,
@@ -1294,10 +1294,6 @@ def _weights_measured_nothing(ev: Evidence, t: Tally, sit: Situation) -> None:
 
 # SGLang with less than this share of the device left after loading has no room for its static KV pool.
 SGLANG_LITTLE_LEFT = 0.2
-# SGLang's weights taking this share of the memory free before they loaded (the "minimum viable" static
-# fraction its error names) leave no fraction with room for both a KV pool and the activations and CUDA graphs
-# outside it: raising mem_fraction_static cannot help, the weights do not fit.
-SGLANG_WEIGHTS_FILL = 0.95
 
 
 def _estimate_left_no_kv(ev: Evidence, setup: EngineSetup) -> tuple[StartupNumber, StartupNumber] | None:
