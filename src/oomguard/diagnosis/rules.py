@@ -1978,14 +1978,15 @@ def _host(ev: Evidence, t: Tally) -> None:
             t.add("host-ram-oom", weight, why, s)
     if not seen:
         for s in ev.signals("exit-not-killed")[:1]:
-            t.add(
-                "host-ram-oom",
-                -MEDIUM,
-                f"the process exited with status {s.number('exit_code'):g}, not by a kill",
-                s,
-            )
+            code = s.number("exit_code")
+            how = f"exited with status {code:g}" if code is not None else "crashed on another signal"
+            t.add("host-ram-oom", -MEDIUM, f"the process {how}, not by a kill", s)
         for s in ev.signals("static-tls")[:1]:
             t.add("host-ram-oom", -MEDIUM, "the loader's static TLS block is full, not the host's memory", s)
+        for s in ev.signals("disk-full")[:1]:
+            t.add("host-ram-oom", -MEDIUM, "a disk is full (ENOSPC), not the host's memory", s)
+    for s in ev.signals("disk-full")[:1]:
+        t.add("other", MEDIUM, "a disk is full (ENOSPC): free or move the cache directory, not memory", s)
     for s in ev.signals("static-tls")[:1]:
         t.add(
             "other",

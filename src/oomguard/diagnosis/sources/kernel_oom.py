@@ -59,6 +59,17 @@ _SIGKILLED = re.compile(
     r"\bsignal: killed\b|\bzsh: killed\b|^\[\d+\][+-]?\s+Killed\b|\bterminated by SIGKILL\b"
 )
 
+# A process ended by another signal, as the same tools say so: Go's os/exec ("signal: segmentation fault",
+# ollama's "llama runner process has terminated: signal: aborted"), torchrun ("Signal 6 (SIGABRT) received by
+# PID"), Python ("<Signals.SIGSEGV: 11>", "exitcode=-SIGSEGV") and the shell ("Segmentation fault (core
+# dumped)", "Aborted (core dumped)"): a crash, not a kill for memory.
+_OTHER_SIGNAL = re.compile(
+    r"\bsignal: (?:segmentation fault|aborted|illegal instruction|bus error|floating point exception)\b|"
+    r"\bSignal \d+ \(SIG(?:SEGV|ABRT|ILL|BUS|FPE)\) received by PID\b|"
+    r"<Signals\.SIG(?:SEGV|ABRT|ILL|BUS|FPE): \d+>|\bexitcode=-SIG(?:SEGV|ABRT|ILL|BUS|FPE)\b|"
+    r"\b(?:Segmentation fault|Aborted|Illegal instruction) \(core dumped\)"
+)
+
 
 class Parser(LineParser):
     TRIGGERS = Triggers(
@@ -84,6 +95,13 @@ class Parser(LineParser):
             "Out Of Memory",
             "signal: killed",
             "zsh: killed",
+            "signal: ",
+            "SIGSEGV",
+            "SIGABRT",
+            "SIGILL",
+            "SIGBUS",
+            "SIGFPE",
+            "(core dumped)",
         )
     )
 
@@ -123,6 +141,8 @@ class Parser(LineParser):
             or (("SIGKILL" in body or "killed" in body.lower()) and _SIGKILLED.search(body.strip()))
         ):
             self.ctx.signal(line, body, "host-killed")
+        elif ("SIG" in body or "signal: " in body or "(core dumped)" in body) and _OTHER_SIGNAL.search(body):
+            self.ctx.signal(line, body, "exit-not-killed")
         if "oom" in body.lower() or "Out Of Memory" in body or "memory limit" in body:
             slurm = _SLURM.search(body)
             if slurm:

@@ -442,6 +442,11 @@ class Parser(LineParser):
         if "in static TLS block" in body:
             self.ctx.signal(line, body, "static-tls")
             return
+        # ENOSPC writing a file (a download cache, a checkpoint): the disk, not memory; under /dev/shm it is
+        # shared memory, which the host-allocation pattern below takes.
+        if "No space left on device" in body and "/dev/shm" not in body and "shm" not in body.lower():
+            self.ctx.signal(line, body, "disk-full")
+            return
         if (
             "Cannot allocate memory" in body
             or "bad_alloc" in body
