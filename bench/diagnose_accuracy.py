@@ -112,6 +112,9 @@ ROUND_OF_HARVESTER = {
     "harvest7-vllm": 7,
     "harvest7-engines": 7,
     "harvest7-platforms": 7,
+    "harvest8-vllm": 8,
+    "harvest8-engines": 8,
+    "harvest8-wrappers": 8,
 }
 
 

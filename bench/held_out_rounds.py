@@ -39,7 +39,7 @@ from oomguard.diagnosis.diagnosis import rank
 from oomguard.diagnosis.prior import Prior, words
 
 # The last commit before each round joined the corpus: its code had never seen the round.
-ROUND_CODE = {4: "c8f2259^", 5: "cad9d21^", 6: "cad9d21^", 7: "1267f96^"}
+ROUND_CODE = {4: "c8f2259^", 5: "cad9d21^", 6: "cad9d21^", 7: "1267f96^", 8: "0990875"}
 THRESHOLDS = "0,0.2,0.3,0.4,0.5"
 BANDS = (0.7, 0.5, 0.3, 0.0)
 
