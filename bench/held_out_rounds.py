@@ -2,7 +2,7 @@
 code of the commit before that round joined the corpus, with the prior trained on every other report.
 
 Each round of the corpus was held out of every change until its session ended (bench/data/oom_corpus/
-README.md), so the last commit before it joined (ROUND_CODE) is code that never saw it. For each such commit a
+README.md), so a commit from before it joined (ROUND_CODE) is code that never saw it. For each such commit a
 temporary git worktree runs that commit's own bench/train_prior.Row over the development reports and today's
 tuning part (the rules' scores and confidences, and that code's prior features, in a subprocess); the words of
 each report's text join the features as today's prior reads them (prior.features, "r:" words). Then for each
@@ -38,7 +38,8 @@ from oomguard.diagnosis.causes import CauseClass
 from oomguard.diagnosis.diagnosis import rank
 from oomguard.diagnosis.prior import Prior, words
 
-# The last commit before each round joined the corpus: its code had never seen the round.
+# A commit from before each round joined the corpus (the last one, or for round 8 the last before the fixes
+# made while it joined): its code had never seen the round.
 ROUND_CODE = {4: "c8f2259^", 5: "cad9d21^", 6: "cad9d21^", 7: "1267f96^", 8: "0990875"}
 THRESHOLDS = "0,0.2,0.3,0.4,0.5"
 BANDS = (0.7, 0.5, 0.3, 0.0)
@@ -80,7 +81,8 @@ class Report:
         scores = {CauseClass(k): float(v) for k, v in dict(item["scores"]).items()}  # type: ignore[call-overload]
         conf = {CauseClass(k): float(v) for k, v in dict(item["conf"]).items()}  # type: ignore[call-overload]
         round_ = 0 if item["split"] == "dev" else ROUND_OF_HARVESTER.get(str(item["harvester"]), 0)
-        feats = list(item["feats"]) + heads  # type: ignore[call-overload]
+        # (a commit from this one on reads the heads' words itself: each feature once)
+        feats = sorted(set(item["feats"]) | set(heads))  # type: ignore[call-overload]
         return cls(str(item["want"]), bool(item["answered"]), feats, scores, conf, round_)
 
 

@@ -4,7 +4,8 @@ on the tuning part of the corpus.
 The same training as bench/train_prior.py (the model and its cross-validated temperature) runs on the 39
 development reports plus four of five stratified folds of the tuning part, and the held-out fold is ranked
 three ways: the rules alone, the prior alone (its classes by probability), and `diagnosis.rank`'s blend at
-each weight of --w (at 0 the first cause is the rules' and the prior orders places 2..). Top-1 / top-3 over
+each weight of --w (at 0 the first cause is the rules' and the prior orders places 2..), without and with the
+prior ordering the causes below the shipped threshold of the rules' confidence. Top-1 / top-3 over
 all folds, and how often the first cause is right in each confidence band (for the prior alone, its
 probability). The rules were tuned on these reports, so their numbers here are
 optimistic and the weight is not chosen here: bench/blend_validate.py measures the blend on reports neither
@@ -24,7 +25,7 @@ from sklearn.model_selection import StratifiedKFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_prior import DEV, TUNE, Row, load, train
+from train_prior import DEV, PRIOR_FIRST_BELOW, TUNE, Row, load, train
 
 from oomguard.diagnosis.diagnosis import rank
 from oomguard.diagnosis.prior import Prior
@@ -45,9 +46,11 @@ def prior_alone(row: Row, prior: Prior) -> Ranked:
     return sorted(prior.shares(row.feats).items(), key=lambda kv: -kv[1]) if row.answered else []
 
 
-def blend(weight: float) -> Ranker:
+def blend(weight: float, below: float = 0.0) -> Ranker:
     def ranked(row: Row, prior: Prior) -> Ranked:
-        return list(rank(row.scores, row.conf, prior.shares(row.feats), weight)) if row.answered else []
+        if not row.answered:
+            return []
+        return list(rank(row.scores, row.conf, prior.shares(row.feats), weight, below))
 
     return ranked
 
@@ -66,6 +69,9 @@ def main(argv: list[str]) -> int:
     tune = [Row(r) for r in load(TUNE)]
     rankers: dict[str, Ranker] = {"rules alone": rules_alone, "prior alone": prior_alone}
     rankers |= {f"blend w={w}": blend(float(w)) for w in args.w.split(",")}
+    rankers |= {
+        f"w={w} below {PRIOR_FIRST_BELOW:g}": blend(float(w), PRIOR_FIRST_BELOW) for w in args.w.split(",")
+    }
     print(f"train: {len(dev)} dev + 4/5 of {len(tune)} tune; score the held-out fifth")
     print(f"{'':24} {'top-1':>6} {'top-3':>6}   first right / listed at >=70% 50-70% 30-50% <30%")
     for c in [float(x) for x in args.c.split(",")]:
