@@ -1954,6 +1954,8 @@ def host_allocation_frame(frame: Frame) -> bool:
 
 # One process's resident memory that never rises above this multiple of its first sample is flat: no leak.
 RSS_FLAT = 1.05
+# A container whose memory stayed under this share of its limit in every sample shown was not killed at it.
+CONTAINER_ROOMY = 0.5
 
 
 def _host(ev: Evidence, t: Tally) -> None:
@@ -2033,6 +2035,19 @@ def _host(ev: Evidence, t: Tally) -> None:
     currents = [h for h in ev.of(HostMemory) if h.quantity in ("current", "peak")]
     if limits and currents and max(c.value for c in currents) >= 0.97 * min(lim.value for lim in limits):
         t.add("host-ram-oom", MEDIUM, "container memory is at its limit", currents[-1], limits[0])
+    elif (
+        limits
+        and currents
+        and max(c.value for c in currents) <= CONTAINER_ROOMY * min(lim.value for lim in limits)
+    ):
+        peak, limit = max(c.value for c in currents), min(lim.value for lim in limits)
+        t.add(
+            "host-ram-oom",
+            -MEDIUM,
+            f"the container used {peak / GIB:.1f} GiB of its {limit / GIB:.1f} GiB limit",
+            currents[-1],
+            limits[0],
+        )
     avail = [h for h in ev.of(HostMemory) if h.quantity == "available"]
     totals = [h for h in ev.of(HostMemory) if h.quantity == "total"]
     if avail and totals and avail[-1].value <= 0.03 * totals[-1].value:
