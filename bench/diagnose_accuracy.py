@@ -115,6 +115,9 @@ ROUND_OF_HARVESTER = {
     "harvest8-vllm": 8,
     "harvest8-engines": 8,
     "harvest8-wrappers": 8,
+    "harvest9-langs": 9,
+    "harvest9-hw": 9,
+    "harvest9-features": 9,
 }
 
 
