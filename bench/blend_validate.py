@@ -108,18 +108,19 @@ def main(argv: list[str]) -> int:
     )
     print(f"  {'':<14} {'top-1':>11} {'top-3':>11}   first cause right / listed at >=70% 50-70% 30-50% <30%")
     shares = [prior.shares(r.feats) if r.answered else {} for r in rows]
-    alone = [rank(r.scores, r.conf, None) if r.answered else [] for r in rows]
+    alone = [rank(r.scores, r.conf, None, shown=r.shown) if r.answered else [] for r in rows]
     print(line("rules alone", alone, rows))
     by_prior = [sorted(s.items(), key=lambda kv: -kv[1]) for s in shares]
     print(line("prior alone", by_prior, rows))
     for w in weights:
         ranked = [
-            rank(r.scores, r.conf, s, w) if r.answered else [] for r, s in zip(rows, shares, strict=True)
+            rank(r.scores, r.conf, s, w, shown=r.shown) if r.answered else []
+            for r, s in zip(rows, shares, strict=True)
         ]
         print(line(f"blend w={w:g}", ranked, rows))
     for t in thresholds:
         ranked = [
-            rank(r.scores, r.conf, s, BLEND_WEIGHT, t) if r.answered else []
+            rank(r.scores, r.conf, s, BLEND_WEIGHT, t, r.shown) if r.answered else []
             for r, s in zip(rows, shares, strict=True)
         ]
         print(line(f"below {t:g}", ranked, rows))

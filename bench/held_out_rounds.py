@@ -35,7 +35,7 @@ from diagnose_accuracy import ROUND_OF_HARVESTER
 from train_prior import BLEND_WEIGHT, DEV, ROOT, TUNE, train
 
 from oomguard.diagnosis.causes import CauseClass
-from oomguard.diagnosis.diagnosis import rank
+from oomguard.diagnosis.diagnosis import CONFIDENCE_FLOOR, confidences_of, rank
 from oomguard.diagnosis.prior import Prior, words
 
 # A commit from before each round joined the corpus (the last one, or for round 8 the last before the fixes
@@ -73,6 +73,11 @@ class Report:
     conf: dict[CauseClass, float]
     round: int
     extra: list[str] = field(default_factory=list)
+
+    @property
+    def shown(self) -> dict[CauseClass, float]:
+        """The confidences `diagnose` shows now, from the rule scores (diagnosis.CONFIDENCE_FLOOR)."""
+        return confidences_of(self.scores, CONFIDENCE_FLOOR)
 
     @classmethod
     def of(cls, item: dict[str, object]) -> Report:
@@ -112,11 +117,11 @@ Ranker = Callable[[Report, dict[str, float]], Ranked]
 
 def rankers(weight: float, thresholds: list[float]) -> dict[str, Ranker]:
     out: dict[str, Ranker] = {
-        "rules alone": lambda r, s: rank(r.scores, r.conf, None),
+        "rules alone": lambda r, s: rank(r.scores, r.conf, None, shown=r.shown),
         "prior alone": lambda r, s: sorted(s.items(), key=lambda kv: -kv[1]),
     }
     for t in thresholds:
-        out[f"w={weight:g} below {t:g}"] = lambda r, s, t=t: rank(r.scores, r.conf, s, weight, t)
+        out[f"w={weight:g} below {t:g}"] = lambda r, s, t=t: rank(r.scores, r.conf, s, weight, t, r.shown)
     return out
 
 

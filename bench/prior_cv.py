@@ -39,7 +39,7 @@ Ranker = Callable[[Row, Prior], Ranked]
 
 
 def rules_alone(row: Row, prior: Prior) -> Ranked:
-    return list(rank(row.scores, row.conf, None)) if row.answered else []
+    return list(rank(row.scores, row.conf, None, shown=row.shown)) if row.answered else []
 
 
 def prior_alone(row: Row, prior: Prior) -> Ranked:
@@ -50,7 +50,7 @@ def blend(weight: float, below: float = 0.0) -> Ranker:
     def ranked(row: Row, prior: Prior) -> Ranked:
         if not row.answered:
             return []
-        return list(rank(row.scores, row.conf, prior.shares(row.feats), weight, below))
+        return list(rank(row.scores, row.conf, prior.shares(row.feats), weight, below, row.shown))
 
     return ranked
 

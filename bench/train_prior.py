@@ -33,7 +33,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from oomguard.diagnosis.diagnosis import _confidences, failing_step
+from oomguard.diagnosis.diagnosis import CONFIDENCE_FLOOR, _confidences, failing_step
 from oomguard.diagnosis.evidence import Evidence
 from oomguard.diagnosis.prior import Prior, features, value
 from oomguard.diagnosis.read import read_one
@@ -80,12 +80,14 @@ class Row:
         self.feats: list[str] = []
         self.scores = dict.fromkeys(CLASSES, 0.0)
         self.conf = dict.fromkeys(CLASSES, 0.0)
+        self.shown = dict.fromkeys(CLASSES, 0.0)
         if self.answered:
             setup = recover_setup(ev)
             tally, sit = score(ev, setup, failing_step(ev, setup))
             self.feats = features(ev, sit, setup)
             self.scores = {c: tally.score(c) for c in CLASSES}
             self.conf = _confidences(tally)
+            self.shown = _confidences(tally, CONFIDENCE_FLOOR)
 
 
 def load(path: Path) -> list[dict[str, object]]:
