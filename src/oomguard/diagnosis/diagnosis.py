@@ -167,7 +167,7 @@ def rank(
     shown: dict[CauseClass, float] | None = None,
 ) -> list[tuple[CauseClass, float]]:
     """The causes to list with the confidence shown for each. Without a prior: the rules' causes by score,
-    each with its calibrated confidence. With the prior's class shares:
+    each with its confidence. With the prior's class shares:
     - where the rules' first cause reaches `prior_first_below`, each cause's mix is the rules' confidence and
       the prior's share blended by `weight` ((1 - w) x confidence + w x share). The first cause is the highest
       mix among the causes the rules found evidence for (any cause when they found none) and shows it: at
@@ -175,10 +175,10 @@ def rank(
       evidence supports. Places 2.. are ordered by the mix plus the prior's share of what the mix leaves to
       'none of these', and show that, capped at the place above so the list reads in order.
     - below it the rules found no mechanism they can stand on (a bare OOM message, a few frames, a sentence):
-      on reports nobody tuned to, their first cause is then right about one time in six, and the prior,
-      which reads every word and fact of the report against a thousand labelled ones, about three times
-      in six. The prior orders the causes and shows its shares, never naming one the evidence's quantities
-      argue against (a negative rule score).
+      on reports nobody tuned to, their first cause is then right about one time in five (30/161 on rounds
+      4-7), and the prior, which reads every word and fact of the report against a thousand labelled ones,
+      about one in three (54/161). The prior orders the causes and shows its shares, never naming one the
+      evidence's quantities argue against (a negative rule score).
     A cause without rule weight is listed only from MIN_PRIOR_ONLY up. Both the weight and the threshold are
     chosen on reports neither the rules nor the prior had seen (bench/held_out_rounds.py) and ship with the
     prior. `conf` orders; the numbers shown are computed the same way from `shown` (the calibrated
