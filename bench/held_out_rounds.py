@@ -142,7 +142,15 @@ def main(argv: list[str]) -> int:
     n_all = 0
     print(f"{'':34} {'top-1':>9} {'top-3':>9}")
     for commit in dict.fromkeys(ROUND_CODE.values()):
-        reports = reports_at(commit)
+        try:
+            reports = reports_at(commit)
+        except subprocess.CalledProcessError as err:
+            print(
+                f"held_out_rounds: could not run the code of {commit} ({err.cmd[0]} exit {err.returncode}): "
+                "it needs the repository's full git history (not a shallow clone)",
+                file=sys.stderr,
+            )
+            return 2
         for round_ in [r for r, c in ROUND_CODE.items() if c == commit]:
             held = [r for r in reports if r.round == round_]
             prior = Prior.from_payload(

@@ -226,6 +226,27 @@ def test_turbomind_creating_its_weights_is_the_weights() -> None:
     assert ranked(TURBOMIND_CREATING_WEIGHTS)[0] == "weights-dont-fit"
 
 
+# A rollout engine given a small share of the GPU (RL trainers set gpu_memory_utilization 0.3-0.5 beside the
+# trainer): Qwen3-8B's ~15 GiB of bf16 weights are a third of a 44 GiB L40S but twice the 13 GiB budget.
+LOW_BUDGET_LOAD = (
+    "$ vllm serve Qwen/Qwen3-8B --gpu-memory-utilization 0.3 --max-model-len 8192\n"
+    "INFO 05-01 10:00:01 [gpu_model_runner.py:1595] Starting to load model Qwen/Qwen3-8B...\n"
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total capacity of "
+    "44.39 GiB of which 30.12 GiB is free.\n"
+)
+
+
+def test_weights_under_half_the_device_but_over_the_budget_are_not_ruled_out() -> None:
+    # Under half of the device rules the weights out only when the engine's budget leaves room beside them.
+    weights = diagnose(read(LOW_BUDGET_LOAD)).causes[0]
+    assert weights.cls == "weights-dont-fit"
+    assert any("more than the engine may use" in e.why for e in weights.support)
+    assert not any("room to spare" in e.why for e in weights.contradict)
+    roomy = LOW_BUDGET_LOAD.replace("--gpu-memory-utilization 0.3", "--gpu-memory-utilization 0.9")
+    fits = next(c for c in diagnose(read(roomy)).causes if c.cls == "weights-dont-fit")
+    assert any("room to spare" in e.why for e in fits.contradict)
+
+
 def test_weights_per_gpu_above_the_device_need_no_error_line() -> None:
     assert ranked(WEIGHTS_LARGER_THAN_THE_DEVICE)[0] == "weights-dont-fit"
     # The same command over four GPUs (~22 GiB each) fits: nothing says weights.

@@ -187,7 +187,7 @@ def rank(
     values = conf if shown is None else shown
     if shares is None:
         return [(order[0], values[order[0]])] + [(c, values[c]) for c in order[1:TOP] if scores[c] > 0]
-    if conf[order[0]] < prior_first_below:
+    if conf[order[0]] < prior_first_below and any(scores[c] >= 0 for c in CLASSES):
         return _prior_first(scores, shares)
     mix, blended = _blend(conf, shares, weight)
     supported = [c for c in order if scores[c] > 0] or order
@@ -349,6 +349,7 @@ def _incident(evidence: Evidence, sources: tuple[str, ...]) -> Incident:
     wanted = set(sources)
     part.extend(f for f in evidence if f.where.source in wanted)
     part.documents = [d for d in evidence.documents if d.name in wanted]
+    part.heads = {name: head for name, head in evidence.heads.items() if name in wanted}
     d = _diagnose(part)
     firsts = _first_failures(part)
     first = min(firsts.values(), key=lambda f: (f.where.time or 0.0, f.where.source, f.where.line))

@@ -511,11 +511,12 @@ class Evidence:
         # documents): the learned prior reads their words (prior.features), a reporter's sentences among
         # them. A pasted report is a few KiB; a long log's head holds its start-up lines, and its failure
         # lines reach the prior as the facts' own lines.
-        self.heads: list[str] = []
+        # Keyed by the document's name, so an incident's diagnosis reads its own documents' heads.
+        self.heads: dict[str, str] = {}
 
-    def add_head(self, text: str) -> None:
+    def add_head(self, name: str, text: str) -> None:
         if len(self.heads) < MAX_HEADS:
-            self.heads.append(text)
+            self.heads.setdefault(name, text)
 
     def add(self, fact: Fact) -> None:
         kept = self._kept.get(type(fact))
@@ -551,8 +552,8 @@ class Evidence:
                 mine.add(fact)
         self.documents += other.documents
         self.engine_marks.update(other.engine_marks)
-        for head in other.heads:
-            self.add_head(head)
+        for name, head in other.heads.items():
+            self.add_head(name, head)
 
     def extend(self, facts: Iterable[Fact]) -> None:
         for fact in facts:

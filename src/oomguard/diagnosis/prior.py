@@ -201,7 +201,7 @@ def features(ev: Evidence, sit: Situation, setup: EngineSetup) -> list[str]:
             found.add(f"version:{fact.engine}")
         elif isinstance(fact, LeverTried):
             found.add(f"lever:{fact.lever.name.lower()}:{'helped' if fact.helped else 'no-help'}")
-    for head in ev.heads:
+    for head in ev.heads.values():
         for line in head.splitlines():
             found.update(f"r:{w}" for w in words(line))
     crash = sit.kv_at_crash

@@ -222,7 +222,7 @@ def _read_text(
 ) -> None:
     head = first[: engine_marks.HEAD_BYTES]
     evidence.engine_marks.update(engine_marks.count_marks(head))
-    evidence.add_head(head.decode("utf-8", "replace"))
+    evidence.add_head(name, head.decode("utf-8", "replace"))
     ctx = Context(name, evidence)
     parsers: list[LineParser] = [m.Parser(ctx) for m in LINE_SOURCES]
     stats = scan.ReadStats()

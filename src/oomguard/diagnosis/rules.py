@@ -2533,14 +2533,15 @@ def _weights_vs_device(ev: Evidence, setup: EngineSetup, t: Tally, sit: Situatio
         # Whatever the evidence says failed (or if it only shows the setup), this cannot load.
         t.add("weights-dont-fit", STRONG, why + ": more than the device holds", *facts)
         return
-    if w.split.stated or w.split.ranks == 1:
-        unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
-        if unsplit <= WEIGHTS_SMALL * total:
-            # A quantity against the class with or without a failure: the prior never names it either.
-            t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
-            return
     budget, flag = _budget_share(setup)
     room = budget * total - per_gpu
+    if (w.split.stated or w.split.ranks == 1) and room >= MIN_ROOM_SHARE * total:
+        unsplit = w.model.bytes / (w.split.ranks if w.split.stated else 1)
+        if unsplit <= WEIGHTS_SMALL * total:
+            # Under half of the device and inside the engine's budget with room beside them: a quantity
+            # against the class with or without a failure, so the prior never names it either.
+            t.add("weights-dont-fit", -MEDIUM, why + ": they fit with room to spare", *facts)
+            return
     if not failed or sit.phase == "runtime":
         if room >= MIN_ROOM_SHARE * total:
             t.add(

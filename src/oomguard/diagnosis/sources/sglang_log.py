@@ -12,6 +12,7 @@ from oomguard.diagnosis.sources.base import LineParser, Message, to_float
 from oomguard.diagnosis.sources.triggers import Triggers
 from oomguard.diagnosis.sources.vllm_log import clean_value, parse_argv
 from oomguard.units import GiB as _GIB
+from oomguard.units import MiB as _MIB
 
 _LOAD_END = re.compile(
     r"Load weight end\..*?avail mem=(?P<avail>[\d.]+) GB,\s*mem usage=(?P<usage>[\d.]+) GB"
@@ -163,7 +164,7 @@ class Parser(LineParser):
                 "sglang-not-enough-memory",
                 state_slots=float(m.group("n")) if m else None,
                 rest_bytes=float(m.group("rest")) * _GIB if m else None,
-                per_request_bytes=float(m.group("per")) * 2**20 if m else None,
+                per_request_bytes=float(m.group("per")) * _MIB if m else None,
             )
         if "leave no GPU memory for the KV cache" in body:
             # "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=.."
